@@ -1,0 +1,1 @@
+//! Deterministic simulation of `fdb-leader-election` (built out in its own issue).

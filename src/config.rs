@@ -1,0 +1,450 @@
+//! Election configuration: validated when built, stored in the database, shared by every
+//! participant.
+
+use std::time::Duration;
+
+/// One million: clock rate errors are configured in parts per million.
+const PPM: u64 = 1_000_000;
+
+/// Election-wide configuration, stored under the election's subspace.
+///
+/// Build it with [`ElectionConfig::builder`]; every instance has passed validation.
+///
+/// ```
+/// use fdb_leader_election::ElectionConfig;
+/// use std::time::Duration;
+///
+/// let config = ElectionConfig::builder()
+///     .lease_duration(Duration::from_secs(6))
+///     .heartbeat_interval(Duration::from_secs(2))
+///     .candidate_timeout(Duration::from_secs(9))
+///     .build()?;
+/// assert_eq!(config.lease_duration(), Duration::from_secs(6));
+///
+/// // A heartbeat longer than a third of the lease is rejected, naming the rule.
+/// let err = ElectionConfig::builder()
+///     .lease_duration(Duration::from_secs(6))
+///     .heartbeat_interval(Duration::from_secs(3))
+///     .build()
+///     .unwrap_err();
+/// assert!(err.to_string().contains("heartbeat"));
+/// # Ok::<(), fdb_leader_election::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ElectionConfig {
+    pub(crate) lease_duration: Duration,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) candidate_timeout: Duration,
+    pub(crate) election_enabled: bool,
+    pub(crate) allow_preemption: bool,
+    pub(crate) max_clock_rate_error_ppm: u32,
+    pub(crate) min_tenure: Duration,
+    pub(crate) handover_grace: Duration,
+    pub(crate) takeover_stagger: Duration,
+    pub(crate) transaction_timeout: Duration,
+}
+
+/// Default lease: 10 s (as in the v0.11 recipe).
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(10);
+/// Default heartbeat: 3 s (as in the v0.11 recipe).
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
+/// Default candidate timeout: 15 s (as in the v0.11 recipe).
+pub const DEFAULT_CANDIDATE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Default maximum clock rate error ρ: 1% (10,000 parts per million).
+pub const DEFAULT_MAX_CLOCK_RATE_ERROR_PPM: u32 = 10_000;
+
+impl Default for ElectionConfig {
+    fn default() -> Self {
+        ElectionConfig {
+            lease_duration: DEFAULT_LEASE_DURATION,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            candidate_timeout: DEFAULT_CANDIDATE_TIMEOUT,
+            election_enabled: true,
+            allow_preemption: true,
+            max_clock_rate_error_ppm: DEFAULT_MAX_CLOCK_RATE_ERROR_PPM,
+            min_tenure: Duration::ZERO,
+            handover_grace: Duration::from_secs(5),
+            takeover_stagger: Duration::from_millis(300),
+            transaction_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+impl ElectionConfig {
+    /// A builder starting from the defaults.
+    pub fn builder() -> ElectionConfigBuilder {
+        ElectionConfigBuilder {
+            config: ElectionConfig::default(),
+        }
+    }
+
+    /// A builder starting from this configuration.
+    pub fn to_builder(&self) -> ElectionConfigBuilder {
+        ElectionConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
+    /// The defaults scaled to `lease`, as v0.11's `with_lease_duration` did: heartbeat a third
+    /// of the lease, candidate timeout one and a half leases, transaction timeout a third of
+    /// the heartbeat, takeover stagger a thirtieth of the lease.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] if `lease` is zero or too long.
+    pub fn with_lease_duration(lease: Duration) -> Result<Self, ConfigError> {
+        let heartbeat = lease / 3;
+        ElectionConfig::builder()
+            .lease_duration(lease)
+            .heartbeat_interval(heartbeat)
+            .candidate_timeout(lease.saturating_add(lease / 2))
+            .transaction_timeout(heartbeat / 3)
+            .takeover_stagger(lease / 30)
+            .build()
+    }
+
+    /// How long a leader holds the lease without renewing. Followers wait this long, on their
+    /// own clocks, with the leader record unchanged, before they may take over.
+    pub fn lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+
+    /// How often each participant runs an election cycle.
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.heartbeat_interval
+    }
+
+    /// How long a candidate may go without a heartbeat before it counts as dead (measured in
+    /// leader renewals, see [`renewals_before_dead`](Self::renewals_before_dead)).
+    pub fn candidate_timeout(&self) -> Duration {
+        self.candidate_timeout
+    }
+
+    /// Whether elections run at all. When disabled, nobody acquires, the leader steps down at
+    /// its next cycle, and candidates only heartbeat.
+    pub fn election_enabled(&self) -> bool {
+        self.election_enabled
+    }
+
+    /// Whether a strictly higher-priority candidate may ask the leader to hand over.
+    pub fn allow_preemption(&self) -> bool {
+        self.allow_preemption
+    }
+
+    /// ρ, the largest clock rate error assumed of any participant, in parts per million.
+    pub fn max_clock_rate_error_ppm(&self) -> u32 {
+        self.max_clock_rate_error_ppm
+    }
+
+    /// How long a leader keeps leadership before it honours a handover request.
+    pub fn min_tenure(&self) -> Duration {
+        self.min_tenure
+    }
+
+    /// How long a leader asked to hand over may keep renewing while it finishes in-flight work.
+    pub fn handover_grace(&self) -> Duration {
+        self.handover_grace
+    }
+
+    /// The delay per priority rank when followers take over a lapsed lease, so the
+    /// highest-priority live candidate normally wins first.
+    pub fn takeover_stagger(&self) -> Duration {
+        self.takeover_stagger
+    }
+
+    /// The per-attempt transaction timeout a runner should use (shorter than the heartbeat).
+    pub fn transaction_timeout(&self) -> Duration {
+        self.transaction_timeout
+    }
+
+    /// How long a leader believes in a lease of `lease` after the attempt that acquired or
+    /// renewed it started: `lease × (1 − ρ) / (1 + ρ)`, rounded down.
+    pub fn local_validity(&self, lease: Duration) -> Duration {
+        scale_down(lease, self.max_clock_rate_error_ppm)
+    }
+
+    /// The number of leader renewals a live candidate may lag behind:
+    /// `ceil(candidate_timeout / heartbeat_interval)`.
+    pub fn renewals_before_dead(&self) -> u64 {
+        let hb = self.heartbeat_interval.as_nanos().max(1);
+        let t = self.candidate_timeout.as_nanos();
+        let k = t.div_ceil(hb);
+        u64::try_from(k).unwrap_or(u64::MAX)
+    }
+
+    fn validate(self) -> Result<Self, ConfigError> {
+        let c = self;
+        if c.lease_duration.is_zero() {
+            return Err(ConfigError::ZeroLease);
+        }
+        if c.lease_duration > MAX_DURATION {
+            return Err(ConfigError::TooLong {
+                field: "lease_duration",
+                value: c.lease_duration,
+                max: MAX_DURATION,
+            });
+        }
+        if c.heartbeat_interval.is_zero() {
+            return Err(ConfigError::ZeroHeartbeat);
+        }
+        if c.heartbeat_interval > c.lease_duration / 3 {
+            return Err(ConfigError::HeartbeatTooLong {
+                heartbeat: c.heartbeat_interval,
+                lease: c.lease_duration,
+            });
+        }
+        if c.candidate_timeout <= c.lease_duration {
+            return Err(ConfigError::CandidateTimeoutTooShort {
+                candidate_timeout: c.candidate_timeout,
+                lease: c.lease_duration,
+            });
+        }
+        for (field, value) in [
+            ("candidate_timeout", c.candidate_timeout),
+            ("min_tenure", c.min_tenure),
+            ("handover_grace", c.handover_grace),
+            ("takeover_stagger", c.takeover_stagger),
+        ] {
+            if value > MAX_DURATION {
+                return Err(ConfigError::TooLong {
+                    field,
+                    value,
+                    max: MAX_DURATION,
+                });
+            }
+        }
+        if u64::from(c.max_clock_rate_error_ppm) >= PPM / 2 {
+            return Err(ConfigError::ClockRateErrorOutOfRange {
+                ppm: c.max_clock_rate_error_ppm,
+            });
+        }
+        if c.transaction_timeout.is_zero() {
+            return Err(ConfigError::ZeroTransactionTimeout);
+        }
+        if c.transaction_timeout >= c.heartbeat_interval {
+            return Err(ConfigError::TransactionTimeoutTooLong {
+                transaction_timeout: c.transaction_timeout,
+                heartbeat: c.heartbeat_interval,
+            });
+        }
+        Ok(c)
+    }
+}
+
+/// The longest duration any setting may take (one year): keeps every sum of durations and
+/// instants far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `d × (1 − ρ) / (1 + ρ)` for ρ in parts per million, rounded down.
+fn scale_down(d: Duration, ppm: u32) -> Duration {
+    let ppm = u128::from(ppm);
+    let ppm_total = u128::from(PPM);
+    let num = ppm_total.saturating_sub(ppm);
+    let den = ppm_total.saturating_add(ppm);
+    let nanos = d.as_nanos().saturating_mul(num).checked_div(den).unwrap_or(0);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// Builds a validated [`ElectionConfig`].
+#[derive(Clone, Debug)]
+pub struct ElectionConfigBuilder {
+    config: ElectionConfig,
+}
+
+impl ElectionConfigBuilder {
+    /// See [`ElectionConfig::lease_duration`]. Default 10 s.
+    pub fn lease_duration(mut self, d: Duration) -> Self {
+        self.config.lease_duration = d;
+        self
+    }
+    /// See [`ElectionConfig::heartbeat_interval`]. Default 3 s; at most a third of the lease.
+    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
+        self.config.heartbeat_interval = d;
+        self
+    }
+    /// See [`ElectionConfig::candidate_timeout`]. Default 15 s; longer than the lease.
+    pub fn candidate_timeout(mut self, d: Duration) -> Self {
+        self.config.candidate_timeout = d;
+        self
+    }
+    /// See [`ElectionConfig::election_enabled`]. Default true.
+    pub fn election_enabled(mut self, enabled: bool) -> Self {
+        self.config.election_enabled = enabled;
+        self
+    }
+    /// See [`ElectionConfig::allow_preemption`]. Default true.
+    pub fn allow_preemption(mut self, allow: bool) -> Self {
+        self.config.allow_preemption = allow;
+        self
+    }
+    /// See [`ElectionConfig::max_clock_rate_error_ppm`]. Default 10,000 (1%); below 500,000.
+    pub fn max_clock_rate_error_ppm(mut self, ppm: u32) -> Self {
+        self.config.max_clock_rate_error_ppm = ppm;
+        self
+    }
+    /// See [`ElectionConfig::min_tenure`]. Default 0.
+    pub fn min_tenure(mut self, d: Duration) -> Self {
+        self.config.min_tenure = d;
+        self
+    }
+    /// See [`ElectionConfig::handover_grace`]. Default 5 s.
+    pub fn handover_grace(mut self, d: Duration) -> Self {
+        self.config.handover_grace = d;
+        self
+    }
+    /// See [`ElectionConfig::takeover_stagger`]. Default 300 ms.
+    pub fn takeover_stagger(mut self, d: Duration) -> Self {
+        self.config.takeover_stagger = d;
+        self
+    }
+    /// See [`ElectionConfig::transaction_timeout`]. Default 1 s; shorter than the heartbeat.
+    pub fn transaction_timeout(mut self, d: Duration) -> Self {
+        self.config.transaction_timeout = d;
+        self
+    }
+
+    /// Validates and returns the configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first rule the settings break.
+    pub fn build(self) -> Result<ElectionConfig, ConfigError> {
+        self.config.validate()
+    }
+}
+
+/// A configuration rule that was broken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The lease must be longer than zero.
+    #[error("lease_duration must be greater than zero")]
+    ZeroLease,
+    /// The heartbeat must be longer than zero.
+    #[error("heartbeat_interval must be greater than zero")]
+    ZeroHeartbeat,
+    /// The heartbeat must leave room for retries within one lease.
+    #[error("heartbeat_interval ({heartbeat:?}) must be at most a third of lease_duration ({lease:?})")]
+    HeartbeatTooLong {
+        /// The configured heartbeat.
+        heartbeat: Duration,
+        /// The configured lease.
+        lease: Duration,
+    },
+    /// A live leader must never look dead.
+    #[error("candidate_timeout ({candidate_timeout:?}) must be longer than lease_duration ({lease:?})")]
+    CandidateTimeoutTooShort {
+        /// The configured candidate timeout.
+        candidate_timeout: Duration,
+        /// The configured lease.
+        lease: Duration,
+    },
+    /// ρ must be in `[0, 0.5)`.
+    #[error("max_clock_rate_error_ppm ({ppm}) must be below 500000 (50%)")]
+    ClockRateErrorOutOfRange {
+        /// The configured ρ in parts per million.
+        ppm: u32,
+    },
+    /// The per-attempt transaction timeout must be longer than zero.
+    #[error("transaction_timeout must be greater than zero")]
+    ZeroTransactionTimeout,
+    /// A transaction attempt must end before the next heartbeat is due.
+    #[error("transaction_timeout ({transaction_timeout:?}) must be shorter than heartbeat_interval ({heartbeat:?})")]
+    TransactionTimeoutTooLong {
+        /// The configured transaction timeout.
+        transaction_timeout: Duration,
+        /// The configured heartbeat.
+        heartbeat: Duration,
+    },
+    /// A duration setting is unreasonably long.
+    #[error("{field} ({value:?}) must be at most {max:?}")]
+    TooLong {
+        /// The setting.
+        field: &'static str,
+        /// Its value.
+        value: Duration,
+        /// The largest value allowed.
+        max: Duration,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_keep_v011_figures_and_validate() {
+        let c = ElectionConfig::default();
+        assert_eq!(c.lease_duration(), Duration::from_secs(10));
+        assert_eq!(c.heartbeat_interval(), Duration::from_secs(3));
+        assert_eq!(c.candidate_timeout(), Duration::from_secs(15));
+        assert!(c.election_enabled());
+        assert!(c.allow_preemption());
+        assert_eq!(c.max_clock_rate_error_ppm(), 10_000);
+        assert_eq!(ElectionConfig::builder().build(), Ok(c));
+    }
+
+    #[test]
+    fn every_rule_is_enforced() {
+        let s = Duration::from_secs;
+        let b = ElectionConfig::builder;
+        assert_eq!(
+            b().lease_duration(Duration::ZERO).build(),
+            Err(ConfigError::ZeroLease)
+        );
+        assert_eq!(
+            b().heartbeat_interval(Duration::ZERO).build(),
+            Err(ConfigError::ZeroHeartbeat)
+        );
+        assert!(matches!(
+            b().heartbeat_interval(Duration::from_millis(3334)).build(),
+            Err(ConfigError::HeartbeatTooLong { .. })
+        ));
+        assert!(matches!(
+            b().candidate_timeout(s(10)).build(),
+            Err(ConfigError::CandidateTimeoutTooShort { .. })
+        ));
+        assert!(matches!(
+            b().max_clock_rate_error_ppm(500_000).build(),
+            Err(ConfigError::ClockRateErrorOutOfRange { ppm: 500_000 })
+        ));
+        assert!(b().max_clock_rate_error_ppm(499_999).build().is_ok());
+        assert!(b().max_clock_rate_error_ppm(0).build().is_ok());
+        assert_eq!(
+            b().transaction_timeout(Duration::ZERO).build(),
+            Err(ConfigError::ZeroTransactionTimeout)
+        );
+        assert!(matches!(
+            b().transaction_timeout(s(3)).build(),
+            Err(ConfigError::TransactionTimeoutTooLong { .. })
+        ));
+        assert!(matches!(
+            b().lease_duration(s(400 * 24 * 3600)).build(),
+            Err(ConfigError::TooLong { field: "lease_duration", .. })
+        ));
+        assert!(matches!(
+            b().handover_grace(s(400 * 24 * 3600)).build(),
+            Err(ConfigError::TooLong { field: "handover_grace", .. })
+        ));
+    }
+
+    #[test]
+    fn validity_shrinks_by_the_rate_bound() {
+        let c = ElectionConfig::default();
+        // 10 s × 0.99 / 1.01
+        let v = c.local_validity(Duration::from_secs(10));
+        assert_eq!(v.as_nanos(), 10_000_000_000u128 * 990_000 / 1_010_000);
+        let exact = ElectionConfig::builder()
+            .max_clock_rate_error_ppm(0)
+            .build()
+            .map(|c| c.local_validity(Duration::from_secs(10)));
+        assert_eq!(exact, Ok(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn scaled_config_is_valid() {
+        let c = ElectionConfig::with_lease_duration(Duration::from_millis(300));
+        assert!(c.is_ok(), "{c:?}");
+        assert_eq!(ElectionConfig::default().renewals_before_dead(), 5);
+    }
+}

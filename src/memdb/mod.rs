@@ -1,0 +1,5 @@
+//! In-memory database (MemDb).
+
+/// placeholder
+#[derive(Debug)]
+pub struct MemDb;
