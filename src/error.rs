@@ -83,6 +83,24 @@ pub enum ElectionError {
         /// The limit in bytes.
         max: usize,
     },
+    /// A value could not be encoded.
+    #[error("could not encode {what}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: bincode::error::EncodeError,
+    },
+    /// A configuration stored in the database breaks a rule.
+    #[error("stored configuration at key {key} is invalid")]
+    InvalidStoredConfig {
+        /// The key, printable.
+        key: String,
+        /// The rule it breaks.
+        #[source]
+        source: ConfigError,
+    },
     /// The ballot reached `u64::MAX` and cannot grow.
     #[error("the ballot is exhausted")]
     BallotExhausted,

@@ -20,3 +20,20 @@ pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority};
 pub use memdb::MemDb;
 pub use txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+mod codec;
+mod keys;
+mod record;
+pub use codec::FORMAT_VERSION;
+pub use keys::MAX_KEY_BYTES;
+pub use record::{
+    AttemptId, CandidateInfo, CandidateRecord, LeaderRecord, LeaderState, MAX_METADATA_BYTES,
+    MAX_PAYLOAD_BYTES, MAX_VALUE_BYTES, Named,
+};
+mod core;
+mod candidate;
+mod election;
+mod fence;
+pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};
+pub use core::{Action, ResignRejected};
+pub use election::{LeaderElection, ResignOutcome};
+pub use fence::{FenceGate, is_stale};

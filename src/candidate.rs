@@ -1,0 +1,267 @@
+//! [`Candidate`]: one process incarnation's local view of an election.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use crate::clock::{Clock, LocalInstant, SystemClock};
+use crate::core::{Action, Adoption, LocalState};
+#[cfg(test)]
+use crate::core::Role;
+use crate::error::ElectionError;
+use crate::ids::{Ballot, CandidateId, Priority};
+use crate::record::{LeaderRecord, LeaderState, MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES};
+
+/// One process incarnation taking part in an election: its id, priority, payload and
+/// metadata, its injected clock, and its local election state (what it believes, what it is
+/// timing, which of its writes are unconfirmed). Cheap to clone; clones share the state.
+///
+/// Local state is never persisted. A restarted process must build a new `Candidate` with a
+/// new [`CandidateId`].
+#[derive(Clone)]
+pub struct Candidate {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: CandidateId,
+    clock: Arc<dyn Clock>,
+    local: Mutex<Local>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Local {
+    pub(crate) core: LocalState,
+    pub(crate) priority: Priority,
+    pub(crate) payload: Option<Vec<u8>>,
+    pub(crate) metadata: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let local = self.lock();
+        f.debug_struct("Candidate")
+            .field("id", &self.inner.id)
+            .field("priority", &local.priority)
+            .field("role", local.core.role())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What this candidate believes about its own leadership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leadership {
+    /// The ballot: the fencing token to attach to leader-only work.
+    pub ballot: Ballot,
+    /// The local instant at which the belief ends unless renewed.
+    pub valid_until: LocalInstant,
+    /// How long the belief lasts from now.
+    pub remaining: Duration,
+}
+
+impl Candidate {
+    /// A candidate on the operating system's monotonic clock.
+    pub fn new(id: CandidateId, priority: Priority) -> Self {
+        Self::with_clock(id, priority, Arc::new(SystemClock))
+    }
+
+    /// A candidate on an injected clock.
+    pub fn with_clock(id: CandidateId, priority: Priority, clock: Arc<dyn Clock>) -> Self {
+        Candidate {
+            inner: Arc::new(Inner {
+                local: Mutex::new(Local {
+                    core: LocalState::new(id.clone()),
+                    priority,
+                    payload: None,
+                    metadata: None,
+                }),
+                id,
+                clock,
+            }),
+        }
+    }
+
+    /// The candidate's id.
+    pub fn id(&self) -> &CandidateId {
+        &self.inner.id
+    }
+
+    /// The candidate's clock reading now.
+    pub fn now(&self) -> LocalInstant {
+        self.inner.clock.now()
+    }
+
+    /// The candidate's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// The priority written at the next heartbeat or cycle.
+    pub fn priority(&self) -> Priority {
+        self.lock().priority
+    }
+
+    /// Changes the priority; it takes effect at the next heartbeat or cycle.
+    pub fn set_priority(&self, priority: Priority) {
+        self.lock().priority = priority;
+    }
+
+    /// Sets the payload this candidate publishes in the leader record while it leads (for
+    /// example, the address where it serves).
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::TooLarge`] above [`MAX_PAYLOAD_BYTES`]; the old payload is kept.
+    pub fn set_payload(&self, payload: Option<Vec<u8>>) -> Result<(), ElectionError> {
+        check_size("leader payload", payload.as_deref(), MAX_PAYLOAD_BYTES)?;
+        self.lock().payload = payload;
+        Ok(())
+    }
+
+    /// Sets the metadata stored in this candidate's registration record.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::TooLarge`] above [`MAX_METADATA_BYTES`]; the old metadata is kept.
+    pub fn set_metadata(&self, metadata: Option<Vec<u8>>) -> Result<(), ElectionError> {
+        check_size("candidate metadata", metadata.as_deref(), MAX_METADATA_BYTES)?;
+        self.lock().metadata = metadata;
+        Ok(())
+    }
+
+    /// Tells the election whether leader work is in flight. A leader asked to hand over waits
+    /// (at most the configured grace) while this is set, then steps down.
+    pub fn set_busy(&self, busy: bool) {
+        self.lock().core.set_busy(busy);
+    }
+
+    /// Whether this candidate believes, now, that it leads. Ends on its own at the local
+    /// deadline, even if the database is unreachable.
+    pub fn is_leader(&self) -> bool {
+        self.leadership().is_some()
+    }
+
+    /// The leadership this candidate believes in now, if any.
+    pub fn leadership(&self) -> Option<Leadership> {
+        let now = self.now();
+        let local = self.lock();
+        local.core.valid_tenure(now).map(|t| Leadership {
+            ballot: t.ballot,
+            valid_until: t.valid_until,
+            remaining: t.valid_until.saturating_duration_since(now),
+        })
+    }
+
+    /// The fencing token to attach to leader-only work, while this candidate leads.
+    pub fn fencing_token(&self) -> Option<Ballot> {
+        self.leadership().map(|l| l.ballot)
+    }
+
+    /// Stops believing in any leadership at once (for example, before abandoning the process).
+    pub fn step_down_locally(&self) {
+        self.lock().core.demote();
+    }
+
+    /// Adopts the outcome of a cycle whose transaction **committed**, and returns what this
+    /// candidate now believes.
+    ///
+    /// Call it only with the value returned by a successful commit (for example, the `Ok` of
+    /// `Database::run` or [`MemDb::run`](crate::MemDb::run)). A cycle whose commit failed or
+    /// was never attempted must be dropped; if its commit's result was unknown, the next
+    /// cycle recognises it from the attempt id in the record.
+    pub fn adopt(&self, cycle: Cycle) -> ElectionResult {
+        if let Some(adoption) = cycle.adoption.as_ref() {
+            self.lock().core.adopt(adoption);
+        }
+        let ballot_led = self.fencing_token();
+        match LeaderState::from_record(&cycle.record) {
+            Some(state) if ballot_led == Some(state.ballot) && state.leader_id == self.inner.id => {
+                ElectionResult::Leader(state)
+            }
+            other => ElectionResult::Follower(other),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Local> {
+        // The state is left consistent at every await-free step, so a poisoned lock (a panic in
+        // another thread while holding it) still holds a usable state.
+        self.inner.local.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn role(&self) -> Role {
+        self.lock().core.role().clone()
+    }
+}
+
+fn check_size(what: &'static str, v: Option<&[u8]>, max: usize) -> Result<(), ElectionError> {
+    match v {
+        Some(v) if v.len() > max => Err(ElectionError::TooLarge {
+            what,
+            len: v.len(),
+            max,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The prepared outcome of one election cycle (or claim, or refresh): what the attempt wrote.
+///
+/// # Commit semantics
+///
+/// A `Cycle` is only *prepared* state. It becomes true when its transaction commits; pass it
+/// to [`Candidate::adopt`] then, and not before. Demotions (stepping down for a handover,
+/// elections disabled, a lapsed lease) have already taken effect locally when the cycle was
+/// decided: belief is lost early and gained late.
+#[derive(Clone, Debug)]
+#[must_use = "adopt the cycle with Candidate::adopt after the transaction commits"]
+pub struct Cycle {
+    pub(crate) action: Action,
+    pub(crate) record: LeaderRecord,
+    pub(crate) adoption: Option<Adoption>,
+    pub(crate) next_action_at: Option<LocalInstant>,
+}
+
+impl Cycle {
+    /// What the attempt did to the leader record.
+    pub fn action(&self) -> Action {
+        self.action
+    }
+
+    /// The leader record as this attempt left it (written, or as read).
+    pub fn record(&self) -> &LeaderRecord {
+        &self.record
+    }
+
+    /// The earliest local instant at which the candidate could act without any change to the
+    /// record: a runner sleeps until then (or until a watch fires) rather than a full
+    /// heartbeat, so a lapsed lease is taken over on time.
+    pub fn next_action_at(&self) -> Option<LocalInstant> {
+        self.next_action_at
+    }
+}
+
+/// The result of an election cycle, once adopted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ElectionResult {
+    /// This candidate leads, with this state.
+    Leader(LeaderState),
+    /// This candidate follows; the record names this leader (which may have crashed), or none.
+    Follower(Option<LeaderState>),
+}
+
+impl ElectionResult {
+    /// Whether this candidate leads.
+    pub fn is_leader(&self) -> bool {
+        matches!(self, ElectionResult::Leader(_))
+    }
+
+    /// The leader named in the record, if any.
+    pub fn leader_state(&self) -> Option<&LeaderState> {
+        match self {
+            ElectionResult::Leader(s) => Some(s),
+            ElectionResult::Follower(s) => s.as_ref(),
+        }
+    }
+}

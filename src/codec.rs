@@ -1,0 +1,407 @@
+//! Every durable value: one format-version byte, then a bincode 2 body (standard
+//! configuration, serde). All encoding lives here, so the codec can be swapped by bumping the
+//! version byte.
+//!
+//! Decoding is strict: an empty value, an unknown version, a malformed body, trailing bytes
+//! or a state the protocol never writes is a [`DecodeError`], reported with the key as
+//! [`ElectionError::Corrupt`]. Nothing that fails to decode is ever overwritten blindly.
+
+use std::time::Duration;
+
+use bincode::config::{Configuration, Limit, LittleEndian, Varint};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::config::ElectionConfig;
+use crate::error::{DecodeError, ElectionError, printable_key};
+use crate::ids::{Ballot, CandidateId, Priority};
+use crate::record::{
+    AttemptId, CandidateRecord, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named,
+};
+
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u8 = 1;
+
+type Config = Configuration<LittleEndian, Varint, Limit<MAX_VALUE_BYTES>>;
+
+fn config() -> Config {
+    bincode::config::standard().with_limit::<MAX_VALUE_BYTES>()
+}
+
+fn encode<T: Serialize>(what: &'static str, wire: &T) -> Result<Vec<u8>, ElectionError> {
+    let body = bincode::serde::encode_to_vec(wire, bincode::config::standard())
+        .map_err(|source| ElectionError::Encode { what, source })?;
+    let len = body.len().saturating_add(1);
+    if len > MAX_VALUE_BYTES {
+        return Err(ElectionError::TooLarge {
+            what,
+            len,
+            max: MAX_VALUE_BYTES,
+        });
+    }
+    let mut out = Vec::with_capacity(len);
+    out.push(FORMAT_VERSION);
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::UnknownVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let (value, used) =
+        bincode::serde::decode_from_slice::<T, Config>(body, config()).map_err(DecodeError::Malformed)?;
+    let extra = body.len().saturating_sub(used);
+    if extra != 0 {
+        return Err(DecodeError::TrailingBytes { extra });
+    }
+    Ok(value)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[derive(Serialize, Deserialize)]
+struct NamedWire {
+    id: CandidateId,
+    priority: Priority,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AttemptWire {
+    candidate: CandidateId,
+    seq: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LeaderWire {
+    ballot: Ballot,
+    owner: Option<NamedWire>,
+    renewal: u64,
+    lease_nanos: u64,
+    handover: Option<NamedWire>,
+    reservation: Option<NamedWire>,
+    payload: Option<Vec<u8>>,
+    writer: Option<AttemptWire>,
+}
+
+fn named_wire(n: &Named) -> NamedWire {
+    NamedWire {
+        id: n.id.clone(),
+        priority: n.priority,
+    }
+}
+
+fn named(w: NamedWire) -> Named {
+    Named::new(w.id, w.priority)
+}
+
+/// Encodes a leader record.
+pub(crate) fn encode_leader(r: &LeaderRecord) -> Result<Vec<u8>, ElectionError> {
+    encode(
+        "leader record",
+        &LeaderWire {
+            ballot: r.ballot,
+            owner: r.owner.as_ref().map(named_wire),
+            renewal: r.renewal,
+            lease_nanos: nanos(r.lease),
+            handover: r.handover.as_ref().map(named_wire),
+            reservation: r.reservation.as_ref().map(named_wire),
+            payload: r.payload.clone(),
+            writer: r.writer.as_ref().map(|w| AttemptWire {
+                candidate: w.candidate.clone(),
+                seq: w.seq,
+            }),
+        },
+    )
+}
+
+/// Decodes a leader record stored at `key`.
+pub(crate) fn decode_leader(key: &[u8], bytes: &[u8]) -> Result<LeaderRecord, ElectionError> {
+    let w: LeaderWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    let r = LeaderRecord {
+        ballot: w.ballot,
+        owner: w.owner.map(named),
+        renewal: w.renewal,
+        lease: Duration::from_nanos(w.lease_nanos),
+        handover: w.handover.map(named),
+        reservation: w.reservation.map(named),
+        payload: w.payload,
+        writer: w.writer.map(|a| AttemptId {
+            candidate: a.candidate,
+            seq: a.seq,
+        }),
+    };
+    r.check()
+        .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
+    Ok(r)
+}
+
+#[derive(Serialize, Deserialize)]
+struct CandidateWire {
+    priority: Priority,
+    registration: u64,
+    heartbeat: u64,
+    seen_renewal: u64,
+    metadata: Option<Vec<u8>>,
+}
+
+/// Encodes a candidate record.
+pub(crate) fn encode_candidate(r: &CandidateRecord) -> Result<Vec<u8>, ElectionError> {
+    encode(
+        "candidate record",
+        &CandidateWire {
+            priority: r.priority,
+            registration: r.registration,
+            heartbeat: r.heartbeat,
+            seen_renewal: r.seen_renewal,
+            metadata: r.metadata.clone(),
+        },
+    )
+}
+
+/// Decodes a candidate record stored at `key`.
+pub(crate) fn decode_candidate(key: &[u8], bytes: &[u8]) -> Result<CandidateRecord, ElectionError> {
+    let w: CandidateWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    let r = CandidateRecord {
+        priority: w.priority,
+        registration: w.registration,
+        heartbeat: w.heartbeat,
+        seen_renewal: w.seen_renewal,
+        metadata: w.metadata,
+    };
+    r.check()
+        .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
+    Ok(r)
+}
+
+#[derive(Serialize, Deserialize)]
+struct ConfigWire {
+    lease_nanos: u64,
+    heartbeat_nanos: u64,
+    candidate_timeout_nanos: u64,
+    election_enabled: bool,
+    allow_preemption: bool,
+    max_clock_rate_error_ppm: u32,
+    min_tenure_nanos: u64,
+    handover_grace_nanos: u64,
+    takeover_stagger_nanos: u64,
+    transaction_timeout_nanos: u64,
+}
+
+/// Encodes a configuration.
+pub(crate) fn encode_config(c: &ElectionConfig) -> Result<Vec<u8>, ElectionError> {
+    encode(
+        "configuration",
+        &ConfigWire {
+            lease_nanos: nanos(c.lease_duration),
+            heartbeat_nanos: nanos(c.heartbeat_interval),
+            candidate_timeout_nanos: nanos(c.candidate_timeout),
+            election_enabled: c.election_enabled,
+            allow_preemption: c.allow_preemption,
+            max_clock_rate_error_ppm: c.max_clock_rate_error_ppm,
+            min_tenure_nanos: nanos(c.min_tenure),
+            handover_grace_nanos: nanos(c.handover_grace),
+            takeover_stagger_nanos: nanos(c.takeover_stagger),
+            transaction_timeout_nanos: nanos(c.transaction_timeout),
+        },
+    )
+}
+
+/// Decodes a configuration stored at `key`, validating it like a freshly built one.
+pub(crate) fn decode_config(key: &[u8], bytes: &[u8]) -> Result<ElectionConfig, ElectionError> {
+    let w: ConfigWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    ElectionConfig::builder()
+        .lease_duration(Duration::from_nanos(w.lease_nanos))
+        .heartbeat_interval(Duration::from_nanos(w.heartbeat_nanos))
+        .candidate_timeout(Duration::from_nanos(w.candidate_timeout_nanos))
+        .election_enabled(w.election_enabled)
+        .allow_preemption(w.allow_preemption)
+        .max_clock_rate_error_ppm(w.max_clock_rate_error_ppm)
+        .min_tenure(Duration::from_nanos(w.min_tenure_nanos))
+        .handover_grace(Duration::from_nanos(w.handover_grace_nanos))
+        .takeover_stagger(Duration::from_nanos(w.takeover_stagger_nanos))
+        .transaction_timeout(Duration::from_nanos(w.transaction_timeout_nanos))
+        .build()
+        .map_err(|source| ElectionError::InvalidStoredConfig {
+            key: printable_key(key),
+            source,
+        })
+}
+
+#[derive(Serialize, Deserialize)]
+struct FenceWire {
+    ballot: Ballot,
+    vacant: bool,
+}
+
+/// Encodes a fence record.
+pub(crate) fn encode_fence(f: &FenceRecord) -> Result<Vec<u8>, ElectionError> {
+    encode(
+        "fence record",
+        &FenceWire {
+            ballot: f.ballot,
+            vacant: f.vacant,
+        },
+    )
+}
+
+/// Decodes a fence record stored at `key`.
+pub(crate) fn decode_fence(key: &[u8], bytes: &[u8]) -> Result<FenceRecord, ElectionError> {
+    let w: FenceWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    if !w.vacant && w.ballot == Ballot::ZERO {
+        return Err(ElectionError::corrupt(
+            key,
+            DecodeError::Impossible("owned fence at ballot 0"),
+        ));
+    }
+    Ok(FenceRecord {
+        ballot: w.ballot,
+        vacant: w.vacant,
+    })
+}
+
+/// Encodes the registration counter.
+pub(crate) fn encode_counter(n: u64) -> Result<Vec<u8>, ElectionError> {
+    encode("registration counter", &n)
+}
+
+/// Decodes the registration counter stored at `key`.
+pub(crate) fn decode_counter(key: &[u8], bytes: &[u8]) -> Result<u64, ElectionError> {
+    decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::MAX_PAYLOAD_BYTES;
+
+    fn id(s: &str) -> CandidateId {
+        CandidateId::parse(s).unwrap_or_else(|_| unreachable!())
+    }
+
+    fn owned() -> LeaderRecord {
+        LeaderRecord {
+            ballot: Ballot::new(7),
+            owner: Some(Named::new(id("a"), Priority::new(2))),
+            renewal: 41,
+            lease: Duration::from_secs(10),
+            handover: Some(Named::new(id("b"), Priority::new(3))),
+            reservation: None,
+            payload: Some(b"10.0.0.1:80".to_vec()),
+            writer: Some(AttemptId {
+                candidate: id("a"),
+                seq: 9,
+            }),
+        }
+    }
+
+    #[test]
+    fn records_round_trip() -> Result<(), ElectionError> {
+        let r = owned();
+        assert_eq!(decode_leader(b"k", &encode_leader(&r)?)?, r);
+        let init = LeaderRecord::initial(Duration::from_secs(1));
+        assert_eq!(decode_leader(b"k", &encode_leader(&init)?)?, init);
+        let c = CandidateRecord {
+            priority: Priority::new(-4),
+            registration: 3,
+            heartbeat: 100,
+            seen_renewal: 40,
+            metadata: Some(vec![0, 255]),
+        };
+        assert_eq!(decode_candidate(b"k", &encode_candidate(&c)?)?, c);
+        let cfg = ElectionConfig::default();
+        assert_eq!(decode_config(b"k", &encode_config(&cfg)?)?, cfg);
+        let f = FenceRecord {
+            ballot: Ballot::new(3),
+            vacant: true,
+        };
+        assert_eq!(decode_fence(b"k", &encode_fence(&f)?)?, f);
+        assert_eq!(decode_counter(b"k", &encode_counter(u64::MAX)?)?, u64::MAX);
+        Ok(())
+    }
+
+    fn reason(e: ElectionError) -> String {
+        match e {
+            ElectionError::Corrupt { reason, .. } => format!("{reason:?}"),
+            other => format!("not corrupt: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_bytes_are_typed_errors() -> Result<(), ElectionError> {
+        let good = encode_leader(&owned())?;
+        assert!(reason(decode_leader(b"k", &[]).err().unwrap_or(ElectionError::NotInitialized)).contains("Empty"));
+        let mut v2 = good.clone();
+        v2[0] = 2;
+        let e = decode_leader(b"k", &v2).err();
+        assert!(matches!(
+            e,
+            Some(ElectionError::Corrupt {
+                reason: DecodeError::UnknownVersion { found: 2, supported: 1 },
+                ..
+            })
+        ));
+        for cut in 1..good.len() {
+            assert!(decode_leader(b"k", &good[..cut]).is_err(), "truncated at {cut}");
+        }
+        let mut long = good.clone();
+        long.push(0);
+        assert!(matches!(
+            decode_leader(b"k", &long),
+            Err(ElectionError::Corrupt { reason: DecodeError::TrailingBytes { extra: 1 }, .. })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn impossible_states_are_rejected() -> Result<(), ElectionError> {
+        let mut r = owned();
+        r.reservation = Some(Named::new(id("c"), Priority::new(1)));
+        assert!(reason(decode_leader(b"k", &encode_leader(&r)?).err().unwrap_or(ElectionError::NotInitialized)).contains("reservation while owned"));
+        let mut r = owned();
+        r.owner = None;
+        r.payload = None;
+        assert!(reason(decode_leader(b"k", &encode_leader(&r)?).err().unwrap_or(ElectionError::NotInitialized)).contains("handover request without owner"));
+        let mut r = owned();
+        r.ballot = Ballot::ZERO;
+        assert!(decode_leader(b"k", &encode_leader(&r)?).is_err());
+        let mut r = owned();
+        r.lease = Duration::ZERO;
+        assert!(decode_leader(b"k", &encode_leader(&r)?).is_err());
+        let mut r = owned();
+        r.payload = Some(vec![0; MAX_PAYLOAD_BYTES + 1]);
+        assert!(decode_leader(b"k", &encode_leader(&r)?).is_err());
+        let bad_fence = encode_fence(&FenceRecord { ballot: Ballot::ZERO, vacant: false })?;
+        assert!(decode_fence(b"k", &bad_fence).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn stored_config_is_validated() -> Result<(), ElectionError> {
+        let mut c = ElectionConfig::default();
+        c.heartbeat_interval = Duration::from_secs(9);
+        let bytes = encode_config(&c)?;
+        assert!(matches!(
+            decode_config(b"k", &bytes),
+            Err(ElectionError::InvalidStoredConfig { .. })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn oversized_values_are_rejected_before_writing() {
+        let c = CandidateRecord {
+            priority: Priority::new(0),
+            registration: 0,
+            heartbeat: 0,
+            seen_renewal: 0,
+            metadata: Some(vec![1; MAX_VALUE_BYTES]),
+        };
+        assert!(matches!(encode_candidate(&c), Err(ElectionError::TooLarge { .. })));
+    }
+}

@@ -1,0 +1,242 @@
+//! A candidate's local (never persisted) election state.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::clock::LocalInstant;
+use crate::config::ElectionConfig;
+use crate::error::ElectionError;
+use crate::ids::{Ballot, CandidateId};
+use crate::record::LeaderRecord;
+
+use super::Adoption;
+
+/// How many unconfirmed attempts are remembered. An attempt forgotten here that did commit is
+/// found in the record without being recognised, and is then treated like anyone else's
+/// record: safe, at the cost of one lease.
+const MAX_PENDING: usize = 16;
+
+/// A leadership this candidate believes in, dated on its own clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Tenure {
+    pub(crate) ballot: Ballot,
+    pub(crate) renewal: u64,
+    pub(crate) lease: Duration,
+    /// The belief ends here: attempt start + lease × (1 − ρ) / (1 + ρ).
+    pub(crate) valid_until: LocalInstant,
+    /// Start of the attempt that acquired this ballot.
+    pub(crate) acquired_at: LocalInstant,
+    /// When this leader first saw the pending handover request.
+    pub(crate) handover_seen_at: Option<LocalInstant>,
+}
+
+/// This candidate's role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Follower,
+    Leader(Tenure),
+}
+
+/// The observation identity this candidate is timing, and since when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Observed {
+    pub(crate) ballot: Ballot,
+    pub(crate) renewal: u64,
+    /// A reading taken after the read that first saw this identity.
+    pub(crate) first_seen: LocalInstant,
+    /// This candidate's takeover rank for this observation, once looked up.
+    pub(crate) rank: Option<u32>,
+}
+
+/// A write whose commit is not (yet) confirmed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PendingAttempt {
+    pub(crate) seq: u64,
+    pub(crate) started_at: LocalInstant,
+    /// Whether finding it committed makes this candidate leader.
+    pub(crate) promotes: bool,
+}
+
+/// Everything one candidate incarnation knows locally.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalState {
+    id: CandidateId,
+    role: Role,
+    observed: Option<Observed>,
+    pending: VecDeque<PendingAttempt>,
+    next_seq: u64,
+    busy: bool,
+}
+
+impl LocalState {
+    pub(crate) fn new(id: CandidateId) -> Self {
+        LocalState {
+            id,
+            role: Role::Follower,
+            observed: None,
+            pending: VecDeque::new(),
+            next_seq: 1,
+            busy: false,
+        }
+    }
+
+    pub(crate) fn id(&self) -> &CandidateId {
+        &self.id
+    }
+
+    pub(crate) fn role(&self) -> &Role {
+        &self.role
+    }
+
+    pub(crate) fn tenure(&self) -> Option<&Tenure> {
+        match &self.role {
+            Role::Leader(t) => Some(t),
+            Role::Follower => None,
+        }
+    }
+
+    pub(crate) fn observed(&self) -> Option<&Observed> {
+        self.observed.as_ref()
+    }
+
+    pub(crate) fn busy(&self) -> bool {
+        self.busy
+    }
+
+    pub(crate) fn set_busy(&mut self, busy: bool) {
+        self.busy = busy;
+    }
+
+    /// The valid tenure at `now`, if any.
+    pub(crate) fn valid_tenure(&self, now: LocalInstant) -> Option<&Tenure> {
+        self.tenure().filter(|t| now < t.valid_until)
+    }
+
+    pub(crate) fn next_seq(&mut self) -> Result<u64, ElectionError> {
+        let seq = self.next_seq;
+        self.next_seq = seq
+            .checked_add(1)
+            .ok_or(ElectionError::CounterExhausted { what: "attempt" })?;
+        Ok(seq)
+    }
+
+    pub(crate) fn push_pending(&mut self, p: PendingAttempt) {
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.pop_front();
+        }
+        self.pending.push_back(p);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> &VecDeque<PendingAttempt> {
+        &self.pending
+    }
+
+    /// Stops believing in any leadership, at once. Unconfirmed promotions are forgotten, so a
+    /// late confirmation cannot revive the belief.
+    pub(crate) fn demote(&mut self) {
+        self.role = Role::Follower;
+        self.pending.retain(|p| !p.promotes);
+    }
+
+    /// If the record was last written by one of this candidate's unconfirmed attempts, that
+    /// attempt committed: adopt it, dated from the attempt's start.
+    pub(crate) fn recognize_own_write(&mut self, rec: &LeaderRecord, cfg: &ElectionConfig) {
+        let Some(w) = rec.writer.as_ref() else {
+            return;
+        };
+        if w.candidate != self.id {
+            return;
+        }
+        let Some(p) = self.pending.iter().find(|p| p.seq == w.seq).cloned() else {
+            return;
+        };
+        self.pending.retain(|q| q.seq > w.seq);
+        if !p.promotes || !rec.is_owned_by(&self.id) {
+            return;
+        }
+        let same_term = self.tenure().filter(|t| t.ballot == rec.ballot).cloned();
+        let tenure = Tenure {
+            ballot: rec.ballot,
+            renewal: rec.renewal,
+            lease: rec.lease,
+            valid_until: p
+                .started_at
+                .saturating_add(cfg.local_validity(rec.lease)),
+            acquired_at: same_term
+                .as_ref()
+                .map_or(p.started_at, |t| t.acquired_at),
+            handover_seen_at: same_term.and_then(|t| t.handover_seen_at),
+        };
+        self.install(tenure);
+    }
+
+    /// Demotes unless the record still is exactly what this leader last wrote and the belief
+    /// is still valid at `t0`.
+    pub(crate) fn check_tenure(&mut self, rec: &LeaderRecord, t0: LocalInstant) {
+        let keep = self.tenure().is_some_and(|t| {
+            t0 < t.valid_until
+                && rec.is_owned_by(&self.id)
+                && rec.ballot == t.ballot
+                && rec.renewal == t.renewal
+        });
+        if !keep && self.tenure().is_some() {
+            self.demote();
+        }
+    }
+
+    /// Records that the read returned `rec`; `read_at` was taken after the read.
+    pub(crate) fn observe(&mut self, rec: &LeaderRecord, read_at: LocalInstant) {
+        let same = self
+            .observed
+            .as_ref()
+            .is_some_and(|o| o.ballot == rec.ballot && o.renewal == rec.renewal);
+        if !same {
+            self.observed = Some(Observed {
+                ballot: rec.ballot,
+                renewal: rec.renewal,
+                first_seen: read_at,
+                rank: None,
+            });
+        }
+    }
+
+    /// Stores the takeover rank for the current observation.
+    pub(crate) fn set_rank(&mut self, rank: u32) {
+        if let Some(o) = self.observed.as_mut() {
+            o.rank = Some(rank);
+        }
+    }
+
+    /// When this leader first saw the current handover request (noting `t0` if now).
+    pub(crate) fn note_handover_request(&mut self, t0: LocalInstant) -> LocalInstant {
+        match &mut self.role {
+            Role::Leader(t) => *t.handover_seen_at.get_or_insert(t0),
+            Role::Follower => t0,
+        }
+    }
+
+    /// Adopts leadership prepared by an attempt whose commit is now confirmed. Ignored if the
+    /// attempt was forgotten (a demotion since) or a newer tenure is already held.
+    pub(crate) fn adopt(&mut self, adoption: &Adoption) -> bool {
+        let known = self
+            .pending
+            .iter()
+            .any(|p| p.seq == adoption.seq && p.promotes);
+        if !known {
+            return false;
+        }
+        self.pending.retain(|p| p.seq > adoption.seq);
+        self.install(adoption.tenure.clone())
+    }
+
+    fn install(&mut self, tenure: Tenure) -> bool {
+        let newer = self
+            .tenure()
+            .is_none_or(|t| (tenure.ballot, tenure.renewal) > (t.ballot, t.renewal));
+        if newer {
+            self.role = Role::Leader(tenure);
+        }
+        newer
+    }
+}

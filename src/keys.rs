@@ -1,0 +1,96 @@
+//! The key schema under the caller's subspace.
+//!
+//! ```text
+//! S + ("config",)              -> ElectionConfig       (v1 + bincode)
+//! S + ("leader",)              -> LeaderRecord         (v1 + bincode)   never deleted
+//! S + ("fence",)               -> FenceRecord          (v1 + bincode)   changes only with ownership
+//! S + ("registrations",)       -> u64 registration counter (v1 + bincode)
+//! S + ("candidates", <id>)     -> CandidateRecord      (v1 + bincode)
+//! ```
+
+use foundationdb_tuple::Subspace;
+
+use crate::error::ElectionError;
+use crate::ids::CandidateId;
+
+/// FoundationDB's key size limit.
+pub const MAX_KEY_BYTES: usize = 10_000;
+
+/// The keys of one election.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    pub(crate) config: Vec<u8>,
+    pub(crate) leader: Vec<u8>,
+    pub(crate) fence: Vec<u8>,
+    pub(crate) registrations: Vec<u8>,
+    candidates: Subspace,
+}
+
+impl Keys {
+    pub(crate) fn new(subspace: &Subspace) -> Self {
+        Keys {
+            config: subspace.pack(&("config",)),
+            leader: subspace.pack(&("leader",)),
+            fence: subspace.pack(&("fence",)),
+            registrations: subspace.pack(&("registrations",)),
+            candidates: subspace.subspace(&("candidates",)),
+        }
+    }
+
+    /// The registration key of `id`, checked against the key size limit.
+    pub(crate) fn candidate(&self, id: &CandidateId) -> Result<Vec<u8>, ElectionError> {
+        let key = self.candidates.pack(&(id.as_str(),));
+        if key.len() > MAX_KEY_BYTES {
+            return Err(ElectionError::TooLarge {
+                what: "candidate key",
+                len: key.len(),
+                max: MAX_KEY_BYTES,
+            });
+        }
+        Ok(key)
+    }
+
+    /// `[begin, end)` of all registration keys.
+    pub(crate) fn candidates_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.candidates.range()
+    }
+
+    /// The candidate id in a registration key.
+    pub(crate) fn candidate_id(&self, key: &[u8]) -> Result<CandidateId, ElectionError> {
+        let (id,): (String,) = self.candidates.unpack(key).map_err(|_| {
+            ElectionError::corrupt(key, crate::error::DecodeError::Impossible("malformed candidate key"))
+        })?;
+        CandidateId::parse(&id).map_err(|_| {
+            ElectionError::corrupt(key, crate::error::DecodeError::Impossible("invalid candidate id in key"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidate_keys_round_trip_and_stay_in_range() {
+        let keys = Keys::new(&Subspace::from_bytes(b"app".to_vec()));
+        let id = CandidateId::parse("node-a").ok();
+        let id = id.as_ref();
+        let key = id.and_then(|id| keys.candidate(id).ok());
+        let (begin, end) = keys.candidates_range();
+        let key = key.unwrap_or_default();
+        assert!(key.as_slice() > begin.as_slice() && key.as_slice() < end.as_slice());
+        assert_eq!(keys.candidate_id(&key).ok().as_ref(), id);
+        assert!(keys.candidate_id(b"app\x02junk").is_err());
+        assert!(keys.leader != keys.config && keys.fence != keys.leader);
+    }
+
+    #[test]
+    fn long_subspace_makes_keys_too_large() {
+        let keys = Keys::new(&Subspace::from_bytes(vec![b'x'; MAX_KEY_BYTES]));
+        let id = CandidateId::parse("a");
+        assert!(matches!(
+            id.and_then(|id| keys.candidate(&id)),
+            Err(ElectionError::TooLarge { .. })
+        ));
+    }
+}

@@ -1,0 +1,282 @@
+//! The durable records, as validated values. Only [`codec`](crate::codec) turns them into
+//! bytes; every value here has passed the same checks whether it was built or decoded.
+
+use std::time::Duration;
+
+use crate::ids::{Ballot, CandidateId, Priority};
+
+/// The largest leader payload (for example, the leader's address), in bytes.
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+/// The largest candidate metadata, in bytes.
+pub const MAX_METADATA_BYTES: usize = 64 * 1024;
+/// FoundationDB's value size limit.
+pub const MAX_VALUE_BYTES: usize = 100_000;
+
+/// A candidate named in the leader record, with the priority it had when named.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Named {
+    pub(crate) id: CandidateId,
+    pub(crate) priority: Priority,
+}
+
+impl Named {
+    pub(crate) fn new(id: CandidateId, priority: Priority) -> Self {
+        Named { id, priority }
+    }
+
+    /// The candidate.
+    pub fn id(&self) -> &CandidateId {
+        &self.id
+    }
+
+    /// Its priority.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+}
+
+/// Which attempt of which candidate last wrote the leader record. A participant that finds its
+/// own attempt here knows that attempt committed, even if its commit result was unknown.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AttemptId {
+    pub(crate) candidate: CandidateId,
+    pub(crate) seq: u64,
+}
+
+impl AttemptId {
+    /// The writer.
+    pub fn candidate(&self) -> &CandidateId {
+        &self.candidate
+    }
+
+    /// The writer's attempt number (unique per candidate incarnation).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// The single leader record of an election. It holds no timestamps.
+///
+/// `(ballot, renewal)` is its *observation identity*: it changes on every acquisition,
+/// renewal and release, and never repeats.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaderRecord {
+    pub(crate) ballot: Ballot,
+    pub(crate) owner: Option<Named>,
+    pub(crate) renewal: u64,
+    pub(crate) lease: Duration,
+    pub(crate) handover: Option<Named>,
+    pub(crate) reservation: Option<Named>,
+    pub(crate) payload: Option<Vec<u8>>,
+    pub(crate) writer: Option<AttemptId>,
+}
+
+impl LeaderRecord {
+    /// The record of an election that has never had a leader.
+    pub(crate) fn initial(lease: Duration) -> Self {
+        LeaderRecord {
+            ballot: Ballot::ZERO,
+            owner: None,
+            renewal: 0,
+            lease,
+            handover: None,
+            reservation: None,
+            payload: None,
+            writer: None,
+        }
+    }
+
+    /// The current ballot: the term of the current (or, if vacant, the last) leader.
+    pub fn ballot(&self) -> Ballot {
+        self.ballot
+    }
+
+    /// The leader, or `None` while the leadership is vacant. A leader named here may have
+    /// crashed: the record says who holds the ballot, not who is alive.
+    pub fn owner(&self) -> Option<&Named> {
+        self.owner.as_ref()
+    }
+
+    /// The renewal counter; it changes with every write that changes the observation identity.
+    pub fn renewal(&self) -> u64 {
+        self.renewal
+    }
+
+    /// The lease duration the last writer used. Followers wait this long, unchanged, before
+    /// taking over.
+    pub fn lease_duration(&self) -> Duration {
+        self.lease
+    }
+
+    /// A pending handover request from a strictly higher-priority candidate.
+    pub fn handover_request(&self) -> Option<&Named> {
+        self.handover.as_ref()
+    }
+
+    /// While vacant: the candidate the vacancy is reserved for.
+    pub fn reservation(&self) -> Option<&Named> {
+        self.reservation.as_ref()
+    }
+
+    /// The leader's payload (for example, its address).
+    pub fn payload(&self) -> Option<&[u8]> {
+        self.payload.as_deref()
+    }
+
+    /// The attempt that last wrote this record.
+    pub fn writer(&self) -> Option<&AttemptId> {
+        self.writer.as_ref()
+    }
+
+    /// Whether `id` owns this record.
+    pub(crate) fn is_owned_by(&self, id: &CandidateId) -> bool {
+        self.owner.as_ref().is_some_and(|o| &o.id == id)
+    }
+
+    /// The protocol's invariants on one record; `Err` names the first one broken.
+    pub(crate) fn check(&self) -> Result<(), &'static str> {
+        if self.lease.is_zero() {
+            return Err("zero lease duration");
+        }
+        if self.owner.is_some() && self.ballot == Ballot::ZERO {
+            return Err("owner at ballot 0");
+        }
+        if self.owner.is_some() && self.reservation.is_some() {
+            return Err("reservation while owned");
+        }
+        if self.owner.is_none() && self.handover.is_some() {
+            return Err("handover request without owner");
+        }
+        if self.owner.is_none() && self.payload.is_some() {
+            return Err("payload without owner");
+        }
+        if self.payload.as_ref().is_some_and(|p| p.len() > MAX_PAYLOAD_BYTES) {
+            return Err("payload too large");
+        }
+        let ids = [&self.owner, &self.handover, &self.reservation];
+        if ids.iter().any(|n| n.as_ref().is_some_and(|n| !n.id.is_valid()))
+            || self.writer.as_ref().is_some_and(|w| !w.candidate.is_valid())
+        {
+            return Err("invalid candidate id");
+        }
+        if self.writer.is_none() && (self.renewal != 0 || self.ballot != Ballot::ZERO) {
+            return Err("written record without writer");
+        }
+        Ok(())
+    }
+}
+
+/// A leader as seen by anyone: the view of an owned [`LeaderRecord`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaderState {
+    /// The leader's ballot, its fencing token.
+    pub ballot: Ballot,
+    /// The leader.
+    pub leader_id: CandidateId,
+    /// The leader's priority.
+    pub priority: Priority,
+    /// The record's renewal counter.
+    pub renewal: u64,
+    /// The lease duration the leader used.
+    pub lease_duration: Duration,
+    /// A pending handover request, if a higher-priority candidate asked for one.
+    pub handover_requested_by: Option<Named>,
+    /// The leader's payload (for example, its address).
+    pub payload: Option<Vec<u8>>,
+}
+
+impl LeaderState {
+    pub(crate) fn from_record(r: &LeaderRecord) -> Option<Self> {
+        let owner = r.owner.as_ref()?;
+        Some(LeaderState {
+            ballot: r.ballot,
+            leader_id: owner.id.clone(),
+            priority: owner.priority,
+            renewal: r.renewal,
+            lease_duration: r.lease,
+            handover_requested_by: r.handover.clone(),
+            payload: r.payload.clone(),
+        })
+    }
+}
+
+/// One candidate's registration record.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CandidateRecord {
+    pub(crate) priority: Priority,
+    pub(crate) registration: u64,
+    pub(crate) heartbeat: u64,
+    pub(crate) seen_renewal: u64,
+    pub(crate) metadata: Option<Vec<u8>>,
+}
+
+impl CandidateRecord {
+    /// The registered priority.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// Registration order: lower registered earlier.
+    pub fn registration(&self) -> u64 {
+        self.registration
+    }
+
+    /// The heartbeat counter; grows with every heartbeat.
+    pub fn heartbeat(&self) -> u64 {
+        self.heartbeat
+    }
+
+    /// The leader record's renewal counter this candidate saw at its last heartbeat.
+    /// Liveness is measured against it: no clock is compared across processes.
+    pub fn seen_renewal(&self) -> u64 {
+        self.seen_renewal
+    }
+
+    /// Optional application metadata (for example, the candidate's address).
+    pub fn metadata(&self) -> Option<&[u8]> {
+        self.metadata.as_deref()
+    }
+
+    pub(crate) fn check(&self) -> Result<(), &'static str> {
+        if self.metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
+            return Err("metadata too large");
+        }
+        Ok(())
+    }
+
+    /// Whether this candidate heartbeated recently, measured in leader renewals: it has seen
+    /// a renewal at most `max_lag` behind `current_renewal`.
+    pub(crate) fn is_live(&self, current_renewal: u64, max_lag: u64) -> bool {
+        current_renewal.saturating_sub(self.seen_renewal) <= max_lag
+    }
+}
+
+/// A registered candidate, as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CandidateInfo {
+    /// The candidate.
+    pub id: CandidateId,
+    /// Its registration record.
+    pub record: CandidateRecord,
+    /// Whether it counts as live against the leader record's current renewal counter.
+    pub live: bool,
+}
+
+/// The fence record: the ballot and whether its leader still holds it. It changes only when
+/// ownership changes, so fenced transactions do not conflict with renewals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FenceRecord {
+    pub(crate) ballot: Ballot,
+    pub(crate) vacant: bool,
+}
+
+impl FenceRecord {
+    pub(crate) fn of(r: &LeaderRecord) -> Self {
+        FenceRecord {
+            ballot: r.ballot,
+            vacant: r.owner.is_none(),
+        }
+    }
+}
