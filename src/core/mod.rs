@@ -13,7 +13,9 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use state::{LocalState, PendingAttempt, Role, Tenure};
+pub(crate) use state::{LocalState, PendingAttempt, Tenure};
+#[cfg(test)]
+pub(crate) use state::Role;
 
 use std::time::Duration;
 
@@ -187,6 +189,9 @@ fn decide_as_leader(
     }
 
     // Renew: same ballot, new renewal, validity from this attempt's start.
+    let handover_seen_at = keep_request
+        .as_ref()
+        .and_then(|_| st.tenure().and_then(|t| t.handover_seen_at));
     let seq = st.next_seq()?;
     let write = LeaderRecord {
         ballot: rec.ballot,
@@ -207,7 +212,8 @@ fn decide_as_leader(
         lease: write.lease,
         valid_until: after(t0, cfg.local_validity(write.lease)),
         acquired_at: tenure.acquired_at,
-        handover_seen_at: tenure.handover_seen_at,
+        // Read back after noting the request, so the grace is not restarted by renewals.
+        handover_seen_at,
     };
     st.push_pending(PendingAttempt {
         seq,
@@ -236,44 +242,38 @@ fn decide_as_follower(
 
     // When may this candidate take over, and does it depend on rank?
     let reserved_for_me = rec.reservation.as_ref().is_some_and(|r| &r.id == st.id());
-    let eligible_at = if reserved_for_me {
-        Some(t0)
-    } else if rec.owner.is_none() && rec.reservation.is_none() {
-        // An unreserved vacancy: nobody believes they lead; stagger by rank only.
-        Some(obs.first_seen)
+    let takeover_at = if reserved_for_me {
+        // The leader stepped down for this candidate: fill the reservation at once.
+        return acquire(st, input);
     } else {
-        // A lease held by someone (possibly this candidate's own lost record), or a vacancy
-        // reserved for someone else: wait a full lease of unchanged observation.
-        Some(after(obs.first_seen, rec.lease))
-    };
-
-    let takeover_at = match (eligible_at, reserved_for_me) {
-        (Some(at), true) => Some(at),
-        (Some(at), false) if cfg.takeover_stagger.is_zero() => Some(at),
-        (Some(at), false) => {
-            if t0 < at {
-                Some(at) // not due yet; the rank is looked up only when it is
-            } else {
-                match obs.rank {
-                    None => return Ok(Decision::NeedRank),
-                    Some(rank) => {
-                        let stagger = cfg
-                            .takeover_stagger
-                            .saturating_mul(rank)
-                            .min(rec.lease);
-                        Some(after(at, stagger))
-                    }
+        // Base instant, and the reading it is compared with.
+        let (base, now) = if rec.owner.is_none() && rec.reservation.is_none() {
+            // An unreserved vacancy: nobody believes they lead, so timing is irrelevant to
+            // safety; only the rank stagger applies, counted from the first sighting.
+            (obs.first_seen, input.read_at)
+        } else {
+            // A lease held by someone (possibly this candidate's own lost record), or a
+            // vacancy reserved for someone else: a full lease of unchanged observation,
+            // counted from a reading taken after the read that first saw it, compared with
+            // a reading taken before this attempt (so before the belief would start).
+            (after(obs.first_seen, rec.lease), t0)
+        };
+        let at = if now < base || cfg.takeover_stagger.is_zero() {
+            base // not due yet (the rank is looked up only when it is), or no stagger
+        } else {
+            match obs.rank {
+                None => return Ok(Decision::NeedRank),
+                Some(rank) => {
+                    let stagger = cfg.takeover_stagger.saturating_mul(rank).min(rec.lease);
+                    after(base, stagger)
                 }
             }
-        }
-        (None, _) => None,
-    };
-
-    if let Some(at) = takeover_at {
-        if t0 >= at {
+        };
+        if now >= at {
             return acquire(st, input);
         }
-    }
+        Some(at)
+    };
 
     // Not taking over now: ask a lower-priority leader to hand over?
     if let Some(owner) = rec.owner.as_ref() {
