@@ -1,4 +1,107 @@
-//! Leader election on FoundationDB (crate docs are written with the API; see README.md).
+//! Leader election on FoundationDB: ballots that work as fencing tokens, leases that stay safe
+//! under any clock skew, and priority preemption that hands leadership over cooperatively.
+//!
+//! # Guarantees
+//!
+//! - **One owner per ballot, in the database.** The leader record is written only by
+//!   conflict-checked transactions; each ballot is written with one owner and ballots never
+//!   decrease: not on renewal, resign, re-initialisation or configuration change.
+//! - **No two processes believe they lead at the same instant**, for any clock offsets, as long
+//!   as every clock's *rate* error stays within the configured ρ (default 1%). No clock reading
+//!   is ever stored or compared across processes: a leader believes for
+//!   `lease × (1 − ρ) / (1 + ρ)` from a reading taken before the attempt that renewed, and a
+//!   follower takes over only after it has watched the record unchanged for a full lease on its
+//!   own clock.
+//! - **External safety needs fencing.** A process can pause between checking its lease and
+//!   acting. Writes inside FoundationDB are fenced with [`LeaderElection::fence`] in the same
+//!   transaction; external resources compare the ballot with the highest they have seen
+//!   ([`FenceGate`]).
+//! - **Preemption without overlap.** A strictly higher-priority candidate *asks*; the leader
+//!   stops believing, then writes a vacancy reserved for the requester, who fills it with the
+//!   next ballot.
+//!
+//! # Protocol
+//!
+//! The durable leader record holds the ballot, the owner (id and priority), a renewal
+//! counter, the lease duration the owner used, an optional handover request, an optional
+//! reservation, an optional payload and the id of the attempt that wrote it. `(ballot,
+//! renewal)` is the record's observation identity.
+//!
+//! | situation | what a cycle does |
+//! |---|---|
+//! | leader, lease valid locally, record unchanged | renew: same ballot, renewal + 1 |
+//! | leader, a strictly higher-priority request, preemption on, min tenure reached | step down, then write a vacancy reserved for the requester (after at most the grace while [busy](Candidate::set_busy)) |
+//! | leader, elections disabled | step down, write an unreserved vacancy |
+//! | vacancy reserved for me | acquire: ballot + 1 |
+//! | unreserved vacancy | acquire, staggered by priority rank among live candidates |
+//! | owned by another (or a lapsed record of mine), or reserved for another | after a full lease of unchanged observation (staggered by rank), take over: ballot + 1 |
+//! | owned by a lower-priority leader, preemption on | write a handover request (observation unchanged) |
+//!
+//! Unknown commit results are safe: local state is adopted only from a confirmed commit
+//! ([`Candidate::adopt`]) or by finding the candidate's own attempt id in the record, dated
+//! from that attempt's start, so one logical claim never bumps the ballot twice.
+//!
+//! # Cost
+//!
+//! [`LeaderElection::run_election_cycle`] reads the configuration, the leader record (snapshot)
+//! and the candidate's own registration concurrently, writes the registration (heartbeat), and
+//! writes the leader record only when it changes it. Follower cycles never conflict with
+//! renewals and cost O(1) in the number of candidates; the registry is scanned only by listing,
+//! eviction, resign, and once per lapsed lease to rank the followers.
+//!
+//! # Example (embedded `MemDb`)
+//!
+//! ```
+//! use fdb_leader_election::{
+//!     Candidate, CandidateId, ElectionError, LeaderElection, MemDb, Priority,
+//! };
+//! use foundationdb_tuple::Subspace;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), ElectionError> {
+//! let db = MemDb::new();
+//! let election = LeaderElection::new(Subspace::from("scheduler"));
+//! let me = Candidate::new(CandidateId::random("worker")?, Priority::new(1));
+//!
+//! db.run(|txn, _| {
+//!     let (election, me) = (election.clone(), me.clone());
+//!     async move {
+//!         election.initialize(&txn).await?;
+//!         election.register_candidate(&txn, &me).await
+//!     }
+//! })
+//! .await?;
+//!
+//! // One cycle per heartbeat. The result is adopted only after the commit.
+//! let cycle = db
+//!     .run(|txn, _| {
+//!         let (election, me) = (election.clone(), me.clone());
+//!         async move { election.run_election_cycle(&txn, &me).await }
+//!     })
+//!     .await?;
+//! let result = me.adopt(cycle);
+//! assert!(result.is_leader());
+//!
+//! // Leader-only work, fenced in the same transaction.
+//! let token = me.fencing_token().ok_or(ElectionError::NotInitialized)?;
+//! db.run(|txn, _| {
+//!     let election = election.clone();
+//!     async move {
+//!         election.fence(&txn, token).await?;
+//!         use fdb_leader_election::ElectionTxn;
+//!         txn.set(b"jobs/42", b"assigned");
+//!         Ok::<(), ElectionError>(())
+//!     }
+//! })
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Features
+//!
+//! - `fdb` (with one of `fdb-7_1`, `fdb-7_3`, `fdb-7_4`): the FoundationDB adapter, so every
+//!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`.
 #![doc(test(attr(deny(warnings))))]
 
 mod clock;
@@ -18,7 +121,10 @@ pub use config::{
 };
 pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority};
-pub use memdb::MemDb;
+pub use memdb::{
+    CommitFault, FaultInjector, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats,
+    RetryClassify, RunOptions, ScriptedFaults,
+};
 pub use txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 mod codec;
 mod keys;

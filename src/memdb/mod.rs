@@ -1,5 +1,248 @@
-//! In-memory database (MemDb).
+//! An in-memory database with FoundationDB's transaction semantics.
+//!
+//! [`MemDb`] is the embedded default for examples, a substrate for unit tests of code written
+//! against [`ElectionTxn`](crate::ElectionTxn), and the database of the deterministic
+//! simulation. It models what the election relies on:
+//!
+//! - multi-version concurrency: each transaction reads at one read version, overlaid with its
+//!   own writes;
+//! - optimistic, serializable commits that fail with a retryable conflict (1020) when a key in
+//!   the read-conflict set changed after the read version;
+//! - `transaction_too_old` (1007) once a transaction is [`MAX_TRANSACTION_AGE`] old, measured
+//!   by the database's injected [`Clock`];
+//! - watches;
+//! - fault injection ([`FaultInjector`], [`ScriptedFaults`]): latency, forced conflicts,
+//!   unknown commit results that did or did not apply, unavailability;
+//! - exact I/O counters ([`MemDbStats`], [`MemTxnStats`]);
+//! - FoundationDB's retry loop ([`MemDb::run`]).
+//!
+//! It keeps old versions only as long as a live transaction may read them, so memory stays
+//! bounded by the data plus the commits of the last five seconds.
 
-/// placeholder
-#[derive(Debug)]
-pub struct MemDb;
+mod errors;
+mod faults;
+mod run;
+mod stats;
+mod store;
+mod transaction;
+mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+pub use faults::{
+    CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
+    ReadTarget, ScriptedFaults, WrittenKeys,
+};
+pub use run::{MaybeCommitted, RetryClassify, RunOptions};
+pub use stats::{MemDbStats, MemTxnStats};
+pub use transaction::MemTransaction;
+
+use crate::clock::{Clock, SystemClock};
+use stats::Counters;
+use store::Store;
+
+/// How long a transaction may use its read version: reads and commits fail with
+/// `transaction_too_old` (1007) once the database clock shows this much time since the read
+/// version was taken. FoundationDB's limit.
+pub const MAX_TRANSACTION_AGE: Duration = Duration::from_secs(5);
+
+/// An in-memory database with FoundationDB's transaction semantics.
+///
+/// A cheap `Clone` handle: clones share the same data. See [`MemTransaction`] for the
+/// transaction semantics and [the module](self) for an overview.
+///
+/// ```
+/// use fdb_leader_election::memdb::MemDb;
+/// use fdb_leader_election::{ElectionTxn, ReadMode, TxnError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), TxnError> {
+/// let db = MemDb::new();
+///
+/// let writer = db.create_transaction();
+/// writer.set(b"greeting", b"hello");
+/// writer.commit().await?;
+///
+/// let reader = db.create_transaction();
+/// let value = reader.get(b"greeting", ReadMode::Serializable).await?;
+/// assert_eq!(value.as_deref(), Some(&b"hello"[..]));
+/// assert_eq!(db.stats().commits_succeeded, 1);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MemDb {
+    shared: Arc<Shared>,
+}
+
+/// The state shared by a database's handles and its transactions.
+struct Shared {
+    clock: Arc<dyn Clock>,
+    store: Mutex<Store>,
+    counters: Counters,
+    faults: RwLock<Option<Arc<dyn FaultInjector>>>,
+    watches_enabled: AtomicBool,
+    /// The next transaction id, read version sequence number and commit sequence number.
+    next_txn_id: AtomicU64,
+    next_read_seq: AtomicU64,
+    next_commit_seq: AtomicU64,
+}
+
+impl Shared {
+    fn store(&self) -> MutexGuard<'_, Store> {
+        // Nothing panics while holding the lock; if something did, the store is still
+        // consistent (every mutation completes before the lock is released).
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn injector(&self) -> Option<Arc<dyn FaultInjector>> {
+        self.faults
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn watches_enabled(&self) -> bool {
+        self.watches_enabled.load(Ordering::SeqCst)
+    }
+
+    fn next_read_seq(&self) -> u64 {
+        self.next_read_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn next_commit_seq(&self) -> u64 {
+        self.next_commit_seq.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl MemDb {
+    /// An empty database on the operating system's monotonic clock ([`SystemClock`]).
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty database whose transactions age by `clock` (for example a
+    /// [`ManualClock`](crate::ManualClock) in tests, or a [`TokioClock`](crate::TokioClock)
+    /// under paused tokio time). MemDb reads time only through this clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemDb {
+            shared: Arc::new(Shared {
+                clock,
+                store: Mutex::new(Store::default()),
+                counters: Counters::default(),
+                faults: RwLock::new(None),
+                watches_enabled: AtomicBool::new(true),
+                next_txn_id: AtomicU64::new(1),
+                next_read_seq: AtomicU64::new(1),
+                next_commit_seq: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// A new transaction. Its read version is taken at its first read (or watch, or commit).
+    pub fn create_transaction(&self) -> MemTransaction {
+        let id = self.shared.next_txn_id.fetch_add(1, Ordering::Relaxed);
+        MemTransaction::new(Arc::clone(&self.shared), id)
+    }
+
+    /// The database's clock.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.shared.clock)
+    }
+
+    /// Enables or disables watches. While disabled, [`watch`](crate::ElectionTxn::watch) fails
+    /// with `watches_disabled` (code 1034, not retryable), as FoundationDB does when the
+    /// client disables them, so callers fall back to polling. Armed watches are unaffected.
+    pub fn set_watches_enabled(&self, enabled: bool) {
+        self.shared.watches_enabled.store(enabled, Ordering::SeqCst);
+    }
+
+    /// Whether watches are enabled (the default).
+    pub fn watches_enabled(&self) -> bool {
+        self.shared.watches_enabled()
+    }
+
+    /// Installs `injector`, consulted by every later read and commit (replacing any previous
+    /// one).
+    pub fn set_fault_injector(&self, injector: Arc<dyn FaultInjector>) {
+        *self
+            .shared
+            .faults
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(injector);
+    }
+
+    /// Removes the fault injector.
+    pub fn clear_fault_injector(&self) {
+        *self
+            .shared
+            .faults
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The cumulative counters.
+    pub fn stats(&self) -> MemDbStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Sets every counter to zero.
+    pub fn reset_stats(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// The latest committed version (0 before the first write commit; one more per write
+    /// commit).
+    pub fn committed_version(&self) -> u64 {
+        self.shared.store().version()
+    }
+
+    /// How many write commits are retained for conflict detection: those a live transaction
+    /// may still conflict with. For tests of memory bounds.
+    #[doc(hidden)]
+    pub fn debug_version_count(&self) -> usize {
+        self.shared.store().retained_commits()
+    }
+
+    /// How many value versions (clears included) are retained over all keys. For tests of
+    /// memory bounds.
+    #[doc(hidden)]
+    pub fn debug_value_versions(&self) -> usize {
+        self.shared.store().retained_values()
+    }
+
+    /// How many armed watches are held (cancelled ones until they are swept). For tests of
+    /// memory bounds.
+    #[doc(hidden)]
+    pub fn debug_armed_watches(&self) -> usize {
+        self.shared.store().armed_watches()
+    }
+}
+
+impl Default for MemDb {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemDb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (version, keys) = {
+            let store = self.shared.store();
+            (store.version(), store.live_keys())
+        };
+        f.debug_struct("MemDb")
+            .field("committed_version", &version)
+            .field("keys", &keys)
+            .field("clock", &self.shared.clock)
+            .field("watches_enabled", &self.watches_enabled())
+            .field("fault_injector", &self.shared.injector())
+            .finish()
+    }
+}

@@ -1,0 +1,175 @@
+//! The retry loop: [`MemDb::run`] and [`MemDb::run_with`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::{MemDb, MemTransaction};
+use crate::error::ElectionError;
+use crate::txn::{TxnError, TxnErrorKind};
+
+/// Whether an earlier attempt of a [`MemDb::run`] loop may have committed: `true` once an
+/// attempt failed with an unknown commit result
+/// ([`TxnErrorKind::CommitUnknown`]), and for every attempt after it. The closure should then
+/// check whether its earlier writes landed before writing again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MaybeCommitted(pub bool);
+
+impl MaybeCommitted {
+    /// Whether an earlier attempt may have committed.
+    pub fn is_maybe_committed(self) -> bool {
+        self.0
+    }
+}
+
+/// Finds the database error inside an error type, so that [`MemDb::run`] can tell whether to
+/// retry.
+pub trait RetryClassify {
+    /// The database error this error is, or wraps; `None` for errors that retrying cannot fix.
+    fn txn_error(&self) -> Option<&TxnError>;
+}
+
+impl RetryClassify for TxnError {
+    fn txn_error(&self) -> Option<&TxnError> {
+        Some(self)
+    }
+}
+
+impl RetryClassify for ElectionError {
+    fn txn_error(&self) -> Option<&TxnError> {
+        match self {
+            ElectionError::Database(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// How [`MemDb::run_with`] retries.
+///
+/// ```
+/// use fdb_leader_election::memdb::RunOptions;
+///
+/// let options = RunOptions { max_attempts: Some(3), ..RunOptions::default() };
+/// assert_eq!(options, RunOptions::default().with_max_attempts(3));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RunOptions {
+    /// The most attempts to make (`Some(0)` counts as one); `None`, the default, retries
+    /// forever, like FoundationDB.
+    pub max_attempts: Option<u32>,
+    /// The first back-off after a failure other than a conflict or `transaction_too_old`
+    /// (which are retried at once). Default 10 ms.
+    pub initial_backoff: Duration,
+    /// The back-off doubles after each such failure, up to this. Default 1 s.
+    pub max_backoff: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_attempts: None,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+impl RunOptions {
+    /// These options, with at most `max_attempts` attempts.
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+}
+
+impl MemDb {
+    /// Runs `closure` in a transaction and commits it, retrying retryable failures forever
+    /// (like FoundationDB's `Database::run`). See [`run_with`](Self::run_with).
+    ///
+    /// ```
+    /// use fdb_leader_election::memdb::MemDb;
+    /// use fdb_leader_election::{ElectionTxn, ReadMode, TxnError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), TxnError> {
+    /// let db = MemDb::new();
+    /// for _ in 0..3 {
+    ///     db.run(|txn, _maybe_committed| async move {
+    ///         let n = match txn.get(b"counter", ReadMode::Serializable).await? {
+    ///             Some(v) => u64::from_be_bytes(v.try_into().unwrap_or([0; 8])),
+    ///             None => 0,
+    ///         };
+    ///         txn.set(b"counter", &(n + 1).to_be_bytes());
+    ///         Ok::<_, TxnError>(())
+    ///     })
+    ///     .await?;
+    /// }
+    /// let txn = db.create_transaction();
+    /// let value = txn.get(b"counter", ReadMode::Snapshot).await?;
+    /// assert_eq!(value, Some(3u64.to_be_bytes().to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first error that is not retryable, from the closure or from the commit.
+    pub async fn run<F, Fut, T, E>(&self, closure: F) -> Result<T, E>
+    where
+        F: FnMut(MemTransaction, MaybeCommitted) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<TxnError> + RetryClassify,
+    {
+        self.run_with(RunOptions::default(), closure).await
+    }
+
+    /// Runs `closure` in a fresh transaction per attempt and commits it, retrying as `options`
+    /// say.
+    ///
+    /// An error, from the closure or from the commit, is retried when
+    /// [`RetryClassify::txn_error`] finds a retryable [`TxnError`] in it. Conflicts and
+    /// `transaction_too_old` are retried at once; other retryable failures (unknown results,
+    /// unavailability) after an exponential back-off (`tokio::time::sleep`, so a tokio runtime
+    /// with time enabled is needed then). After an unknown commit result, later attempts get
+    /// [`MaybeCommitted(true)`](MaybeCommitted).
+    ///
+    /// # Errors
+    ///
+    /// The first non-retryable error, or the last error once `options.max_attempts` attempts
+    /// have failed.
+    pub async fn run_with<F, Fut, T, E>(&self, options: RunOptions, mut closure: F) -> Result<T, E>
+    where
+        F: FnMut(MemTransaction, MaybeCommitted) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<TxnError> + RetryClassify,
+    {
+        let max_attempts = options.max_attempts.map(|m| m.max(1));
+        let mut attempts: u32 = 0;
+        let mut maybe_committed = false;
+        let mut backoff = options.initial_backoff;
+        loop {
+            attempts = attempts.saturating_add(1);
+            let txn = self.create_transaction();
+            let error = match closure(txn.clone(), MaybeCommitted(maybe_committed)).await {
+                Ok(value) => match txn.commit().await {
+                    Ok(()) => return Ok(value),
+                    Err(e) => E::from(e),
+                },
+                Err(e) => e,
+            };
+            let kind = match error.txn_error() {
+                Some(e) if e.is_retryable() => e.kind(),
+                _ => return Err(error),
+            };
+            if max_attempts.is_some_and(|max| attempts >= max) {
+                return Err(error);
+            }
+            maybe_committed |= kind == TxnErrorKind::CommitUnknown;
+            if !matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld) {
+                if !backoff.is_zero() {
+                    tokio::time::sleep(backoff).await;
+                }
+                backoff = backoff.saturating_mul(2).min(options.max_backoff);
+            }
+        }
+    }
+}

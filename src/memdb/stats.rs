@@ -1,0 +1,149 @@
+//! I/O and outcome counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Cumulative counts of what a [`MemDb`](super::MemDb) did, since it was created or since
+/// [`MemDb::reset_stats`](super::MemDb::reset_stats).
+///
+/// Reads are counted when they are served (a read that fails, for example with an injected
+/// unavailability or `transaction_too_old`, is not counted); writes and conflict keys are
+/// counted when the transaction issues them, whether or not it later commits.
+///
+/// [`since`](Self::since) gives the counts between two snapshots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct MemDbStats {
+    /// Point reads served (`get`), snapshot or serializable.
+    pub point_reads: u64,
+    /// Range reads served (`get_range`).
+    pub range_reads: u64,
+    /// Key-value pairs returned by range reads.
+    pub range_keys_read: u64,
+    /// `set` calls.
+    pub sets: u64,
+    /// `clear` calls.
+    pub clears: u64,
+    /// `add_read_conflict_key` calls that succeeded.
+    pub read_conflict_keys: u64,
+    /// `commit` calls, including read-only commits and commits that failed.
+    pub commits_attempted: u64,
+    /// Commits that returned `Ok`, including read-only commits.
+    pub commits_succeeded: u64,
+    /// Commits that failed with a conflict, detected or injected.
+    pub conflicts: u64,
+    /// Commits that failed with an injected unknown result (applied or not).
+    pub unknown_results: u64,
+    /// Watches created (`watch` calls that succeeded).
+    pub watches_created: u64,
+    /// Watches that fired because their key's value changed.
+    pub watches_fired: u64,
+}
+
+impl MemDbStats {
+    /// The counts accumulated between `earlier` and `self` (saturating at zero, should
+    /// `earlier` have been taken after a reset).
+    pub fn since(&self, earlier: &MemDbStats) -> MemDbStats {
+        MemDbStats {
+            point_reads: self.point_reads.saturating_sub(earlier.point_reads),
+            range_reads: self.range_reads.saturating_sub(earlier.range_reads),
+            range_keys_read: self.range_keys_read.saturating_sub(earlier.range_keys_read),
+            sets: self.sets.saturating_sub(earlier.sets),
+            clears: self.clears.saturating_sub(earlier.clears),
+            read_conflict_keys: self
+                .read_conflict_keys
+                .saturating_sub(earlier.read_conflict_keys),
+            commits_attempted: self
+                .commits_attempted
+                .saturating_sub(earlier.commits_attempted),
+            commits_succeeded: self
+                .commits_succeeded
+                .saturating_sub(earlier.commits_succeeded),
+            conflicts: self.conflicts.saturating_sub(earlier.conflicts),
+            unknown_results: self.unknown_results.saturating_sub(earlier.unknown_results),
+            watches_created: self.watches_created.saturating_sub(earlier.watches_created),
+            watches_fired: self.watches_fired.saturating_sub(earlier.watches_fired),
+        }
+    }
+}
+
+/// The I/O counts of one [`MemTransaction`](super::MemTransaction), counted as in
+/// [`MemDbStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct MemTxnStats {
+    /// Point reads served.
+    pub point_reads: u64,
+    /// Range reads served.
+    pub range_reads: u64,
+    /// Key-value pairs returned by range reads.
+    pub range_keys_read: u64,
+    /// `set` calls.
+    pub sets: u64,
+    /// `clear` calls.
+    pub clears: u64,
+    /// `add_read_conflict_key` calls that succeeded.
+    pub read_conflict_keys: u64,
+    /// Watches created.
+    pub watches_created: u64,
+}
+
+/// The database-wide counters, updated without taking the store's lock.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) point_reads: AtomicU64,
+    pub(super) range_reads: AtomicU64,
+    pub(super) range_keys_read: AtomicU64,
+    pub(super) sets: AtomicU64,
+    pub(super) clears: AtomicU64,
+    pub(super) read_conflict_keys: AtomicU64,
+    pub(super) commits_attempted: AtomicU64,
+    pub(super) commits_succeeded: AtomicU64,
+    pub(super) conflicts: AtomicU64,
+    pub(super) unknown_results: AtomicU64,
+    pub(super) watches_created: AtomicU64,
+    pub(super) watches_fired: AtomicU64,
+}
+
+/// Adds `n` to a counter. (A counter would need centuries of operations to wrap.)
+pub(super) fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(super) fn snapshot(&self) -> MemDbStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MemDbStats {
+            point_reads: get(&self.point_reads),
+            range_reads: get(&self.range_reads),
+            range_keys_read: get(&self.range_keys_read),
+            sets: get(&self.sets),
+            clears: get(&self.clears),
+            read_conflict_keys: get(&self.read_conflict_keys),
+            commits_attempted: get(&self.commits_attempted),
+            commits_succeeded: get(&self.commits_succeeded),
+            conflicts: get(&self.conflicts),
+            unknown_results: get(&self.unknown_results),
+            watches_created: get(&self.watches_created),
+            watches_fired: get(&self.watches_fired),
+        }
+    }
+
+    pub(super) fn reset(&self) {
+        for c in [
+            &self.point_reads,
+            &self.range_reads,
+            &self.range_keys_read,
+            &self.sets,
+            &self.clears,
+            &self.read_conflict_keys,
+            &self.commits_attempted,
+            &self.commits_succeeded,
+            &self.conflicts,
+            &self.unknown_results,
+            &self.watches_created,
+            &self.watches_fired,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}

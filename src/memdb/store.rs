@@ -1,0 +1,340 @@
+//! The committed, multi-versioned state: values by key and version, the log of recent commits
+//! used for conflict detection, and the armed watches.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+
+use super::MAX_TRANSACTION_AGE;
+use super::errors;
+use super::watch::{PendingWatch, WatchRegistry};
+use crate::clock::LocalInstant;
+use crate::txn::{KeyValue, TxnError};
+
+/// One version of one key's value (`None`: cleared).
+#[derive(Debug)]
+struct Entry {
+    version: u64,
+    value: Option<Vec<u8>>,
+}
+
+/// One write commit, kept while a live transaction may still conflict with it.
+#[derive(Debug)]
+struct CommitRecord {
+    version: u64,
+    /// When the commit happened (the database clock).
+    at: LocalInstant,
+    /// The keys it wrote, sorted.
+    keys: Vec<Vec<u8>>,
+}
+
+/// A transaction's read-conflict set.
+#[derive(Debug, Default)]
+pub(super) struct ReadConflicts {
+    points: BTreeSet<Vec<u8>>,
+    /// Half-open ranges `[begin, end)`, each non-empty.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ReadConflicts {
+    pub(super) fn add_key(&mut self, key: &[u8]) {
+        if !self.points.contains(key) {
+            self.points.insert(key.to_vec());
+        }
+    }
+
+    /// Adds `[begin, end)` (ignored when empty).
+    pub(super) fn add_range(&mut self, begin: &[u8], end: &[u8]) {
+        if begin < end {
+            self.ranges.push((begin.to_vec(), end.to_vec()));
+        }
+    }
+
+    /// Whether any of `keys` (sorted) falls inside the set.
+    fn intersects(&self, keys: &[Vec<u8>]) -> bool {
+        if keys.iter().any(|k| self.points.contains(k)) {
+            return true;
+        }
+        self.ranges.iter().any(|(begin, end)| {
+            let first = keys.partition_point(|k| k < begin);
+            keys.get(first).is_some_and(|k| k < end)
+        })
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.points.is_empty() && self.ranges.is_empty()
+    }
+}
+
+/// The key immediately after `key` in key order.
+pub(super) fn key_after(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len().saturating_add(1));
+    k.extend_from_slice(key);
+    k.push(0);
+    k
+}
+
+/// The committed state.
+#[derive(Debug, Default)]
+pub(super) struct Store {
+    /// The latest committed version (0: nothing committed yet).
+    version: u64,
+    /// Each key's versions, oldest first. A key whose only retained version is a clear is
+    /// removed.
+    data: BTreeMap<Vec<u8>, Vec<Entry>>,
+    /// Write commits newer than the oldest version a live transaction may read at.
+    log: VecDeque<CommitRecord>,
+    /// Armed watches.
+    watches: WatchRegistry,
+}
+
+impl Store {
+    /// The latest committed version: the read version a transaction starting now gets.
+    pub(super) fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// `key`'s value at `version`.
+    pub(super) fn get_at(&self, key: &[u8], version: u64) -> Option<&[u8]> {
+        let history = self.data.get(key)?;
+        value_at(history, version)
+    }
+
+    /// `key`'s latest committed value.
+    pub(super) fn latest(&self, key: &[u8]) -> Option<&[u8]> {
+        self.data
+            .get(key)
+            .and_then(|h| h.last())
+            .and_then(|e| e.value.as_deref())
+    }
+
+    /// The pairs in `[begin, end)` at `version`, in key order (`begin < end` required).
+    pub(super) fn range_at(&self, begin: &[u8], end: &[u8], version: u64) -> Vec<KeyValue> {
+        if begin >= end {
+            return Vec::new();
+        }
+        self.data
+            .range::<[u8], _>((Bound::Included(begin), Bound::Excluded(end)))
+            .filter_map(|(k, h)| value_at(h, version).map(|v| (k.clone(), v.to_vec())))
+            .collect()
+    }
+
+    /// Whether a write committed after `read_version` touched `conflicts`.
+    pub(super) fn conflicts(&self, read_version: u64, conflicts: &ReadConflicts) -> bool {
+        let first_newer = self.log.partition_point(|r| r.version <= read_version);
+        self.log
+            .range(first_newer..)
+            .any(|r| conflicts.intersects(&r.keys))
+    }
+
+    /// Applies `writes` at a new version committed at `now`, fires the watches on the keys
+    /// whose value changed (returning how many fired) and forgets what no live transaction
+    /// can need any more.
+    pub(super) fn apply(
+        &mut self,
+        writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        now: LocalInstant,
+    ) -> Result<u64, TxnError> {
+        let version = self
+            .version
+            .checked_add(1)
+            .ok_or_else(errors::versions_exhausted)?;
+        self.version = version;
+        let mut fired: u64 = 0;
+        for (key, value) in writes {
+            let changed = self.latest(key) != value.as_deref();
+            match self.data.get_mut(key.as_slice()) {
+                Some(history) => history.push(Entry {
+                    version,
+                    value: value.clone(),
+                }),
+                // Clearing an absent key leaves nothing to remember.
+                None if value.is_none() => {}
+                None => {
+                    self.data.insert(
+                        key.clone(),
+                        vec![Entry {
+                            version,
+                            value: value.clone(),
+                        }],
+                    );
+                }
+            }
+            if changed {
+                fired = fired.saturating_add(self.watches.changed(key, value.as_deref()));
+            }
+        }
+        self.log.push_back(CommitRecord {
+            version,
+            at: now,
+            keys: writes.keys().cloned().collect(),
+        });
+        self.prune(now);
+        Ok(fired)
+    }
+
+    /// Forgets the versions and commit records that no live transaction can need.
+    ///
+    /// A transaction that took read version `v` at time `t` did so before the commit of the
+    /// version after `v`; it is dead (too old) once `now - t >= MAX_TRANSACTION_AGE`. So every
+    /// live transaction reads at or after the horizon: the newest version committed at or
+    /// before `now - MAX_TRANSACTION_AGE`. Commit records at or before the horizon can no
+    /// longer cause a conflict, and each key needs only its newest version at or before the
+    /// horizon plus the newer ones.
+    fn prune(&mut self, now: LocalInstant) {
+        let Some(cutoff) = now.since_origin().checked_sub(MAX_TRANSACTION_AGE) else {
+            return;
+        };
+        let cutoff = LocalInstant::from_origin(cutoff);
+        let mut horizon = None;
+        let mut touched: Vec<Vec<u8>> = Vec::new();
+        while let Some(front) = self.log.front() {
+            if front.at > cutoff {
+                break;
+            }
+            if let Some(record) = self.log.pop_front() {
+                horizon = Some(record.version);
+                touched.extend(record.keys);
+            }
+        }
+        let Some(horizon) = horizon else {
+            return;
+        };
+        for key in touched {
+            let Some(history) = self.data.get_mut(key.as_slice()) else {
+                continue;
+            };
+            compact(history, horizon);
+            if history.is_empty() {
+                self.data.remove(key.as_slice());
+            }
+        }
+    }
+
+    /// Arms `watch` against the key's latest committed value (firing it at once if that
+    /// differs from the value the watching transaction saw). Returns whether it fired.
+    pub(super) fn arm_watch(&mut self, watch: PendingWatch) -> bool {
+        let current = self
+            .data
+            .get(watch.key.as_slice())
+            .and_then(|h| h.last())
+            .and_then(|e| e.value.as_deref());
+        self.watches.arm(watch, current)
+    }
+
+    /// How many armed watches are held.
+    pub(super) fn armed_watches(&self) -> usize {
+        self.watches.len()
+    }
+
+    /// How many write commits are retained for conflict detection.
+    pub(super) fn retained_commits(&self) -> usize {
+        self.log.len()
+    }
+
+    /// How many value versions (clears included) are retained over all keys.
+    pub(super) fn retained_values(&self) -> usize {
+        self.data.values().map(Vec::len).sum()
+    }
+
+    /// How many keys currently have a value.
+    pub(super) fn live_keys(&self) -> usize {
+        self.data
+            .values()
+            .filter(|h| h.last().is_some_and(|e| e.value.is_some()))
+            .count()
+    }
+}
+
+fn value_at(history: &[Entry], version: u64) -> Option<&[u8]> {
+    let visible = history.partition_point(|e| e.version <= version);
+    visible
+        .checked_sub(1)
+        .and_then(|i| history.get(i))
+        .and_then(|e| e.value.as_deref())
+}
+
+/// Keeps the newest version at or before `horizon` (dropped too if it is a clear) and every
+/// newer one.
+fn compact(history: &mut Vec<Entry>, horizon: u64) {
+    let visible = history.partition_point(|e| e.version <= horizon);
+    let Some(base) = visible.checked_sub(1) else {
+        return;
+    };
+    let base_is_clear = history.get(base).is_some_and(|e| e.value.is_none());
+    let drop_to = if base_is_clear { visible } else { base };
+    history.drain(..drop_to);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use std::time::Duration;
+
+    fn at(secs: u64) -> LocalInstant {
+        LocalInstant::from_origin(Duration::from_secs(secs))
+    }
+
+    fn writes(pairs: &[(&[u8], Option<&[u8]>)]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+            .collect()
+    }
+
+    #[test]
+    fn versions_are_visible_by_read_version() {
+        let mut s = Store::default();
+        s.apply(&writes(&[(b"a", Some(b"1"))]), at(0)).unwrap();
+        s.apply(&writes(&[(b"a", Some(b"2")), (b"b", Some(b"x"))]), at(0))
+            .unwrap();
+        s.apply(&writes(&[(b"a", None)]), at(0)).unwrap();
+        assert_eq!(s.get_at(b"a", 0), None);
+        assert_eq!(s.get_at(b"a", 1), Some(&b"1"[..]));
+        assert_eq!(s.get_at(b"a", 2), Some(&b"2"[..]));
+        assert_eq!(s.get_at(b"a", 3), None);
+        assert_eq!(s.range_at(b"a", b"c", 2).len(), 2);
+        assert_eq!(
+            s.range_at(b"a", b"c", 3),
+            vec![(b"b".to_vec(), b"x".to_vec())]
+        );
+        assert!(s.range_at(b"c", b"a", 3).is_empty());
+    }
+
+    #[test]
+    fn conflicts_only_with_later_commits_inside_the_set() {
+        let mut s = Store::default();
+        s.apply(&writes(&[(b"k", Some(b"1"))]), at(0)).unwrap();
+        let mut rc = ReadConflicts::default();
+        rc.add_key(b"k");
+        assert!(!s.conflicts(1, &rc));
+        assert!(s.conflicts(0, &rc));
+        let mut range = ReadConflicts::default();
+        range.add_range(b"a", b"k");
+        assert!(!s.conflicts(0, &range));
+        range.add_range(b"k", &key_after(b"k"));
+        assert!(s.conflicts(0, &range));
+    }
+
+    #[test]
+    fn pruning_keeps_what_live_readers_need() {
+        let mut s = Store::default();
+        s.apply(&writes(&[(b"a", Some(b"1"))]), at(0)).unwrap(); // v1
+        s.apply(&writes(&[(b"a", Some(b"2"))]), at(1)).unwrap(); // v2
+        s.apply(&writes(&[(b"b", Some(b"x"))]), at(2)).unwrap(); // v3
+        s.apply(&writes(&[(b"b", None)]), at(3)).unwrap(); // v4
+        // At t=6.5 the horizon is v2 (committed at 1 <= 1.5): readers at v2.. are live.
+        s.prune(LocalInstant::from_origin(Duration::from_millis(6_500)));
+        assert_eq!(s.retained_commits(), 2);
+        assert_eq!(s.get_at(b"a", 2), Some(&b"2"[..]));
+        assert_eq!(s.get_at(b"b", 3), Some(&b"x"[..]));
+        // Much later everything collapses to the latest values; the cleared key vanishes.
+        s.prune(at(100));
+        assert_eq!(s.retained_commits(), 0);
+        assert_eq!(s.retained_values(), 1);
+        assert_eq!(s.latest(b"a"), Some(&b"2"[..]));
+        assert_eq!(s.latest(b"b"), None);
+    }
+}

@@ -1,0 +1,145 @@
+//! Watches: pending ones (held by a transaction until it commits) and armed ones (held by the
+//! store until their key's value changes).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::oneshot;
+
+use super::errors;
+use crate::txn::{TxnError, Watch};
+
+type Reply = oneshot::Sender<Result<(), TxnError>>;
+
+/// A watch created by a transaction that has not committed yet.
+#[derive(Debug)]
+pub(super) struct PendingWatch {
+    pub(super) key: Vec<u8>,
+    /// The key's value as the transaction saw it when it created the watch.
+    pub(super) value: Option<Vec<u8>>,
+    reply: Reply,
+    armed: Arc<AtomicBool>,
+}
+
+impl PendingWatch {
+    /// A pending watch and the future that reports it.
+    pub(super) fn new(key: Vec<u8>, value: Option<Vec<u8>>) -> (PendingWatch, Watch) {
+        let (reply, rx) = oneshot::channel();
+        let armed = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&armed);
+        let future: Watch = Box::pin(async move {
+            match rx.await {
+                Ok(outcome) => outcome,
+                // The sender was dropped without a reply: either the transaction was dropped
+                // before committing, or the database was dropped while the watch was armed.
+                Err(_) if seen.load(Ordering::Acquire) => Err(errors::database_dropped()),
+                Err(_) => Err(errors::dropped_before_commit()),
+            }
+        });
+        (
+            PendingWatch {
+                key,
+                value,
+                reply,
+                armed,
+            },
+            future,
+        )
+    }
+
+    /// Fails the watch with `error` (its transaction did not commit).
+    pub(super) fn fail(self, error: TxnError) {
+        // The receiver may be gone: the caller dropped the watch, which cancels it.
+        let _ = self.reply.send(Err(error));
+    }
+}
+
+/// The armed watches, by key.
+#[derive(Debug, Default)]
+pub(super) struct WatchRegistry {
+    by_key: HashMap<Vec<u8>, Vec<Armed>>,
+    /// How many armed watches `by_key` holds.
+    len: usize,
+    /// Drop cancelled watches once `len` reaches this.
+    sweep_at: usize,
+}
+
+#[derive(Debug)]
+struct Armed {
+    value: Option<Vec<u8>>,
+    reply: Reply,
+}
+
+const MIN_SWEEP: usize = 64;
+
+impl WatchRegistry {
+    /// Arms `watch` against the key's current committed value `current`: fires it at once if
+    /// the value already differs from the one the transaction saw. Returns whether it fired.
+    pub(super) fn arm(&mut self, watch: PendingWatch, current: Option<&[u8]>) -> bool {
+        let PendingWatch {
+            key,
+            value,
+            reply,
+            armed,
+        } = watch;
+        armed.store(true, Ordering::Release);
+        if value.as_deref() != current {
+            return reply.send(Ok(())).is_ok();
+        }
+        if reply.is_closed() {
+            return false;
+        }
+        self.by_key
+            .entry(key)
+            .or_default()
+            .push(Armed { value, reply });
+        self.len = self.len.saturating_add(1);
+        if self.len >= self.sweep_at.max(MIN_SWEEP) {
+            self.sweep();
+        }
+        false
+    }
+
+    /// A commit set `key` to `new` (`None`: cleared). Fires the watches whose value differs
+    /// and returns how many fired (cancelled watches are dropped without counting).
+    pub(super) fn changed(&mut self, key: &[u8], new: Option<&[u8]>) -> u64 {
+        let Some(list) = self.by_key.get_mut(key) else {
+            return 0;
+        };
+        let before = list.len();
+        let mut fired: u64 = 0;
+        let mut kept = Vec::with_capacity(list.len());
+        for w in list.drain(..) {
+            if w.value.as_deref() != new {
+                if w.reply.send(Ok(())).is_ok() {
+                    fired = fired.saturating_add(1);
+                }
+            } else if !w.reply.is_closed() {
+                kept.push(w);
+            }
+        }
+        self.len = self.len.saturating_sub(before.saturating_sub(kept.len()));
+        if kept.is_empty() {
+            self.by_key.remove(key);
+        } else {
+            *list = kept;
+        }
+        fired
+    }
+
+    /// Drops the watches whose future was dropped.
+    fn sweep(&mut self) {
+        self.by_key.retain(|_, list| {
+            list.retain(|w| !w.reply.is_closed());
+            !list.is_empty()
+        });
+        self.len = self.by_key.values().map(Vec::len).sum();
+        self.sweep_at = self.len.saturating_mul(2);
+    }
+
+    /// How many armed watches are held (cancelled ones included until the next sweep).
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}

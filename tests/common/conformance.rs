@@ -1,0 +1,493 @@
+//! Backend-agnostic conformance checks of the transaction semantics the election relies on.
+//!
+//! The same assertions run against [`MemDb`](fdb_leader_election::MemDb) (tests/memdb_conformance.rs)
+//! and, when a cluster is available, against FoundationDB. Each check works under a fresh key
+//! prefix from [`Backend::fresh_prefix`], so a real cluster can be shared and need not be
+//! cleaned between checks.
+
+// Test code: failing loudly is the point. The items are `pub` for the test crates that include
+// this file (`mod common;`), inside which they are necessarily crate-local.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    unreachable_pub
+)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use fdb_leader_election::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind};
+
+/// How long a watch must stay quiet to count as "did not fire".
+pub const QUIET: Duration = Duration::from_millis(200);
+/// How long a watch may take to fire.
+pub const FIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A database under test.
+pub trait Backend {
+    /// Its transaction type.
+    type Txn: ElectionTxn + Clone + Send + Sync + 'static;
+
+    /// Starts a transaction.
+    fn begin(&self) -> Self::Txn;
+
+    /// Commits `txn` (every clone of it has been dropped or is no longer used).
+    fn commit(&self, txn: Self::Txn) -> impl Future<Output = Result<(), TxnError>> + Send;
+
+    /// A key prefix no other check uses (and below `\xff`).
+    fn fresh_prefix(&self) -> Vec<u8>;
+}
+
+/// Runs every check, in order.
+pub async fn run_all<B: Backend>(b: &B) {
+    read_your_writes_point(b).await;
+    read_your_writes_range(b).await;
+    snapshot_isolation(b).await;
+    writes_become_visible_together(b).await;
+    serializable_read_conflicts(b).await;
+    clear_conflicts_with_serializable_reader(b).await;
+    snapshot_read_adds_no_conflict(b).await;
+    explicit_read_conflict_key_conflicts(b).await;
+    no_conflict_with_commits_before_read_version(b).await;
+    reading_own_write_adds_no_conflict(b).await;
+    blind_writes_never_conflict(b).await;
+    read_only_commit_never_conflicts(b).await;
+    range_read_conflict_detects_insert(b).await;
+    range_read_ignores_writes_outside_range(b).await;
+    watch_fires_on_change_not_on_identical_write(b).await;
+    watch_fires_on_clear(b).await;
+    range_read_order_and_bounds(b).await;
+}
+
+fn key(prefix: &[u8], suffix: &[u8]) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(suffix);
+    k
+}
+
+/// The end of the range of keys starting with `prefix` (prefixes never end in `\xff`).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    key(prefix, b"\xff")
+}
+
+async fn put<B: Backend>(b: &B, k: &[u8], v: &[u8]) {
+    let t = b.begin();
+    t.set(k, v);
+    b.commit(t).await.unwrap();
+}
+
+async fn committed<B: Backend>(b: &B, k: &[u8]) -> Option<Vec<u8>> {
+    let t = b.begin();
+    let v = t.get(k, ReadMode::Snapshot).await.unwrap();
+    drop(t);
+    v
+}
+
+fn pairs(items: &[(&[u8], &[u8])]) -> Vec<KeyValue> {
+    items
+        .iter()
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
+#[track_caller]
+fn assert_conflict(result: Result<(), TxnError>) {
+    let e = result.expect_err("the commit should have conflicted");
+    assert_eq!(e.kind(), TxnErrorKind::Conflict, "{e}");
+    assert_eq!(e.code(), Some(1020), "{e}");
+    assert!(e.is_retryable());
+    assert!(!e.is_maybe_committed());
+}
+
+/// Point reads see the transaction's own sets and clears, in both modes.
+pub async fn read_your_writes_point<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (a, c, absent) = (key(&p, b"a"), key(&p, b"c"), key(&p, b"absent"));
+    put(b, &c, b"committed").await;
+
+    let t = b.begin();
+    assert_eq!(t.get(&a, ReadMode::Serializable).await.unwrap(), None);
+    t.set(&a, b"1");
+    assert_eq!(
+        t.get(&a, ReadMode::Serializable).await.unwrap(),
+        Some(b"1".to_vec())
+    );
+    t.set(&a, b"2");
+    assert_eq!(
+        t.get(&a, ReadMode::Snapshot).await.unwrap(),
+        Some(b"2".to_vec())
+    );
+    assert_eq!(
+        t.get(&c, ReadMode::Serializable).await.unwrap(),
+        Some(b"committed".to_vec())
+    );
+    t.clear(&c);
+    assert_eq!(t.get(&c, ReadMode::Serializable).await.unwrap(), None);
+    assert_eq!(t.get(&c, ReadMode::Snapshot).await.unwrap(), None);
+    t.clear(&absent);
+    assert_eq!(t.get(&absent, ReadMode::Serializable).await.unwrap(), None);
+    b.commit(t).await.unwrap();
+
+    assert_eq!(committed(b, &a).await, Some(b"2".to_vec()));
+    assert_eq!(committed(b, &c).await, None);
+}
+
+/// Range reads merge the committed state with the transaction's own sets and clears.
+pub async fn read_your_writes_range<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k1, k2, k3, k4) = (key(&p, b"1"), key(&p, b"2"), key(&p, b"3"), key(&p, b"4"));
+    let t = b.begin();
+    t.set(&k1, b"old1");
+    t.set(&k2, b"old2");
+    t.set(&k3, b"old3");
+    b.commit(t).await.unwrap();
+
+    let end = prefix_end(&p);
+    for mode in [ReadMode::Serializable, ReadMode::Snapshot] {
+        let t = b.begin();
+        t.clear(&k2);
+        t.set(&k3, b"new3");
+        t.set(&k4, b"new4");
+        let got = t.get_range(&p, &end, mode).await.unwrap();
+        assert_eq!(
+            got,
+            pairs(&[(&k1, b"old1"), (&k3, b"new3"), (&k4, b"new4")]),
+            "{mode:?}"
+        );
+        t.clear(&k4);
+        t.set(&k2, b"back");
+        let got = t.get_range(&p, &end, mode).await.unwrap();
+        assert_eq!(
+            got,
+            pairs(&[(&k1, b"old1"), (&k2, b"back"), (&k3, b"new3")]),
+            "{mode:?}"
+        );
+        drop(t);
+    }
+}
+
+/// A transaction reads at one version: commits after its read version are invisible to it.
+pub async fn snapshot_isolation<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, other, inserted) = (key(&p, b"k"), key(&p, b"other"), key(&p, b"m"));
+    put(b, &k, b"before").await;
+
+    let reader = b.begin();
+    assert_eq!(
+        reader.get(&k, ReadMode::Snapshot).await.unwrap(),
+        Some(b"before".to_vec())
+    );
+
+    let writer = b.begin();
+    writer.set(&k, b"after");
+    writer.set(&inserted, b"new");
+    writer.set(&other, b"new");
+    b.commit(writer).await.unwrap();
+
+    for mode in [ReadMode::Snapshot, ReadMode::Serializable] {
+        assert_eq!(
+            reader.get(&k, mode).await.unwrap(),
+            Some(b"before".to_vec())
+        );
+        assert_eq!(reader.get(&other, mode).await.unwrap(), None);
+        assert_eq!(
+            reader.get_range(&p, &prefix_end(&p), mode).await.unwrap(),
+            pairs(&[(&k, b"before")])
+        );
+    }
+    drop(reader);
+
+    let fresh = b.begin();
+    assert_eq!(
+        fresh.get(&k, ReadMode::Snapshot).await.unwrap(),
+        Some(b"after".to_vec())
+    );
+}
+
+/// All writes of a commit appear together.
+pub async fn writes_become_visible_together<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k1, k2) = (key(&p, b"1"), key(&p, b"2"));
+    put(b, &k2, b"doomed").await;
+    let t = b.begin();
+    t.set(&k1, b"a");
+    t.clear(&k2);
+    assert_eq!(committed(b, &k1).await, None);
+    assert_eq!(committed(b, &k2).await, Some(b"doomed".to_vec()));
+    b.commit(t).await.unwrap();
+    let check = b.begin();
+    assert_eq!(
+        check
+            .get_range(&p, &prefix_end(&p), ReadMode::Snapshot)
+            .await
+            .unwrap(),
+        pairs(&[(&k1, b"a")])
+    );
+}
+
+/// A serializable read of a key changed before the commit aborts the later committer with a
+/// retryable conflict, and applies none of its writes.
+pub async fn serializable_read_conflicts<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, out) = (key(&p, b"k"), key(&p, b"out"));
+    put(b, &k, b"0").await;
+
+    let t1 = b.begin();
+    let t2 = b.begin();
+    assert_eq!(
+        t1.get(&k, ReadMode::Serializable).await.unwrap(),
+        Some(b"0".to_vec())
+    );
+    assert_eq!(
+        t2.get(&k, ReadMode::Serializable).await.unwrap(),
+        Some(b"0".to_vec())
+    );
+    t2.set(&k, b"t2");
+    b.commit(t2).await.unwrap();
+    t1.set(&out, b"t1");
+    assert_conflict(b.commit(t1).await);
+    assert_eq!(committed(b, &out).await, None);
+    assert_eq!(committed(b, &k).await, Some(b"t2".to_vec()));
+}
+
+/// A clear counts as a write for the conflict check.
+pub async fn clear_conflicts_with_serializable_reader<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, out) = (key(&p, b"k"), key(&p, b"out"));
+    put(b, &k, b"0").await;
+    let t1 = b.begin();
+    t1.get(&k, ReadMode::Serializable).await.unwrap();
+    let t2 = b.begin();
+    t2.clear(&k);
+    b.commit(t2).await.unwrap();
+    t1.set(&out, b"x");
+    assert_conflict(b.commit(t1).await);
+}
+
+/// A snapshot read adds no conflict.
+pub async fn snapshot_read_adds_no_conflict<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, out) = (key(&p, b"k"), key(&p, b"out"));
+    put(b, &k, b"0").await;
+    let t1 = b.begin();
+    t1.get(&k, ReadMode::Snapshot).await.unwrap();
+    t1.get_range(&p, &prefix_end(&p), ReadMode::Snapshot)
+        .await
+        .unwrap();
+    put(b, &k, b"1").await;
+    put(b, &key(&p, b"j"), b"inserted").await;
+    t1.set(&out, b"t1");
+    b.commit(t1).await.unwrap();
+    assert_eq!(committed(b, &out).await, Some(b"t1".to_vec()));
+}
+
+/// `add_read_conflict_key` conflicts like a serializable read.
+pub async fn explicit_read_conflict_key_conflicts<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, out, unrelated) = (key(&p, b"k"), key(&p, b"out"), key(&p, b"u"));
+    let t1 = b.begin();
+    // Take a read version first: a commit is checked against changes after it.
+    t1.get(&unrelated, ReadMode::Snapshot).await.unwrap();
+    t1.add_read_conflict_key(&k).unwrap();
+    put(b, &k, b"changed").await;
+    t1.set(&out, b"t1");
+    assert_conflict(b.commit(t1).await);
+    assert_eq!(committed(b, &out).await, None);
+}
+
+/// Changes committed before the read version do not conflict.
+pub async fn no_conflict_with_commits_before_read_version<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let k = key(&p, b"k");
+    put(b, &k, b"0").await;
+    let t1 = b.begin();
+    put(b, &k, b"1").await; // before t1's first read, so before its read version
+    assert_eq!(
+        t1.get(&k, ReadMode::Serializable).await.unwrap(),
+        Some(b"1".to_vec())
+    );
+    t1.add_read_conflict_key(&k).unwrap();
+    t1.set(&k, b"2");
+    b.commit(t1).await.unwrap();
+    assert_eq!(committed(b, &k).await, Some(b"2".to_vec()));
+}
+
+/// Reading a key the transaction itself wrote first does not depend on the database, so adds no
+/// conflict (FoundationDB's read-your-writes semantics).
+pub async fn reading_own_write_adds_no_conflict<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, unrelated) = (key(&p, b"k"), key(&p, b"u"));
+    let t1 = b.begin();
+    t1.get(&unrelated, ReadMode::Snapshot).await.unwrap();
+    t1.set(&k, b"mine");
+    assert_eq!(
+        t1.get(&k, ReadMode::Serializable).await.unwrap(),
+        Some(b"mine".to_vec())
+    );
+    put(b, &k, b"theirs").await;
+    b.commit(t1).await.unwrap();
+    assert_eq!(committed(b, &k).await, Some(b"mine".to_vec()));
+}
+
+/// Transactions that only write never conflict; the last commit wins.
+pub async fn blind_writes_never_conflict<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, unrelated) = (key(&p, b"k"), key(&p, b"u"));
+    let t1 = b.begin();
+    let t2 = b.begin();
+    t1.get(&unrelated, ReadMode::Snapshot).await.unwrap();
+    t2.get(&unrelated, ReadMode::Snapshot).await.unwrap();
+    t1.set(&k, b"t1");
+    t2.set(&k, b"t2");
+    b.commit(t2).await.unwrap();
+    b.commit(t1).await.unwrap();
+    assert_eq!(committed(b, &k).await, Some(b"t1".to_vec()));
+}
+
+/// A transaction that writes nothing commits even if everything it read changed.
+pub async fn read_only_commit_never_conflicts<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let k = key(&p, b"k");
+    put(b, &k, b"0").await;
+    let t1 = b.begin();
+    t1.get(&k, ReadMode::Serializable).await.unwrap();
+    t1.get_range(&p, &prefix_end(&p), ReadMode::Serializable)
+        .await
+        .unwrap();
+    t1.add_read_conflict_key(&k).unwrap();
+    put(b, &k, b"1").await;
+    b.commit(t1).await.unwrap();
+}
+
+/// A serializable range read conflicts with a key inserted inside the range.
+pub async fn range_read_conflict_detects_insert<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (begin, end) = (key(&p, b"r/"), key(&p, b"r0"));
+    put(b, &key(&p, b"r/a"), b"a").await;
+    let t1 = b.begin();
+    assert_eq!(
+        t1.get_range(&begin, &end, ReadMode::Serializable)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    put(b, &key(&p, b"r/m"), b"inserted").await;
+    t1.set(&key(&p, b"out"), b"t1");
+    assert_conflict(b.commit(t1).await);
+}
+
+/// A serializable range read does not conflict with writes outside `[begin, end)`, including
+/// at `end` itself.
+pub async fn range_read_ignores_writes_outside_range<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (begin, end) = (key(&p, b"r/b"), key(&p, b"r/d"));
+    let t1 = b.begin();
+    t1.get_range(&begin, &end, ReadMode::Serializable)
+        .await
+        .unwrap();
+    put(b, &key(&p, b"r/a"), b"before").await;
+    put(b, &end, b"at the end").await;
+    put(b, &key(&p, b"r/e"), b"after").await;
+    t1.set(&key(&p, b"out"), b"t1");
+    b.commit(t1).await.unwrap();
+}
+
+/// A watch fires when its key's value changes, and not when an identical value is written.
+pub async fn watch_fires_on_change_not_on_identical_write<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let k = key(&p, b"w");
+    put(b, &k, b"a").await;
+
+    let t = b.begin();
+    let mut watch = t.watch(&k).unwrap();
+    b.commit(t).await.unwrap();
+
+    assert!(
+        tokio::time::timeout(QUIET, &mut watch).await.is_err(),
+        "the watch fired without a write"
+    );
+    put(b, &k, b"a").await;
+    assert!(
+        tokio::time::timeout(QUIET, &mut watch).await.is_err(),
+        "the watch fired on an identical write"
+    );
+    put(b, &k, b"b").await;
+    tokio::time::timeout(FIRE_TIMEOUT, watch)
+        .await
+        .expect("the watch did not fire on a change")
+        .unwrap();
+}
+
+/// Clearing an existing key fires its watch.
+pub async fn watch_fires_on_clear<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let k = key(&p, b"w");
+    put(b, &k, b"a").await;
+    let t = b.begin();
+    let watch = t.watch(&k).unwrap();
+    b.commit(t).await.unwrap();
+    let t = b.begin();
+    t.clear(&k);
+    b.commit(t).await.unwrap();
+    tokio::time::timeout(FIRE_TIMEOUT, watch)
+        .await
+        .expect("the watch did not fire on a clear")
+        .unwrap();
+}
+
+/// Range reads return `[begin, end)` in key order.
+pub async fn range_read_order_and_bounds<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let t = b.begin();
+    for suffix in [
+        &b"c"[..],
+        b"b\x00",
+        b"a",
+        b"ba",
+        b"b",
+        b"d",
+        b"c\x00",
+        b"\x00",
+    ] {
+        t.set(&key(&p, suffix), suffix);
+    }
+    b.commit(t).await.unwrap();
+
+    let t = b.begin();
+    let (kb, kc) = (key(&p, b"b"), key(&p, b"c"));
+    let got = t.get_range(&kb, &kc, ReadMode::Serializable).await.unwrap();
+    let expected: Vec<KeyValue> = [&b"b"[..], b"b\x00", b"ba"]
+        .iter()
+        .map(|s| (key(&p, s), s.to_vec()))
+        .collect();
+    assert_eq!(got, expected);
+
+    assert!(
+        t.get_range(&kc, &kc, ReadMode::Snapshot)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let all = t
+        .get_range(&p, &prefix_end(&p), ReadMode::Snapshot)
+        .await
+        .unwrap();
+    let keys: Vec<Vec<u8>> = all.into_iter().map(|(k, _)| k).collect();
+    let expected: Vec<Vec<u8>> = [
+        &b"\x00"[..],
+        b"a",
+        b"b",
+        b"b\x00",
+        b"ba",
+        b"c",
+        b"c\x00",
+        b"d",
+    ]
+    .iter()
+    .map(|s| key(&p, s))
+    .collect();
+    assert_eq!(keys, expected);
+}
