@@ -1,1 +1,429 @@
-//! FoundationDB adapter.
+//! FoundationDB adapter (cargo feature `fdb`).
+//!
+//! With this feature, anything that dereferences to [`foundationdb::Transaction`] implements
+//! [`ElectionTxn`]: the [`RetryableTransaction`](foundationdb::RetryableTransaction) handed to a
+//! [`Database::run`](foundationdb::Database::run) closure, an `Arc<Transaction>`, a
+//! `&Transaction`. Every election operation therefore runs inside the caller's own
+//! transaction and commits, or retries, together with the caller's writes.
+//!
+//! On a `RetryableTransaction` or an `Arc<Transaction>`, with [`ElectionTxn`] in scope,
+//! `trx.get(key, ReadMode::Snapshot)` is the election's read. On a plain `Transaction` (or
+//! `&Transaction`), method syntax finds `Transaction`'s own `get(key, snapshot: bool)` first:
+//! pass `&trx` to code that is generic over `ElectionTxn` instead.
+//!
+//! # Choosing the FoundationDB API version
+//!
+//! `foundationdb-sys` needs exactly one API-version feature. This crate passes them through:
+//!
+//! | feature                | effect                                                        |
+//! |------------------------|---------------------------------------------------------------|
+//! | `fdb-7_1`              | `fdb` + `foundationdb/fdb-7_1`                                |
+//! | `fdb-7_3`              | `fdb` + `foundationdb/fdb-7_3`                                |
+//! | `fdb-7_4`              | `fdb` + `foundationdb/fdb-7_4`                                |
+//! | `embedded-fdb-include` | compile against the C headers bundled with `foundationdb-sys` instead of the system's `/usr/include/foundationdb` |
+//! | `fdb`                  | the adapter itself, with no version of its own                |
+//!
+//! ```toml
+//! [dependencies]
+//! fdb-leader-election = { version = "0.1", features = ["fdb-7_3"] }
+//! ```
+//!
+//! `fdb` alone deliberately picks no default version: cargo unifies features, so an
+//! application that already depends on `foundationdb` with, say, `fdb-7_4` can enable plain
+//! `fdb` here and both crates use 7.4; a default would then select a second version and break
+//! the build. If no crate in the build selects a version, `foundationdb-sys`'s build script
+//! stops with "foundationdb-sys requires a version feature to be specified" and lists the
+//! version features, which have the same names here. For the same reason, never build with
+//! `--all-features`: it selects three API versions at once.
+//!
+//! Building needs `libclang` (for bindgen); linking a binary needs `libfdb_c` of a matching
+//! or newer version.
+//!
+//! # Use inside `Database::run`
+//!
+//! Election errors convert into [`FdbBindingError`] with `?`, and FoundationDB's retry loop
+//! sees through them: a conflict, a transaction that became too old, an unknown commit result
+//! raised by an election operation is retried exactly as if FoundationDB had raised it in the
+//! closure. Errors that are not database errors (a corrupt record, an unregistered candidate,
+//! ...) end the loop and come back as [`FdbBindingError::CustomError`] holding the
+//! [`ElectionError`] (or the [`TxnError`]), ready to be downcast.
+//!
+//! ```no_run
+//! use fdb_leader_election::{ElectionError, ElectionTxn, ReadMode};
+//! use foundationdb::{Database, FdbBindingError};
+//!
+//! /// Any election-style helper written against `ElectionTxn` works on FoundationDB.
+//! async fn flag_is_set<T: ElectionTxn>(trx: &T, key: &[u8]) -> Result<bool, ElectionError> {
+//!     Ok(trx.get(key, ReadMode::Serializable).await?.is_some())
+//! }
+//!
+//! async fn example(db: &Database) -> Result<(), FdbBindingError> {
+//!     let value = db
+//!         .run(|trx, _maybe_committed| async move {
+//!             // `trx` is a `RetryableTransaction`; with `ElectionTxn` in scope, `trx.get`
+//!             // is the election's read (it takes a `ReadMode`), and `?` turns a `TxnError`
+//!             // into an `FdbBindingError` that `run` retries when it is retryable.
+//!             let leader = trx.get(b"app/election/leader", ReadMode::Snapshot).await?;
+//!             // The same for an `ElectionError`.
+//!             if !flag_is_set(&trx, b"app/ready").await? {
+//!                 trx.set(b"app/ready", b"1");
+//!             }
+//!             Ok(leader)
+//!         })
+//!         .await?;
+//!     println!("leader record: {} bytes", value.map_or(0, |v| v.len()));
+//!     Ok(())
+//! }
+//! # fn main() {
+//! #     let _ = example;
+//! # }
+//! ```
+//!
+//! # Errors
+//!
+//! An [`FdbError`] becomes a [`TxnError`] that keeps the numeric code
+//! ([`TxnError::code`]) and the `FdbError` as its source:
+//!
+//! | code(s)                                                      | [`TxnErrorKind`]   |
+//! |--------------------------------------------------------------|--------------------|
+//! | 1020 `not_committed`                                         | `Conflict`         |
+//! | 1007 `transaction_too_old`                                   | `TooOld`           |
+//! | 1021 `commit_unknown_result`, 1039 `cluster_version_changed` | `CommitUnknown`    |
+//! | 1004 `timed_out`, 1009 `future_version`, 1031 `transaction_timed_out`, 1037 `process_behind`, 1038 `database_locked`, 1042/1078 proxy memory limits, 1051/1213/1223/1235 throttling | `Unavailable` |
+//! | any other code FoundationDB calls maybe-committed            | `CommitUnknown`    |
+//! | any other code FoundationDB calls retryable                  | `OtherRetryable`   |
+//! | everything else                                              | `Fatal`            |
+//!
+//! FoundationDB's own retry loop does not retry 1004 and 1031 (a timeout the caller set is
+//! final for that loop); they are `Unavailable` here so that a driver that owns its loop,
+//! such as the election runner, tries again later.
+//!
+//! An error returned by a **commit** ([`TransactionCommitError`]) converts the same way,
+//! except that the timeouts 1004 and 1031 become `CommitUnknown`: a commit that timed out may
+//! have applied (FoundationDB documents `transaction_timed_out` as an unknown commit status).
+//!
+//! In the other direction, an [`ElectionError::Database`] (or a [`TxnError`]) that carries a
+//! code becomes [`FdbBindingError::NonRetryableFdbError`] with that code. Despite its name,
+//! `Database::run` hands that variant's error to `Transaction::on_error`, which backs off and
+//! retries every retryable code and returns the others. Anything else becomes
+//! [`FdbBindingError::CustomError`].
+//!
+//! # Watches
+//!
+//! [`ElectionTxn::watch`] arms a FoundationDB watch. As in FoundationDB, it fires only after
+//! the transaction that created it commits; if that transaction is dropped or fails, the watch
+//! resolves with an error. Each database allows 10,000 outstanding watches by default; drop
+//! watches that are no longer needed.
+
+use std::ops::Deref;
+
+use foundationdb::options::{ConflictRangeType, StreamingMode};
+use foundationdb::{FdbBindingError, FdbError, RangeOption, Transaction, TransactionCommitError};
+
+use crate::error::ElectionError;
+use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+
+/// FoundationDB error codes this adapter classifies by name (from FoundationDB's
+/// `error_definitions.h`; see <https://apple.github.io/foundationdb/api-error-codes.html>).
+mod code {
+    pub(super) const TIMED_OUT: i32 = 1004;
+    pub(super) const TRANSACTION_TOO_OLD: i32 = 1007;
+    pub(super) const FUTURE_VERSION: i32 = 1009;
+    pub(super) const NOT_COMMITTED: i32 = 1020;
+    pub(super) const COMMIT_UNKNOWN_RESULT: i32 = 1021;
+    pub(super) const TRANSACTION_TIMED_OUT: i32 = 1031;
+    pub(super) const PROCESS_BEHIND: i32 = 1037;
+    pub(super) const DATABASE_LOCKED: i32 = 1038;
+    pub(super) const CLUSTER_VERSION_CHANGED: i32 = 1039;
+    pub(super) const COMMIT_PROXY_MEMORY_LIMIT_EXCEEDED: i32 = 1042;
+    pub(super) const BATCH_TRANSACTION_THROTTLED: i32 = 1051;
+    pub(super) const GRV_PROXY_MEMORY_LIMIT_EXCEEDED: i32 = 1078;
+    pub(super) const TAG_THROTTLED: i32 = 1213;
+    pub(super) const PROXY_TAG_THROTTLED: i32 = 1223;
+    pub(super) const TRANSACTION_THROTTLED_HOT_SHARD: i32 = 1235;
+}
+
+fn is_snapshot(mode: ReadMode) -> bool {
+    match mode {
+        ReadMode::Serializable => false,
+        ReadMode::Snapshot => true,
+    }
+}
+
+/// Runs every election operation on the FoundationDB transaction `self` dereferences to.
+///
+/// The methods call `Transaction`'s inherent methods by path (`Transaction::get(trx, ..)`),
+/// never by method syntax, so they cannot resolve back to this trait.
+impl<T> ElectionTxn for T
+where
+    T: Deref<Target = Transaction> + Send + Sync,
+{
+    fn get(
+        &self,
+        key: &[u8],
+        mode: ReadMode,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, TxnError>> + Send {
+        // The read is issued now; the returned future borrows nothing.
+        let read = Transaction::get(self, key, is_snapshot(mode));
+        async move { Ok(read.await?.map(|value| value.to_vec())) }
+    }
+
+    fn get_range(
+        &self,
+        begin: &[u8],
+        end: &[u8],
+        mode: ReadMode,
+    ) -> impl Future<Output = Result<Vec<KeyValue>, TxnError>> + Send {
+        let trx: &Transaction = self;
+        let snapshot = is_snapshot(mode);
+        async move {
+            let mut out = Vec::new();
+            if begin >= end {
+                return Ok(out);
+            }
+            let mut opt = RangeOption {
+                // The caller wants the whole range: fetch it in as few round trips as possible.
+                mode: StreamingMode::WantAll,
+                ..RangeOption::from((begin, end))
+            };
+            loop {
+                // `iteration` only matters in `StreamingMode::Iterator`.
+                let batch = Transaction::get_range(trx, &opt, 1, snapshot).await?;
+                out.extend(
+                    batch
+                        .iter()
+                        .map(|kv| (kv.key().to_vec(), kv.value().to_vec())),
+                );
+                // `None` once FoundationDB reports no more rows; otherwise the same range
+                // starting just after the last key returned.
+                match opt.next_range(&batch) {
+                    Some(next) => opt = next,
+                    None => return Ok(out),
+                }
+            }
+        }
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) {
+        Transaction::set(self, key, value);
+    }
+
+    fn clear(&self, key: &[u8]) {
+        Transaction::clear(self, key);
+    }
+
+    fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError> {
+        // The single-key range [key, key + \x00).
+        let mut end = Vec::with_capacity(key.len().saturating_add(1));
+        end.extend_from_slice(key);
+        end.push(0);
+        Transaction::add_conflict_range(self, key, &end, ConflictRangeType::Read)?;
+        Ok(())
+    }
+
+    fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
+        // FoundationDB reports watch errors (too many watches, the creating transaction
+        // failed) through the future, never synchronously.
+        let watch = Transaction::watch(self, key);
+        Ok(Box::pin(async move { Ok(watch.await?) }))
+    }
+}
+
+/// Classifies a FoundationDB error code (see the module docs for the table).
+fn kind_of(err: FdbError) -> TxnErrorKind {
+    match err.code() {
+        code::NOT_COMMITTED => TxnErrorKind::Conflict,
+        code::TRANSACTION_TOO_OLD => TxnErrorKind::TooOld,
+        code::COMMIT_UNKNOWN_RESULT | code::CLUSTER_VERSION_CHANGED => TxnErrorKind::CommitUnknown,
+        code::TIMED_OUT
+        | code::FUTURE_VERSION
+        | code::TRANSACTION_TIMED_OUT
+        | code::PROCESS_BEHIND
+        | code::DATABASE_LOCKED
+        | code::COMMIT_PROXY_MEMORY_LIMIT_EXCEEDED
+        | code::BATCH_TRANSACTION_THROTTLED
+        | code::GRV_PROXY_MEMORY_LIMIT_EXCEEDED
+        | code::TAG_THROTTLED
+        | code::PROXY_TAG_THROTTLED
+        | code::TRANSACTION_THROTTLED_HOT_SHARD => TxnErrorKind::Unavailable,
+        // Codes added by later FoundationDB versions: ask libfdb_c.
+        _ if err.is_maybe_committed() => TxnErrorKind::CommitUnknown,
+        _ if err.is_retryable() => TxnErrorKind::OtherRetryable,
+        _ => TxnErrorKind::Fatal,
+    }
+}
+
+/// Keeps the code and the [`FdbError`] (as the source); the kind follows the table in the
+/// [module docs](self#errors).
+impl From<FdbError> for TxnError {
+    fn from(err: FdbError) -> Self {
+        TxnError::with_source(kind_of(err), err).with_code(err.code())
+    }
+}
+
+/// Like `From<FdbError>`, except that a commit that timed out (1004, 1031) may have applied
+/// and is therefore [`TxnErrorKind::CommitUnknown`]. The transaction inside the commit error
+/// is dropped.
+impl From<TransactionCommitError> for TxnError {
+    fn from(err: TransactionCommitError) -> Self {
+        let err = FdbError::from(err);
+        match err.code() {
+            code::TIMED_OUT | code::TRANSACTION_TIMED_OUT => {
+                TxnError::with_source(TxnErrorKind::CommitUnknown, err).with_code(err.code())
+            }
+            _ => TxnError::from(err),
+        }
+    }
+}
+
+/// A `TxnError` with a code becomes [`FdbBindingError::NonRetryableFdbError`] with that code,
+/// so that `Database::run` retries it when FoundationDB considers it retryable; one without a
+/// code becomes [`FdbBindingError::CustomError`].
+impl From<TxnError> for FdbBindingError {
+    fn from(err: TxnError) -> Self {
+        match err.code() {
+            Some(code) => retried_by_run(code),
+            None => FdbBindingError::CustomError(Box::new(err)),
+        }
+    }
+}
+
+/// An [`ElectionError::Database`] with a code becomes
+/// [`FdbBindingError::NonRetryableFdbError`] with that code, so that `Database::run` retries
+/// it when FoundationDB considers it retryable; every other error becomes
+/// [`FdbBindingError::CustomError`] holding the `ElectionError`.
+impl From<ElectionError> for FdbBindingError {
+    fn from(err: ElectionError) -> Self {
+        match &err {
+            ElectionError::Database(txn) => match txn.code() {
+                Some(code) => retried_by_run(code),
+                None => FdbBindingError::CustomError(Box::new(err)),
+            },
+            _ => FdbBindingError::CustomError(Box::new(err)),
+        }
+    }
+}
+
+/// The binding error that `Database::run` retries when `code` is retryable.
+///
+/// In foundationdb 0.11.0, `src/database.rs`, `run_with_hooks` takes the `FdbError` out of a
+/// closure error with `e.get_fdb_error()` (line 170), and `FdbBindingError::get_fdb_error`
+/// returns it for `NonRetryableFdbError` (`src/error.rs`, lines 149-151). `run_with_hooks`
+/// then calls `transaction.on_error(fdb_err)` (line 175), which backs off and runs the closure
+/// again for a retryable code, and returns the error for any other code (lines 189-190). So,
+/// the variant's name notwithstanding, this is how a closure asks `run` to retry.
+/// `CustomError(Box<ElectionError>)` would not be retried: `get_fdb_error` only looks inside a
+/// `CustomError` for an `FdbError` or an `FdbBindingError`.
+fn retried_by_run(code: i32) -> FdbBindingError {
+    FdbBindingError::NonRetryableFdbError(FdbError::from_code(code))
+}
+
+// These tests type-check everywhere and run only where libfdb_c can be linked (the adapter
+// links it even though these conversions never call into it).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::TxnErrorKind;
+
+    fn binding_code(err: &FdbBindingError) -> Option<i32> {
+        err.get_fdb_error().map(FdbError::code)
+    }
+
+    #[test]
+    fn database_errors_with_a_code_reach_on_error() {
+        for (kind, code) in [
+            (TxnErrorKind::Conflict, 1020),
+            (TxnErrorKind::TooOld, 1007),
+            (TxnErrorKind::CommitUnknown, 1021),
+            (TxnErrorKind::Unavailable, 1031),
+            (TxnErrorKind::Fatal, 2101),
+        ] {
+            let err = ElectionError::from(TxnError::new(kind).with_code(code));
+            let binding = FdbBindingError::from(err);
+            assert!(
+                matches!(&binding, FdbBindingError::NonRetryableFdbError(e) if e.code() == code),
+                "{kind:?}/{code} became {binding:?}"
+            );
+            // What `Database::run` looks at to decide whether to call `on_error`.
+            assert_eq!(binding_code(&binding), Some(code));
+
+            let binding = FdbBindingError::from(TxnError::new(kind).with_code(code));
+            assert!(
+                matches!(&binding, FdbBindingError::NonRetryableFdbError(e) if e.code() == code)
+            );
+        }
+    }
+
+    #[test]
+    fn other_election_errors_become_custom_errors() {
+        let binding = FdbBindingError::from(ElectionError::NotInitialized);
+        assert_eq!(binding_code(&binding), None);
+        assert!(matches!(
+            &binding,
+            FdbBindingError::CustomError(e)
+                if matches!(e.downcast_ref::<ElectionError>(), Some(ElectionError::NotInitialized))
+        ));
+    }
+
+    #[test]
+    fn database_errors_without_a_code_become_custom_errors() {
+        let binding =
+            FdbBindingError::from(ElectionError::from(TxnError::new(TxnErrorKind::Conflict)));
+        assert_eq!(binding_code(&binding), None);
+        assert!(matches!(
+            &binding,
+            FdbBindingError::CustomError(e)
+                if matches!(e.downcast_ref::<ElectionError>(), Some(ElectionError::Database(t)) if t.kind() == TxnErrorKind::Conflict)
+        ));
+
+        let binding = FdbBindingError::from(TxnError::new(TxnErrorKind::Unavailable));
+        assert!(matches!(
+            &binding,
+            FdbBindingError::CustomError(e)
+                if e.downcast_ref::<TxnError>().is_some_and(|t| t.kind() == TxnErrorKind::Unavailable)
+        ));
+    }
+
+    #[test]
+    fn named_fdb_codes_classify_without_asking_libfdb_c() {
+        for (code, kind) in [
+            (1020, TxnErrorKind::Conflict),
+            (1007, TxnErrorKind::TooOld),
+            (1021, TxnErrorKind::CommitUnknown),
+            (1039, TxnErrorKind::CommitUnknown),
+            (1004, TxnErrorKind::Unavailable),
+            (1009, TxnErrorKind::Unavailable),
+            (1031, TxnErrorKind::Unavailable),
+            (1037, TxnErrorKind::Unavailable),
+            (1038, TxnErrorKind::Unavailable),
+            (1042, TxnErrorKind::Unavailable),
+            (1051, TxnErrorKind::Unavailable),
+            (1078, TxnErrorKind::Unavailable),
+            (1213, TxnErrorKind::Unavailable),
+            (1223, TxnErrorKind::Unavailable),
+            (1235, TxnErrorKind::Unavailable),
+        ] {
+            let err = TxnError::from(FdbError::from_code(code));
+            assert_eq!(err.kind(), kind, "code {code}");
+            assert_eq!(err.code(), Some(code));
+            assert_eq!(
+                err.is_maybe_committed(),
+                kind == TxnErrorKind::CommitUnknown
+            );
+            let source = std::error::Error::source(&err);
+            assert!(
+                source
+                    .and_then(|s| s.downcast_ref::<FdbError>())
+                    .is_some_and(|e| e.code() == code),
+                "code {code}: the FdbError is not the source"
+            );
+        }
+    }
+
+    #[test]
+    fn a_round_trip_keeps_the_code() {
+        let txn = TxnError::from(FdbError::from_code(1020));
+        let binding = FdbBindingError::from(ElectionError::from(txn));
+        assert_eq!(binding_code(&binding), Some(1020));
+    }
+}

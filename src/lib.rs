@@ -103,6 +103,7 @@
 //! - `fdb` (with one of `fdb-7_1`, `fdb-7_3`, `fdb-7_4`): the FoundationDB adapter, so every
 //!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`.
 #![doc(test(attr(deny(warnings))))]
+#![forbid(unsafe_code)]
 
 mod clock;
 mod config;

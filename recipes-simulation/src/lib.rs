@@ -1,1 +1,2 @@
 //! Deterministic simulation of `fdb-leader-election` (built out in its own issue).
+#![forbid(unsafe_code)]
