@@ -149,6 +149,34 @@ impl LeaderElection {
         }
     }
 
+    /// Replaces the fence record, after checking that the stored one agrees with the leader
+    /// record this transaction read: a corrupt or inconsistent fence is reported, never
+    /// overwritten.
+    async fn replace_fence<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        read: &LeaderRecord,
+        fence: &FenceRecord,
+    ) -> Result<(), ElectionError> {
+        let stored = match txn.get(&self.keys.fence, ReadMode::Serializable).await? {
+            Some(bytes) => codec::decode_fence(&self.keys.fence, &bytes)?,
+            None => {
+                return Err(ElectionError::corrupt(
+                    &self.keys.fence,
+                    DecodeError::Impossible("fence record missing"),
+                ));
+            }
+        };
+        if stored != FenceRecord::of(read) {
+            return Err(ElectionError::corrupt(
+                &self.keys.fence,
+                DecodeError::Impossible("fence disagrees with the leader record"),
+            ));
+        }
+        txn.set(&self.keys.fence, &codec::encode_fence(fence)?);
+        Ok(())
+    }
+
     fn decode_leader_opt(&self, bytes: Option<Vec<u8>>) -> Result<LeaderRecord, ElectionError> {
         match bytes {
             Some(bytes) => codec::decode_leader(&self.keys.leader, &bytes),
@@ -506,6 +534,9 @@ impl LeaderElection {
             }
         };
 
+        if let Some(fence) = plan.fence.as_ref() {
+            self.replace_fence(txn, &leader, fence).await?;
+        }
         let record = match plan.write {
             Some(write) => {
                 txn.add_read_conflict_key(&self.keys.leader)?;
@@ -514,9 +545,6 @@ impl LeaderElection {
             }
             None => leader,
         };
-        if let Some(fence) = plan.fence.as_ref() {
-            txn.set(&self.keys.fence, &codec::encode_fence(fence)?);
-        }
         if heartbeat {
             self.write_heartbeat(txn, candidate, &me, record.renewal)?;
         }
@@ -564,10 +592,10 @@ impl LeaderElection {
                 let Some(write) = plan.write else {
                     return Ok(ResignOutcome::Rejected(ResignRejected::NotLeader { current: None }));
                 };
-                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
                 if let Some(fence) = plan.fence.as_ref() {
-                    txn.set(&self.keys.fence, &codec::encode_fence(fence)?);
+                    self.replace_fence(txn, &leader, fence).await?;
                 }
+                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
                 Ok(ResignOutcome::Resigned {
                     ballot: write.ballot,
                     reserved_for: write.reservation,
