@@ -13,9 +13,9 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use state::{LocalState, PendingAttempt, Tenure};
 #[cfg(test)]
 pub(crate) use state::Role;
+pub(crate) use state::{LocalState, PendingAttempt, Tenure};
 
 use std::time::Duration;
 
@@ -71,6 +71,11 @@ pub enum Action {
 
 /// The decision for one attempt.
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "short-lived: returned once per attempt and destructured at once; boxing the plan \
+              would only add an allocation per cycle"
+)]
 pub(crate) enum Decision {
     /// Taking over is due but depends on this candidate's rank among live candidates: scan
     /// the registry, store the rank with [`LocalState::set_rank`], and decide again.
@@ -264,7 +269,13 @@ fn decide_as_follower(
             match obs.rank {
                 None => return Ok(Decision::NeedRank),
                 Some(rank) => {
-                    let stagger = cfg.takeover_stagger.saturating_mul(rank).min(rec.lease);
+                    // Capped at one heartbeat: ranks are liveness only, and candidates that
+                    // died while renewals were frozen can still count as live, so the bound
+                    // "a leader within lease + 2 heartbeats" must not depend on them.
+                    let stagger = cfg
+                        .takeover_stagger
+                        .saturating_mul(rank)
+                        .min(cfg.heartbeat_interval);
                     after(base, stagger)
                 }
             }

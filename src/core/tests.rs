@@ -1,6 +1,11 @@
 //! Table-style tests of the decision core: one case per branch, no I/O.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::arithmetic_side_effects)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
 
 use std::time::Duration;
 
@@ -18,7 +23,10 @@ fn at(ms: u64) -> LocalInstant {
 }
 
 fn cfg() -> ElectionConfig {
-    ElectionConfig::builder().takeover_stagger(Duration::ZERO).build().unwrap()
+    ElectionConfig::builder()
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap()
 }
 
 fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> LeaderRecord {
@@ -30,7 +38,10 @@ fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> LeaderRecord {
         handover: None,
         reservation: None,
         payload: None,
-        writer: Some(AttemptId { candidate: id(owner), seq: 1 }),
+        writer: Some(AttemptId {
+            candidate: id(owner),
+            seq: 1,
+        }),
     }
 }
 
@@ -43,16 +54,32 @@ fn vacant(ballot: u64, renewal: u64, reserved: Option<(&str, i32)>) -> LeaderRec
         handover: None,
         reservation: reserved.map(|(i, p)| Named::new(id(i), Priority::new(p))),
         payload: None,
-        writer: Some(AttemptId { candidate: id("someone"), seq: 1 }),
+        writer: Some(AttemptId {
+            candidate: id("someone"),
+            seq: 1,
+        }),
     }
 }
 
 /// Runs one decision with t0 = `t0_ms` and the read finishing 1 ms later.
-fn run(st: &mut LocalState, c: &ElectionConfig, rec: &LeaderRecord, prio: i32, t0_ms: u64) -> Decision {
+fn run(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+    t0_ms: u64,
+) -> Decision {
     run_mode(st, c, rec, prio, t0_ms, Mode::Cycle)
 }
 
-fn run_mode(st: &mut LocalState, c: &ElectionConfig, rec: &LeaderRecord, prio: i32, t0_ms: u64, mode: Mode) -> Decision {
+fn run_mode(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+    t0_ms: u64,
+    mode: Mode,
+) -> Decision {
     let input = CycleInput {
         config: c,
         leader: rec,
@@ -90,11 +117,20 @@ fn unreserved_vacancy_is_acquired_at_once_with_the_next_ballot() {
     assert_eq!(w.renewal, 11);
     assert_eq!(w.owner, Some(Named::new(id("me"), Priority::new(3))));
     assert_eq!(w.payload.as_deref(), Some(&b"addr"[..]));
-    assert_eq!(p.fence, Some(FenceRecord { ballot: Ballot::new(5), vacant: false }));
+    assert_eq!(
+        p.fence,
+        Some(FenceRecord {
+            ballot: Ballot::new(5),
+            vacant: false
+        })
+    );
     // Not leader until the commit is confirmed.
     assert!(st.tenure().is_none());
     let a = p.adopt.unwrap();
-    assert_eq!(a.tenure.valid_until, at(0).saturating_add(cfg().local_validity(LEASE)));
+    assert_eq!(
+        a.tenure.valid_until,
+        at(0).saturating_add(cfg().local_validity(LEASE))
+    );
     assert!(st.adopt(&a));
     assert_eq!(st.tenure().map(|t| t.ballot), Some(Ballot::new(5)));
 }
@@ -123,8 +159,14 @@ fn any_change_of_observation_restarts_the_wait() {
     plan(run(&mut st, &c, &owned("old", 1, 7, 20), 1, 0));
     // The leader renewed at 9 s: the wait restarts from this sighting (9.001 s).
     plan(run(&mut st, &c, &owned("old", 1, 7, 21), 1, 9_000));
-    assert_eq!(plan(run(&mut st, &c, &owned("old", 1, 7, 21), 1, 19_000)).action, Action::None);
-    assert_eq!(plan(run(&mut st, &c, &owned("old", 1, 7, 21), 1, 19_001)).action, Action::Acquired);
+    assert_eq!(
+        plan(run(&mut st, &c, &owned("old", 1, 7, 21), 1, 19_000)).action,
+        Action::None
+    );
+    assert_eq!(
+        plan(run(&mut st, &c, &owned("old", 1, 7, 21), 1, 19_001)).action,
+        Action::Acquired
+    );
 }
 
 #[test]
@@ -134,39 +176,88 @@ fn a_handover_request_does_not_restart_followers_timers() {
     plan(run(&mut st, &c, &owned("old", 1, 7, 20), 1, 0));
     let mut with_request = owned("old", 1, 7, 20);
     with_request.handover = Some(Named::new(id("hi"), Priority::new(9)));
-    assert_eq!(plan(run(&mut st, &c, &with_request, 1, 10_001)).action, Action::Acquired);
+    assert_eq!(
+        plan(run(&mut st, &c, &with_request, 1, 10_001)).action,
+        Action::Acquired
+    );
 }
 
 #[test]
 fn takeover_is_staggered_by_rank() {
-    let c = ElectionConfig::builder().takeover_stagger(Duration::from_millis(300)).build().unwrap();
+    let c = ElectionConfig::builder()
+        .takeover_stagger(Duration::from_millis(300))
+        .build()
+        .unwrap();
     let rec = owned("old", 1, 7, 20);
     let mut st = LocalState::new(id("me"));
     plan(run(&mut st, &c, &rec, 1, 0));
     // Before the lease is up the rank is not even looked up.
     assert_eq!(plan(run(&mut st, &c, &rec, 1, 5_000)).action, Action::None);
-    assert!(matches!(run(&mut st, &c, &rec, 1, 10_001), Decision::NeedRank));
+    assert!(matches!(
+        run(&mut st, &c, &rec, 1, 10_001),
+        Decision::NeedRank
+    ));
     st.set_rank(2);
     let p = plan(run(&mut st, &c, &rec, 1, 10_001));
     assert_eq!(p.action, Action::None);
     assert_eq!(p.next_action_at, Some(at(10_001 + 600)));
     assert_eq!(plan(run(&mut st, &c, &rec, 1, 10_600)).action, Action::None);
-    assert_eq!(plan(run(&mut st, &c, &rec, 1, 10_601)).action, Action::Acquired);
+    assert_eq!(
+        plan(run(&mut st, &c, &rec, 1, 10_601)).action,
+        Action::Acquired
+    );
+}
+
+#[test]
+fn the_stagger_is_capped_at_one_heartbeat() {
+    let c = ElectionConfig::builder()
+        .takeover_stagger(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let rec = owned("old", 1, 7, 20);
+    let mut st = LocalState::new(id("me"));
+    plan(run(&mut st, &c, &rec, 1, 0));
+    assert!(matches!(
+        run(&mut st, &c, &rec, 1, 10_001),
+        Decision::NeedRank
+    ));
+    st.set_rank(1_000);
+    let p = plan(run(&mut st, &c, &rec, 1, 10_001));
+    assert_eq!(p.next_action_at, Some(at(10_001 + 3_000)));
+    assert_eq!(
+        plan(run(&mut st, &c, &rec, 1, 13_001)).action,
+        Action::Acquired
+    );
 }
 
 #[test]
 fn rank_zero_takes_an_unreserved_vacancy_at_once_and_others_wait_their_step() {
-    let c = ElectionConfig::builder().takeover_stagger(Duration::from_millis(300)).build().unwrap();
+    let c = ElectionConfig::builder()
+        .takeover_stagger(Duration::from_millis(300))
+        .build()
+        .unwrap();
     let rec = vacant(4, 10, None);
     let mut first = LocalState::new(id("first"));
-    assert!(matches!(run(&mut first, &c, &rec, 1, 0), Decision::NeedRank));
+    assert!(matches!(
+        run(&mut first, &c, &rec, 1, 0),
+        Decision::NeedRank
+    ));
     first.set_rank(0);
-    assert_eq!(plan(run(&mut first, &c, &rec, 1, 0)).action, Action::Acquired);
+    assert_eq!(
+        plan(run(&mut first, &c, &rec, 1, 0)).action,
+        Action::Acquired
+    );
     let mut second = LocalState::new(id("second"));
-    assert!(matches!(run(&mut second, &c, &rec, 1, 0), Decision::NeedRank));
+    assert!(matches!(
+        run(&mut second, &c, &rec, 1, 0),
+        Decision::NeedRank
+    ));
     second.set_rank(1);
     assert_eq!(plan(run(&mut second, &c, &rec, 1, 0)).action, Action::None);
-    assert_eq!(plan(run(&mut second, &c, &rec, 1, 300)).action, Action::Acquired);
+    assert_eq!(
+        plan(run(&mut second, &c, &rec, 1, 300)).action,
+        Action::Acquired
+    );
 }
 
 #[test]
@@ -180,8 +271,14 @@ fn a_reservation_is_filled_at_once_by_its_holder_only() {
     assert_eq!((w.ballot, w.reservation), (Ballot::new(5), None));
     let mut other = LocalState::new(id("other"));
     assert_eq!(plan(run(&mut other, &c, &rec, 9, 0)).action, Action::None);
-    assert_eq!(plan(run(&mut other, &c, &rec, 9, 10_000)).action, Action::None);
-    assert_eq!(plan(run(&mut other, &c, &rec, 9, 10_001)).action, Action::Acquired);
+    assert_eq!(
+        plan(run(&mut other, &c, &rec, 9, 10_000)).action,
+        Action::None
+    );
+    assert_eq!(
+        plan(run(&mut other, &c, &rec, 9, 10_001)).action,
+        Action::Acquired
+    );
 }
 
 #[test]
@@ -205,15 +302,25 @@ fn equal_or_lower_priority_never_requests_a_handover() {
     let c = cfg();
     for prio in [0, 1] {
         let mut st = LocalState::new(id("peer"));
-        assert_eq!(plan(run(&mut st, &c, &owned("old", 1, 7, 20), prio, 0)).action, Action::None);
+        assert_eq!(
+            plan(run(&mut st, &c, &owned("old", 1, 7, 20), prio, 0)).action,
+            Action::None
+        );
     }
 }
 
 #[test]
 fn disabling_preemption_stops_new_requests() {
-    let c = ElectionConfig::builder().allow_preemption(false).takeover_stagger(Duration::ZERO).build().unwrap();
+    let c = ElectionConfig::builder()
+        .allow_preemption(false)
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
     let mut st = LocalState::new(id("new"));
-    assert_eq!(plan(run(&mut st, &c, &owned("old", 1, 7, 20), 9, 0)).action, Action::None);
+    assert_eq!(
+        plan(run(&mut st, &c, &owned("old", 1, 7, 20), 9, 0)).action,
+        Action::None
+    );
 }
 
 #[test]
@@ -224,7 +331,10 @@ fn a_request_is_replaced_only_by_a_strictly_higher_one() {
     let mut same = LocalState::new(id("same"));
     assert_eq!(plan(run(&mut same, &c, &rec, 5, 0)).action, Action::None);
     let mut higher = LocalState::new(id("higher"));
-    assert_eq!(plan(run(&mut higher, &c, &rec, 6, 0)).action, Action::RequestedHandover);
+    assert_eq!(
+        plan(run(&mut higher, &c, &rec, 6, 0)).action,
+        Action::RequestedHandover
+    );
 }
 
 #[test]
@@ -238,7 +348,10 @@ fn the_leader_renews_keeping_its_ballot() {
     assert_eq!((w.ballot, w.renewal), (rec.ballot, rec.renewal + 1));
     assert!(p.fence.is_none(), "renewals do not touch the fence");
     let a = p.adopt.unwrap();
-    assert_eq!(a.tenure.valid_until, at(3_000).saturating_add(c.local_validity(LEASE)));
+    assert_eq!(
+        a.tenure.valid_until,
+        at(3_000).saturating_add(c.local_validity(LEASE))
+    );
     assert_eq!(a.tenure.acquired_at, at(0));
     assert!(st.adopt(&a));
 }
@@ -255,7 +368,10 @@ fn a_leader_whose_local_lease_lapsed_demotes_and_treats_its_record_as_foreign() 
     assert!(st.tenure().is_none());
     // Reacquiring its own record takes a full lease and a new ballot.
     let first_seen = validity_ms + 2;
-    assert_eq!(plan(run(&mut st, &c, &rec, 1, first_seen + 9_999)).action, Action::None);
+    assert_eq!(
+        plan(run(&mut st, &c, &rec, 1, first_seen + 9_999)).action,
+        Action::None
+    );
     let p = plan(run(&mut st, &c, &rec, 1, first_seen + 10_000));
     assert_eq!(p.action, Action::Acquired);
     assert_eq!(p.write.unwrap().ballot, Ballot::new(rec.ballot.get() + 1));
@@ -279,18 +395,34 @@ fn the_leader_hands_over_to_a_higher_priority_requester_stepping_down_before_the
     rec.handover = Some(Named::new(id("new"), Priority::new(2)));
     let p = plan(run(&mut st, &c, &rec, 1, 1_000));
     assert_eq!(p.action, Action::HandedOver);
-    assert!(st.tenure().is_none(), "belief ends before the vacancy can commit");
+    assert!(
+        st.tenure().is_none(),
+        "belief ends before the vacancy can commit"
+    );
     let w = p.write.unwrap();
-    assert_eq!((w.ballot, w.renewal, w.owner.clone()), (rec.ballot, rec.renewal + 1, None));
+    assert_eq!(
+        (w.ballot, w.renewal, w.owner.clone()),
+        (rec.ballot, rec.renewal + 1, None)
+    );
     assert_eq!(w.reservation, Some(Named::new(id("new"), Priority::new(2))));
     assert_eq!((w.handover.clone(), w.payload.clone()), (None, None));
-    assert_eq!(p.fence, Some(FenceRecord { ballot: rec.ballot, vacant: true }));
+    assert_eq!(
+        p.fence,
+        Some(FenceRecord {
+            ballot: rec.ballot,
+            vacant: true
+        })
+    );
     assert!(p.adopt.is_none());
 }
 
 #[test]
 fn a_busy_leader_keeps_renewing_through_the_grace_then_hands_over() {
-    let c = ElectionConfig::builder().handover_grace(Duration::from_secs(2)).takeover_stagger(Duration::ZERO).build().unwrap();
+    let c = ElectionConfig::builder()
+        .handover_grace(Duration::from_secs(2))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     st.set_busy(true);
@@ -299,7 +431,10 @@ fn a_busy_leader_keeps_renewing_through_the_grace_then_hands_over() {
     assert_eq!(p.action, Action::Renewed);
     assert_eq!(p.next_action_at, Some(at(3_000)));
     let w = p.write.unwrap();
-    assert_eq!(w.handover, rec.handover, "the request is kept while draining");
+    assert_eq!(
+        w.handover, rec.handover,
+        "the request is kept while draining"
+    );
     assert!(st.adopt(p.adopt.as_ref().unwrap()));
     assert_eq!(plan(run(&mut st, &c, &w, 1, 2_999)).action, Action::Renewed);
     // (the second renewal was not adopted; the first one's record is still current)
@@ -309,36 +444,64 @@ fn a_busy_leader_keeps_renewing_through_the_grace_then_hands_over() {
 
 #[test]
 fn an_idle_leader_finishes_draining_early() {
-    let c = ElectionConfig::builder().handover_grace(Duration::from_secs(60)).takeover_stagger(Duration::ZERO).build().unwrap();
+    let c = ElectionConfig::builder()
+        .handover_grace(Duration::from_secs(60))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     rec.handover = Some(Named::new(id("new"), Priority::new(2)));
     st.set_busy(true);
-    assert_eq!(plan(run(&mut st, &c, &rec, 1, 1_000)).action, Action::Renewed);
+    assert_eq!(
+        plan(run(&mut st, &c, &rec, 1, 1_000)).action,
+        Action::Renewed
+    );
     st.set_busy(false);
-    assert_eq!(plan(run(&mut st, &c, &rec, 1, 1_100)).action, Action::HandedOver);
+    assert_eq!(
+        plan(run(&mut st, &c, &rec, 1, 1_100)).action,
+        Action::HandedOver
+    );
 }
 
 #[test]
 fn min_tenure_delays_honouring_a_request() {
-    let c = ElectionConfig::builder().min_tenure(Duration::from_secs(5)).takeover_stagger(Duration::ZERO).build().unwrap();
+    let c = ElectionConfig::builder()
+        .min_tenure(Duration::from_secs(5))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     rec.handover = Some(Named::new(id("new"), Priority::new(2)));
     let p = plan(run(&mut st, &c, &rec, 1, 4_999));
-    assert_eq!((p.action, p.next_action_at), (Action::Renewed, Some(at(5_000))));
-    assert_eq!(plan(run(&mut st, &c, &rec, 1, 5_000)).action, Action::HandedOver);
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::Renewed, Some(at(5_000)))
+    );
+    assert_eq!(
+        plan(run(&mut st, &c, &rec, 1, 5_000)).action,
+        Action::HandedOver
+    );
 }
 
 #[test]
 fn requests_that_no_longer_outrank_or_with_preemption_off_are_dropped() {
     for (leader_prio, allow) in [(2, true), (3, true), (1, false)] {
-        let c = ElectionConfig::builder().allow_preemption(allow).takeover_stagger(Duration::ZERO).build().unwrap();
+        let c = ElectionConfig::builder()
+            .allow_preemption(allow)
+            .takeover_stagger(Duration::ZERO)
+            .build()
+            .unwrap();
         let mut st = LocalState::new(id("me"));
         let mut rec = lead(&mut st, &c, leader_prio, 0);
         rec.handover = Some(Named::new(id("new"), Priority::new(2)));
         let p = plan(run(&mut st, &c, &rec, leader_prio, 1_000));
-        assert_eq!(p.action, Action::Renewed, "leader {leader_prio} allow {allow}");
+        assert_eq!(
+            p.action,
+            Action::Renewed,
+            "leader {leader_prio} allow {allow}"
+        );
         assert_eq!(p.write.unwrap().handover, None);
     }
 }
@@ -346,14 +509,20 @@ fn requests_that_no_longer_outrank_or_with_preemption_off_are_dropped() {
 #[test]
 fn disabling_elections_makes_the_leader_step_down_and_followers_wait() {
     let on = cfg();
-    let off = ElectionConfig::builder().election_enabled(false).build().unwrap();
+    let off = ElectionConfig::builder()
+        .election_enabled(false)
+        .build()
+        .unwrap();
     let mut st = LocalState::new(id("me"));
     let rec = lead(&mut st, &on, 1, 0);
     let p = plan(run(&mut st, &off, &rec, 1, 1_000));
     assert_eq!(p.action, Action::SteppedDown);
     assert!(st.tenure().is_none());
     let w = p.write.unwrap();
-    assert_eq!((w.owner.clone(), w.reservation.clone(), w.ballot), (None, None, rec.ballot));
+    assert_eq!(
+        (w.owner.clone(), w.reservation.clone(), w.ballot),
+        (None, None, rec.ballot)
+    );
     let mut f = LocalState::new(id("f"));
     assert_eq!(plan(run(&mut f, &off, &w, 1, 0)).action, Action::None);
     assert_eq!(plan(run(&mut f, &off, &w, 1, 60_000)).action, Action::None);
@@ -362,7 +531,14 @@ fn disabling_elections_makes_the_leader_step_down_and_followers_wait() {
 #[test]
 fn refresh_only_never_acquires() {
     let mut st = LocalState::new(id("me"));
-    let p = plan(run_mode(&mut st, &cfg(), &vacant(1, 1, None), 1, 0, Mode::RefreshOnly));
+    let p = plan(run_mode(
+        &mut st,
+        &cfg(),
+        &vacant(1, 1, None),
+        1,
+        0,
+        Mode::RefreshOnly,
+    ));
     assert_eq!(p.action, Action::None);
 }
 
@@ -378,7 +554,11 @@ fn an_unknown_commit_is_recognised_from_the_attempt_id_and_never_bumps_the_ballo
     let t = st.tenure().cloned().unwrap();
     assert_eq!((t.ballot, t.acquired_at), (written.ballot, at(0)));
     assert_eq!(t.valid_until, at(0).saturating_add(c.local_validity(LEASE)));
-    assert_eq!(p.action, Action::Renewed, "the same logical claim is renewed, not re-claimed");
+    assert_eq!(
+        p.action,
+        Action::Renewed,
+        "the same logical claim is renewed, not re-claimed"
+    );
     assert_eq!(p.write.unwrap().ballot, written.ballot);
 }
 
@@ -431,12 +611,23 @@ fn resign_reserves_for_the_best_live_candidate_and_demotes_first() {
     let mut st = LocalState::new(id("me"));
     let rec = lead(&mut st, &c, 1, 0);
     let best = Some(Named::new(id("heir"), Priority::new(4)));
-    let p = decide_resign(&mut st, &rec, &c, Some(rec.ballot), best.clone(), at(10)).unwrap().unwrap();
+    let p = decide_resign(&mut st, &rec, &c, Some(rec.ballot), best.clone(), at(10))
+        .unwrap()
+        .unwrap();
     assert!(st.tenure().is_none());
     assert_eq!(p.action, Action::Resigned);
     let w = p.write.unwrap();
-    assert_eq!((w.ballot, w.renewal, w.owner.clone(), w.reservation.clone()), (rec.ballot, rec.renewal + 1, None, best));
-    assert_eq!(p.fence, Some(FenceRecord { ballot: rec.ballot, vacant: true }));
+    assert_eq!(
+        (w.ballot, w.renewal, w.owner.clone(), w.reservation.clone()),
+        (rec.ballot, rec.renewal + 1, None, best)
+    );
+    assert_eq!(
+        p.fence,
+        Some(FenceRecord {
+            ballot: rec.ballot,
+            vacant: true
+        })
+    );
 }
 
 #[test]
@@ -445,8 +636,12 @@ fn resign_is_rejected_for_non_owners_and_wrong_ballots() {
     let mut st = LocalState::new(id("me"));
     let rec = owned("other", 1, 7, 20);
     assert_eq!(
-        decide_resign(&mut st, &rec, &c, None, None, at(0)).unwrap().err(),
-        Some(ResignRejected::NotLeader { current: Some(id("other")) })
+        decide_resign(&mut st, &rec, &c, None, None, at(0))
+            .unwrap()
+            .err(),
+        Some(ResignRejected::NotLeader {
+            current: Some(id("other"))
+        })
     );
     let mine = lead(&mut st, &c, 1, 0);
     assert!(matches!(
@@ -469,11 +664,20 @@ fn exhausted_ballots_are_errors_not_wraps() {
         read_at: at(1),
         mode: Mode::Cycle,
     };
-    assert!(matches!(decide_cycle(&mut st, &input), Err(ElectionError::BallotExhausted)));
+    assert!(matches!(
+        decide_cycle(&mut st, &input),
+        Err(ElectionError::BallotExhausted)
+    ));
 }
 
 fn cand(prio: i32, reg: u64, seen: u64) -> CandidateRecord {
-    CandidateRecord { priority: Priority::new(prio), registration: reg, heartbeat: 0, seen_renewal: seen, metadata: None }
+    CandidateRecord {
+        priority: Priority::new(prio),
+        registration: reg,
+        heartbeat: 0,
+        seen_renewal: seen,
+        metadata: None,
+    }
 }
 
 #[test]
@@ -488,8 +692,22 @@ fn rank_counts_live_higher_or_earlier_equal_candidates_only() {
         (id("old-owner"), cand(9, 0, 100)),
     ];
     let old_owner = id("old-owner");
-    assert_eq!(rank_among(&id("me"), Priority::new(5), 3, &rows, 100, 5, &[&old_owner]), 2);
-    assert_eq!(rank_among(&id("higher"), Priority::new(7), 9, &rows, 100, 5, &[&old_owner]), 0);
+    assert_eq!(
+        rank_among(&id("me"), Priority::new(5), 3, &rows, 100, 5, &[&old_owner]),
+        2
+    );
+    assert_eq!(
+        rank_among(
+            &id("higher"),
+            Priority::new(7),
+            9,
+            &rows,
+            100,
+            5,
+            &[&old_owner]
+        ),
+        0
+    );
     let best = best_live(&id("old-owner"), &rows, 100, 5).unwrap();
     assert_eq!(best, Named::new(id("higher"), Priority::new(7)));
     // Ties go to the earlier registration.
