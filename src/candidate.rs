@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
 use crate::core::{Action, Adoption, LocalState};
-#[cfg(test)]
-use crate::core::Role;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority};
 use crate::record::{LeaderRecord, LeaderState, MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES};
@@ -125,7 +123,11 @@ impl Candidate {
     ///
     /// [`ElectionError::TooLarge`] above [`MAX_METADATA_BYTES`]; the old metadata is kept.
     pub fn set_metadata(&self, metadata: Option<Vec<u8>>) -> Result<(), ElectionError> {
-        check_size("candidate metadata", metadata.as_deref(), MAX_METADATA_BYTES)?;
+        check_size(
+            "candidate metadata",
+            metadata.as_deref(),
+            MAX_METADATA_BYTES,
+        )?;
         self.lock().metadata = metadata;
         Ok(())
     }
@@ -186,12 +188,10 @@ impl Candidate {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Local> {
         // The state is left consistent at every await-free step, so a poisoned lock (a panic in
         // another thread while holding it) still holds a usable state.
-        self.inner.local.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    #[cfg(test)]
-    pub(crate) fn role(&self) -> Role {
-        self.lock().core.role().clone()
+        self.inner
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 

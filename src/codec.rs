@@ -52,8 +52,8 @@ fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
             supported: FORMAT_VERSION,
         });
     }
-    let (value, used) =
-        bincode::serde::decode_from_slice::<T, Config>(body, config()).map_err(DecodeError::Malformed)?;
+    let (value, used) = bincode::serde::decode_from_slice::<T, Config>(body, config())
+        .map_err(DecodeError::Malformed)?;
     let extra = body.len().saturating_sub(used);
     if extra != 0 {
         return Err(DecodeError::TrailingBytes { extra });
@@ -335,25 +335,41 @@ mod tests {
     #[test]
     fn bad_bytes_are_typed_errors() -> Result<(), ElectionError> {
         let good = encode_leader(&owned())?;
-        assert!(reason(decode_leader(b"k", &[]).err().unwrap_or(ElectionError::NotInitialized)).contains("Empty"));
+        assert!(
+            reason(
+                decode_leader(b"k", &[])
+                    .err()
+                    .unwrap_or(ElectionError::NotInitialized)
+            )
+            .contains("Empty")
+        );
         let mut v2 = good.clone();
         v2[0] = 2;
         let e = decode_leader(b"k", &v2).err();
         assert!(matches!(
             e,
             Some(ElectionError::Corrupt {
-                reason: DecodeError::UnknownVersion { found: 2, supported: 1 },
+                reason: DecodeError::UnknownVersion {
+                    found: 2,
+                    supported: 1
+                },
                 ..
             })
         ));
         for cut in 1..good.len() {
-            assert!(decode_leader(b"k", &good[..cut]).is_err(), "truncated at {cut}");
+            assert!(
+                decode_leader(b"k", &good[..cut]).is_err(),
+                "truncated at {cut}"
+            );
         }
         let mut long = good.clone();
         long.push(0);
         assert!(matches!(
             decode_leader(b"k", &long),
-            Err(ElectionError::Corrupt { reason: DecodeError::TrailingBytes { extra: 1 }, .. })
+            Err(ElectionError::Corrupt {
+                reason: DecodeError::TrailingBytes { extra: 1 },
+                ..
+            })
         ));
         Ok(())
     }
@@ -362,11 +378,25 @@ mod tests {
     fn impossible_states_are_rejected() -> Result<(), ElectionError> {
         let mut r = owned();
         r.reservation = Some(Named::new(id("c"), Priority::new(1)));
-        assert!(reason(decode_leader(b"k", &encode_leader(&r)?).err().unwrap_or(ElectionError::NotInitialized)).contains("reservation while owned"));
+        assert!(
+            reason(
+                decode_leader(b"k", &encode_leader(&r)?)
+                    .err()
+                    .unwrap_or(ElectionError::NotInitialized)
+            )
+            .contains("reservation while owned")
+        );
         let mut r = owned();
         r.owner = None;
         r.payload = None;
-        assert!(reason(decode_leader(b"k", &encode_leader(&r)?).err().unwrap_or(ElectionError::NotInitialized)).contains("handover request without owner"));
+        assert!(
+            reason(
+                decode_leader(b"k", &encode_leader(&r)?)
+                    .err()
+                    .unwrap_or(ElectionError::NotInitialized)
+            )
+            .contains("handover request without owner")
+        );
         let mut r = owned();
         r.ballot = Ballot::ZERO;
         assert!(decode_leader(b"k", &encode_leader(&r)?).is_err());
@@ -376,15 +406,20 @@ mod tests {
         let mut r = owned();
         r.payload = Some(vec![0; MAX_PAYLOAD_BYTES + 1]);
         assert!(decode_leader(b"k", &encode_leader(&r)?).is_err());
-        let bad_fence = encode_fence(&FenceRecord { ballot: Ballot::ZERO, vacant: false })?;
+        let bad_fence = encode_fence(&FenceRecord {
+            ballot: Ballot::ZERO,
+            vacant: false,
+        })?;
         assert!(decode_fence(b"k", &bad_fence).is_err());
         Ok(())
     }
 
     #[test]
     fn stored_config_is_validated() -> Result<(), ElectionError> {
-        let mut c = ElectionConfig::default();
-        c.heartbeat_interval = Duration::from_secs(9);
+        let c = ElectionConfig {
+            heartbeat_interval: Duration::from_secs(9),
+            ..ElectionConfig::default()
+        };
         let bytes = encode_config(&c)?;
         assert!(matches!(
             decode_config(b"k", &bytes),
@@ -402,6 +437,9 @@ mod tests {
             seen_renewal: 0,
             metadata: Some(vec![1; MAX_VALUE_BYTES]),
         };
-        assert!(matches!(encode_candidate(&c), Err(ElectionError::TooLarge { .. })));
+        assert!(matches!(
+            encode_candidate(&c),
+            Err(ElectionError::TooLarge { .. })
+        ));
     }
 }

@@ -93,13 +93,13 @@ impl ElectionConfig {
     ///
     /// [`ConfigError`] if `lease` is zero or too long.
     pub fn with_lease_duration(lease: Duration) -> Result<Self, ConfigError> {
-        let heartbeat = lease / 3;
+        let heartbeat = div(lease, 3);
         ElectionConfig::builder()
             .lease_duration(lease)
             .heartbeat_interval(heartbeat)
-            .candidate_timeout(lease.saturating_add(lease / 2))
-            .transaction_timeout(heartbeat / 3)
-            .takeover_stagger(lease / 30)
+            .candidate_timeout(lease.saturating_add(div(lease, 2)))
+            .transaction_timeout(div(heartbeat, 3))
+            .takeover_stagger(div(lease, 30))
             .build()
     }
 
@@ -187,7 +187,7 @@ impl ElectionConfig {
         if c.heartbeat_interval.is_zero() {
             return Err(ConfigError::ZeroHeartbeat);
         }
-        if c.heartbeat_interval > c.lease_duration / 3 {
+        if c.heartbeat_interval > div(c.lease_duration, 3) {
             return Err(ConfigError::HeartbeatTooLong {
                 heartbeat: c.heartbeat_interval,
                 lease: c.lease_duration,
@@ -235,13 +235,23 @@ impl ElectionConfig {
 /// instants far from overflow.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// `d / n`, rounded down, for a constant non-zero `n` (zero for `n == 0`, which no caller
+/// passes): `Duration`'s `/` operator panics on a zero divisor.
+fn div(d: Duration, n: u32) -> Duration {
+    d.checked_div(n).unwrap_or(Duration::ZERO)
+}
+
 /// `d × (1 − ρ) / (1 + ρ)` for ρ in parts per million, rounded down.
 fn scale_down(d: Duration, ppm: u32) -> Duration {
     let ppm = u128::from(ppm);
     let ppm_total = u128::from(PPM);
     let num = ppm_total.saturating_sub(ppm);
     let den = ppm_total.saturating_add(ppm);
-    let nanos = d.as_nanos().saturating_mul(num).checked_div(den).unwrap_or(0);
+    let nanos = d
+        .as_nanos()
+        .saturating_mul(num)
+        .checked_div(den)
+        .unwrap_or(0);
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
@@ -324,7 +334,9 @@ pub enum ConfigError {
     #[error("heartbeat_interval must be greater than zero")]
     ZeroHeartbeat,
     /// The heartbeat must leave room for retries within one lease.
-    #[error("heartbeat_interval ({heartbeat:?}) must be at most a third of lease_duration ({lease:?})")]
+    #[error(
+        "heartbeat_interval ({heartbeat:?}) must be at most a third of lease_duration ({lease:?})"
+    )]
     HeartbeatTooLong {
         /// The configured heartbeat.
         heartbeat: Duration,
@@ -332,7 +344,9 @@ pub enum ConfigError {
         lease: Duration,
     },
     /// A live leader must never look dead.
-    #[error("candidate_timeout ({candidate_timeout:?}) must be longer than lease_duration ({lease:?})")]
+    #[error(
+        "candidate_timeout ({candidate_timeout:?}) must be longer than lease_duration ({lease:?})"
+    )]
     CandidateTimeoutTooShort {
         /// The configured candidate timeout.
         candidate_timeout: Duration,
@@ -349,7 +363,9 @@ pub enum ConfigError {
     #[error("transaction_timeout must be greater than zero")]
     ZeroTransactionTimeout,
     /// A transaction attempt must end before the next heartbeat is due.
-    #[error("transaction_timeout ({transaction_timeout:?}) must be shorter than heartbeat_interval ({heartbeat:?})")]
+    #[error(
+        "transaction_timeout ({transaction_timeout:?}) must be shorter than heartbeat_interval ({heartbeat:?})"
+    )]
     TransactionTimeoutTooLong {
         /// The configured transaction timeout.
         transaction_timeout: Duration,
@@ -420,11 +436,17 @@ mod tests {
         ));
         assert!(matches!(
             b().lease_duration(s(400 * 24 * 3600)).build(),
-            Err(ConfigError::TooLong { field: "lease_duration", .. })
+            Err(ConfigError::TooLong {
+                field: "lease_duration",
+                ..
+            })
         ));
         assert!(matches!(
             b().handover_grace(s(400 * 24 * 3600)).build(),
-            Err(ConfigError::TooLong { field: "handover_grace", .. })
+            Err(ConfigError::TooLong {
+                field: "handover_grace",
+                ..
+            })
         ));
     }
 

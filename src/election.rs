@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use foundationdb_tuple::Subspace;
 
+use crate::Cycle;
 use crate::candidate::Candidate;
 use crate::codec;
 use crate::config::ElectionConfig;
@@ -11,9 +12,10 @@ use crate::core::{self, CycleInput, Decision, Mode, ResignRejected};
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId};
 use crate::keys::Keys;
-use crate::record::{CandidateInfo, CandidateRecord, FenceRecord, LeaderRecord, LeaderState, Named};
+use crate::record::{
+    CandidateInfo, CandidateRecord, FenceRecord, LeaderRecord, LeaderState, Named,
+};
 use crate::txn::{ElectionTxn, ReadMode, Watch};
-use crate::Cycle;
 
 /// An election under one subspace: a cheap, stateless `Clone` handle.
 ///
@@ -63,7 +65,8 @@ impl LeaderElection {
     ///
     /// Database errors; [`ElectionError::Corrupt`] if an existing value does not decode.
     pub async fn initialize<T: ElectionTxn>(&self, txn: &T) -> Result<(), ElectionError> {
-        self.initialize_with_config(txn, &ElectionConfig::default()).await
+        self.initialize_with_config(txn, &ElectionConfig::default())
+            .await
     }
 
     /// Creates the election with `config` if it does not exist. Idempotent; never changes an
@@ -90,8 +93,13 @@ impl LeaderElection {
     ///
     /// [`ElectionError::NotInitialized`] if absent; [`ElectionError::Corrupt`] or
     /// [`ElectionError::InvalidStoredConfig`] if it does not decode or validate.
-    pub async fn read_config<T: ElectionTxn>(&self, txn: &T) -> Result<ElectionConfig, ElectionError> {
-        self.config_opt(txn).await?.ok_or(ElectionError::NotInitialized)
+    pub async fn read_config<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<ElectionConfig, ElectionError> {
+        self.config_opt(txn)
+            .await?
+            .ok_or(ElectionError::NotInitialized)
     }
 
     /// Replaces the configuration (creating the election if needed). Leaders pick up a new
@@ -137,12 +145,18 @@ impl LeaderElection {
                     ));
                 }
             }
-            None => txn.set(&self.keys.fence, &codec::encode_fence(&FenceRecord::of(&leader))?),
+            None => txn.set(
+                &self.keys.fence,
+                &codec::encode_fence(&FenceRecord::of(&leader))?,
+            ),
         }
         Ok(())
     }
 
-    async fn config_opt<T: ElectionTxn>(&self, txn: &T) -> Result<Option<ElectionConfig>, ElectionError> {
+    async fn config_opt<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<Option<ElectionConfig>, ElectionError> {
         match txn.get(&self.keys.config, ReadMode::Serializable).await? {
             Some(bytes) => Ok(Some(codec::decode_config(&self.keys.config, &bytes)?)),
             None => Ok(None),
@@ -184,7 +198,11 @@ impl LeaderElection {
         }
     }
 
-    async fn leader_with<T: ElectionTxn>(&self, txn: &T, mode: ReadMode) -> Result<LeaderRecord, ElectionError> {
+    async fn leader_with<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        mode: ReadMode,
+    ) -> Result<LeaderRecord, ElectionError> {
         self.decode_leader_opt(txn.get(&self.keys.leader, mode).await?)
     }
 
@@ -194,7 +212,10 @@ impl LeaderElection {
     ///
     /// [`ElectionError::NotInitialized`] if absent; [`ElectionError::Corrupt`] if it does not
     /// decode.
-    pub async fn leader_record<T: ElectionTxn>(&self, txn: &T) -> Result<LeaderRecord, ElectionError> {
+    pub async fn leader_record<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<LeaderRecord, ElectionError> {
         self.leader_with(txn, ReadMode::Snapshot).await
     }
 
@@ -233,7 +254,10 @@ impl LeaderElection {
         let registration = match existing? {
             Some(rec) => rec.registration,
             None => {
-                let next = match txn.get(&self.keys.registrations, ReadMode::Serializable).await? {
+                let next = match txn
+                    .get(&self.keys.registrations, ReadMode::Serializable)
+                    .await?
+                {
                     Some(bytes) => codec::decode_counter(&self.keys.registrations, &bytes)?,
                     None => 0,
                 };
@@ -294,7 +318,10 @@ impl LeaderElection {
             metadata: local.metadata.clone(),
         };
         drop(local);
-        txn.set(&self.keys.candidate(candidate.id())?, &codec::encode_candidate(&rec)?);
+        txn.set(
+            &self.keys.candidate(candidate.id())?,
+            &codec::encode_candidate(&rec)?,
+        );
         Ok(())
     }
 
@@ -362,7 +389,10 @@ impl LeaderElection {
     /// # Errors
     ///
     /// [`ElectionError::Corrupt`] naming the first registration that does not decode.
-    pub async fn list_candidates<T: ElectionTxn>(&self, txn: &T) -> Result<Vec<CandidateInfo>, ElectionError> {
+    pub async fn list_candidates<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<Vec<CandidateInfo>, ElectionError> {
         let (config, leader, rows) = tokio::join!(
             self.read_config(txn),
             self.leader_with(txn, ReadMode::Snapshot),
@@ -390,7 +420,10 @@ impl LeaderElection {
     /// # Errors
     ///
     /// [`ElectionError::Corrupt`] if a registration does not decode (nothing is removed).
-    pub async fn evict_dead_candidates<T: ElectionTxn>(&self, txn: &T) -> Result<Vec<CandidateId>, ElectionError> {
+    pub async fn evict_dead_candidates<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<Vec<CandidateId>, ElectionError> {
         let (config, leader, rows) = tokio::join!(
             self.read_config(txn),
             self.leader_with(txn, ReadMode::Snapshot),
@@ -578,19 +611,33 @@ impl LeaderElection {
         let (config, leader) = (config?, leader?);
         let best = if leader.is_owned_by(candidate.id()) {
             let rows = self.scan(txn, ReadMode::Snapshot, true).await?;
-            core::best_live(candidate.id(), &rows, leader.renewal, config.renewals_before_dead())
+            core::best_live(
+                candidate.id(),
+                &rows,
+                leader.renewal,
+                config.renewals_before_dead(),
+            )
         } else {
             None
         };
         let decided = {
             let mut local = candidate.lock();
-            core::decide_resign(&mut local.core, &leader, &config, expected, best, started_at)?
+            core::decide_resign(
+                &mut local.core,
+                &leader,
+                &config,
+                expected,
+                best,
+                started_at,
+            )?
         };
         match decided {
             Err(rejected) => Ok(ResignOutcome::Rejected(rejected)),
             Ok(plan) => {
                 let Some(write) = plan.write else {
-                    return Ok(ResignOutcome::Rejected(ResignRejected::NotLeader { current: None }));
+                    return Ok(ResignOutcome::Rejected(ResignRejected::NotLeader {
+                        current: None,
+                    }));
                 };
                 if let Some(fence) = plan.fence.as_ref() {
                     self.replace_fence(txn, &leader, fence).await?;
@@ -610,7 +657,11 @@ impl LeaderElection {
     /// # Errors
     ///
     /// Corrupt values; database errors.
-    pub async fn is_leader<T: ElectionTxn>(&self, txn: &T, candidate: &Candidate) -> Result<bool, ElectionError> {
+    pub async fn is_leader<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        candidate: &Candidate,
+    ) -> Result<bool, ElectionError> {
         let (config, leader) = tokio::join!(
             self.read_config(txn),
             self.leader_with(txn, ReadMode::Snapshot)

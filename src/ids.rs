@@ -12,7 +12,9 @@ use crate::error::ElectionError;
 /// It grows by one every time ownership changes hands or a vacancy is filled, and never
 /// otherwise changes: not on renewal, resign, re-initialisation or configuration change.
 /// Ballot 0 is the ballot of an election that has never had a leader.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Ballot(u64);
 
 impl Ballot {
@@ -49,7 +51,9 @@ impl fmt::Display for Ballot {
 }
 
 /// A candidate's priority. Higher wins; equal priorities never preempt each other.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Priority(i32);
 
 impl Priority {
@@ -201,7 +205,9 @@ mod tests {
         assert!(CandidateId::with_nonce(&"x".repeat(MAX_CANDIDATE_ID_BYTES - 17), 7).is_ok());
         assert!(CandidateId::with_nonce(&"x".repeat(MAX_CANDIDATE_ID_BYTES - 16), 7).is_err());
         assert_eq!(
-            CandidateId::with_nonce("a", 255).map(|i| i.to_string()).ok(),
+            CandidateId::with_nonce("a", 255)
+                .map(|i| i.to_string())
+                .ok(),
             Some("a-00000000000000ff".to_owned())
         );
     }

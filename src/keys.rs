@@ -58,10 +58,16 @@ impl Keys {
     /// The candidate id in a registration key.
     pub(crate) fn candidate_id(&self, key: &[u8]) -> Result<CandidateId, ElectionError> {
         let (id,): (String,) = self.candidates.unpack(key).map_err(|_| {
-            ElectionError::corrupt(key, crate::error::DecodeError::Impossible("malformed candidate key"))
+            ElectionError::corrupt(
+                key,
+                crate::error::DecodeError::Impossible("malformed candidate key"),
+            )
         })?;
         CandidateId::parse(&id).map_err(|_| {
-            ElectionError::corrupt(key, crate::error::DecodeError::Impossible("invalid candidate id in key"))
+            ElectionError::corrupt(
+                key,
+                crate::error::DecodeError::Impossible("invalid candidate id in key"),
+            )
         })
     }
 }

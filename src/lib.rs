@@ -136,8 +136,8 @@ pub use record::{
     AttemptId, CandidateInfo, CandidateRecord, LeaderRecord, LeaderState, MAX_METADATA_BYTES,
     MAX_PAYLOAD_BYTES, MAX_VALUE_BYTES, Named,
 };
-mod core;
 mod candidate;
+mod core;
 mod election;
 mod fence;
 pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};

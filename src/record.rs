@@ -150,12 +150,21 @@ impl LeaderRecord {
         if self.owner.is_none() && self.payload.is_some() {
             return Err("payload without owner");
         }
-        if self.payload.as_ref().is_some_and(|p| p.len() > MAX_PAYLOAD_BYTES) {
+        if self
+            .payload
+            .as_ref()
+            .is_some_and(|p| p.len() > MAX_PAYLOAD_BYTES)
+        {
             return Err("payload too large");
         }
         let ids = [&self.owner, &self.handover, &self.reservation];
-        if ids.iter().any(|n| n.as_ref().is_some_and(|n| !n.id.is_valid()))
-            || self.writer.as_ref().is_some_and(|w| !w.candidate.is_valid())
+        if ids
+            .iter()
+            .any(|n| n.as_ref().is_some_and(|n| !n.id.is_valid()))
+            || self
+                .writer
+                .as_ref()
+                .is_some_and(|w| !w.candidate.is_valid())
         {
             return Err("invalid candidate id");
         }
@@ -239,7 +248,11 @@ impl CandidateRecord {
     }
 
     pub(crate) fn check(&self) -> Result<(), &'static str> {
-        if self.metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
+        if self
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+        {
             return Err("metadata too large");
         }
         Ok(())

@@ -1,7 +1,12 @@
 //! End-to-end election tests over MemDb: the shared scenarios, then MemDb-only fault
 //! injection, corrupt values and size limits.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::arithmetic_side_effects)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
 
 mod common;
 
@@ -118,7 +123,8 @@ impl Backend for Mem {
 }
 
 fn read_u64(v: Option<Vec<u8>>) -> u64 {
-    v.map(|b| u64::from_le_bytes(b.try_into().unwrap())).unwrap_or(0)
+    v.map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .unwrap_or(0)
 }
 
 macro_rules! scenario {
@@ -160,16 +166,18 @@ async fn an_unknown_commit_that_applied_is_recognised_and_never_bumps_the_ballot
     m.db.set_fault_injector(Arc::new(faults.clone()));
     faults.push_commit_fault(CommitFault::UnknownApplied);
     // One attempt only: the caller sees the unknown result and drops the cycle.
-    let err = m
-        .db
-        .run_with(RunOptions::default().with_max_attempts(1), |txn, _| {
+    let err =
+        m.db.run_with(RunOptions::default().with_max_attempts(1), |txn, _| {
             let (e, c) = (m.election.clone(), a.clone());
             async move { e.run_election_cycle(&txn, &c).await }
         })
         .await
         .unwrap_err();
     assert!(err.is_maybe_committed());
-    assert!(!a.is_leader(), "nothing is adopted from an unconfirmed commit");
+    assert!(
+        !a.is_leader(),
+        "nothing is adopted from an unconfirmed commit"
+    );
     // The next cycle finds its own attempt id in the record: leader at ballot 1, renewed.
     let (action, res) = m.cycle(&a).await.unwrap();
     assert_eq!(action, Action::Renewed);
@@ -236,7 +244,7 @@ async fn a_follower_cycle_never_aborts_because_of_a_renewal() {
     w.advance(Duration::from_secs(3));
     assert_eq!(m.cycle(&c[0]).await.unwrap().0, Action::Renewed);
     txn.commit().await.unwrap();
-    assert_eq!(c[1].adopt(cycle).is_leader(), false);
+    assert!(!c[1].adopt(cycle).is_leader());
 }
 
 #[tokio::test]
@@ -249,11 +257,19 @@ async fn follower_cycles_cost_three_reads_one_write_and_no_range_read() {
     let before = m.db.stats();
     m.cycle(&c[1]).await.unwrap();
     let s = m.db.stats().since(&before);
-    assert_eq!((s.point_reads, s.range_reads, s.sets + s.clears), (3, 0, 1), "{s:?}");
+    assert_eq!(
+        (s.point_reads, s.range_reads, s.sets + s.clears),
+        (3, 0, 1),
+        "{s:?}"
+    );
     let before = m.db.stats();
     m.cycle(&c[0]).await.unwrap();
     let s = m.db.stats().since(&before);
-    assert_eq!((s.point_reads, s.range_reads, s.sets + s.clears), (3, 0, 2), "{s:?}");
+    assert_eq!(
+        (s.point_reads, s.range_reads, s.sets + s.clears),
+        (3, 0, 2),
+        "{s:?}"
+    );
 }
 
 /// Writes `bytes` at the key `key_of` picks, runs `op`, and checks it fails with a typed
@@ -265,44 +281,45 @@ async fn corrupt_case(key: Vec<u8>, bytes: &[u8]) {
     m.cycle(&c[0]).await.unwrap();
     let key2 = key.clone();
     let bytes2 = bytes.to_vec();
-    m.db
-        .run(|txn, _| {
-            let (k, v) = (key2.clone(), bytes2.clone());
-            async move {
-                txn.set(&k, &v);
-                Ok::<(), ElectionError>(())
-            }
-        })
-        .await
-        .unwrap();
+    m.db.run(|txn, _| {
+        let (k, v) = (key2.clone(), bytes2.clone());
+        async move {
+            txn.set(&k, &v);
+            Ok::<(), ElectionError>(())
+        }
+    })
+    .await
+    .unwrap();
     let results = [
         m.cycle(&c[0]).await.map(|_| ()),
         m.cycle(&c[1]).await.map(|_| ()),
         m.resign(&c[0]).await.map(|_| ()),
-        m.db
-            .run(|txn, _| {
-                let e = m.election.clone();
-                async move { e.list_candidates(&txn).await.map(|_| ()) }
-            })
-            .await,
+        m.db.run(|txn, _| {
+            let e = m.election.clone();
+            async move { e.list_candidates(&txn).await.map(|_| ()) }
+        })
+        .await,
         m.fenced_increment(Ballot::new(1), b"n").await.map(|_| ()),
     ];
     let printable = fdb_leader_election::printable_key(&key);
     let mut typed = 0;
     for r in results {
         match r {
-            Err(ElectionError::Corrupt { key, .. }) | Err(ElectionError::InvalidStoredConfig { key, .. }) => {
+            Err(ElectionError::Corrupt { key, .. })
+            | Err(ElectionError::InvalidStoredConfig { key, .. }) => {
                 assert_eq!(key, printable);
                 typed += 1;
             }
             Ok(()) | Err(_) => {}
         }
     }
-    assert!(typed > 0, "no operation reported the corrupt key {printable}");
+    assert!(
+        typed > 0,
+        "no operation reported the corrupt key {printable}"
+    );
     // Nothing overwrote it.
-    let stored = m
-        .db
-        .run(|txn, _| {
+    let stored =
+        m.db.run(|txn, _| {
             let k = key.clone();
             async move { Ok::<_, ElectionError>(txn.get(&k, ReadMode::Snapshot).await?) }
         })
@@ -324,7 +341,12 @@ async fn corrupt_truncated_and_unknown_version_values_give_typed_errors_and_stay
         election_key("fence"),
     ];
     for key in keys {
-        for bytes in [&b""[..], &b"\x01"[..], &b"\x09abc"[..], &b"\x01\xff\xff\xff\xff\xff"[..]] {
+        for bytes in [
+            &b""[..],
+            &b"\x01"[..],
+            &b"\x09abc"[..],
+            &b"\x01\xff\xff\xff\xff\xff"[..],
+        ] {
             corrupt_case(key.clone(), bytes).await;
         }
     }
@@ -339,20 +361,21 @@ async fn a_corrupt_candidate_record_is_reported_by_its_owner_and_by_listing() {
     for bytes in [&b""[..], &b"\x02\x00"[..], &b"\x01\x00"[..]] {
         let v = bytes.to_vec();
         let k = key.clone();
-        m.db
-            .run(|txn, _| {
-                let (k, v) = (k.clone(), v.clone());
-                async move {
-                    txn.set(&k, &v);
-                    Ok::<(), ElectionError>(())
-                }
-            })
-            .await
-            .unwrap();
-        assert!(matches!(m.cycle(&c[1]).await, Err(ElectionError::Corrupt { .. })));
-        let listed = m
-            .db
-            .run(|txn, _| {
+        m.db.run(|txn, _| {
+            let (k, v) = (k.clone(), v.clone());
+            async move {
+                txn.set(&k, &v);
+                Ok::<(), ElectionError>(())
+            }
+        })
+        .await
+        .unwrap();
+        assert!(matches!(
+            m.cycle(&c[1]).await,
+            Err(ElectionError::Corrupt { .. })
+        ));
+        let listed =
+            m.db.run(|txn, _| {
                 let e = m.election.clone();
                 async move { e.list_candidates(&txn).await }
             })
@@ -369,18 +392,20 @@ async fn the_registration_counter_must_decode_before_a_new_registration() {
     let w = World::new();
     setup(&m, &w, &[("a", 1)]).await;
     let key = election_key("registrations");
-    m.db
-        .run(|txn, _| {
-            let k = key.clone();
-            async move {
-                txn.set(&k, b"\x07");
-                Ok::<(), ElectionError>(())
-            }
-        })
-        .await
-        .unwrap();
+    m.db.run(|txn, _| {
+        let k = key.clone();
+        async move {
+            txn.set(&k, b"\x07");
+            Ok::<(), ElectionError>(())
+        }
+    })
+    .await
+    .unwrap();
     let late = w.candidate("late", 1);
-    assert!(matches!(m.register(&late).await, Err(ElectionError::Corrupt { .. })));
+    assert!(matches!(
+        m.register(&late).await,
+        Err(ElectionError::Corrupt { .. })
+    ));
 }
 
 #[tokio::test]
@@ -407,7 +432,10 @@ async fn oversized_ids_payloads_metadata_and_keys_are_rejected() {
         election: LeaderElection::new(Subspace::from_bytes(vec![b'p'; 9_990])),
     };
     m.init(&ElectionConfig::default()).await.unwrap();
-    assert!(matches!(m.register(&c).await, Err(ElectionError::TooLarge { .. })));
+    assert!(matches!(
+        m.register(&c).await,
+        Err(ElectionError::TooLarge { .. })
+    ));
     // The payload that was accepted is published.
     let m = Mem::new();
     m.init(&ElectionConfig::default()).await.unwrap();
@@ -425,24 +453,30 @@ async fn initialize_is_idempotent_and_never_resets_the_ballot() {
     m.resign(&c[0]).await.unwrap();
     let custom = ElectionConfig::with_lease_duration(Duration::from_secs(30)).unwrap();
     m.init(&custom).await.unwrap();
-    let cfg = m
-        .db
-        .run(|txn, _| {
+    let cfg =
+        m.db.run(|txn, _| {
             let e = m.election.clone();
             async move { e.read_config(&txn).await }
         })
         .await
         .unwrap();
-    assert_eq!(cfg, ElectionConfig::default(), "initialize never changes a config");
-    m.db
-        .run(|txn, _| {
-            let (e, cfg) = (m.election.clone(), custom.clone());
-            async move { e.write_config(&txn, &cfg).await }
-        })
-        .await
-        .unwrap();
+    assert_eq!(
+        cfg,
+        ElectionConfig::default(),
+        "initialize never changes a config"
+    );
+    m.db.run(|txn, _| {
+        let (e, cfg) = (m.election.clone(), custom.clone());
+        async move { e.write_config(&txn, &cfg).await }
+    })
+    .await
+    .unwrap();
     let rec = m.record().await.unwrap();
-    assert_eq!(rec.ballot(), Ballot::new(1), "ballots survive resign, re-init and config changes");
+    assert_eq!(
+        rec.ballot(),
+        Ballot::new(1),
+        "ballots survive resign, re-init and config changes"
+    );
     m.cycle(&c[0]).await.unwrap();
     let rec = m.record().await.unwrap();
     assert_eq!(rec.ballot(), Ballot::new(2));
@@ -454,8 +488,14 @@ async fn an_uninitialized_election_is_a_typed_error() {
     let m = Mem::new();
     let w = World::new();
     let c = w.candidate("a", 1);
-    assert!(matches!(m.register(&c).await, Err(ElectionError::NotInitialized)));
-    assert!(matches!(m.record().await, Err(ElectionError::NotInitialized)));
+    assert!(matches!(
+        m.register(&c).await,
+        Err(ElectionError::NotInitialized)
+    ));
+    assert!(matches!(
+        m.record().await,
+        Err(ElectionError::NotInitialized)
+    ));
 }
 
 #[tokio::test]
@@ -468,18 +508,16 @@ async fn eviction_removes_only_dead_candidates_and_never_the_leader() {
         m.cycle(&c[1]).await.unwrap();
         w.advance(Duration::from_secs(3));
     }
-    let evicted = m
-        .db
-        .run(|txn, _| {
+    let evicted =
+        m.db.run(|txn, _| {
             let e = m.election.clone();
             async move { e.evict_dead_candidates(&txn).await }
         })
         .await
         .unwrap();
     assert_eq!(evicted, vec![c[2].id().clone()]);
-    let listed = m
-        .db
-        .run(|txn, _| {
+    let listed =
+        m.db.run(|txn, _| {
             let e = m.election.clone();
             async move { e.list_candidates(&txn).await }
         })
@@ -489,7 +527,10 @@ async fn eviction_removes_only_dead_candidates_and_never_the_leader() {
     assert_eq!(ids, vec![c[0].id().clone(), c[1].id().clone()]);
     assert!(listed.iter().all(|i| i.live));
     // The evicted candidate can no longer claim.
-    assert!(matches!(m.cycle(&c[2]).await, Err(ElectionError::NotRegistered { .. })));
+    assert!(matches!(
+        m.cycle(&c[2]).await,
+        Err(ElectionError::NotRegistered { .. })
+    ));
 }
 
 #[tokio::test]
@@ -499,9 +540,8 @@ async fn unregistering_the_leader_resigns_in_the_same_transaction() {
     let c = setup(&m, &w, &[("a", 1), ("b", 1)]).await;
     m.cycle(&c[0]).await.unwrap();
     m.cycle(&c[1]).await.unwrap();
-    let out = m
-        .db
-        .run(|txn, _| {
+    let out =
+        m.db.run(|txn, _| {
             let (e, a) = (m.election.clone(), c[0].clone());
             async move { e.unregister_candidate(&txn, &a).await }
         })
@@ -533,7 +573,10 @@ async fn followers_see_the_leader_payload_and_observers_detect_a_lapse() {
     w.advance(Duration::from_secs(9));
     assert!(look().await.unwrap().is_some());
     w.advance(Duration::from_secs(1));
-    assert!(look().await.unwrap().is_none(), "unchanged for a full lease: lapsed");
+    assert!(
+        look().await.unwrap().is_none(),
+        "unchanged for a full lease: lapsed"
+    );
 }
 
 #[tokio::test]
@@ -547,7 +590,10 @@ async fn a_watch_on_the_leader_fires_on_renewal() {
     txn.commit().await.unwrap();
     w.advance(Duration::from_secs(3));
     m.cycle(&c[0]).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), watch).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), watch)
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test]

@@ -278,7 +278,7 @@ fn random_sequences_make_progress() {
             }
             ops.push(Op::FaultyCycle(
                 (round + g) % SLOTS,
-                ((round + g) % 3) as u8,
+                u8::try_from((round + g) % 3).unwrap(),
                 g % 2 == 0,
             ));
         }

@@ -12,14 +12,15 @@
 //! The FoundationDB network can be started only once per process and must be stopped before
 //! the process exits, so every scenario runs inside the one test [`against_a_cluster`], which
 //! owns the network for its whole duration. Add new scenarios to [`run_scenarios`], not as
-//! separate `#[test]`s. Each run writes only below `fdb-leader-election-tests/<random>/` and
-//! clears that range when the scenarios finish (a panicking scenario leaves it behind).
+//! separate `#[test]`s. It runs the transaction conformance suite, adapter-specific checks, and
+//! then every end-to-end election scenario of `tests/common/scenarios.rs` (the same ones
+//! `tests/election_memdb.rs` runs on MemDb), each on a fresh subspace of its own. Each run
+//! writes only below `fdb-leader-election-tests/<random>/`; every election scenario clears its
+//! own subspace when it finishes, and the whole range is cleared when the run finishes (a
+//! panicking scenario leaves it behind).
 #![cfg(feature = "fdb")]
 
-// Only the conformance module of tests/common is needed here.
-mod common {
-    pub(crate) mod conformance;
-}
+mod common;
 
 use std::error::Error;
 use std::future::Future;
@@ -27,8 +28,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use common::conformance::{self, Backend};
-use fdb_leader_election::{ElectionError, ElectionTxn, ReadMode, TxnError, TxnErrorKind};
-use foundationdb::{Database, FdbBindingError, Transaction};
+use common::scenarios::{self, Backend as ScenarioBackend};
+use fdb_leader_election::{
+    Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
+    LeaderElection, LeaderRecord, ReadMode, ResignOutcome, TxnError, TxnErrorKind,
+};
+use foundationdb::{Database, FdbBindingError, FdbError, Transaction};
+use foundationdb_tuple::Subspace;
 use rand::{Rng, SeedableRng};
 
 type TestResult = Result<(), Box<dyn Error>>;
@@ -140,6 +146,25 @@ fn against_a_cluster() -> TestResult {
     result
 }
 
+/// Runs each named function of `common::scenarios` against a fresh [`ElectionDb`] (its own
+/// subspace), then clears that subspace. The scenarios fail by panicking, which skips the
+/// clearing (see the module docs).
+macro_rules! election_scenarios {
+    ($backend:expr, $($name:ident),+ $(,)?) => {
+        $(
+            let db = ElectionDb::new($backend);
+            let result = scenario(concat!("election: ", stringify!($name)), async {
+                scenarios::$name(&db).await;
+                Ok(())
+            })
+            .await;
+            let cleared = db.clear().await;
+            result?;
+            cleared?;
+        )+
+    };
+}
+
 /// Every scenario, in order. The first failure stops the run.
 async fn run_scenarios(backend: &FdbBackend) -> TestResult {
     scenario("conformance suite", async {
@@ -162,6 +187,23 @@ async fn run_scenarios(backend: &FdbBackend) -> TestResult {
         other_errors_end_run(backend),
     )
     .await?;
+    scenario(
+        "binding errors convert back to the election errors they carry",
+        binding_errors_convert_back(backend),
+    )
+    .await?;
+    election_scenarios!(
+        backend,
+        several_candidates_elect_one_leader,
+        renewal_keeps_the_ballot,
+        crash_failover_waits_one_full_lease,
+        resign_reserves_for_the_best_live_candidate,
+        priority_handover_without_overlap,
+        equal_priority_never_preempts,
+        preemption_disabled_stops_requests,
+        stale_ex_leader_is_fenced,
+        unregistered_candidates_cannot_claim,
+    );
     Ok(())
 }
 
@@ -289,6 +331,289 @@ async fn other_errors_end_run(b: &FdbBackend) -> TestResult {
         matches!(&outcome, Err(FdbBindingError::CustomError(e))
             if matches!(e.downcast_ref::<ElectionError>(), Some(ElectionError::NotInitialized))),
         "got {outcome:?}"
+    );
+    Ok(())
+}
+
+/// Election-scenario backend: each operation is one `Database::run`, on a subspace no other
+/// scenario uses.
+struct ElectionDb<'a> {
+    db: &'a Database,
+    /// Everything the scenario writes: the election below `("election",)`, the fenced
+    /// counters below `("counter", key)`.
+    root: Subspace,
+    election: LeaderElection,
+}
+
+impl<'a> ElectionDb<'a> {
+    /// A fresh subspace below this run's random root.
+    fn new(b: &'a FdbBackend) -> Self {
+        let root = Subspace::from_bytes(b.fresh_prefix());
+        let election = LeaderElection::new(root.subspace(&("election",)));
+        ElectionDb {
+            db: &b.db,
+            root,
+            election,
+        }
+    }
+
+    fn counter_key(&self, key: &[u8]) -> Vec<u8> {
+        self.root.pack(&("counter", key))
+    }
+
+    /// Clears everything the scenario wrote.
+    async fn clear(&self) -> Result<(), FdbBindingError> {
+        let (begin, end) = self.root.range();
+        let (begin, end) = (&begin, &end);
+        self.db
+            .run(|trx, _maybe_committed| async move {
+                trx.clear_range(begin, end);
+                Ok(())
+            })
+            .await
+    }
+}
+
+impl ScenarioBackend for ElectionDb<'_> {
+    fn election(&self) -> &LeaderElection {
+        &self.election
+    }
+
+    async fn init(&self, cfg: &ElectionConfig) -> Result<(), ElectionError> {
+        let e = &self.election;
+        self.db
+            .run(|trx, _maybe_committed| async move {
+                e.initialize_with_config(&trx, cfg)
+                    .await
+                    .map_err(FdbBindingError::from)
+            })
+            .await
+            .map_err(election_error)
+    }
+
+    async fn register(&self, c: &Candidate) -> Result<(), ElectionError> {
+        let e = &self.election;
+        self.db
+            .run(|trx, _maybe_committed| async move {
+                e.register_candidate(&trx, c)
+                    .await
+                    .map_err(FdbBindingError::from)
+            })
+            .await
+            .map_err(election_error)
+    }
+
+    async fn cycle(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
+        let e = &self.election;
+        let cycle = self
+            .db
+            .run(|trx, _maybe_committed| async move {
+                e.run_election_cycle(&trx, c)
+                    .await
+                    .map_err(FdbBindingError::from)
+            })
+            .await
+            .map_err(election_error)?;
+        // Adopted only now that the commit is confirmed.
+        Ok((cycle.action(), c.adopt(cycle)))
+    }
+
+    async fn try_claim(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
+        let e = &self.election;
+        let cycle = self
+            .db
+            .run(|trx, _maybe_committed| async move {
+                e.try_claim_leadership(&trx, c)
+                    .await
+                    .map_err(FdbBindingError::from)
+            })
+            .await
+            .map_err(election_error)?;
+        Ok((cycle.action(), c.adopt(cycle)))
+    }
+
+    async fn resign(&self, c: &Candidate) -> Result<ResignOutcome, ElectionError> {
+        let e = &self.election;
+        self.db
+            .run(|trx, _maybe_committed| async move {
+                e.resign_leadership(&trx, c, None)
+                    .await
+                    .map_err(FdbBindingError::from)
+            })
+            .await
+            .map_err(election_error)
+    }
+
+    async fn record(&self) -> Result<LeaderRecord, ElectionError> {
+        let e = &self.election;
+        self.db
+            .run(|trx, _maybe_committed| async move {
+                e.leader_record(&trx).await.map_err(FdbBindingError::from)
+            })
+            .await
+            .map_err(election_error)
+    }
+
+    async fn fenced_increment(&self, token: Ballot, key: &[u8]) -> Result<u64, ElectionError> {
+        let e = &self.election;
+        let key = self.counter_key(key);
+        let key = key.as_slice();
+        self.db
+            .run(|trx, _maybe_committed| async move {
+                // The fence check and the counter's read-modify-write commit together.
+                e.fence(&trx, token).await?;
+                let stored = ElectionTxn::get(&trx, key, ReadMode::Serializable).await?;
+                let n = counter_value(stored)?
+                    .checked_add(1)
+                    .ok_or(ElectionError::CounterExhausted { what: "scenario" })?;
+                ElectionTxn::set(&trx, key, &n.to_le_bytes());
+                Ok(n)
+            })
+            .await
+            .map_err(election_error)
+    }
+
+    async fn read_counter(&self, key: &[u8]) -> Result<u64, ElectionError> {
+        let key = self.counter_key(key);
+        let key = key.as_slice();
+        self.db
+            .run(|trx, _maybe_committed| async move {
+                let stored = ElectionTxn::get(&trx, key, ReadMode::Snapshot).await?;
+                Ok(counter_value(stored)?)
+            })
+            .await
+            .map_err(election_error)
+    }
+}
+
+/// A scenario counter: absent is 0, otherwise 8 little-endian bytes.
+fn counter_value(stored: Option<Vec<u8>>) -> Result<u64, ElectionError> {
+    let Some(bytes) = stored else { return Ok(0) };
+    let len = bytes.len();
+    let bytes: [u8; 8] = bytes.try_into().map_err(|_| {
+        TxnError::with_source(
+            TxnErrorKind::Fatal,
+            format!("scenario counter is {len} bytes, not 8"),
+        )
+    })?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
+/// The `ElectionError` that a failed `Database::run` stands for; the inverse of the adapter's
+/// `From<ElectionError> for FdbBindingError`.
+///
+/// - `CustomError` holding an `ElectionError` (every election error except a database error
+///   with a code, and a database error without a code): that error, unchanged.
+/// - `CustomError` holding a `TxnError` (the adapter's `From<TxnError>` for errors without a
+///   code): `ElectionError::Database` of it.
+/// - Anything carrying an `FdbError` (`NonRetryableFdbError`, which is what a database error
+///   with a code became, and what `run` returns when `on_error` gives up or a commit fails;
+///   or a boxed `FdbError` / `FdbBindingError`): `ElectionError::Database` of
+///   `TxnError::from(fdb_error)`, which restores the kind and the code.
+/// - Anything else (`ReferenceToTransactionKept`, tuple-packing errors, foreign custom
+///   errors): a fatal `ElectionError::Database` with the binding error as its source.
+fn election_error(err: FdbBindingError) -> ElectionError {
+    let custom = match err {
+        FdbBindingError::CustomError(custom) => custom,
+        other => return fdb_error_or_fatal(other),
+    };
+    let custom = match custom.downcast::<ElectionError>() {
+        Ok(election) => return *election,
+        Err(custom) => custom,
+    };
+    let custom = match custom.downcast::<TxnError>() {
+        Ok(txn) => return ElectionError::Database(*txn),
+        Err(custom) => custom,
+    };
+    let custom = match custom.downcast::<FdbError>() {
+        Ok(fdb) => return ElectionError::Database(TxnError::from(*fdb)),
+        Err(custom) => custom,
+    };
+    match custom.downcast::<FdbBindingError>() {
+        Ok(binding) => election_error(*binding),
+        Err(custom) => fdb_error_or_fatal(FdbBindingError::CustomError(custom)),
+    }
+}
+
+/// A binding error that is not a boxed election error: its `FdbError` if it carries one,
+/// otherwise a fatal database error caused by it.
+fn fdb_error_or_fatal(err: FdbBindingError) -> ElectionError {
+    match err.get_fdb_error() {
+        Some(fdb) => ElectionError::Database(TxnError::from(fdb)),
+        None => ElectionError::Database(TxnError::with_source(TxnErrorKind::Fatal, err)),
+    }
+}
+
+/// Every path of [`election_error`], without touching the cluster.
+async fn binding_errors_convert_back(_b: &FdbBackend) -> TestResult {
+    // Non-database election errors come back unchanged.
+    let stale = ElectionError::StaleToken {
+        token: Ballot::new(1),
+        current: Ballot::new(2),
+        vacant: false,
+    };
+    let back = election_error(FdbBindingError::from(stale));
+    assert!(
+        matches!(back, ElectionError::StaleToken { token, current, vacant: false }
+            if token == Ballot::new(1) && current == Ballot::new(2)),
+        "{back:?}"
+    );
+    // A database error with a code travels as the bare code; kind and code come back.
+    let conflict = ElectionError::from(TxnError::from(FdbError::from_code(1020)));
+    let back = election_error(FdbBindingError::from(conflict));
+    assert!(
+        matches!(&back, ElectionError::Database(t)
+            if t.kind() == TxnErrorKind::Conflict && t.code() == Some(1020)),
+        "{back:?}"
+    );
+    // What `run` returns when `on_error` gives up or a commit fails for good.
+    let back = election_error(FdbBindingError::NonRetryableFdbError(FdbError::from_code(
+        1007,
+    )));
+    assert!(
+        matches!(&back, ElectionError::Database(t)
+            if t.kind() == TxnErrorKind::TooOld && t.code() == Some(1007)),
+        "{back:?}"
+    );
+    // Database errors without a code, boxed as an `ElectionError` or as a bare `TxnError`.
+    let back = election_error(FdbBindingError::from(ElectionError::from(TxnError::new(
+        TxnErrorKind::Unavailable,
+    ))));
+    assert!(
+        matches!(&back, ElectionError::Database(t)
+            if t.kind() == TxnErrorKind::Unavailable && t.code().is_none()),
+        "{back:?}"
+    );
+    let back = election_error(FdbBindingError::from(TxnError::new(
+        TxnErrorKind::CommitUnknown,
+    )));
+    assert!(
+        matches!(&back, ElectionError::Database(t)
+            if t.kind() == TxnErrorKind::CommitUnknown && t.code().is_none()),
+        "{back:?}"
+    );
+    // Boxed FoundationDB errors, directly or nested in a binding error.
+    let back = election_error(FdbBindingError::CustomError(Box::new(FdbError::from_code(
+        1021,
+    ))));
+    assert!(
+        matches!(&back, ElectionError::Database(t)
+            if t.kind() == TxnErrorKind::CommitUnknown && t.code() == Some(1021)),
+        "{back:?}"
+    );
+    let nested = FdbBindingError::CustomError(Box::new(FdbBindingError::from(
+        ElectionError::NotInitialized,
+    )));
+    let back = election_error(nested);
+    assert!(matches!(back, ElectionError::NotInitialized), "{back:?}");
+    // Nothing to recover: fatal, with the binding error as the source.
+    let back = election_error(FdbBindingError::ReferenceToTransactionKept);
+    assert!(
+        matches!(&back, ElectionError::Database(t)
+            if t.kind() == TxnErrorKind::Fatal
+                && t.code().is_none()
+                && Error::source(t).is_some_and(|s| s.is::<FdbBindingError>())),
+        "{back:?}"
     );
     Ok(())
 }

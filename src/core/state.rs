@@ -160,12 +160,8 @@ impl LocalState {
             ballot: rec.ballot,
             renewal: rec.renewal,
             lease: rec.lease,
-            valid_until: p
-                .started_at
-                .saturating_add(cfg.local_validity(rec.lease)),
-            acquired_at: same_term
-                .as_ref()
-                .map_or(p.started_at, |t| t.acquired_at),
+            valid_until: p.started_at.saturating_add(cfg.local_validity(rec.lease)),
+            acquired_at: same_term.as_ref().map_or(p.started_at, |t| t.acquired_at),
             handover_seen_at: same_term.and_then(|t| t.handover_seen_at),
         };
         self.install(tenure);

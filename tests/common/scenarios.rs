@@ -3,7 +3,12 @@
 //! Every candidate uses a shared `ManualClock` standing in for true time, so "two candidates
 //! believe they lead" is checked exactly at each step.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::arithmetic_side_effects)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
 
 use std::sync::Arc;
 
@@ -36,7 +41,9 @@ pub struct World {
 
 impl World {
     pub fn new() -> Self {
-        World { clock: ManualClock::new() }
+        World {
+            clock: ManualClock::new(),
+        }
     }
 
     pub fn candidate(&self, label: &str, prio: i32) -> Candidate {
@@ -51,7 +58,11 @@ impl World {
 
 /// Fails if two candidates believe they lead right now.
 pub fn assert_no_overlap(cands: &[&Candidate]) {
-    let leaders: Vec<_> = cands.iter().filter(|c| c.is_leader()).map(|c| c.id().clone()).collect();
+    let leaders: Vec<_> = cands
+        .iter()
+        .filter(|c| c.is_leader())
+        .map(|c| c.id().clone())
+        .collect();
     assert!(leaders.len() <= 1, "overlapping leaders: {leaders:?}");
 }
 
@@ -66,7 +77,9 @@ pub fn config() -> ElectionConfig {
 pub async fn several_candidates_elect_one_leader<B: Backend>(b: &B) {
     let w = World::new();
     b.init(&config()).await.unwrap();
-    let cands: Vec<Candidate> = (0..5).map(|i| w.candidate(&format!("node{i}"), 1)).collect();
+    let cands: Vec<Candidate> = (0..5)
+        .map(|i| w.candidate(&format!("node{i}"), 1))
+        .collect();
     for c in &cands {
         b.register(c).await.unwrap();
     }
@@ -131,12 +144,17 @@ pub async fn crash_failover_waits_one_full_lease<B: Backend>(b: &B) {
         assert_no_overlap(&[&a, &f]);
     }
     // One nanosecond short of the full lease: still nothing.
-    w.clock.advance_to(seen_at.saturating_add(cfg.lease_duration() - Duration::from_nanos(1)));
+    w.clock
+        .advance_to(seen_at.saturating_add(cfg.lease_duration() - Duration::from_nanos(1)));
     let (action, _) = b.cycle(&f).await.unwrap();
     assert_eq!(action, Action::None);
-    assert!(!a.is_leader(), "the crashed leader's own belief ended before");
+    assert!(
+        !a.is_leader(),
+        "the crashed leader's own belief ended before"
+    );
     // Exactly the full lease: take over with the next ballot.
-    w.clock.advance_to(seen_at.saturating_add(cfg.lease_duration()));
+    w.clock
+        .advance_to(seen_at.saturating_add(cfg.lease_duration()));
     let (action, res) = b.cycle(&f).await.unwrap();
     assert_eq!(action, Action::Acquired);
     assert!(res.is_leader());
@@ -146,7 +164,10 @@ pub async fn crash_failover_waits_one_full_lease<B: Backend>(b: &B) {
 
 pub async fn resign_reserves_for_the_best_live_candidate<B: Backend>(b: &B) {
     let w = World::new();
-    let cfg = ElectionConfig::builder().allow_preemption(false).build().unwrap();
+    let cfg = ElectionConfig::builder()
+        .allow_preemption(false)
+        .build()
+        .unwrap();
     b.init(&cfg).await.unwrap();
     let a = w.candidate("a", 1);
     let best = w.candidate("best", 5);
@@ -161,9 +182,15 @@ pub async fn resign_reserves_for_the_best_live_candidate<B: Backend>(b: &B) {
     assert!(a.is_leader());
     let out = b.resign(&a).await.unwrap();
     match out {
-        ResignOutcome::Resigned { ballot, reserved_for } => {
+        ResignOutcome::Resigned {
+            ballot,
+            reserved_for,
+        } => {
             assert_eq!(ballot, Ballot::new(1));
-            assert_eq!(reserved_for.map(|n| n.id().clone()), Some(best.id().clone()));
+            assert_eq!(
+                reserved_for.map(|n| n.id().clone()),
+                Some(best.id().clone())
+            );
         }
         other => panic!("resign rejected: {other:?}"),
     }
@@ -176,7 +203,10 @@ pub async fn resign_reserves_for_the_best_live_candidate<B: Backend>(b: &B) {
     assert_eq!(best.fencing_token(), Some(Ballot::new(2)));
     assert_no_overlap(&[&a, &best, &mid]);
     // A second resign by the old leader is rejected and changes nothing.
-    assert!(matches!(b.resign(&a).await.unwrap(), ResignOutcome::Rejected(_)));
+    assert!(matches!(
+        b.resign(&a).await.unwrap(),
+        ResignOutcome::Rejected(_)
+    ));
     assert_eq!(b.record().await.unwrap().ballot(), Ballot::new(2));
 }
 
@@ -184,7 +214,10 @@ pub async fn resign_reserves_for_the_best_live_candidate<B: Backend>(b: &B) {
 /// instant do two candidates hold valid leases.
 pub async fn priority_handover_without_overlap<B: Backend>(b: &B) {
     let w = World::new();
-    let cfg = ElectionConfig::builder().handover_grace(Duration::ZERO).build().unwrap();
+    let cfg = ElectionConfig::builder()
+        .handover_grace(Duration::ZERO)
+        .build()
+        .unwrap();
     b.init(&cfg).await.unwrap();
     let old = w.candidate("old", 1);
     let new = w.candidate("new", 2);
@@ -235,7 +268,10 @@ pub async fn equal_priority_never_preempts<B: Backend>(b: &B) {
 
 pub async fn preemption_disabled_stops_requests<B: Backend>(b: &B) {
     let w = World::new();
-    let cfg = ElectionConfig::builder().allow_preemption(false).build().unwrap();
+    let cfg = ElectionConfig::builder()
+        .allow_preemption(false)
+        .build()
+        .unwrap();
     b.init(&cfg).await.unwrap();
     let a = w.candidate("a", 1);
     let high = w.candidate("high", 9);
@@ -284,8 +320,14 @@ pub async fn unregistered_candidates_cannot_claim<B: Backend>(b: &B) {
     let w = World::new();
     b.init(&config()).await.unwrap();
     let ghost = w.candidate("ghost", 100);
-    assert!(matches!(b.try_claim(&ghost).await, Err(ElectionError::NotRegistered { .. })));
-    assert!(matches!(b.cycle(&ghost).await, Err(ElectionError::NotRegistered { .. })));
+    assert!(matches!(
+        b.try_claim(&ghost).await,
+        Err(ElectionError::NotRegistered { .. })
+    ));
+    assert!(matches!(
+        b.cycle(&ghost).await,
+        Err(ElectionError::NotRegistered { .. })
+    ));
     assert!(!ghost.is_leader());
     assert_eq!(b.record().await.unwrap().ballot(), Ballot::ZERO);
 }
