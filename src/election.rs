@@ -251,7 +251,9 @@ impl LeaderElection {
         );
         config?.ok_or(ElectionError::NotInitialized)?;
         let leader = leader?;
-        let registration = match existing? {
+        let existing = existing?;
+        let heartbeat = existing.as_ref().map_or(0, |rec| rec.heartbeat.wrapping_add(1));
+        let registration = match existing {
             Some(rec) => rec.registration,
             None => {
                 let next = match txn
@@ -272,7 +274,7 @@ impl LeaderElection {
         let rec = CandidateRecord {
             priority: local.priority,
             registration,
-            heartbeat: 0,
+            heartbeat,
             seen_renewal: leader.renewal,
             metadata: local.metadata.clone(),
         };

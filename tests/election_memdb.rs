@@ -611,3 +611,28 @@ async fn a_candidate_restarted_under_a_new_id_waits_like_anyone() {
     assert_eq!(reborn.fencing_token(), Some(Ballot::new(2)));
     let _ = Priority::new(0);
 }
+
+#[tokio::test]
+async fn re_registering_keeps_the_order_and_the_heartbeat_and_updates_the_priority() {
+    let m = Mem::new();
+    let w = World::new();
+    let c = setup(&m, &w, &[("a", 1), ("b", 1)]).await;
+    m.cycle(&c[0]).await.unwrap();
+    m.cycle(&c[0]).await.unwrap();
+    c[0].set_priority(Priority::new(7));
+    c[0].set_metadata(Some(b"v2".to_vec())).unwrap();
+    m.register(&c[0]).await.unwrap();
+    let rec = m
+        .db
+        .run(|txn, _| {
+            let (e, id) = (m.election.clone(), c[0].id().clone());
+            async move { e.get_candidate(&txn, &id).await }
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.registration(), 0);
+    assert_eq!(rec.heartbeat(), 3);
+    assert_eq!(rec.priority(), Priority::new(7));
+    assert_eq!(rec.metadata(), Some(&b"v2"[..]));
+}
