@@ -49,33 +49,47 @@
 //! [`ElectionError`] (or the [`TxnError`]), ready to be downcast.
 //!
 //! ```no_run
-//! use fdb_leader_election::{ElectionError, ElectionTxn, ReadMode};
+//! use fdb_leader_election::{Candidate, CandidateId, LeaderElection, Priority};
 //! use foundationdb::{Database, FdbBindingError};
+//! use foundationdb_tuple::Subspace;
 //!
-//! /// Any election-style helper written against `ElectionTxn` works on FoundationDB.
-//! async fn flag_is_set<T: ElectionTxn>(trx: &T, key: &[u8]) -> Result<bool, ElectionError> {
-//!     Ok(trx.get(key, ReadMode::Serializable).await?.is_some())
-//! }
-//!
-//! async fn example(db: &Database) -> Result<(), FdbBindingError> {
-//!     let value = db
-//!         .run(|trx, _maybe_committed| async move {
-//!             // `trx` is a `RetryableTransaction`; with `ElectionTxn` in scope, `trx.get`
-//!             // is the election's read (it takes a `ReadMode`), and `?` turns a `TxnError`
-//!             // into an `FdbBindingError` that `run` retries when it is retryable.
-//!             let leader = trx.get(b"app/election/leader", ReadMode::Snapshot).await?;
-//!             // The same for an `ElectionError`.
-//!             if !flag_is_set(&trx, b"app/ready").await? {
-//!                 trx.set(b"app/ready", b"1");
-//!             }
-//!             Ok(leader)
+//! async fn one_cycle(db: &Database) -> Result<(), Box<dyn std::error::Error>> {
+//!     let election = LeaderElection::new(Subspace::from("scheduler"));
+//!     let me = Candidate::new(CandidateId::random("worker")?, Priority::new(1));
+//!     db.run(|trx, _maybe_committed| {
+//!         let (election, me) = (election.clone(), me.clone());
+//!         async move {
+//!             election.initialize(&trx).await?;
+//!             election.register_candidate(&trx, &me).await?;
+//!             Ok::<(), FdbBindingError>(())
+//!         }
+//!     })
+//!     .await?;
+//!     // Conflicts, too-old transactions and unknown results raised by the election are
+//!     // retried by `run`; the cycle is adopted only once `run` has committed it.
+//!     let cycle = db
+//!         .run(|trx, _maybe_committed| {
+//!             let (election, me) = (election.clone(), me.clone());
+//!             async move { Ok(election.run_election_cycle(&trx, &me).await?) }
 //!         })
 //!         .await?;
-//!     println!("leader record: {} bytes", value.map_or(0, |v| v.len()));
+//!     if me.adopt(cycle).is_leader() {
+//!         let token = me.fencing_token().ok_or("lost the lease already")?;
+//!         db.run(|trx, _maybe_committed| {
+//!             let election = election.clone();
+//!             async move {
+//!                 // Commits only while `token` is the leading ballot.
+//!                 election.fence(&trx, token).await?;
+//!                 trx.set(b"jobs/42", b"assigned");
+//!                 Ok(())
+//!             }
+//!         })
+//!         .await?;
+//!     }
 //!     Ok(())
 //! }
 //! # fn main() {
-//! #     let _ = example;
+//! #     let _ = one_cycle;
 //! # }
 //! ```
 //!

@@ -636,3 +636,47 @@ async fn re_registering_keeps_the_order_and_the_heartbeat_and_updates_the_priori
     assert_eq!(rec.priority(), Priority::new(7));
     assert_eq!(rec.metadata(), Some(&b"v2"[..]));
 }
+
+#[tokio::test]
+async fn a_v011_leader_record_is_reported_as_corrupt_not_reinterpreted() {
+    let m = Mem::new();
+    let w = World::new();
+    let c = setup(&m, &w, &[("a", 1)]).await;
+    // The v0.11 recipe's leader value: an untagged tuple
+    // (ballot, leader_id, priority, lease_expiry_nanos, versionstamp).
+    let v011 = foundationdb_tuple::pack(&(
+        7u64,
+        "old-process",
+        3i32,
+        1_700_000_000_000_000_000u64,
+        vec![0u8; 12],
+    ));
+    let key = election_key("leader");
+    let (k, v) = (key.clone(), v011.clone());
+    m.db
+        .run(|txn, _| {
+            let (k, v) = (k.clone(), v.clone());
+            async move {
+                txn.set(&k, &v);
+                Ok::<(), ElectionError>(())
+            }
+        })
+        .await
+        .unwrap();
+    match m.cycle(&c[0]).await {
+        Err(ElectionError::Corrupt { reason, .. }) => {
+            assert!(reason.to_string().contains("unknown format version"), "{reason}");
+        }
+        other => panic!("a v0.11 record was not rejected: {other:?}"),
+    }
+    assert!(!c[0].is_leader());
+    let stored = m
+        .db
+        .run(|txn, _| {
+            let k = key.clone();
+            async move { Ok::<_, ElectionError>(txn.get(&k, ReadMode::Snapshot).await?) }
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored, Some(v011));
+}
