@@ -252,7 +252,9 @@ impl LeaderElection {
         config?.ok_or(ElectionError::NotInitialized)?;
         let leader = leader?;
         let existing = existing?;
-        let heartbeat = existing.as_ref().map_or(0, |rec| rec.heartbeat.wrapping_add(1));
+        let heartbeat = existing
+            .as_ref()
+            .map_or(0, |rec| rec.heartbeat.wrapping_add(1));
         let registration = match existing {
             Some(rec) => rec.registration,
             None => {

@@ -622,9 +622,8 @@ async fn re_registering_keeps_the_order_and_the_heartbeat_and_updates_the_priori
     c[0].set_priority(Priority::new(7));
     c[0].set_metadata(Some(b"v2".to_vec())).unwrap();
     m.register(&c[0]).await.unwrap();
-    let rec = m
-        .db
-        .run(|txn, _| {
+    let rec =
+        m.db.run(|txn, _| {
             let (e, id) = (m.election.clone(), c[0].id().clone());
             async move { e.get_candidate(&txn, &id).await }
         })
@@ -653,26 +652,27 @@ async fn a_v011_leader_record_is_reported_as_corrupt_not_reinterpreted() {
     ));
     let key = election_key("leader");
     let (k, v) = (key.clone(), v011.clone());
-    m.db
-        .run(|txn, _| {
-            let (k, v) = (k.clone(), v.clone());
-            async move {
-                txn.set(&k, &v);
-                Ok::<(), ElectionError>(())
-            }
-        })
-        .await
-        .unwrap();
+    m.db.run(|txn, _| {
+        let (k, v) = (k.clone(), v.clone());
+        async move {
+            txn.set(&k, &v);
+            Ok::<(), ElectionError>(())
+        }
+    })
+    .await
+    .unwrap();
     match m.cycle(&c[0]).await {
         Err(ElectionError::Corrupt { reason, .. }) => {
-            assert!(reason.to_string().contains("unknown format version"), "{reason}");
+            assert!(
+                reason.to_string().contains("unknown format version"),
+                "{reason}"
+            );
         }
         other => panic!("a v0.11 record was not rejected: {other:?}"),
     }
     assert!(!c[0].is_leader());
-    let stored = m
-        .db
-        .run(|txn, _| {
+    let stored =
+        m.db.run(|txn, _| {
             let k = key.clone();
             async move { Ok::<_, ElectionError>(txn.get(&k, ReadMode::Snapshot).await?) }
         })
