@@ -35,6 +35,41 @@ impl Mem {
     }
 }
 
+impl Mem {
+    /// Writes raw bytes at `key`, bypassing the election (to plant corrupt values).
+    async fn set_raw(&self, key: &[u8], value: &[u8]) {
+        self.db
+            .run(|txn, _| {
+                let (k, v) = (key.to_vec(), value.to_vec());
+                async move {
+                    txn.set(&k, &v);
+                    Ok::<(), ElectionError>(())
+                }
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn get_raw(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.db
+            .run(|txn, _| {
+                let k = key.to_vec();
+                async move { Ok::<_, ElectionError>(txn.get(&k, ReadMode::Snapshot).await?) }
+            })
+            .await
+            .unwrap()
+    }
+
+    async fn list(&self) -> Result<Vec<fdb_leader_election::CandidateInfo>, ElectionError> {
+        self.db
+            .run(|txn, _| {
+                let e = self.election.clone();
+                async move { e.list_candidates(&txn).await }
+            })
+            .await
+    }
+}
+
 impl Backend for Mem {
     fn election(&self) -> &LeaderElection {
         &self.election
@@ -281,15 +316,7 @@ async fn corrupt_case(key: Vec<u8>, bytes: &[u8]) {
     m.cycle(&c[0]).await.unwrap();
     let key2 = key.clone();
     let bytes2 = bytes.to_vec();
-    m.db.run(|txn, _| {
-        let (k, v) = (key2.clone(), bytes2.clone());
-        async move {
-            txn.set(&k, &v);
-            Ok::<(), ElectionError>(())
-        }
-    })
-    .await
-    .unwrap();
+    m.set_raw(&key2, &bytes2).await;
     let results = [
         m.cycle(&c[0]).await.map(|_| ()),
         m.cycle(&c[1]).await.map(|_| ()),
@@ -318,13 +345,7 @@ async fn corrupt_case(key: Vec<u8>, bytes: &[u8]) {
         "no operation reported the corrupt key {printable}"
     );
     // Nothing overwrote it.
-    let stored =
-        m.db.run(|txn, _| {
-            let k = key.clone();
-            async move { Ok::<_, ElectionError>(txn.get(&k, ReadMode::Snapshot).await?) }
-        })
-        .await
-        .unwrap();
+    let stored = m.get_raw(&key).await;
     assert_eq!(stored.as_deref(), Some(bytes));
     assert!(!c[1].is_leader());
 }
@@ -361,25 +382,12 @@ async fn a_corrupt_candidate_record_is_reported_by_its_owner_and_by_listing() {
     for bytes in [&b""[..], &b"\x02\x00"[..], &b"\x01\x00"[..]] {
         let v = bytes.to_vec();
         let k = key.clone();
-        m.db.run(|txn, _| {
-            let (k, v) = (k.clone(), v.clone());
-            async move {
-                txn.set(&k, &v);
-                Ok::<(), ElectionError>(())
-            }
-        })
-        .await
-        .unwrap();
+        m.set_raw(&k, &v).await;
         assert!(matches!(
             m.cycle(&c[1]).await,
             Err(ElectionError::Corrupt { .. })
         ));
-        let listed =
-            m.db.run(|txn, _| {
-                let e = m.election.clone();
-                async move { e.list_candidates(&txn).await }
-            })
-            .await;
+        let listed = m.list().await;
         assert!(matches!(listed, Err(ElectionError::Corrupt { .. })));
         // Other candidates keep working.
         m.cycle(&c[0]).await.unwrap();
@@ -392,15 +400,7 @@ async fn the_registration_counter_must_decode_before_a_new_registration() {
     let w = World::new();
     setup(&m, &w, &[("a", 1)]).await;
     let key = election_key("registrations");
-    m.db.run(|txn, _| {
-        let k = key.clone();
-        async move {
-            txn.set(&k, b"\x07");
-            Ok::<(), ElectionError>(())
-        }
-    })
-    .await
-    .unwrap();
+    m.set_raw(&key, b"\x07").await;
     let late = w.candidate("late", 1);
     assert!(matches!(
         m.register(&late).await,
@@ -516,13 +516,7 @@ async fn eviction_removes_only_dead_candidates_and_never_the_leader() {
         .await
         .unwrap();
     assert_eq!(evicted, vec![c[2].id().clone()]);
-    let listed =
-        m.db.run(|txn, _| {
-            let e = m.election.clone();
-            async move { e.list_candidates(&txn).await }
-        })
-        .await
-        .unwrap();
+    let listed = m.list().await.unwrap();
     let ids: Vec<_> = listed.iter().map(|i| i.id.clone()).collect();
     assert_eq!(ids, vec![c[0].id().clone(), c[1].id().clone()]);
     assert!(listed.iter().all(|i| i.live));
@@ -652,15 +646,7 @@ async fn a_v011_leader_record_is_reported_as_corrupt_not_reinterpreted() {
     ));
     let key = election_key("leader");
     let (k, v) = (key.clone(), v011.clone());
-    m.db.run(|txn, _| {
-        let (k, v) = (k.clone(), v.clone());
-        async move {
-            txn.set(&k, &v);
-            Ok::<(), ElectionError>(())
-        }
-    })
-    .await
-    .unwrap();
+    m.set_raw(&k, &v).await;
     match m.cycle(&c[0]).await {
         Err(ElectionError::Corrupt { reason, .. }) => {
             assert!(
@@ -671,12 +657,6 @@ async fn a_v011_leader_record_is_reported_as_corrupt_not_reinterpreted() {
         other => panic!("a v0.11 record was not rejected: {other:?}"),
     }
     assert!(!c[0].is_leader());
-    let stored =
-        m.db.run(|txn, _| {
-            let k = key.clone();
-            async move { Ok::<_, ElectionError>(txn.get(&k, ReadMode::Snapshot).await?) }
-        })
-        .await
-        .unwrap();
+    let stored = m.get_raw(&key).await;
     assert_eq!(stored, Some(v011));
 }

@@ -197,41 +197,17 @@ fn decide_as_leader(
     let handover_seen_at = keep_request
         .as_ref()
         .and_then(|_| st.tenure().and_then(|t| t.handover_seen_at));
-    let seq = st.next_seq()?;
-    let write = LeaderRecord {
+    let owned = Owned {
         ballot: rec.ballot,
-        owner: Some(Named::new(st.id().clone(), input.priority)),
-        renewal: next_renewal(rec)?,
-        lease: cfg.lease_duration,
         handover: keep_request,
-        reservation: None,
-        payload: input.payload.map(<[u8]>::to_vec),
-        writer: Some(AttemptId {
-            candidate: st.id().clone(),
-            seq,
-        }),
-    };
-    let adopt = Tenure {
-        ballot: write.ballot,
-        renewal: write.renewal,
-        lease: write.lease,
-        valid_until: after(t0, cfg.local_validity(write.lease)),
         acquired_at: tenure.acquired_at,
         // Read back after noting the request, so the grace is not restarted by renewals.
         handover_seen_at,
     };
-    st.push_pending(PendingAttempt {
-        seq,
-        started_at: t0,
-        promotes: true,
-    });
-    Ok(Decision::Plan(Plan {
-        action: Action::Renewed,
-        write: Some(write),
-        fence: None,
-        adopt: Some(Adoption { seq, tenure: adopt }),
-        next_action_at,
-    }))
+    let mut plan = write_owned(st, input, owned)?;
+    plan.action = Action::Renewed;
+    plan.next_action_at = next_action_at;
+    Ok(Decision::Plan(plan))
 }
 
 fn decide_as_follower(
@@ -320,16 +296,43 @@ fn decide_as_follower(
 
 /// Acquire the record: ballot + 1, validity from this attempt's start.
 fn acquire(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, ElectionError> {
-    let rec = input.leader;
-    let cfg = input.config;
+    let owned = Owned {
+        ballot: input.leader.ballot.next()?,
+        handover: None,
+        acquired_at: input.started_at,
+        handover_seen_at: None,
+    };
+    let mut plan = write_owned(st, input, owned)?;
+    plan.action = Action::Acquired;
+    plan.fence = plan.write.as_ref().map(FenceRecord::of);
+    Ok(Decision::Plan(plan))
+}
+
+/// What differs between renewing and acquiring an owned record.
+struct Owned {
+    ballot: crate::ids::Ballot,
+    handover: Option<Named>,
+    acquired_at: LocalInstant,
+    handover_seen_at: Option<LocalInstant>,
+}
+
+/// The record this candidate writes as owner (renewal + 1, the configured lease, its payload,
+/// this attempt's id) and the tenure to adopt once that write is confirmed, dated from this
+/// attempt's start. The caller sets the action, the fence and the next action time.
+fn write_owned(
+    st: &mut LocalState,
+    input: &CycleInput<'_>,
+    owned: Owned,
+) -> Result<Plan, ElectionError> {
     let t0 = input.started_at;
+    let lease = input.config.lease_duration;
     let seq = st.next_seq()?;
     let write = LeaderRecord {
-        ballot: rec.ballot.next()?,
+        ballot: owned.ballot,
         owner: Some(Named::new(st.id().clone(), input.priority)),
-        renewal: next_renewal(rec)?,
-        lease: cfg.lease_duration,
-        handover: None,
+        renewal: next_renewal(input.leader)?,
+        lease,
+        handover: owned.handover,
         reservation: None,
         payload: input.payload.map(<[u8]>::to_vec),
         writer: Some(AttemptId {
@@ -340,24 +343,23 @@ fn acquire(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, Elec
     let tenure = Tenure {
         ballot: write.ballot,
         renewal: write.renewal,
-        lease: write.lease,
-        valid_until: after(t0, cfg.local_validity(write.lease)),
-        acquired_at: t0,
-        handover_seen_at: None,
+        lease,
+        valid_until: after(t0, input.config.local_validity(lease)),
+        acquired_at: owned.acquired_at,
+        handover_seen_at: owned.handover_seen_at,
     };
     st.push_pending(PendingAttempt {
         seq,
         started_at: t0,
         promotes: true,
     });
-    let fence = FenceRecord::of(&write);
-    Ok(Decision::Plan(Plan {
-        action: Action::Acquired,
+    Ok(Plan {
+        action: Action::None,
         write: Some(write),
-        fence: Some(fence),
+        fence: None,
         adopt: Some(Adoption { seq, tenure }),
         next_action_at: None,
-    }))
+    })
 }
 
 /// A vacancy written by the current owner: same ballot, new renewal, optionally reserved.
