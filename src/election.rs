@@ -127,15 +127,23 @@ impl LeaderElection {
             txn.get(&self.keys.leader, ReadMode::Serializable),
             txn.get(&self.keys.fence, ReadMode::Serializable)
         );
+        let fence = fence?;
         let leader = match leader? {
             Some(bytes) => codec::decode_leader(&self.keys.leader, &bytes)?,
+            // The fence remembers a ballot: recreating the record would restart ballots.
+            None if fence.is_some() => {
+                return Err(ElectionError::corrupt(
+                    &self.keys.leader,
+                    DecodeError::Impossible("leader record missing while the fence exists"),
+                ));
+            }
             None => {
                 let rec = LeaderRecord::initial(config.lease_duration());
                 txn.set(&self.keys.leader, &codec::encode_leader(&rec)?);
                 rec
             }
         };
-        match fence? {
+        match fence {
             Some(bytes) => {
                 let fence = codec::decode_fence(&self.keys.fence, &bytes)?;
                 if fence != FenceRecord::of(&leader) {

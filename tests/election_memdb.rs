@@ -660,3 +660,26 @@ async fn a_v011_leader_record_is_reported_as_corrupt_not_reinterpreted() {
     let stored = m.get_raw(&key).await;
     assert_eq!(stored, Some(v011));
 }
+
+#[tokio::test]
+async fn a_deleted_leader_record_is_never_recreated_at_ballot_zero() {
+    let m = Mem::new();
+    let w = World::new();
+    let c = setup(&m, &w, &[("a", 1)]).await;
+    m.cycle(&c[0]).await.unwrap();
+    let key = election_key("leader");
+    m.db.run(|txn, _| {
+        let k = key.clone();
+        async move {
+            txn.clear(&k);
+            Ok::<(), ElectionError>(())
+        }
+    })
+    .await
+    .unwrap();
+    assert!(matches!(
+        m.init(&ElectionConfig::default()).await,
+        Err(ElectionError::Corrupt { .. })
+    ));
+    assert_eq!(m.get_raw(&key).await, None, "nothing was written");
+}
