@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
+use crate::config::ElectionConfig;
 use crate::core::{Action, Adoption, LocalState};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority};
@@ -221,6 +222,7 @@ pub struct Cycle {
     pub(crate) record: LeaderRecord,
     pub(crate) adoption: Option<Adoption>,
     pub(crate) next_action_at: Option<LocalInstant>,
+    pub(crate) config: ElectionConfig,
 }
 
 impl Cycle {
@@ -239,6 +241,13 @@ impl Cycle {
     /// heartbeat, so a lapsed lease is taken over on time.
     pub fn next_action_at(&self) -> Option<LocalInstant> {
         self.next_action_at
+    }
+
+    /// The election's configuration as this attempt read it from the database (the stored
+    /// configuration every participant shares), so a driver can follow configuration changes
+    /// without reading it again.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.config
     }
 }
 

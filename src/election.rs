@@ -598,6 +598,7 @@ impl LeaderElection {
             record,
             adoption: plan.adopt,
             next_action_at: plan.next_action_at,
+            config,
         })
     }
 

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use common::conformance::{self, Backend};
 use common::scenarios::{self, Backend as ScenarioBackend};
+use fdb_leader_election::fdb::election_error;
 use fdb_leader_election::{
     Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
     LeaderElection, LeaderRecord, ReadMode, ResignOutcome, TxnError, TxnErrorKind,
@@ -499,52 +500,7 @@ fn counter_value(stored: Option<Vec<u8>>) -> Result<u64, ElectionError> {
     Ok(u64::from_le_bytes(bytes))
 }
 
-/// The `ElectionError` that a failed `Database::run` stands for; the inverse of the adapter's
-/// `From<ElectionError> for FdbBindingError`.
-///
-/// - `CustomError` holding an `ElectionError` (every election error except a database error
-///   with a code, and a database error without a code): that error, unchanged.
-/// - `CustomError` holding a `TxnError` (the adapter's `From<TxnError>` for errors without a
-///   code): `ElectionError::Database` of it.
-/// - Anything carrying an `FdbError` (`NonRetryableFdbError`, which is what a database error
-///   with a code became, and what `run` returns when `on_error` gives up or a commit fails;
-///   or a boxed `FdbError` / `FdbBindingError`): `ElectionError::Database` of
-///   `TxnError::from(fdb_error)`, which restores the kind and the code.
-/// - Anything else (`ReferenceToTransactionKept`, tuple-packing errors, foreign custom
-///   errors): a fatal `ElectionError::Database` with the binding error as its source.
-fn election_error(err: FdbBindingError) -> ElectionError {
-    let custom = match err {
-        FdbBindingError::CustomError(custom) => custom,
-        other => return fdb_error_or_fatal(other),
-    };
-    let custom = match custom.downcast::<ElectionError>() {
-        Ok(election) => return *election,
-        Err(custom) => custom,
-    };
-    let custom = match custom.downcast::<TxnError>() {
-        Ok(txn) => return ElectionError::Database(*txn),
-        Err(custom) => custom,
-    };
-    let custom = match custom.downcast::<FdbError>() {
-        Ok(fdb) => return ElectionError::Database(TxnError::from(*fdb)),
-        Err(custom) => custom,
-    };
-    match custom.downcast::<FdbBindingError>() {
-        Ok(binding) => election_error(*binding),
-        Err(custom) => fdb_error_or_fatal(FdbBindingError::CustomError(custom)),
-    }
-}
-
-/// A binding error that is not a boxed election error: its `FdbError` if it carries one,
-/// otherwise a fatal database error caused by it.
-fn fdb_error_or_fatal(err: FdbBindingError) -> ElectionError {
-    match err.get_fdb_error() {
-        Some(fdb) => ElectionError::Database(TxnError::from(fdb)),
-        None => ElectionError::Database(TxnError::with_source(TxnErrorKind::Fatal, err)),
-    }
-}
-
-/// Every path of [`election_error`], without touching the cluster.
+/// Every path of `fdb_leader_election::fdb::election_error`, without touching the cluster.
 async fn binding_errors_convert_back(_b: &FdbBackend) -> TestResult {
     // Non-database election errors come back unchanged.
     let stale = ElectionError::StaleToken {
