@@ -110,6 +110,7 @@ mod config;
 mod error;
 mod ids;
 pub mod memdb;
+pub mod runner;
 mod txn;
 
 #[cfg(feature = "fdb")]
@@ -144,3 +145,4 @@ pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};
 pub use core::{Action, ResignRejected};
 pub use election::{LeaderElection, ResignOutcome};
 pub use fence::{FenceGate, is_stale};
+pub use runner::{LeadershipGuard, Runner};

@@ -1,0 +1,174 @@
+//! [`ElectionDatabase`]: how the runner runs its transactions, on [`MemDb`] and (behind `fdb`)
+//! on FoundationDB.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::ElectionError;
+use crate::memdb::{MemDb, MemTransaction, RetryClassify, RunOptions};
+use crate::txn::{ElectionTxn, TxnError, TxnErrorKind};
+
+/// A database the [runner](crate::runner) can drive: it runs a closure in a transaction,
+/// commits it, and retries conflicts the way the database's own retry loop does, all within a
+/// time bound.
+///
+/// Implemented for [`MemDb`] and, with the `fdb` feature, for
+/// `Arc<foundationdb::Database>`. Implement it to drive the runner over another
+/// [`ElectionTxn`] implementation.
+///
+/// # Contract
+///
+/// - `body` may run several times (one per attempt); only the last attempt's result is
+///   returned, and only after its commit succeeded.
+/// - Conflicts and `transaction_too_old` are retried inside; other failures (unavailability,
+///   unknown commit results, fatal errors) are returned, and the runner backs off and tries
+///   again later.
+/// - The whole call ends within `timeout`. A call that runs out of time returns a
+///   [`TxnErrorKind::CommitUnknown`] error whose source is [`TransactionTimedOut`]: its
+///   commit may or may not have applied, which the election recognises at its next cycle.
+pub trait ElectionDatabase: Clone + Send + Sync + 'static {
+    /// The transaction handed to `body`.
+    type Txn: ElectionTxn + 'static;
+
+    /// Runs `body` in a transaction and commits it, retrying conflicts, within `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// The first error that is not a conflict, or a timeout (see the trait's contract).
+    fn transact<F, Fut, T>(
+        &self,
+        timeout: Duration,
+        body: F,
+    ) -> impl Future<Output = Result<T, ElectionError>> + Send
+    where
+        F: Fn(Self::Txn) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, ElectionError>> + Send,
+        T: Send;
+}
+
+/// The source of the error an [`ElectionDatabase::transact`] call returns when it runs out of
+/// time. The commit may have applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the transaction did not finish within {after:?}")]
+pub struct TransactionTimedOut {
+    /// The time bound that was exceeded.
+    pub after: Duration,
+}
+
+impl TransactionTimedOut {
+    /// The election error for a call that ran out of time: retryable, maybe committed.
+    pub fn into_error(self) -> ElectionError {
+        ElectionError::Database(TxnError::with_source(TxnErrorKind::CommitUnknown, self))
+    }
+}
+
+/// An attempt's error, retried by [`MemDb::run_with`] only when it is a conflict or
+/// `transaction_too_old` (as FoundationDB's `on_error` would at once); every other error is
+/// returned to the runner, which backs off.
+struct Attempt(ElectionError);
+
+impl fmt::Debug for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<TxnError> for Attempt {
+    fn from(e: TxnError) -> Self {
+        Attempt(ElectionError::Database(e))
+    }
+}
+
+impl RetryClassify for Attempt {
+    fn txn_error(&self) -> Option<&TxnError> {
+        match &self.0 {
+            ElectionError::Database(e)
+                if matches!(e.kind(), TxnErrorKind::Conflict | TxnErrorKind::TooOld) =>
+            {
+                Some(e)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl ElectionDatabase for MemDb {
+    type Txn = MemTransaction;
+
+    fn transact<F, Fut, T>(
+        &self,
+        timeout: Duration,
+        body: F,
+    ) -> impl Future<Output = Result<T, ElectionError>> + Send
+    where
+        F: Fn(Self::Txn) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, ElectionError>> + Send,
+        T: Send,
+    {
+        let db = self.clone();
+        async move {
+            let run = db.run_with(RunOptions::default(), |txn, _maybe_committed| {
+                let attempt = body(txn);
+                async move { attempt.await.map_err(Attempt) }
+            });
+            match tokio::time::timeout(timeout, run).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(Attempt(e))) => Err(e),
+                Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
+            }
+        }
+    }
+}
+
+#[cfg(feature = "fdb")]
+mod fdb {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use foundationdb::options::TransactionOption;
+    use foundationdb::{Database, FdbBindingError, RetryableTransaction};
+
+    use super::{ElectionDatabase, TransactionTimedOut};
+    use crate::error::ElectionError;
+
+    /// FoundationDB through `Database::run`: conflicts and other errors FoundationDB retries
+    /// are retried by its loop; each call sets the transaction's `Timeout` option to the
+    /// runner's bound (so FoundationDB cancels a stuck attempt itself), and a tokio timeout
+    /// bounds the whole call as well.
+    impl ElectionDatabase for Arc<Database> {
+        type Txn = RetryableTransaction;
+
+        fn transact<F, Fut, T>(
+            &self,
+            timeout: Duration,
+            body: F,
+        ) -> impl Future<Output = Result<T, ElectionError>> + Send
+        where
+            F: Fn(Self::Txn) -> Fut + Send + Sync,
+            Fut: Future<Output = Result<T, ElectionError>> + Send,
+            T: Send,
+        {
+            let db = Arc::clone(self);
+            let millis = i32::try_from(timeout.as_millis())
+                .unwrap_or(i32::MAX)
+                .max(1);
+            async move {
+                let run = db.run(|trx, _maybe_committed| {
+                    let option = trx.set_option(TransactionOption::Timeout(millis));
+                    let attempt = body(trx);
+                    async move {
+                        option?;
+                        attempt.await.map_err(FdbBindingError::from)
+                    }
+                });
+                match tokio::time::timeout(timeout, run).await {
+                    Ok(Ok(value)) => Ok(value),
+                    Ok(Err(e)) => Err(crate::fdb::election_error(e)),
+                    Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! [`RunnerBuilder`]: the validated settings of a runner, and how it starts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use foundationdb_tuple::Subspace;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tracing::Instrument;
+
+use super::backend::ElectionDatabase;
+use super::driver::Driver;
+use super::events::ElectionCallbacks;
+use super::handle::{Runner, Shared};
+use super::observer::Observer;
+use crate::candidate::Candidate;
+use crate::clock::{Clock, TokioClock};
+use crate::config::{ElectionConfig, MAX_DURATION};
+use crate::election::LeaderElection;
+use crate::error::{ElectionError, printable_key};
+use crate::ids::{CandidateId, Priority};
+
+/// What a runner does after losing leadership (other than by resigning or shutting down).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OnLoss {
+    /// Keep competing (the default). The runner first waits (within the stop timeout) for the
+    /// lost leadership's guarded tasks to end.
+    #[default]
+    Recampaign,
+    /// Leave the election (wait for guarded tasks, unregister) and stop: the runner's state
+    /// becomes [`Stopped`](super::RunnerState::Stopped). For services that prefer to restart
+    /// after losing leadership.
+    Exit,
+}
+
+/// A runner setting that was rejected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The candidate could not be built (an empty or oversized label, payload or metadata).
+    #[error("invalid candidate setting")]
+    Candidate(#[source] ElectionError),
+    /// Two settings contradict each other.
+    #[error("{setting} cannot be combined with {with}")]
+    Conflicting {
+        /// The setting.
+        setting: &'static str,
+        /// The setting it contradicts.
+        with: &'static str,
+    },
+    /// The leader-change channel needs room for at least one change.
+    #[error("event_capacity must be at least 1")]
+    ZeroEventCapacity,
+    /// The stop timeout must be between zero and [`MAX_DURATION`].
+    #[error("stop_timeout ({0:?}) must be at most {MAX_DURATION:?}")]
+    StopTimeoutTooLong(Duration),
+    /// `start` was called outside a tokio runtime.
+    #[error("the runner must be started within a tokio runtime")]
+    NoRuntime(#[source] tokio::runtime::TryCurrentError),
+}
+
+/// Builds and starts a [`Runner`]. Obtain one with [`Runner::builder`] (a candidate) or
+/// [`Runner::observer`] (watches only).
+#[must_use = "a builder does nothing until `start` is called"]
+pub struct RunnerBuilder<D: ElectionDatabase> {
+    db: D,
+    subspace: Subspace,
+    observe_only: bool,
+    label: Option<String>,
+    id: Option<CandidateId>,
+    candidate: Option<Candidate>,
+    priority: Option<Priority>,
+    payload: Option<Vec<u8>>,
+    metadata: Option<Vec<u8>>,
+    config: Option<ElectionConfig>,
+    clock: Option<Arc<dyn Clock>>,
+    seed: Option<u64>,
+    on_loss: OnLoss,
+    callbacks: Option<Arc<dyn ElectionCallbacks>>,
+    stop_timeout: Option<Duration>,
+    event_capacity: usize,
+    name: Option<String>,
+}
+
+impl<D: ElectionDatabase> std::fmt::Debug for RunnerBuilder<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerBuilder")
+            .field("subspace", &printable_key(self.subspace.bytes()))
+            .field("observe_only", &self.observe_only)
+            .field("label", &self.label)
+            .field("id", &self.id)
+            .field("priority", &self.priority)
+            .field("on_loss", &self.on_loss)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default capacity of the leader-change channel.
+pub const DEFAULT_EVENT_CAPACITY: usize = 64;
+
+impl<D: ElectionDatabase> RunnerBuilder<D> {
+    pub(crate) fn new(db: D, subspace: Subspace, observe_only: bool) -> Self {
+        RunnerBuilder {
+            db,
+            subspace,
+            observe_only,
+            label: None,
+            id: None,
+            candidate: None,
+            priority: None,
+            payload: None,
+            metadata: None,
+            config: None,
+            clock: None,
+            seed: None,
+            on_loss: OnLoss::default(),
+            callbacks: None,
+            stop_timeout: None,
+            event_capacity: DEFAULT_EVENT_CAPACITY,
+            name: None,
+        }
+    }
+
+    /// The human-readable part of the candidate id (default `"candidate"`); random bits are
+    /// appended, so each start is a new incarnation.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    /// An explicit candidate id, instead of `label` plus random bits. It must be fresh for
+    /// each process incarnation.
+    pub fn candidate_id(mut self, id: CandidateId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Drive an existing [`Candidate`] (its id, priority, payload, metadata and clock) rather
+    /// than building one. Its local state carries over: for example, a runner restarted over
+    /// the same candidate recognises the writes of the previous one.
+    pub fn candidate(mut self, candidate: Candidate) -> Self {
+        self.candidate = Some(candidate);
+        self
+    }
+
+    /// The candidate's priority (default 0). Higher wins; a strictly higher priority asks the
+    /// leader to hand over when preemption is enabled.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// The payload published in the leader record while this candidate leads (for example,
+    /// the address where it serves). At most [`MAX_PAYLOAD_BYTES`](crate::MAX_PAYLOAD_BYTES).
+    pub fn payload(mut self, payload: impl Into<Vec<u8>>) -> Self {
+        self.payload = Some(payload.into());
+        self
+    }
+
+    /// The metadata stored in the candidate's registration. At most
+    /// [`MAX_METADATA_BYTES`](crate::MAX_METADATA_BYTES).
+    pub fn metadata(mut self, metadata: impl Into<Vec<u8>>) -> Self {
+        self.metadata = Some(metadata.into());
+        self
+    }
+
+    /// The configuration the election is created with if it does not exist yet (default:
+    /// [`ElectionConfig::default`]). An existing election keeps its stored configuration,
+    /// which the runner follows.
+    pub fn config(mut self, config: ElectionConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// The local monotonic clock (default [`TokioClock`], which follows tokio's paused time in
+    /// tests). It must advance with tokio's timers: the runner sleeps with them.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Seeds the heartbeat jitter (default: drawn from the operating system).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// What to do after losing leadership (default [`OnLoss::Recampaign`]).
+    pub fn on_loss(mut self, on_loss: OnLoss) -> Self {
+        self.on_loss = on_loss;
+        self
+    }
+
+    /// Callbacks for elections, stops, leader changes and handover requests.
+    pub fn callbacks(mut self, callbacks: impl ElectionCallbacks) -> Self {
+        self.callbacks = Some(Arc::new(callbacks));
+        self
+    }
+
+    /// How long the runner waits for guarded tasks to end after a leadership ends, before it
+    /// competes again or leaves (default: one heartbeat).
+    pub fn stop_timeout(mut self, timeout: Duration) -> Self {
+        self.stop_timeout = Some(timeout);
+        self
+    }
+
+    /// How many leader changes a slow [`subscribe`](Runner::subscribe)r may fall behind
+    /// before it misses some (default [`DEFAULT_EVENT_CAPACITY`]).
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = capacity;
+        self
+    }
+
+    /// The `election` label on metrics and the `election` field of log spans (default: the
+    /// subspace, printable).
+    pub fn election_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    fn check(&self) -> Result<(), BuildError> {
+        let conflict = |setting, with| Err(BuildError::Conflicting { setting, with });
+        if self.observe_only {
+            for (set, name) in [
+                (self.label.is_some(), "label"),
+                (self.id.is_some(), "candidate_id"),
+                (self.candidate.is_some(), "candidate"),
+                (self.priority.is_some(), "priority"),
+                (self.payload.is_some(), "payload"),
+                (self.metadata.is_some(), "metadata"),
+            ] {
+                if set {
+                    return conflict(name, "an observer");
+                }
+            }
+        }
+        if self.candidate.is_some() {
+            for (set, name) in [
+                (self.label.is_some(), "label"),
+                (self.id.is_some(), "candidate_id"),
+                (self.priority.is_some(), "priority"),
+                (self.payload.is_some(), "payload"),
+                (self.metadata.is_some(), "metadata"),
+                (self.clock.is_some(), "clock"),
+            ] {
+                if set {
+                    return conflict(name, "candidate");
+                }
+            }
+        }
+        if self.label.is_some() && self.id.is_some() {
+            return conflict("label", "candidate_id");
+        }
+        if self.event_capacity == 0 {
+            return Err(BuildError::ZeroEventCapacity);
+        }
+        if let Some(t) = self.stop_timeout.filter(|t| *t > MAX_DURATION) {
+            return Err(BuildError::StopTimeoutTooLong(t));
+        }
+        Ok(())
+    }
+
+    fn build_candidate(&mut self, clock: &Arc<dyn Clock>) -> Result<Candidate, BuildError> {
+        if let Some(c) = self.candidate.take() {
+            return Ok(c);
+        }
+        let id = match (self.id.take(), self.label.take()) {
+            (Some(id), _) => id,
+            (None, label) => CandidateId::random(label.as_deref().unwrap_or("candidate"))
+                .map_err(BuildError::Candidate)?,
+        };
+        let c = Candidate::with_clock(id, self.priority.unwrap_or_default(), Arc::clone(clock));
+        c.set_payload(self.payload.take())
+            .map_err(BuildError::Candidate)?;
+        c.set_metadata(self.metadata.take())
+            .map_err(BuildError::Candidate)?;
+        Ok(c)
+    }
+
+    /// Validates the settings and starts the runner on the current tokio runtime. The
+    /// runner registers (creating the election if needed) and competes until
+    /// [`Runner::shutdown`] (or until every handle is dropped, which also shuts it down).
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError`] naming the setting that was rejected; nothing was started.
+    pub fn start(mut self) -> Result<Runner, BuildError> {
+        self.check()?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(BuildError::NoRuntime)?;
+        let candidate = if self.observe_only {
+            None
+        } else {
+            let clock = self
+                .clock
+                .clone()
+                .unwrap_or_else(|| Arc::new(TokioClock::new()));
+            Some(self.build_candidate(&clock)?)
+        };
+        let clock: Arc<dyn Clock> = match (&candidate, self.clock.take()) {
+            (Some(c), _) => Arc::clone(c.clock()),
+            (None, Some(clock)) => clock,
+            (None, None) => Arc::new(TokioClock::new()),
+        };
+        let config = self.config.take().unwrap_or_default();
+        let name = self
+            .name
+            .take()
+            .unwrap_or_else(|| printable_key(self.subspace.bytes()));
+        let rng = match self.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
+        let election = LeaderElection::new(self.subspace.clone());
+        let (shared, parts) = Shared::new(
+            &name,
+            candidate.clone(),
+            clock,
+            config.lease_duration(),
+            self.event_capacity,
+            self.callbacks.take(),
+        );
+        let stop_timeout = self.stop_timeout;
+        let span = match &candidate {
+            Some(c) => tracing::info_span!("election", election = %name, candidate = %c.id()),
+            None => tracing::info_span!("election", election = %name, observer = true),
+        };
+        let task = match candidate.clone() {
+            Some(me) => {
+                let driver = Driver::new(super::driver::Setup {
+                    db: self.db,
+                    election: election.clone(),
+                    me,
+                    config,
+                    rng,
+                    on_loss: self.on_loss,
+                    stop_timeout,
+                    shared: Arc::clone(&shared),
+                    commands: parts.commands_rx,
+                    shutdown: parts.shutdown.clone(),
+                });
+                runtime.spawn(driver.run().instrument(span))
+            }
+            None => {
+                let observer = Observer::new(
+                    self.db,
+                    election.clone(),
+                    config,
+                    rng,
+                    Arc::clone(&shared),
+                    parts.shutdown.clone(),
+                );
+                runtime.spawn(observer.run().instrument(span))
+            }
+        };
+        Ok(Runner::new(
+            shared,
+            candidate,
+            election,
+            name,
+            parts.commands_tx,
+            parts.shutdown,
+            task.abort_handle(),
+        ))
+    }
+}

@@ -1,0 +1,305 @@
+//! [`LeadershipGuard`]: the leadership handed to the application, and the leader work run
+//! under it.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::task::TaskTracker;
+
+use super::events::StopReason;
+use crate::candidate::Candidate;
+use crate::clock::LocalInstant;
+use crate::ids::Ballot;
+
+/// One leadership (one ballot) of this process, handed to the application when it is
+/// elected. Cheap to clone; clones are the same leadership.
+///
+/// The guard is **cancelled** — [`cancelled`](Self::cancelled) resolves and every
+/// [`token`](Self::token) is cancelled — when the leadership ends, whichever comes first:
+///
+/// - the leader record moves on, or the runner hands over, resigns or steps down. When the
+///   runner writes a vacancy, the guard is cancelled *before* that write can commit, so it is
+///   cancelled before any successor can be elected;
+/// - the local lease deadline passes without a renewal, even while the database is
+///   unreachable;
+/// - the runner shuts down, or its task ends.
+///
+/// [`is_valid`](Self::is_valid) is the precise check: it turns false at the local deadline by
+/// itself. A guard is never valid again once cancelled; a later election hands out a new
+/// guard with a higher ballot.
+///
+/// Leadership is not authority: a process can pause between a check and the act. Carry
+/// [`fencing_token`](Self::fencing_token) with every leader-only write, and fence it
+/// ([`LeaderElection::fence`](crate::LeaderElection::fence) in the same transaction, or a
+/// [`FenceGate`](crate::FenceGate) at an external resource).
+#[derive(Clone)]
+pub struct LeadershipGuard {
+    inner: Arc<GuardInner>,
+}
+
+struct GuardInner {
+    ballot: Ballot,
+    candidate: Candidate,
+    /// The local deadline, in nanoseconds since the candidate clock's origin.
+    deadline: AtomicU64,
+    token: CancellationToken,
+    handover: CancellationToken,
+    reason: Mutex<Option<StopReason>>,
+    tracker: TaskTracker,
+    work: Arc<Work>,
+}
+
+/// Counts the guarded tasks in flight, across guards, and tells the candidate it is busy
+/// while there are any (so a handover waits for them, within the grace).
+#[derive(Debug)]
+pub(crate) struct Work {
+    in_flight: Mutex<usize>,
+    candidate: Candidate,
+    /// Woken when the last task in flight finishes.
+    pub(crate) idle: Arc<Notify>,
+}
+
+impl Work {
+    pub(crate) fn new(candidate: Candidate, idle: Arc<Notify>) -> Self {
+        Work {
+            in_flight: Mutex::new(0),
+            candidate,
+            idle,
+        }
+    }
+
+    fn count(&self) -> MutexGuard<'_, usize> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many guarded tasks are in flight.
+    pub(crate) fn in_flight(&self) -> usize {
+        *self.count()
+    }
+
+    fn begin(self: &Arc<Self>) -> Busy {
+        let mut n = self.count();
+        *n = n.saturating_add(1);
+        if *n == 1 {
+            self.candidate.set_busy(true);
+        }
+        Busy(Arc::clone(self))
+    }
+}
+
+/// One guarded task in flight; dropping it (the task ended, was cancelled, or panicked) ends it.
+struct Busy(Arc<Work>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut n = self.0.count();
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.0.candidate.set_busy(false);
+            drop(n);
+            self.0.idle.notify_one();
+        }
+    }
+}
+
+fn nanos(t: LocalInstant) -> u64 {
+    u64::try_from(t.since_origin().as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl LeadershipGuard {
+    pub(crate) fn new(
+        ballot: Ballot,
+        candidate: Candidate,
+        deadline: LocalInstant,
+        work: Arc<Work>,
+    ) -> Self {
+        LeadershipGuard {
+            inner: Arc::new(GuardInner {
+                ballot,
+                candidate,
+                deadline: AtomicU64::new(nanos(deadline)),
+                token: CancellationToken::new(),
+                handover: CancellationToken::new(),
+                reason: Mutex::new(None),
+                tracker: TaskTracker::new(),
+                work,
+            }),
+        }
+    }
+
+    /// The ballot of this leadership.
+    pub fn ballot(&self) -> Ballot {
+        self.inner.ballot
+    }
+
+    /// The fencing token to attach to leader-only work: the ballot.
+    pub fn fencing_token(&self) -> Ballot {
+        self.inner.ballot
+    }
+
+    /// The local instant (on the candidate's clock) at which this leadership ends unless it is
+    /// renewed. Each renewal moves it forward.
+    pub fn deadline(&self) -> LocalInstant {
+        LocalInstant::from_origin(Duration::from_nanos(
+            self.inner.deadline.load(Ordering::SeqCst),
+        ))
+    }
+
+    /// How long the leadership lasts from now without another renewal (zero once it ended).
+    pub fn remaining(&self) -> Duration {
+        if self.is_cancelled() {
+            return Duration::ZERO;
+        }
+        self.deadline()
+            .saturating_duration_since(self.inner.candidate.now())
+    }
+
+    /// Whether this process still leads with this ballot, now: not cancelled, before the
+    /// local deadline, and the candidate still believes in this ballot.
+    pub fn is_valid(&self) -> bool {
+        !self.is_cancelled()
+            && self.inner.candidate.now() < self.deadline()
+            && self.inner.candidate.fencing_token() == Some(self.inner.ballot)
+    }
+
+    /// Whether the guard has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.token.is_cancelled()
+    }
+
+    /// A future that resolves when the guard is cancelled. It is `'static`: move it into
+    /// other tasks freely.
+    pub fn cancelled(&self) -> WaitForCancellationFutureOwned {
+        self.inner.token.clone().cancelled_owned()
+    }
+
+    /// A token cancelled with the guard (a child token: cancelling it does not end the
+    /// leadership).
+    pub fn token(&self) -> CancellationToken {
+        self.inner.token.child_token()
+    }
+
+    /// Why the leadership ended, once it has.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.reason().clone()
+    }
+
+    /// Whether a higher-priority candidate asked this leader to hand over. From then on the
+    /// guard accepts no new work; the leader steps down once the work in flight is done, or
+    /// the configured grace has passed.
+    pub fn is_handover_requested(&self) -> bool {
+        self.inner.handover.is_cancelled()
+    }
+
+    /// A future that resolves when a handover is requested, or the guard is cancelled.
+    pub fn handover_requested(&self) -> WaitForCancellationFutureOwned {
+        self.inner.handover.clone().cancelled_owned()
+    }
+
+    /// Runs `work` as a tokio task under this leadership: it is cancelled (dropped at its next
+    /// `.await`) when the guard is cancelled, and the runner waits for it (within a bound)
+    /// before it competes again or shuts down. While guarded tasks are in flight, a handover
+    /// waits for them, at most the configured `handover_grace`.
+    ///
+    /// The task's output is `Some` if `work` ran to completion, and `None` if it was cancelled
+    /// or never started (the guard was already cancelled, or a handover was requested).
+    ///
+    /// Must be called within a tokio runtime.
+    pub fn spawn<F>(&self, work: F) -> JoinHandle<Option<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let token = self.inner.token.clone();
+        let busy = self.accepts_work().then(|| self.inner.work.begin());
+        self.inner.tracker.spawn(async move {
+            let _busy = busy?;
+            tokio::select! {
+                biased;
+                () = token.cancelled() => None,
+                out = work => Some(out),
+            }
+        })
+    }
+
+    /// Whether [`spawn`](Self::spawn) would start new work now.
+    pub fn accepts_work(&self) -> bool {
+        self.is_valid() && !self.is_handover_requested()
+    }
+
+    fn reason(&self) -> MutexGuard<'_, Option<StopReason>> {
+        self.inner
+            .reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends the leadership (the first reason sticks) and cancels the guard.
+    pub(crate) fn revoke(&self, reason: StopReason) {
+        {
+            let mut slot = self.reason();
+            if slot.is_none() {
+                *slot = Some(reason);
+            }
+        }
+        self.inner.handover.cancel();
+        self.inner.token.cancel();
+    }
+
+    /// Revokes the guard if the candidate no longer believes in its ballot.
+    pub(crate) fn revoke_unless_believed(&self, reason: impl FnOnce() -> StopReason) {
+        if self.inner.candidate.fencing_token() != Some(self.inner.ballot) {
+            self.revoke(reason());
+        }
+    }
+
+    /// Moves the deadline to `deadline` after a renewal.
+    pub(crate) fn renew(&self, deadline: LocalInstant) {
+        self.inner
+            .deadline
+            .fetch_max(nanos(deadline), Ordering::SeqCst);
+    }
+
+    /// Marks a handover as requested; returns whether this is the first time.
+    pub(crate) fn request_handover(&self) -> bool {
+        let first = !self.inner.handover.is_cancelled();
+        self.inner.handover.cancel();
+        first
+    }
+
+    /// Stops accepting tasks and waits for the ones in flight, at most `bound`. Returns
+    /// whether they all finished.
+    pub(crate) async fn wait_tasks(&self, bound: Duration) -> bool {
+        self.inner.tracker.close();
+        tokio::time::timeout(bound, self.inner.tracker.wait())
+            .await
+            .is_ok()
+    }
+
+    /// How many of this guard's tasks are still running.
+    pub(crate) fn tasks_running(&self) -> usize {
+        self.inner.tracker.len()
+    }
+}
+
+impl fmt::Debug for LeadershipGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeadershipGuard")
+            .field("ballot", &self.inner.ballot)
+            .field("candidate", self.inner.candidate.id())
+            .field("deadline", &self.deadline())
+            .field("cancelled", &self.is_cancelled())
+            .field("handover_requested", &self.is_handover_requested())
+            .field("stop_reason", &*self.reason())
+            .field("tasks", &self.inner.tracker.len())
+            .finish()
+    }
+}
