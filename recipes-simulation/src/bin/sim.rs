@@ -1,0 +1,105 @@
+//! `sim`: runs seeds of the deterministic simulation and prints a summary.
+//!
+//! ```text
+//! cargo run --release -p fdb-leader-election-simulation --bin sim -- \
+//!     [--seeds N] [--seed S] [--plant NAME] [--list-plants] [--sim-seconds T] [--jobs J] [--trace]
+//! ```
+//!
+//! Exits 0 only if every seed passed; the last line is the summary.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use fdb_leader_election_simulation::oracles::OracleId;
+use fdb_leader_election_simulation::{Campaign, Options, Plant, run_campaign, run_seed};
+
+/// Deterministic simulation of fdb-leader-election under faults.
+#[derive(Debug, Parser)]
+#[command(name = "sim", version, about)]
+struct Args {
+    /// How many consecutive seeds to run (from --seed, default 0). Default: 1 with --seed, else 100.
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// The (first) seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run with this planted fault (see --list-plants); catching it is a violation.
+    #[arg(long, value_parser = parse_plant)]
+    plant: Option<Plant>,
+    /// List the planted faults, one per line, and exit.
+    #[arg(long)]
+    list_plants: bool,
+    /// Simulated seconds per seed.
+    #[arg(long, default_value_t = 120)]
+    sim_seconds: u64,
+    /// Worker threads (default: the machine's parallelism).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Print the whole trace of each seed (use with --seed).
+    #[arg(long)]
+    trace: bool,
+    /// Only this oracle's violations stop a seed (name or number; the others are logged).
+    #[arg(long, value_parser = parse_oracle)]
+    oracle: Option<OracleId>,
+    /// Keep running seeds after a violation and count every failing seed.
+    #[arg(long)]
+    keep_going: bool,
+}
+
+fn parse_oracle(s: &str) -> Result<OracleId, String> {
+    s.parse()
+}
+
+fn parse_plant(s: &str) -> Result<Plant, String> {
+    s.parse()
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.list_plants {
+        for p in Plant::ALL {
+            println!("{p}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let options = Options {
+        sim_seconds: args.sim_seconds,
+        plant: args.plant,
+        keep_trace: args.trace,
+        only_oracle: args.oracle,
+    };
+    let first_seed = args.seed.unwrap_or(0);
+    let seeds = args
+        .seeds
+        .unwrap_or(if args.seed.is_some() { 1 } else { 100 });
+    if args.trace {
+        for i in 0..seeds {
+            let outcome = run_seed(first_seed.wrapping_add(i), &options);
+            for line in outcome.trace.as_deref().unwrap_or_default() {
+                println!("{line}");
+            }
+        }
+    }
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let report = run_campaign(&Campaign {
+        first_seed,
+        seeds,
+        jobs,
+        options,
+        keep_going: args.keep_going,
+    });
+    if let Some(text) = report.failure_text() {
+        print!("{text}");
+    }
+    for line in report.detail_lines() {
+        println!("{line}");
+    }
+    println!("{}", report.summary());
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

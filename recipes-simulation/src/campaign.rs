@@ -1,0 +1,198 @@
+//! Campaigns: many seeds, spread over worker threads, stopping at the first violation; and
+//! the report the `sim` binary prints.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::params::Options;
+use crate::stats::SeedStats;
+use crate::time::SEC;
+use crate::world::{SeedOutcome, run_seed};
+
+/// A range of seeds to run.
+#[derive(Clone, Debug)]
+pub struct Campaign {
+    /// The first seed.
+    pub first_seed: u64,
+    /// How many consecutive seeds.
+    pub seeds: u64,
+    /// Worker threads (each seed runs on one thread; seeds are independent).
+    pub jobs: usize,
+    /// How each seed runs.
+    pub options: Options,
+    /// Run every seed even after a violation (to measure how often a plant is caught).
+    pub keep_going: bool,
+}
+
+/// What a campaign found.
+#[derive(Debug)]
+pub struct CampaignReport {
+    /// Seeds run to completion or to a violation.
+    pub seeds_run: u64,
+    /// The failing seeds, lowest first (the campaign stops at the first one found; seeds
+    /// already running on other threads finish).
+    pub failures: Vec<SeedOutcome>,
+    /// Sum of every seed's counters.
+    pub totals: SeedStats,
+    /// Wall-clock time.
+    pub wall: Duration,
+    /// The options the seeds ran with.
+    pub options: Options,
+}
+
+/// Runs a campaign.
+pub fn run_campaign(c: &Campaign) -> CampaignReport {
+    let started = Instant::now();
+    let next = AtomicU64::new(0);
+    let first_failure = AtomicU64::new(u64::MAX);
+    let totals = Mutex::new((0u64, SeedStats::default()));
+    let failures: Mutex<BTreeMap<u64, SeedOutcome>> = Mutex::new(BTreeMap::new());
+    let jobs = c.jobs.max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= c.seeds || (!c.keep_going && i > first_failure.load(Ordering::SeqCst)) {
+                        break;
+                    }
+                    let seed = c.first_seed.wrapping_add(i);
+                    let outcome = run_seed(seed, &c.options);
+                    {
+                        let mut t = totals.lock().unwrap_or_else(PoisonError::into_inner);
+                        t.0 = t.0.saturating_add(1);
+                        t.1.add(&outcome.stats);
+                    }
+                    if !outcome.passed() {
+                        first_failure.fetch_min(i, Ordering::SeqCst);
+                        let mut outcome = outcome;
+                        if c.keep_going && i > first_failure.load(Ordering::SeqCst) {
+                            outcome.tail.clear();
+                            outcome.trace = None;
+                        }
+                        failures
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(i, outcome);
+                    }
+                }
+            });
+        }
+    });
+    let (seeds_run, totals) = totals.into_inner().unwrap_or_else(PoisonError::into_inner);
+    CampaignReport {
+        seeds_run,
+        failures: failures
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_values()
+            .collect(),
+        totals,
+        wall: started.elapsed(),
+        options: c.options.clone(),
+    }
+}
+
+impl CampaignReport {
+    /// Whether every seed passed.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// The command that reruns `seed` with these options.
+    pub fn reproduce(&self, seed: u64) -> String {
+        let mut cmd = format!(
+            "cargo run --release -p fdb-leader-election-simulation --bin sim -- --seed {seed}"
+        );
+        if let Some(p) = self.options.plant {
+            let _ = write!(cmd, " --plant {p}");
+        }
+        if self.options.sim_seconds != Options::default().sim_seconds {
+            let _ = write!(cmd, " --sim-seconds {}", self.options.sim_seconds);
+        }
+        cmd
+    }
+
+    /// The failure report of the first failing seed: oracle, seed, trace tail, reproduction.
+    pub fn failure_text(&self) -> Option<String> {
+        let f = self.failures.first()?;
+        let mut s = String::new();
+        for v in &f.violations {
+            let _ = writeln!(s, "VIOLATION seed={} {v}", f.seed);
+        }
+        let _ = writeln!(
+            s,
+            "--- trace tail of seed {} (last {} of {} lines, failing step at true time {}) ---",
+            f.seed,
+            f.tail.len(),
+            f.trace_lines,
+            crate::time::secs(f.at)
+        );
+        for line in &f.tail {
+            let _ = writeln!(s, "{line}");
+        }
+        let _ = writeln!(s, "--- end of trace tail ---");
+        let _ = writeln!(s, "reproduce: {}", self.reproduce(f.seed));
+        Some(s)
+    }
+
+    /// The lines before the summary: faults by kind, fencing versus no fencing, effects.
+    pub fn detail_lines(&self) -> Vec<String> {
+        let t = &self.totals;
+        let faults: Vec<String> = t
+            .faults
+            .named()
+            .iter()
+            .map(|(name, n)| format!("{name}={n}"))
+            .collect();
+        vec![
+            format!("faults_by_kind: {}", faults.join(" ")),
+            format!(
+                "effects: conflicts={} too_old={} unknown_results={} unavailable={} \
+                 reregistrations={} resigns={} handover_requests={} vacancy_fills={} \
+                 renewals={} priority_changes={} preemption_toggles={}",
+                t.conflicts_seen,
+                t.too_old_seen,
+                t.unknown_seen,
+                t.unavailable_seen,
+                t.reregistrations,
+                t.resigns,
+                t.handover_requests,
+                t.vacancy_fills,
+                t.renewals,
+                t.priority_changes,
+                t.preemption_toggles
+            ),
+            format!(
+                "fenced_vs_unfenced: fenced_increments={} fenced_lost={} fenced_rejected_stale={} \
+                 | unfenced_increments={} unfenced_lost={}",
+                t.fenced_committed,
+                t.fenced_lost,
+                t.fenced_stale,
+                t.shadow_committed,
+                t.shadow_lost
+            ),
+        ]
+    }
+
+    /// The last line: `seeds=… violations=… elections=… handovers=… takeovers=… faults=…
+    /// sim_seconds=… wall_s=…`.
+    pub fn summary(&self) -> String {
+        let t = &self.totals;
+        let wall = self.wall.as_secs_f64();
+        format!(
+            "seeds={} violations={} elections={} handovers={} takeovers={} faults={} \
+             sim_seconds={} wall_s={wall:.2}",
+            self.seeds_run,
+            self.failures.len(),
+            t.elections,
+            t.handovers,
+            t.takeovers,
+            t.faults.total(),
+            t.sim_ns / SEC,
+        )
+    }
+}

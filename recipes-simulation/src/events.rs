@@ -1,0 +1,145 @@
+//! The event queue: events ordered by (true time, sequence number).
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::time::Nanos;
+
+/// Who or what an event is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The next step of a process's election loop (register, cycle, resign, unregister). Stale
+    /// if `epoch` is no longer the process's control epoch.
+    Control { pid: usize, epoch: u64 },
+    /// The next step of a process's leader-work loop. Stale if `epoch` moved on.
+    Work {
+        pid: usize,
+        epoch: u64,
+        step: WorkStep,
+    },
+    /// Commit the pending transaction with this token.
+    Commit { token: u64 },
+    /// A chaos or workload action.
+    Chaos(Chaos),
+    /// An operator transaction step (configuration, eviction).
+    Operator(OperatorStep),
+    /// Faults stop: the quiet final phase begins.
+    Quiet,
+    /// A liveness deadline to check even if nothing else happens then.
+    Deadline,
+    /// The end of the run.
+    End,
+}
+
+/// The leader-work loop's steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WorkStep {
+    /// Check the lease ("am I the leader?").
+    Check,
+    /// Act on the token obtained by the check: open the fenced and unfenced transactions.
+    Act { token: u64 },
+}
+
+/// Chaos and workload actions, each scheduled at a random time by the one before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Chaos {
+    /// Crash a process (the leader, half of the time).
+    Crash,
+    /// Start a crashed node again as a new incarnation.
+    Restart { node: usize },
+    /// Freeze a process (stop-the-world).
+    Pause,
+    /// Cut one process off from the database.
+    Partition,
+    /// Heal a partition.
+    Heal { pid: usize },
+    /// Make the whole database unavailable.
+    Outage,
+    /// End the outage.
+    OutageEnd,
+    /// Begin a rolling deploy: every node gets a new, higher-priority incarnation.
+    Deploy,
+    /// One node of a rolling deploy: start the new incarnation.
+    DeployNode { node: usize, generation: u32 },
+    /// Gracefully shut down a replaced incarnation.
+    Shutdown { pid: usize },
+    /// Change one process's priority.
+    Reprioritize,
+    /// Toggle preemption in the stored configuration.
+    TogglePreemption,
+}
+
+/// Operator transactions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OperatorStep {
+    /// Write the configuration with preemption on or off (retried until it commits).
+    SetPreemption { allow: bool },
+    /// Evict dead candidates (periodic).
+    Evict,
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: Nanos,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Scheduled {}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// Events in (time, sequence) order: two events at the same instant run in the order they
+/// were scheduled.
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    heap: BinaryHeap<Reverse<Scheduled>>,
+    next_seq: u64,
+}
+
+impl Queue {
+    /// Schedules `event` at true time `at`.
+    pub(crate) fn push(&mut self, at: Nanos, event: Event) {
+        let seq = self.next_seq;
+        self.next_seq = seq.saturating_add(1);
+        self.heap.push(Reverse(Scheduled { at, seq, event }));
+    }
+
+    /// The earliest event.
+    pub(crate) fn pop(&mut self) -> Option<(Nanos, Event)> {
+        self.heap.pop().map(|Reverse(s)| (s.at, s.event))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_instant_runs_in_scheduling_order() {
+        let mut q = Queue::default();
+        q.push(5, Event::End);
+        q.push(3, Event::Quiet);
+        q.push(5, Event::Deadline);
+        assert_eq!(q.pop(), Some((3, Event::Quiet)));
+        assert_eq!(q.pop(), Some((5, Event::End)));
+        assert_eq!(q.pop(), Some((5, Event::Deadline)));
+        assert_eq!(q.pop(), None);
+    }
+}

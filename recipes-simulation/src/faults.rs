@@ -1,0 +1,211 @@
+//! The database fault injector and the fault counters.
+//!
+//! [`SimFaults`] draws nothing itself: the event loop decides every fault with the world's one
+//! random number generator and tells the injector (a planned commit fault for a transaction,
+//! an outage, a partitioned process), so the injector only looks decisions up. That keeps all
+//! randomness in event order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use fdb_leader_election::memdb::{
+    CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
+};
+
+#[derive(Debug, Default)]
+struct State {
+    /// The whole database is unavailable.
+    outage: bool,
+    /// Processes cut off from the database.
+    partitioned: BTreeSet<usize>,
+    /// Which process opened each open transaction.
+    owner: BTreeMap<u64, usize>,
+    /// Faults planned for the next commit of a transaction.
+    planned: BTreeMap<u64, CommitFault>,
+    /// The keys written by the last commit seen.
+    last_written: Vec<Vec<u8>>,
+    /// While set (oracle reads), nothing fails.
+    bypass: bool,
+}
+
+/// The simulation's [`FaultInjector`]: outages, partitions and planned commit faults.
+#[derive(Clone, Debug, Default)]
+pub struct SimFaults {
+    state: Arc<Mutex<State>>,
+}
+
+impl SimFaults {
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Records that process `pid` opened transaction `txn_id`.
+    pub fn open(&self, txn_id: u64, pid: usize) {
+        self.with(|s| s.owner.insert(txn_id, pid));
+    }
+
+    /// Forgets transaction `txn_id` (committed or dropped).
+    pub fn close(&self, txn_id: u64) {
+        self.with(|s| {
+            s.owner.remove(&txn_id);
+            s.planned.remove(&txn_id);
+        });
+    }
+
+    /// Makes the next commit of `txn_id` fail with `fault`.
+    pub fn plan(&self, txn_id: u64, fault: CommitFault) {
+        self.with(|s| s.planned.insert(txn_id, fault));
+    }
+
+    /// Starts or ends a whole-database outage.
+    pub fn set_outage(&self, outage: bool) {
+        self.with(|s| s.outage = outage);
+    }
+
+    /// Whether the database is out.
+    pub fn outage(&self) -> bool {
+        self.with(|s| s.outage)
+    }
+
+    /// Cuts process `pid` off (or heals it).
+    pub fn set_partitioned(&self, pid: usize, partitioned: bool) {
+        self.with(|s| {
+            if partitioned {
+                s.partitioned.insert(pid)
+            } else {
+                s.partitioned.remove(&pid)
+            }
+        });
+    }
+
+    /// Whether process `pid` is cut off.
+    pub fn is_partitioned(&self, pid: usize) -> bool {
+        self.with(|s| s.partitioned.contains(&pid))
+    }
+
+    /// Whether transaction `txn_id` would fail as unavailable now.
+    pub fn blocked(&self, txn_id: u64) -> bool {
+        self.with(|s| s.blocks(txn_id))
+    }
+
+    /// While `bypass` is set, every read and commit proceeds (for the oracles' reads).
+    pub fn set_bypass(&self, bypass: bool) {
+        self.with(|s| s.bypass = bypass);
+    }
+
+    /// The keys written by the last commit.
+    pub fn take_last_written(&self) -> Vec<Vec<u8>> {
+        self.with(|s| std::mem::take(&mut s.last_written))
+    }
+}
+
+impl State {
+    fn blocks(&self, txn_id: u64) -> bool {
+        !self.bypass
+            && (self.outage
+                || self
+                    .owner
+                    .get(&txn_id)
+                    .is_some_and(|pid| self.partitioned.contains(pid)))
+    }
+}
+
+impl FaultInjector for SimFaults {
+    fn on_read(&self, ctx: &ReadContext<'_>) -> ReadDecision {
+        if self.with(|s| s.blocks(ctx.txn_id)) {
+            ReadDecision::unavailable()
+        } else {
+            ReadDecision::proceed()
+        }
+    }
+
+    fn on_commit(&self, ctx: &CommitContext<'_>) -> CommitDecision {
+        self.with(|s| {
+            if !s.bypass {
+                s.last_written = ctx.written_keys.iter().map(<[u8]>::to_vec).collect();
+            }
+            let planned = s.planned.remove(&ctx.txn_id);
+            if s.blocks(ctx.txn_id) {
+                CommitDecision::fail(CommitFault::Unavailable)
+            } else {
+                match planned {
+                    Some(fault) => CommitDecision::fail(fault),
+                    None => CommitDecision::proceed(),
+                }
+            }
+        })
+    }
+}
+
+/// How many faults of each kind were injected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Processes crashed.
+    pub crashes: u64,
+    /// Stop-the-world pauses at random points.
+    pub pauses: u64,
+    /// Pauses between a lease check and the fenced write that follows it.
+    pub check_act_pauses: u64,
+    /// Processes cut off from the database.
+    pub partitions: u64,
+    /// Whole-database outages.
+    pub outages: u64,
+    /// Commits that applied but whose reply was lost.
+    pub unknown_applied: u64,
+    /// Commits that did not apply and whose reply was lost.
+    pub unknown_not_applied: u64,
+    /// Injected conflicts.
+    pub conflicts: u64,
+    /// Commits failed as unavailable (injected singly, besides partitions and outages).
+    pub unavailable: u64,
+    /// Commits delayed by a tenth of a lease or more.
+    pub slow_commits: u64,
+    /// Commits of crashed processes that still landed.
+    pub zombie_commits: u64,
+}
+
+impl FaultCounts {
+    /// Every fault, in report order.
+    pub fn named(&self) -> [(&'static str, u64); 11] {
+        [
+            ("crash", self.crashes),
+            ("pause", self.pauses),
+            ("check_act_pause", self.check_act_pauses),
+            ("partition", self.partitions),
+            ("outage", self.outages),
+            ("unknown_applied", self.unknown_applied),
+            ("unknown_not_applied", self.unknown_not_applied),
+            ("injected_conflict", self.conflicts),
+            ("injected_unavailable", self.unavailable),
+            ("slow_commit", self.slow_commits),
+            ("zombie_commit", self.zombie_commits),
+        ]
+    }
+
+    /// The total.
+    pub fn total(&self) -> u64 {
+        self.named()
+            .iter()
+            .fold(0u64, |acc, (_, n)| acc.saturating_add(*n))
+    }
+
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &FaultCounts) {
+        let pairs: [(&mut u64, u64); 11] = [
+            (&mut self.crashes, other.crashes),
+            (&mut self.pauses, other.pauses),
+            (&mut self.check_act_pauses, other.check_act_pauses),
+            (&mut self.partitions, other.partitions),
+            (&mut self.outages, other.outages),
+            (&mut self.unknown_applied, other.unknown_applied),
+            (&mut self.unknown_not_applied, other.unknown_not_applied),
+            (&mut self.conflicts, other.conflicts),
+            (&mut self.unavailable, other.unavailable),
+            (&mut self.slow_commits, other.slow_commits),
+            (&mut self.zombie_commits, other.zombie_commits),
+        ];
+        for (mine, theirs) in pairs {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Oracle 3: ballots never decrease, each ballot has exactly one owner, the owner is a
+//! registered candidate when it acquires, and an acquisition moves the ballot by exactly one.
+
+use std::collections::BTreeMap;
+
+use super::{CommitFacts, DbState, OracleId, Violation};
+use crate::history::{CycleAction, Op};
+
+/// Oracle 3.
+#[derive(Debug, Default)]
+pub struct Ballots {
+    last: u64,
+    owners: BTreeMap<u64, String>,
+}
+
+impl Ballots {
+    /// Checks an acquisition's step: the ballot moves by one.
+    pub fn on_commit(&mut self, c: &CommitFacts<'_>) -> Option<Violation> {
+        let acquires = matches!(
+            c.entry.op,
+            Op::Cycle(CycleAction::Acquired) | Op::RogueTakeover
+        );
+        if !c.applied || !acquires {
+            return None;
+        }
+        let (prior, new) = (c.entry.prior.as_ref()?, c.entry.leader.as_ref()?);
+        if Some(new.ballot) != prior.ballot.checked_add(1) {
+            return Some(Violation::new(
+                OracleId::Ballots,
+                format!(
+                    "{} acquired ballot {} over ballot {}: an acquisition must add exactly one",
+                    c.entry.actor, new.ballot, prior.ballot
+                ),
+            ));
+        }
+        None
+    }
+
+    /// Checks the record in the database.
+    pub fn check(&mut self, db: &DbState) -> Option<Violation> {
+        let rec = &db.leader;
+        if rec.ballot < self.last {
+            return Some(Violation::new(
+                OracleId::Ballots,
+                format!("the ballot went back from {} to {}", self.last, rec.ballot),
+            ));
+        }
+        self.last = rec.ballot;
+        let owner = rec.owner_id()?;
+        match self.owners.get(&rec.ballot) {
+            Some(first) if first != owner => Some(Violation::new(
+                OracleId::Ballots,
+                format!("ballot {} has two owners: {first} and {owner}", rec.ballot),
+            )),
+            Some(_) => None,
+            None => {
+                self.owners.insert(rec.ballot, owner.to_owned());
+                (!db.owner_registered).then(|| {
+                    Violation::new(
+                        OracleId::Ballots,
+                        format!(
+                            "{owner} acquired ballot {} without being a registered candidate",
+                            rec.ballot
+                        ),
+                    )
+                })
+            }
+        }
+    }
+}

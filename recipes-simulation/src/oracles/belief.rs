@@ -1,0 +1,47 @@
+//! Oracle 1: no two processes believe they lead at the same true instant.
+//!
+//! After every step, every live process's belief is evaluated at the current true time on
+//! that process's own clock (`Candidate::leadership()`, which ends on the local deadline even
+//! if the process is paused or cut off). A new belief can only begin at a step (an adoption
+//! after a commit), and one that overlaps an older belief overlaps it at that step, so
+//! checking after every step finds every overlap.
+
+use super::{Belief, OracleId, Violation};
+use crate::time::{Nanos, secs};
+
+/// Oracle 1.
+#[derive(Debug, Default)]
+pub struct BeliefOverlap {
+    /// Most believers seen at one instant (for reports).
+    pub max_believers: usize,
+}
+
+impl BeliefOverlap {
+    /// Checks the beliefs held at true time `now`.
+    pub fn check(&mut self, now: Nanos, beliefs: &[Belief]) -> Option<Violation> {
+        self.max_believers = self.max_believers.max(beliefs.len());
+        if beliefs.len() < 2 {
+            return None;
+        }
+        let who: Vec<String> = beliefs
+            .iter()
+            .map(|b| {
+                format!(
+                    "{} (ballot {}, {} s left on its clock)",
+                    b.label,
+                    b.ballot,
+                    secs(b.remaining)
+                )
+            })
+            .collect();
+        Some(Violation::new(
+            OracleId::BeliefOverlap,
+            format!(
+                "{} processes believe they lead at true time {}: {}",
+                beliefs.len(),
+                secs(now),
+                who.join(", ")
+            ),
+        ))
+    }
+}

@@ -1,0 +1,183 @@
+//! The seven oracles of DESIGN §9, one per file, each checked after every simulation step
+//! against true time.
+//!
+//! The world feeds them three kinds of facts:
+//! - every committed transaction, as the simulation knows it (which operation, what it read
+//!   and wrote, whether it applied: the simulation decides every injected fault, so it knows
+//!   even when the committer does not);
+//! - after every step that committed something, a snapshot of the database read outside any
+//!   fault (leader record, application keys, configuration, new history entries);
+//! - after every step, what every live process believes at the current true instant.
+
+mod ballots;
+mod belief;
+mod fencing;
+mod history;
+mod liveness;
+mod preemption;
+mod progress;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use ballots::Ballots;
+pub use belief::BeliefOverlap;
+pub use fencing::Fencing;
+pub use history::HistoryReplay;
+pub use liveness::{Liveness, LivenessWindow};
+pub use preemption::Preemption;
+pub use progress::{Achieved, Progress};
+
+use crate::history::{CandView, ConfigView, Entry, RecordView};
+use crate::time::Nanos;
+
+/// The oracles, numbered as in DESIGN §9.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OracleId {
+    /// 1. No two processes believe they lead at the same true instant.
+    BeliefOverlap,
+    /// 2. No older-ballot write accepted after a newer one; the fenced counter loses nothing.
+    Fencing,
+    /// 3. Ballots never decrease; one owner per ballot; the owner is registered.
+    Ballots,
+    /// 4. Preemption only by strictly higher priority, only when enabled, only via handover.
+    Preemption,
+    /// 5. Once faults stop: a leader within lease + 2 heartbeats, then the highest-priority
+    ///    live candidate within a further handover.
+    Liveness,
+    /// 6. A run with no election, renewal or handover fails.
+    Progress,
+    /// 7. The commit-ordered history replays to the database state.
+    History,
+}
+
+impl OracleId {
+    /// Every oracle, in order.
+    pub const ALL: [OracleId; 7] = [
+        OracleId::BeliefOverlap,
+        OracleId::Fencing,
+        OracleId::Ballots,
+        OracleId::Preemption,
+        OracleId::Liveness,
+        OracleId::Progress,
+        OracleId::History,
+    ];
+
+    /// The oracle's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            OracleId::BeliefOverlap => "belief-overlap",
+            OracleId::Fencing => "fencing",
+            OracleId::Ballots => "ballots",
+            OracleId::Preemption => "preemption",
+            OracleId::Liveness => "liveness",
+            OracleId::Progress => "progress",
+            OracleId::History => "history",
+        }
+    }
+
+    /// Its number in DESIGN §9.
+    pub fn number(self) -> u8 {
+        match self {
+            OracleId::BeliefOverlap => 1,
+            OracleId::Fencing => 2,
+            OracleId::Ballots => 3,
+            OracleId::Preemption => 4,
+            OracleId::Liveness => 5,
+            OracleId::Progress => 6,
+            OracleId::History => 7,
+        }
+    }
+}
+
+impl std::str::FromStr for OracleId {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        OracleId::ALL
+            .into_iter()
+            .find(|o| o.name() == s || o.number().to_string() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = OracleId::ALL.iter().map(|o| o.name()).collect();
+                format!("unknown oracle {s:?}; oracles: {}", names.join(", "))
+            })
+    }
+}
+
+impl fmt::Display for OracleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "oracle {} ({})", self.number(), self.name())
+    }
+}
+
+/// An oracle's finding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which oracle.
+    pub oracle: OracleId,
+    /// What it saw.
+    pub message: String,
+}
+
+impl Violation {
+    /// A finding of `oracle`.
+    pub fn new(oracle: OracleId, message: impl Into<String>) -> Self {
+        Violation {
+            oracle,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.oracle, self.message)
+    }
+}
+
+/// A transaction the simulation committed (or tried to), as the simulation knows it.
+#[derive(Debug)]
+pub struct CommitFacts<'a> {
+    /// True time of the commit.
+    pub at: Nanos,
+    /// The effects it wrote (its history entry).
+    pub entry: &'a Entry,
+    /// Whether it applied (the commit version moved), whatever the committer was told.
+    pub applied: bool,
+}
+
+/// A process that believes, at the current true instant, that it leads.
+#[derive(Clone, Debug)]
+pub struct Belief {
+    /// The process's label.
+    pub label: String,
+    /// The ballot it believes in.
+    pub ballot: u64,
+    /// The process's current priority.
+    pub priority: i32,
+    /// How long the belief still lasts, on its own clock (nanoseconds).
+    pub remaining: Nanos,
+}
+
+/// The database as read after a step, outside any fault.
+#[derive(Clone, Debug)]
+pub struct DbState {
+    /// Latest commit version.
+    pub version: u64,
+    /// The leader record.
+    pub leader: RecordView,
+    /// Whether the leader record's owner (if any) has a registration.
+    pub owner_registered: bool,
+    /// The protected register.
+    pub register: Option<(u64, u64)>,
+    /// The fenced counter.
+    pub counter: Option<u64>,
+    /// The shadow counter.
+    pub shadow: Option<u64>,
+    /// The configuration.
+    pub config: ConfigView,
+    /// History entries committed since the last snapshot: (version in the key, entry).
+    pub new_history: Vec<(u64, Option<Entry>)>,
+    /// Every registration (read at the end of a run only).
+    pub candidates: Option<BTreeMap<String, CandView>>,
+}

@@ -1,0 +1,150 @@
+//! Oracle 4: preemption only by a strictly higher priority, only while enabled, and only
+//! through the handover; no lease is taken before it lapsed.
+//!
+//! - A new handover request must come from a candidate whose priority is strictly higher than
+//!   the owner's, while the stored configuration allows preemption.
+//! - A leader may hand over (write a vacancy reserved for the requester) only to a strictly
+//!   higher priority than its own, while preemption is allowed.
+//! - Ownership may change without a wait only through a vacancy: an unreserved one, or one
+//!   reserved for the acquirer. Taking over a record that is owned (by anyone, including a
+//!   lapsed record of the acquirer) or reserved for someone else requires that the record's
+//!   observation identity (ballot, renewal) stayed unchanged for at least
+//!   `lease / (1 + ρ)` of true time before the commit: a follower waits a full lease on its
+//!   own clock, counted from a reading taken after the read that first saw the identity, and
+//!   no clock runs faster than `1 + ρ`.
+
+use super::{CommitFacts, OracleId, Violation};
+use crate::history::{ConfigView, CycleAction, Op, RecordView};
+use crate::time::{Nanos, PPM, scale, secs};
+
+/// Oracle 4.
+#[derive(Debug)]
+pub struct Preemption {
+    rho_ppm: u64,
+    config: Option<ConfigView>,
+    /// The current observation identity and the true time of the commit that set it.
+    identity: Option<((u64, u64), Nanos)>,
+}
+
+impl Preemption {
+    /// The oracle, for clocks whose rate error is at most `rho_ppm`.
+    pub fn new(rho_ppm: u32) -> Self {
+        Preemption {
+            rho_ppm: u64::from(rho_ppm),
+            config: None,
+            identity: None,
+        }
+    }
+
+    fn allowed(&self) -> bool {
+        self.config.as_ref().is_some_and(|c| c.allow_preemption)
+    }
+
+    /// Checks a committed transaction.
+    pub fn on_commit(&mut self, c: &CommitFacts<'_>) -> Option<Violation> {
+        if !c.applied {
+            return None;
+        }
+        let e = c.entry;
+        let verdict = match (&e.prior, &e.leader) {
+            (Some(prior), Some(new)) => self.transition(c, prior, new),
+            _ => None,
+        };
+        if let Some(cfg) = &e.config {
+            self.config = Some(cfg.clone());
+        }
+        if let Some(new) = &e.leader {
+            let id = new.identity();
+            if self.identity.map(|(i, _)| i) != Some(id) {
+                self.identity = Some((id, c.at));
+            }
+        }
+        verdict
+    }
+
+    fn transition(
+        &self,
+        c: &CommitFacts<'_>,
+        prior: &RecordView,
+        new: &RecordView,
+    ) -> Option<Violation> {
+        let e = c.entry;
+        let fail = |m: String| Some(Violation::new(OracleId::Preemption, m));
+        // A new handover request.
+        if new.owner.is_some() && new.handover.is_some() && new.handover != prior.handover {
+            let (req, req_prio) = new.handover.clone()?;
+            let owner_prio = prior.owner.as_ref().map_or(i32::MIN, |o| o.1);
+            if !self.allowed() {
+                return fail(format!(
+                    "{req} requested a handover while preemption is disabled (version {})",
+                    e.version
+                ));
+            }
+            if req_prio <= owner_prio {
+                return fail(format!(
+                    "{req} (priority {req_prio}) requested a handover from an owner of \
+                     priority {owner_prio}: not strictly higher (version {})",
+                    e.version
+                ));
+            }
+        }
+        // A handover.
+        if e.op == Op::Cycle(CycleAction::HandedOver) {
+            let (to, to_prio) = new.reservation.clone()?;
+            if !self.allowed() {
+                return fail(format!(
+                    "{} handed over to {to} while preemption is disabled (version {})",
+                    e.actor, e.version
+                ));
+            }
+            if to_prio <= e.actor_priority {
+                return fail(format!(
+                    "{} (priority {}) handed over to {to} (priority {to_prio}): not strictly \
+                     higher (version {})",
+                    e.actor, e.actor_priority, e.version
+                ));
+            }
+        }
+        // A change of ownership.
+        let acquires = new.owner.is_some() && new.ballot != prior.ballot;
+        if !acquires {
+            return None;
+        }
+        let acquirer = new.owner_id()?;
+        let vacancy_for_me =
+            prior.owner.is_none() && prior.reservation.as_ref().is_none_or(|r| r.0 == acquirer);
+        if vacancy_for_me {
+            return None;
+        }
+        let (id, since) = self.identity?;
+        if id != prior.identity() {
+            // The history oracle reports a prior that is not the current record.
+            return None;
+        }
+        let min_wait = scale(
+            prior.lease,
+            PPM.unsigned_abs(),
+            PPM.unsigned_abs().saturating_add(self.rho_ppm),
+        );
+        let waited = c.at.saturating_sub(since);
+        if waited < min_wait {
+            let held_by = match (&prior.owner, &prior.reservation) {
+                (Some(o), _) => format!("owned by {}", o.0),
+                (None, Some(r)) => format!("reserved for {}", r.0),
+                (None, None) => "vacant".to_owned(),
+            };
+            return fail(format!(
+                "{acquirer} took ballot {} over a record {held_by} (ballot {}, renewal {}) \
+                 that had been unchanged for only {} s of true time; a lapse needs at least \
+                 lease/(1+rho) = {} s (version {})",
+                new.ballot,
+                prior.ballot,
+                prior.renewal,
+                secs(waited),
+                secs(min_wait),
+                e.version
+            ));
+        }
+        None
+    }
+}

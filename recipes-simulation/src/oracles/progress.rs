@@ -1,0 +1,49 @@
+//! Oracle 6: progress. A run in which nothing was elected, nothing renewed, or no fenced work
+//! committed fails, so a broken workload cannot pass vacuously. An election call failing with
+//! an error that no fault explains (a corrupt value, an exhausted counter, an unexpected
+//! error kind) also fails here at once.
+
+use super::{OracleId, Violation};
+
+/// What a run achieved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Achieved {
+    /// Acquisitions.
+    pub elections: u64,
+    /// Renewals.
+    pub renewals: u64,
+    /// Fenced work transactions that applied.
+    pub fenced_work: u64,
+}
+
+/// Oracle 6.
+#[derive(Debug, Default)]
+pub struct Progress;
+
+impl Progress {
+    /// An election call failed with an error no injected fault explains.
+    pub fn unexpected_error(who: &str, what: &str, error: &str) -> Violation {
+        Violation::new(
+            OracleId::Progress,
+            format!("{who}: {what} failed with an unexpected error: {error}"),
+        )
+    }
+
+    /// Checks a finished run.
+    pub fn check_end(a: Achieved) -> Option<Violation> {
+        let missing: Vec<&str> = [
+            (a.elections == 0, "no election"),
+            (a.renewals == 0, "no renewal"),
+            (a.fenced_work == 0, "no fenced leader work"),
+        ]
+        .into_iter()
+        .filter_map(|(missing, what)| missing.then_some(what))
+        .collect();
+        (!missing.is_empty()).then(|| {
+            Violation::new(
+                OracleId::Progress,
+                format!("vacuous run: {}", missing.join(", ")),
+            )
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! Planted faults: deliberate bugs, living only in the simulation, that each oracle must catch.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::oracles::OracleId;
+
+/// A planted fault, selected by name with `--plant`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Plant {
+    /// Every clock's rate error is drawn within ±30% instead of within ρ.
+    ClockDriftBeyondRho,
+    /// Processes act on the token of their last successful cycle without checking that
+    /// their lease is still valid (`Candidate::leadership()`).
+    ActWithoutLeaseCheck,
+    /// Leader work writes the protected register and the fenced counter without
+    /// `LeaderElection::fence`.
+    UnfencedLeaderWork,
+    /// Node 0's incarnations take over a lease after watching it unchanged for half a lease,
+    /// by writing a takeover record with a raw transaction.
+    TakeoverAfterHalfLease,
+    /// The history log loses about one entry in a hundred.
+    HistoryDropsEntry,
+}
+
+impl Plant {
+    /// Every plant, in listing order.
+    pub const ALL: [Plant; 5] = [
+        Plant::ClockDriftBeyondRho,
+        Plant::ActWithoutLeaseCheck,
+        Plant::UnfencedLeaderWork,
+        Plant::TakeoverAfterHalfLease,
+        Plant::HistoryDropsEntry,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Plant::ClockDriftBeyondRho => "clock-drift-beyond-rho",
+            Plant::ActWithoutLeaseCheck => "act-without-lease-check",
+            Plant::UnfencedLeaderWork => "unfenced-leader-work",
+            Plant::TakeoverAfterHalfLease => "takeover-after-half-lease",
+            Plant::HistoryDropsEntry => "history-drops-entry",
+        }
+    }
+
+    /// The oracle this plant is aimed at.
+    pub fn target(self) -> OracleId {
+        match self {
+            Plant::ClockDriftBeyondRho | Plant::ActWithoutLeaseCheck => OracleId::BeliefOverlap,
+            Plant::UnfencedLeaderWork => OracleId::Fencing,
+            Plant::TakeoverAfterHalfLease => OracleId::Preemption,
+            Plant::HistoryDropsEntry => OracleId::History,
+        }
+    }
+}
+
+impl fmt::Display for Plant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Plant {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Plant::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown plant {s:?}; plants: {}", names.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for p in Plant::ALL {
+            assert_eq!(p.name().parse::<Plant>(), Ok(p));
+        }
+        assert!("nope".parse::<Plant>().is_err());
+    }
+}

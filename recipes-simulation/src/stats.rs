@@ -1,0 +1,85 @@
+//! Per-seed counters and their sum over a campaign.
+
+use crate::faults::FaultCounts;
+
+/// What one seed did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeedStats {
+    /// Events processed.
+    pub events: u64,
+    /// Simulated nanoseconds.
+    pub sim_ns: u64,
+    /// Acquisitions (new ballots).
+    pub elections: u64,
+    /// Acquisitions of a vacancy reserved for the acquirer (handover or resign).
+    pub handovers: u64,
+    /// Acquisitions of a lapsed lease (owned, or reserved for someone else).
+    pub takeovers: u64,
+    /// Acquisitions of an unreserved vacancy.
+    pub vacancy_fills: u64,
+    /// Renewals.
+    pub renewals: u64,
+    /// Handover requests written.
+    pub handover_requests: u64,
+    /// Resignations written.
+    pub resigns: u64,
+    /// Faults injected.
+    pub faults: FaultCounts,
+    /// Fenced leader-work transactions that applied.
+    pub fenced_committed: u64,
+    /// Fenced increments lost (applied, yet missing from the final counter).
+    pub fenced_lost: u64,
+    /// Fenced leader work rejected by the fence (stale token).
+    pub fenced_stale: u64,
+    /// Unfenced shadow increments that applied.
+    pub shadow_committed: u64,
+    /// Shadow increments lost (applied, yet missing from the final counter).
+    pub shadow_lost: u64,
+    /// Conflicts reported to processes (real and injected).
+    pub conflicts_seen: u64,
+    /// `transaction_too_old` reported.
+    pub too_old_seen: u64,
+    /// Unknown commit results reported.
+    pub unknown_seen: u64,
+    /// Unavailability reported (partitions, outages, injected).
+    pub unavailable_seen: u64,
+    /// Candidates that found themselves evicted and registered again.
+    pub reregistrations: u64,
+    /// Priority changes.
+    pub priority_changes: u64,
+    /// Preemption toggles written by the operator.
+    pub preemption_toggles: u64,
+}
+
+impl SeedStats {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &SeedStats) {
+        let pairs: [(&mut u64, u64); 21] = [
+            (&mut self.events, o.events),
+            (&mut self.sim_ns, o.sim_ns),
+            (&mut self.elections, o.elections),
+            (&mut self.handovers, o.handovers),
+            (&mut self.takeovers, o.takeovers),
+            (&mut self.vacancy_fills, o.vacancy_fills),
+            (&mut self.renewals, o.renewals),
+            (&mut self.handover_requests, o.handover_requests),
+            (&mut self.resigns, o.resigns),
+            (&mut self.fenced_committed, o.fenced_committed),
+            (&mut self.fenced_lost, o.fenced_lost),
+            (&mut self.fenced_stale, o.fenced_stale),
+            (&mut self.shadow_committed, o.shadow_committed),
+            (&mut self.shadow_lost, o.shadow_lost),
+            (&mut self.conflicts_seen, o.conflicts_seen),
+            (&mut self.too_old_seen, o.too_old_seen),
+            (&mut self.unknown_seen, o.unknown_seen),
+            (&mut self.unavailable_seen, o.unavailable_seen),
+            (&mut self.reregistrations, o.reregistrations),
+            (&mut self.priority_changes, o.priority_changes),
+            (&mut self.preemption_toggles, o.preemption_toggles),
+        ];
+        for (mine, theirs) in pairs {
+            *mine = mine.saturating_add(theirs);
+        }
+        self.faults.add(&o.faults);
+    }
+}

@@ -1,0 +1,215 @@
+//! Raw keys and values the simulation touches directly.
+//!
+//! - The application's keys (protected register, fenced counter, unfenced shadow counter) and
+//!   the history log, outside the election's subspace.
+//! - For the planted fault `takeover-after-half-lease` only: the election's leader and fence
+//!   keys and a byte-for-byte copy of the library's durable format (format version byte, then
+//!   bincode 2 over the same serde shape), so a rogue follower can write a takeover record with
+//!   a raw transaction. The library does not expose its encoder (see the README); a unit test
+//!   checks that the library decodes what this module writes, so a format change fails loudly.
+
+use fdb_leader_election::{Ballot, CandidateId, FORMAT_VERSION, Priority};
+use foundationdb_tuple::Subspace;
+use serde::Serialize;
+
+/// The election's subspace in every simulated world.
+pub const ELECTION_SUBSPACE: &str = "sim-election";
+/// The protected register: (ballot, sequence) of the last accepted fenced write.
+pub const REGISTER_KEY: &[u8] = b"app/register";
+/// The fenced counter: one increment per committed fenced leader-work transaction.
+pub const COUNTER_KEY: &[u8] = b"app/counter";
+/// The unfenced shadow counter, written by the same leader work without the fence.
+pub const SHADOW_KEY: &[u8] = b"app/shadow";
+/// Prefix of the history log: one entry per committed transaction, keyed by commit version.
+pub const HISTORY_PREFIX: &[u8] = b"hist/";
+
+/// The history key of commit version `version` (big-endian, so keys sort in commit order).
+pub fn history_key(version: u64) -> Vec<u8> {
+    let mut k = HISTORY_PREFIX.to_vec();
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
+
+/// The end of the history range (the first key after every key with the prefix).
+pub fn history_end() -> Vec<u8> {
+    b"hist0".to_vec()
+}
+
+/// Encodes a counter value.
+pub fn encode_u64(n: u64) -> Vec<u8> {
+    n.to_be_bytes().to_vec()
+}
+
+/// Decodes a counter value (absent or malformed reads as `None`).
+pub fn decode_u64(v: Option<&[u8]>) -> Option<u64> {
+    v.and_then(|v| <[u8; 8]>::try_from(v).ok())
+        .map(u64::from_be_bytes)
+}
+
+/// Encodes the register: (ballot, sequence).
+pub fn encode_register(ballot: u64, seq: u64) -> Vec<u8> {
+    let mut v = ballot.to_be_bytes().to_vec();
+    v.extend_from_slice(&seq.to_be_bytes());
+    v
+}
+
+/// Decodes the register.
+pub fn decode_register(v: Option<&[u8]>) -> Option<(u64, u64)> {
+    let v = v?;
+    let (b, s) = (v.get(..8)?, v.get(8..)?);
+    Some((
+        u64::from_be_bytes(b.try_into().ok()?),
+        u64::from_be_bytes(s.try_into().ok()?),
+    ))
+}
+
+/// The election's leader key (the library's key schema: `subspace.pack(("leader",))`).
+pub fn leader_key() -> Vec<u8> {
+    Subspace::from(ELECTION_SUBSPACE).pack(&("leader",))
+}
+
+/// The election's fence key (`subspace.pack(("fence",))`).
+pub fn fence_key() -> Vec<u8> {
+    Subspace::from(ELECTION_SUBSPACE).pack(&("fence",))
+}
+
+#[derive(Serialize)]
+struct NamedWire<'a> {
+    id: &'a CandidateId,
+    priority: Priority,
+}
+
+#[derive(Serialize)]
+struct AttemptWire<'a> {
+    candidate: &'a CandidateId,
+    seq: u64,
+}
+
+#[derive(Serialize)]
+struct LeaderWire<'a> {
+    ballot: Ballot,
+    owner: Option<NamedWire<'a>>,
+    renewal: u64,
+    lease_nanos: u64,
+    handover: Option<NamedWire<'a>>,
+    reservation: Option<NamedWire<'a>>,
+    payload: Option<Vec<u8>>,
+    writer: Option<AttemptWire<'a>>,
+}
+
+#[derive(Serialize)]
+struct FenceWire {
+    ballot: Ballot,
+    vacant: bool,
+}
+
+fn encode<T: Serialize>(wire: &T) -> Option<Vec<u8>> {
+    let body = bincode::serde::encode_to_vec(wire, bincode::config::standard()).ok()?;
+    let mut out = Vec::with_capacity(body.len().saturating_add(1));
+    out.push(FORMAT_VERSION);
+    out.extend_from_slice(&body);
+    Some(out)
+}
+
+/// The raw leader record of a takeover by `owner`: `ballot`, owned, `renewal`, no request,
+/// no reservation, written by attempt `seq` of `owner`.
+pub fn takeover_record(
+    ballot: Ballot,
+    owner: &CandidateId,
+    priority: Priority,
+    renewal: u64,
+    lease_nanos: u64,
+    seq: u64,
+) -> Option<Vec<u8>> {
+    encode(&LeaderWire {
+        ballot,
+        owner: Some(NamedWire {
+            id: owner,
+            priority,
+        }),
+        renewal,
+        lease_nanos,
+        handover: None,
+        reservation: None,
+        payload: None,
+        writer: Some(AttemptWire {
+            candidate: owner,
+            seq,
+        }),
+    })
+}
+
+/// The raw fence record of an owned ballot.
+pub fn owned_fence(ballot: Ballot) -> Option<Vec<u8>> {
+    encode(&FenceWire {
+        ballot,
+        vacant: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use fdb_leader_election::{
+        Candidate, ElectionTxn, LeaderElection, ManualClock, MemDb, ReadMode,
+    };
+    use std::sync::Arc;
+
+    #[test]
+    fn the_library_decodes_the_raw_takeover_record() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let db = MemDb::with_clock(Arc::new(ManualClock::new()));
+            let election = LeaderElection::new(Subspace::from(ELECTION_SUBSPACE));
+            let txn = db.create_transaction();
+            election.initialize(&txn).await.unwrap();
+            txn.commit().await.unwrap();
+            // The raw keys are the library's keys.
+            let txn = db.create_transaction();
+            assert!(
+                txn.get(&leader_key(), ReadMode::Snapshot)
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
+            assert!(
+                txn.get(&fence_key(), ReadMode::Snapshot)
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
+
+            let id = CandidateId::with_nonce("rogue", 7).unwrap();
+            let rec = takeover_record(Ballot::new(4), &id, Priority::new(3), 9, 2_000_000_000, 77)
+                .unwrap();
+            let txn = db.create_transaction();
+            txn.set(&leader_key(), &rec);
+            txn.set(&fence_key(), &owned_fence(Ballot::new(4)).unwrap());
+            txn.commit().await.unwrap();
+
+            let txn = db.create_transaction();
+            let read = election.leader_record(&txn).await.unwrap();
+            assert_eq!(read.ballot(), Ballot::new(4));
+            assert_eq!(read.owner().map(|o| o.id()), Some(&id));
+            assert_eq!(read.owner().map(|o| o.priority()), Some(Priority::new(3)));
+            assert_eq!(read.renewal(), 9);
+            assert_eq!(read.writer().map(|w| w.seq()), Some(77));
+            // The library accepts the raw fence: the new ballot fences, the old one is stale.
+            election.fence(&txn, Ballot::new(4)).await.unwrap();
+            assert!(election.fence(&txn, Ballot::new(3)).await.is_err());
+            let _ = Candidate::new(id, Priority::new(3));
+        });
+    }
+
+    #[test]
+    fn app_values_round_trip() {
+        assert_eq!(decode_u64(Some(&encode_u64(42))), Some(42));
+        assert_eq!(decode_register(Some(&encode_register(3, 9))), Some((3, 9)));
+        assert_eq!(decode_register(Some(b"short")), None);
+        assert!(history_key(1) < history_key(2) && history_key(u64::MAX) < history_end());
+    }
+}

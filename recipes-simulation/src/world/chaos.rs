@@ -1,0 +1,430 @@
+//! Chaos and workload: crashes and restarts, pauses, partitions, outages, rolling deploys,
+//! priority changes, preemption toggles, the operator's transactions, and the quiet phase.
+//!
+//! Each kind of action is a chain: when one fires it draws the time of the next, so every
+//! choice comes from the world's generator in event order. Nothing new starts once the quiet
+//! phase begins.
+
+use fdb_leader_election::ElectionError;
+use rand::Rng;
+
+use super::{Actor, Kind, Pending, Status, World};
+use crate::events::{Chaos, Event, OperatorStep};
+use crate::history::{ConfigView, Entry, Op};
+use crate::oracles::LivenessWindow;
+use crate::time::{Nanos, SEC, secs};
+
+/// Mean interval of each chaos chain, in milliseconds.
+fn mean_ms(c: Chaos) -> u64 {
+    match c {
+        Chaos::Crash => 9_000,
+        Chaos::Pause => 5_000,
+        Chaos::Partition => 8_000,
+        Chaos::Outage => 30_000,
+        Chaos::Deploy => 35_000,
+        Chaos::Reprioritize => 12_000,
+        Chaos::TogglePreemption => 20_000,
+        _ => 0,
+    }
+}
+
+const CHAINS: [Chaos; 7] = [
+    Chaos::Crash,
+    Chaos::Pause,
+    Chaos::Partition,
+    Chaos::Outage,
+    Chaos::Deploy,
+    Chaos::Reprioritize,
+    Chaos::TogglePreemption,
+];
+
+impl World {
+    /// Starts every chaos chain and the operator's periodic eviction.
+    pub(super) fn chaos_start(&mut self) {
+        for c in CHAINS {
+            self.next_chaos(c);
+        }
+        let d = self.between(2 * SEC, 4 * SEC);
+        self.queue.push(d, Event::Operator(OperatorStep::Evict));
+    }
+
+    fn next_chaos(&mut self, c: Chaos) {
+        let mean = mean_ms(c).saturating_mul(1_000_000);
+        let d = self.between(mean / 4, mean.saturating_mul(7) / 4);
+        let at = self.now.saturating_add(d);
+        if at < self.params.quiet_from {
+            self.queue.push(at, Event::Chaos(c));
+        }
+    }
+
+    /// Live processes (registered or registering, not shutting down), in pid order.
+    fn live(&self) -> Vec<usize> {
+        self.procs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.status != Status::Dead && !p.shutdown)
+            .map(|(pid, _)| pid)
+            .collect()
+    }
+
+    fn pick(&mut self, from: &[usize]) -> Option<usize> {
+        if from.is_empty() {
+            return None;
+        }
+        let i = self.rng.random_range(0..from.len());
+        from.get(i).copied()
+    }
+
+    pub(super) fn chaos(&mut self, c: Chaos) {
+        match c {
+            Chaos::Crash => {
+                self.crash_one();
+                self.next_chaos(c);
+            }
+            Chaos::Restart { node } => {
+                let bias = self.node_priority(node);
+                self.spawn(node, bias, 0);
+            }
+            Chaos::Pause => {
+                let live = self.live();
+                if let Some(pid) = self.pick(&live) {
+                    let d = self.leases(100, crate::params::MAX_FAULT_LEASES.saturating_mul(1_000));
+                    self.pause(pid, d, false);
+                }
+                self.next_chaos(c);
+            }
+            Chaos::Partition => {
+                let live: Vec<usize> = self
+                    .live()
+                    .into_iter()
+                    .filter(|&pid| !self.faults.is_partitioned(pid))
+                    .collect();
+                if let Some(pid) = self.pick(&live) {
+                    let d = self.leases(500, 3_000);
+                    self.faults.set_partitioned(pid, true);
+                    self.stats.faults.partitions = self.stats.faults.partitions.saturating_add(1);
+                    let end = self.now.saturating_add(d);
+                    self.note_fault_end(end);
+                    self.queue.push(end, Event::Chaos(Chaos::Heal { pid }));
+                    let label = self.label(pid);
+                    self.log(format!("FAULT partition {label} until {}", secs(end)));
+                }
+                self.next_chaos(c);
+            }
+            Chaos::Heal { pid } => {
+                self.faults.set_partitioned(pid, false);
+                let label = self.label(pid);
+                self.log(format!("heal {label}"));
+            }
+            Chaos::Outage => {
+                if !self.faults.outage() {
+                    let d = self.leases(200, 2_000);
+                    self.faults.set_outage(true);
+                    self.stats.faults.outages = self.stats.faults.outages.saturating_add(1);
+                    let end = self.now.saturating_add(d);
+                    self.note_fault_end(end);
+                    self.queue.push(end, Event::Chaos(Chaos::OutageEnd));
+                    self.log(format!("FAULT database outage until {}", secs(end)));
+                }
+                self.next_chaos(c);
+            }
+            Chaos::OutageEnd => {
+                self.faults.set_outage(false);
+                self.log("outage over".to_owned());
+            }
+            Chaos::Deploy => {
+                self.generation = self.generation.saturating_add(1);
+                let generation = self.generation;
+                self.log(format!("DEPLOY generation {generation} begins"));
+                let step = self.params.heartbeat.saturating_mul(3);
+                let mut at = self.now;
+                for node in 0..self.params.nodes {
+                    self.deploys_in_flight = self.deploys_in_flight.saturating_add(1);
+                    self.queue
+                        .push(at, Event::Chaos(Chaos::DeployNode { node, generation }));
+                    at = at.saturating_add(step);
+                }
+                self.next_chaos(c);
+            }
+            Chaos::DeployNode { node, generation } => {
+                self.deploys_in_flight = self.deploys_in_flight.saturating_sub(1);
+                let old = self.nodes.get(node).and_then(|n| n.current);
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.generation = generation;
+                }
+                let priority = self.node_priority(node);
+                self.spawn(node, priority, 0);
+                if let Some(old) = old {
+                    let d = self.params.heartbeat.saturating_mul(2);
+                    self.queue.push(
+                        self.now.saturating_add(d),
+                        Event::Chaos(Chaos::Shutdown { pid: old }),
+                    );
+                    self.deploys_in_flight = self.deploys_in_flight.saturating_add(1);
+                }
+            }
+            Chaos::Shutdown { pid } => {
+                self.deploys_in_flight = self.deploys_in_flight.saturating_sub(1);
+                let Some(p) = self.procs.get_mut(pid) else {
+                    return;
+                };
+                if p.status == Status::Dead {
+                    return;
+                }
+                p.shutdown = true;
+                // Leader work stops first.
+                p.work_epoch = p.work_epoch.saturating_add(1);
+                let inflight = p.ctl_inflight;
+                let label = p.label.clone();
+                self.log(format!("{label} graceful shutdown (replaced)"));
+                if !inflight {
+                    self.schedule_control(pid, 0);
+                }
+            }
+            Chaos::Reprioritize => {
+                let live = self.live();
+                if let Some(pid) = self.pick(&live) {
+                    let delta = self.rng.random_range(-3..=3i32);
+                    if let Some(p) = self.procs.get(pid) {
+                        let now = p.candidate.priority().get();
+                        let next = now.saturating_add(delta).max(0);
+                        p.candidate
+                            .set_priority(fdb_leader_election::Priority::new(next));
+                        let label = p.label.clone();
+                        self.stats.priority_changes = self.stats.priority_changes.saturating_add(1);
+                        self.log(format!("{label} priority {now} -> {next}"));
+                    }
+                }
+                self.next_chaos(c);
+            }
+            Chaos::TogglePreemption => {
+                let allow = !self.operator.allow_preemption;
+                self.operator(OperatorStep::SetPreemption { allow });
+                self.next_chaos(c);
+            }
+        }
+    }
+
+    /// The priority of a new incarnation on `node`: ten per deploy generation plus the node's
+    /// bias.
+    fn node_priority(&self, node: usize) -> i32 {
+        let generation = self.nodes.get(node).map_or(0, |n| n.generation);
+        let bias = self.params.node_bias.get(node).copied().unwrap_or(0);
+        i32::try_from(generation)
+            .unwrap_or(i32::MAX)
+            .saturating_mul(10)
+            .saturating_add(bias)
+    }
+
+    /// Freezes `pid` for `d` (stop-the-world): its events wait until the pause ends.
+    pub(super) fn pause(&mut self, pid: usize, d: Nanos, between_check_and_act: bool) {
+        let end = self.now.saturating_add(d);
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        p.paused_until = p.paused_until.max(end);
+        let label = p.label.clone();
+        let f = &mut self.stats.faults;
+        if between_check_and_act {
+            f.check_act_pauses = f.check_act_pauses.saturating_add(1);
+        } else {
+            f.pauses = f.pauses.saturating_add(1);
+        }
+        self.note_fault_end(end);
+        self.log(format!(
+            "FAULT pause {label} until {}{}",
+            secs(end),
+            if between_check_and_act {
+                " (between its lease check and its fenced write)"
+            } else {
+                ""
+            }
+        ));
+    }
+
+    fn crash_one(&mut self) {
+        let live = self.live();
+        if live.len() <= 3 {
+            return;
+        }
+        let leader = live
+            .iter()
+            .copied()
+            .find(|&pid| self.acting_belief(pid).is_some());
+        let target = match leader {
+            Some(pid) if self.rng.random_bool(0.5) => Some(pid),
+            _ => self.pick(&live),
+        };
+        let Some(pid) = target else {
+            return;
+        };
+        let label = self.label(pid);
+        let node = self.procs.get(pid).map_or(0, |p| p.node);
+        self.exit(pid, "CRASH");
+        self.stats.faults.crashes = self.stats.faults.crashes.saturating_add(1);
+        // Its commits already on the wire may still land; the rest are lost.
+        let tokens: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.actor == Actor::Proc(pid))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in tokens {
+            if self.rng.random_ratio(3, 10) {
+                if let Some(p) = self.pending.get_mut(&t) {
+                    p.zombie = true;
+                }
+            } else if let Some(p) = self.pending.remove(&t) {
+                self.faults.close(p.txn.id());
+            }
+        }
+        let restart = self.leases(500, 3_000);
+        let at = self.now.saturating_add(restart);
+        self.note_fault_end(at);
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.restart_pending = true;
+        }
+        self.queue.push(at, Event::Chaos(Chaos::Restart { node }));
+        self.log(format!(
+            "FAULT crash {label}; node {node} restarts at {}",
+            secs(at)
+        ));
+    }
+
+    /// An operator transaction.
+    pub(super) fn operator(&mut self, step: OperatorStep) {
+        let txn = self.open(Actor::Operator);
+        let election = self.election.clone();
+        match step {
+            OperatorStep::SetPreemption { allow } => {
+                if self.quiet && !allow {
+                    // A toggle from before the quiet phase, superseded by its "on".
+                    self.faults.close(txn.id());
+                    return;
+                }
+                self.operator.config_pending = Some(allow);
+                let res = self.rt.block_on(async {
+                    let current = election.read_config(&txn).await?;
+                    let next = current.to_builder().allow_preemption(allow).build()?;
+                    election.write_config(&txn, &next).await?;
+                    Ok::<_, ElectionError>(next)
+                });
+                match res {
+                    Ok(cfg) => {
+                        let mut entry = Entry::new("operator", None, 0, Op::Config);
+                        entry.config = Some(ConfigView::of(&cfg));
+                        self.stats.preemption_toggles =
+                            self.stats.preemption_toggles.saturating_add(1);
+                        self.schedule_commit(Pending {
+                            actor: Actor::Operator,
+                            txn,
+                            kind: Kind::Config { allow },
+                            entry,
+                            zombie: false,
+                            faultless: false,
+                        });
+                    }
+                    Err(_) => self.retry_operator(step),
+                }
+            }
+            OperatorStep::Evict => {
+                let res = self.rt.block_on(election.evict_dead_candidates(&txn));
+                match res {
+                    Ok(ids) if !ids.is_empty() => {
+                        let mut entry = Entry::new("operator", None, 0, Op::Evict);
+                        entry.candidates_cleared = ids.iter().map(ToString::to_string).collect();
+                        self.schedule_commit(Pending {
+                            actor: Actor::Operator,
+                            txn,
+                            kind: Kind::Evict,
+                            entry,
+                            zombie: false,
+                            faultless: false,
+                        });
+                    }
+                    _ => {}
+                }
+                let d = self.between(2 * SEC, 4 * SEC);
+                self.queue.push(
+                    self.now.saturating_add(d),
+                    Event::Operator(OperatorStep::Evict),
+                );
+            }
+        }
+    }
+
+    fn retry_operator(&mut self, step: OperatorStep) {
+        if let OperatorStep::SetPreemption { allow } = step {
+            // A later write (the quiet phase's) supersedes an older toggle's retries.
+            if self.operator.config_pending != Some(allow) {
+                return;
+            }
+        }
+        let d = self.between(20_000_000, 80_000_000);
+        self.queue
+            .push(self.now.saturating_add(d), Event::Operator(step));
+    }
+
+    /// An operator commit's result.
+    pub(super) fn operator_result(&mut self, kind: Kind, ok: bool, applied: bool) {
+        if let Kind::Config { allow } = kind {
+            if applied {
+                self.operator.allow_preemption = allow;
+            }
+            if ok {
+                if self.operator.config_pending == Some(allow) {
+                    self.operator.config_pending = None;
+                }
+            } else {
+                self.retry_operator(OperatorStep::SetPreemption { allow });
+            }
+        }
+    }
+
+    /// Faults stop. The operator switches preemption on, so the highest priority can win.
+    pub(super) fn begin_quiet(&mut self) {
+        self.quiet = true;
+        self.log(format!(
+            "QUIET: no new faults; the last injected one ends at {}",
+            secs(self.faults_end_at)
+        ));
+        self.operator(OperatorStep::SetPreemption { allow: true });
+    }
+
+    /// Arms oracle 5 at the first step at which every fault and workload action is over.
+    pub(super) fn maybe_arm_liveness(&mut self) {
+        if !self.quiet || self.liveness.window().is_some() {
+            return;
+        }
+        let settled = self.now >= self.faults_end_at
+            && self.operator.config_pending.is_none()
+            && self.deploys_in_flight == 0
+            && !self.faults.outage()
+            && self.nodes.iter().all(|n| !n.restart_pending)
+            && self.procs.iter().enumerate().all(|(pid, p)| {
+                p.status == Status::Dead
+                    || (p.status == Status::Running
+                        && !p.shutdown
+                        && p.paused_until <= self.now
+                        && !self.faults.is_partitioned(pid))
+            });
+        if !settled {
+            return;
+        }
+        let leader_by = self.now.saturating_add(self.params.leader_bound());
+        let best_by = leader_by.saturating_add(self.params.handover_bound());
+        let w = LivenessWindow {
+            faults_over: self.now,
+            leader_by,
+            best_by,
+        };
+        self.liveness.arm(w);
+        self.queue.push(leader_by, Event::Deadline);
+        self.queue.push(best_by, Event::Deadline);
+        self.log(format!(
+            "SETTLED: a leader is due by {} and the highest priority by {}",
+            secs(leader_by),
+            secs(best_by)
+        ));
+    }
+}

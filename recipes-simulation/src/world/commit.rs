@@ -1,0 +1,292 @@
+//! Pending transactions and their commits: fault decisions, the co-logged history entry, and
+//! what each committer learns.
+
+use fdb_leader_election::memdb::CommitFault;
+use fdb_leader_election::{Cycle, ElectionTxn, MemTransaction, TxnError, TxnErrorKind};
+use rand::Rng;
+
+use super::World;
+use crate::events::Event;
+use crate::history::{CycleAction, Entry, Op};
+use crate::oracles::{CommitFacts, HistoryReplay};
+use crate::plants::Plant;
+use crate::time::Nanos;
+use crate::wire;
+
+/// Who opened a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Actor {
+    /// A process (by index).
+    Proc(usize),
+    /// The operator.
+    Operator,
+}
+
+/// What a pending transaction is, and what its committer does with the result.
+#[derive(Debug)]
+pub(crate) enum Kind {
+    /// Election initialisation.
+    Init,
+    /// Registration.
+    Register,
+    /// An election cycle, to adopt after the commit.
+    Cycle(Box<Cycle>),
+    /// A resignation (graceful shutdown or voluntary).
+    Resign,
+    /// Unregistration (graceful shutdown).
+    Unregister,
+    /// Fenced leader work.
+    Work,
+    /// Unfenced shadow work.
+    Shadow,
+    /// A configuration write.
+    Config {
+        /// The preemption setting written.
+        allow: bool,
+    },
+    /// Eviction of dead candidates.
+    Evict,
+    /// The planted rogue takeover.
+    Rogue {
+        /// The ballot written.
+        ballot: u64,
+        /// Local validity end, if the commit is confirmed.
+        valid_until: Nanos,
+    },
+}
+
+/// A transaction whose operation ran, waiting for its commit event.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) actor: Actor,
+    pub(crate) txn: MemTransaction,
+    pub(crate) kind: Kind,
+    pub(crate) entry: Entry,
+    /// The committer crashed; the commit was already on the wire and lands anyway.
+    pub(crate) zombie: bool,
+    /// Never injected with a fault (set-up).
+    pub(crate) faultless: bool,
+}
+
+impl World {
+    /// How long until a commit: usually milliseconds, sometimes a tenth of a lease to a lease,
+    /// rarely up to four leases (long enough for `transaction_too_old`).
+    pub(super) fn commit_delay(&mut self) -> Nanos {
+        if self.quiet {
+            return self.between(500_000, crate::params::QUIET_LATENCY_MAX);
+        }
+        let r = self.rng.random_range(0..1_000u32);
+        let d = if r < 5 {
+            self.leases(1_000, crate::params::MAX_FAULT_LEASES.saturating_mul(1_000))
+        } else if r < 35 {
+            self.leases(100, 1_000)
+        } else {
+            return self.between(500_000, 15_000_000);
+        };
+        self.stats.faults.slow_commits = self.stats.faults.slow_commits.saturating_add(1);
+        self.note_fault_end(self.now.saturating_add(d));
+        d
+    }
+
+    /// Records that a fault lasts until `t`.
+    pub(super) fn note_fault_end(&mut self, t: Nanos) {
+        self.faults_end_at = self.faults_end_at.max(t);
+    }
+
+    /// Queues `p` for commit after a drawn delay.
+    pub(super) fn schedule_commit(&mut self, p: Pending) {
+        let delay = self.commit_delay();
+        let token = self.add_pending(p);
+        self.queue
+            .push(self.now.saturating_add(delay), Event::Commit { token });
+    }
+
+    fn draw_commit_fault(&mut self) -> Option<CommitFault> {
+        let r = self.rng.random_range(0..1_000u32);
+        let f = &mut self.stats.faults;
+        let (fault, counter) = match r {
+            0..15 => (CommitFault::UnknownApplied, &mut f.unknown_applied),
+            15..30 => (CommitFault::UnknownNotApplied, &mut f.unknown_not_applied),
+            30..45 => (CommitFault::Conflict, &mut f.conflicts),
+            45..55 => (CommitFault::Unavailable, &mut f.unavailable),
+            _ => return None,
+        };
+        *counter = counter.saturating_add(1);
+        Some(fault)
+    }
+
+    /// Commits the pending transaction `token`.
+    pub(super) fn commit(&mut self, token: u64) {
+        let Some(p) = self.pending.remove(&token) else {
+            return;
+        };
+        let txn_id = p.txn.id();
+        let blocked = self.faults.blocked(txn_id);
+        let fault = if p.faultless || self.quiet || blocked {
+            None
+        } else {
+            self.draw_commit_fault()
+        };
+        if let Some(f) = fault {
+            self.faults.plan(txn_id, f);
+        }
+        let version = self.db.committed_version().saturating_add(1);
+        let mut entry = p.entry;
+        entry.version = version;
+        entry.at = self.now;
+        let drop_entry = self.plant == Some(Plant::HistoryDropsEntry)
+            && !p.faultless
+            && self.rng.random_ratio(1, 100);
+        if !drop_entry {
+            p.txn.set(&wire::history_key(version), &entry.encode());
+        }
+        let result = self.rt.block_on(p.txn.clone().commit());
+        let written = self.faults.take_last_written();
+        self.faults.close(txn_id);
+        let applied = self.db.committed_version() == version;
+        if applied {
+            let wrote_leader = written.contains(&self.leader_key);
+            if let Some(v) = HistoryReplay::check_keys(
+                &entry.actor,
+                version,
+                entry.leader.is_some(),
+                wrote_leader,
+            ) {
+                self.found.push(v);
+            }
+            if p.zombie {
+                self.stats.faults.zombie_commits =
+                    self.stats.faults.zombie_commits.saturating_add(1);
+            }
+            self.count_applied(&entry);
+        }
+        let facts = CommitFacts {
+            at: self.now,
+            entry: &entry,
+            applied,
+        };
+        let found: Vec<_> = [
+            self.fencing.on_commit(&facts),
+            self.ballots.on_commit(&facts),
+            self.preemption.on_commit(&facts),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        self.found.extend(found);
+        let outcome = match &result {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => format!("err({})", kind_name(e)),
+        };
+        self.log(format!(
+            "{}@{} commit {:?} v{} {}{}{}{}",
+            entry.actor,
+            entry.actor_priority,
+            entry.op,
+            version,
+            outcome,
+            if applied { " applied" } else { "" },
+            if p.zombie { " zombie" } else { "" },
+            describe(&entry),
+        ));
+        if let Err(e) = &result {
+            self.count_txn_error(e);
+        }
+        if p.zombie {
+            return;
+        }
+        match p.actor {
+            Actor::Proc(pid) => self.deliver(pid, p.kind, result, applied),
+            Actor::Operator => self.operator_result(p.kind, result.is_ok(), applied),
+        }
+    }
+
+    fn count_applied(&mut self, e: &Entry) {
+        let s = &mut self.stats;
+        match e.op {
+            Op::Cycle(CycleAction::Renewed) => s.renewals = s.renewals.saturating_add(1),
+            Op::Cycle(CycleAction::RequestedHandover) => {
+                s.handover_requests = s.handover_requests.saturating_add(1);
+            }
+            Op::Resign | Op::Unregister { resigned: true } => {
+                s.resigns = s.resigns.saturating_add(1);
+            }
+            Op::Shadow => s.shadow_committed = s.shadow_committed.saturating_add(1),
+            _ => {}
+        }
+        let acquired = matches!(e.op, Op::Cycle(CycleAction::Acquired) | Op::RogueTakeover);
+        if let (true, Some(prior), Some(new)) = (acquired, &e.prior, &e.leader) {
+            s.elections = s.elections.saturating_add(1);
+            let me = new.owner_id();
+            match (&prior.owner, &prior.reservation) {
+                (None, Some(r)) if Some(r.0.as_str()) == me => {
+                    s.handovers = s.handovers.saturating_add(1);
+                }
+                (None, None) => s.vacancy_fills = s.vacancy_fills.saturating_add(1),
+                _ => s.takeovers = s.takeovers.saturating_add(1),
+            }
+        }
+    }
+
+    /// Counts a database error a process saw.
+    pub(super) fn count_txn_error(&mut self, e: &TxnError) {
+        let s = &mut self.stats;
+        match e.kind() {
+            TxnErrorKind::Conflict => s.conflicts_seen = s.conflicts_seen.saturating_add(1),
+            TxnErrorKind::TooOld => s.too_old_seen = s.too_old_seen.saturating_add(1),
+            TxnErrorKind::CommitUnknown => s.unknown_seen = s.unknown_seen.saturating_add(1),
+            TxnErrorKind::Unavailable => {
+                s.unavailable_seen = s.unavailable_seen.saturating_add(1);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A short name for a database error.
+pub(crate) fn kind_name(e: &TxnError) -> &'static str {
+    match e.kind() {
+        TxnErrorKind::Conflict => "conflict",
+        TxnErrorKind::TooOld => "too_old",
+        TxnErrorKind::CommitUnknown => "unknown_result",
+        TxnErrorKind::Unavailable => "unavailable",
+        TxnErrorKind::OtherRetryable => "retryable",
+        _ => "fatal",
+    }
+}
+
+/// A compact description of an entry's effects, for the trace.
+fn describe(e: &Entry) -> String {
+    let mut s = String::new();
+    if let Some(l) = &e.leader {
+        s.push_str(&format!(
+            " leader=b{}/r{}/{}",
+            l.ballot,
+            l.renewal,
+            match (&l.owner, &l.reservation) {
+                (Some(o), _) => format!("owner:{}@{}", o.0, o.1),
+                (None, Some(r)) => format!("reserved:{}@{}", r.0, r.1),
+                (None, None) => "vacant".to_owned(),
+            }
+        ));
+        if let Some(h) = &l.handover {
+            s.push_str(&format!(" request:{}@{}", h.0, h.1));
+        }
+    }
+    if let Some((b, q)) = e.register {
+        s.push_str(&format!(" register=b{b}#{q}"));
+    }
+    if let Some(c) = e.counter {
+        s.push_str(&format!(" counter={c}"));
+    }
+    if let Some(c) = e.shadow {
+        s.push_str(&format!(" shadow={c}"));
+    }
+    if let Some(c) = &e.config {
+        s.push_str(&format!(" preemption={}", c.allow_preemption));
+    }
+    if !e.candidates_cleared.is_empty() {
+        s.push_str(&format!(" cleared={}", e.candidates_cleared.join(",")));
+    }
+    s
+}

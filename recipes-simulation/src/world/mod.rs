@@ -1,0 +1,488 @@
+//! One simulated world: processes, the database, the faults, the event loop and the oracles.
+//!
+//! Every library call runs on a tokio current-thread runtime with `block_on`; none of them
+//! waits (MemDb resolves at once when no latency is injected, and the simulation never asks it
+//! for latency), so tokio's timers and scheduler play no part in ordering. Time, latency,
+//! pauses and partitions are simulation events: a transaction is opened and its operation run
+//! at one event, and committed at a later one, so other processes' commits interleave.
+
+mod chaos;
+mod commit;
+mod process;
+mod snapshot;
+mod work;
+
+use std::collections::BTreeMap;
+
+use fdb_leader_election::{ElectionError, LeaderElection, MemDb, MemTransaction};
+use foundationdb_tuple::Subspace;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::events::{Event, Queue};
+use crate::faults::SimFaults;
+use crate::oracles::{
+    Ballots, Belief, BeliefOverlap, Fencing, HistoryReplay, Liveness, Preemption, Progress,
+    Violation,
+};
+use crate::params::{Options, Params};
+use crate::plants::Plant;
+use crate::stats::SeedStats;
+use crate::time::{Nanos, TrueClock, TrueTime, secs};
+use crate::trace::Trace;
+use crate::wire;
+
+pub(crate) use commit::{Actor, Kind, Pending};
+pub(crate) use process::{Process, Status};
+
+/// What happened to one seed.
+#[derive(Debug)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// The violations found at the first failing step (empty if the seed passed).
+    pub violations: Vec<Violation>,
+    /// True time of the failing step (or of the end).
+    pub at: Nanos,
+    /// The last trace lines.
+    pub tail: Vec<String>,
+    /// Every trace line, when kept.
+    pub trace: Option<Vec<String>>,
+    /// Hash of the whole trace.
+    pub trace_hash: u64,
+    /// Number of trace lines.
+    pub trace_lines: u64,
+    /// Counters.
+    pub stats: SeedStats,
+}
+
+impl SeedOutcome {
+    /// Whether every oracle passed.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Runs one seed to completion (or to its first violation).
+pub fn run_seed(seed: u64, opts: &Options) -> SeedOutcome {
+    match World::new(seed, opts) {
+        Ok(mut world) => {
+            world.run();
+            world.outcome()
+        }
+        Err(e) => SeedOutcome {
+            seed,
+            violations: vec![Progress::unexpected_error("world", "setup", &e)],
+            at: 0,
+            tail: Vec::new(),
+            trace: None,
+            trace_hash: 0,
+            trace_lines: 0,
+            stats: SeedStats::default(),
+        },
+    }
+}
+
+/// A node: the machine slot that successive incarnations run on.
+#[derive(Debug, Default)]
+pub(crate) struct Node {
+    /// The incarnation currently running there, if any.
+    current: Option<usize>,
+    /// Incarnations started so far.
+    incarnations: u32,
+    /// The deploy generation of the current incarnation.
+    generation: u32,
+    /// A restart is scheduled.
+    restart_pending: bool,
+}
+
+/// The operator: configuration writes and evictions.
+#[derive(Debug, Default)]
+pub(crate) struct Operator {
+    /// The preemption setting last committed.
+    allow_preemption: bool,
+    /// The preemption setting being written (retried until it commits, unless a later
+    /// write supersedes it).
+    config_pending: Option<bool>,
+}
+
+/// One world.
+pub(crate) struct World {
+    seed: u64,
+    plant: Option<Plant>,
+    only_oracle: Option<crate::oracles::OracleId>,
+    params: Params,
+    rng: ChaCha8Rng,
+    time: TrueTime,
+    now: Nanos,
+    queue: Queue,
+    rt: tokio::runtime::Runtime,
+    db: MemDb,
+    faults: SimFaults,
+    election: LeaderElection,
+    leader_key: Vec<u8>,
+    procs: Vec<Process>,
+    nodes: Vec<Node>,
+    pending: BTreeMap<u64, Pending>,
+    next_token: u64,
+    operator: Operator,
+    generation: u32,
+    deploys_in_flight: u32,
+    quiet: bool,
+    /// The latest end of any fault injected so far.
+    faults_end_at: Nanos,
+    trace: Trace,
+    stats: SeedStats,
+    // Oracles.
+    belief: BeliefOverlap,
+    fencing: Fencing,
+    ballots: Ballots,
+    preemption: Preemption,
+    liveness: Liveness,
+    history: HistoryReplay,
+    /// Violations found during the current step.
+    found: Vec<Violation>,
+    /// The first failing step's violations.
+    failed: Option<(Nanos, Vec<Violation>)>,
+    last_checked_version: u64,
+    shadow_final: Option<u64>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("seed", &self.seed)
+            .field("now", &self.now)
+            .field("processes", &self.procs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl World {
+    fn new(seed: u64, opts: &Options) -> Result<World, String> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let params = Params::draw(&mut rng, opts).map_err(|e| e.to_string())?;
+        let time = TrueTime::default();
+        let db = MemDb::with_clock(std::sync::Arc::new(TrueClock(time.clone())));
+        let faults = SimFaults::default();
+        db.set_fault_injector(std::sync::Arc::new(faults.clone()));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let rho = params.rho_ppm;
+        let nodes = (0..params.nodes).map(|_| Node::default()).collect();
+        let mut world = World {
+            seed,
+            plant: opts.plant,
+            only_oracle: opts.only_oracle,
+            rng,
+            time,
+            now: 0,
+            queue: Queue::default(),
+            rt,
+            db,
+            faults,
+            election: LeaderElection::new(Subspace::from(wire::ELECTION_SUBSPACE)),
+            leader_key: wire::leader_key(),
+            procs: Vec::new(),
+            nodes,
+            pending: BTreeMap::new(),
+            next_token: 1,
+            operator: Operator {
+                allow_preemption: params.config.allow_preemption(),
+                config_pending: None,
+            },
+            generation: 0,
+            deploys_in_flight: 0,
+            quiet: false,
+            faults_end_at: 0,
+            trace: Trace::new(opts.keep_trace),
+            stats: SeedStats::default(),
+            belief: BeliefOverlap::default(),
+            fencing: Fencing::default(),
+            ballots: Ballots::default(),
+            preemption: Preemption::new(rho),
+            liveness: Liveness::default(),
+            history: HistoryReplay::default(),
+            found: Vec::new(),
+            failed: None,
+            last_checked_version: 0,
+            shadow_final: None,
+            params,
+        };
+        world.log(format!(
+            "world seed={seed} plant={} nodes={} lease={}s heartbeat={}s rho={}ppm \
+             clock_spread={}ppm min_tenure={}s quiet_from={}s end={}s",
+            world.plant.map_or("none", Plant::name),
+            world.params.nodes,
+            secs(world.params.lease),
+            secs(world.params.heartbeat),
+            world.params.rho_ppm,
+            world.params.clock_spread_ppm,
+            secs(crate::time::nanos(world.params.config.min_tenure())),
+            secs(world.params.quiet_from),
+            secs(world.params.duration),
+        ));
+        world.setup()?;
+        Ok(world)
+    }
+
+    fn setup(&mut self) -> Result<(), String> {
+        // The operator initialises the election (no faults at time zero).
+        let txn = self.db.create_transaction();
+        let election = self.election.clone();
+        let config = self.params.config.clone();
+        let init = self.rt.block_on(async {
+            election.initialize_with_config(&txn, &config).await?;
+            let leader = election.leader_record(&txn).await?;
+            Ok::<_, ElectionError>(leader)
+        });
+        let leader = init.map_err(|e| e.to_string())?;
+        let mut entry = crate::history::Entry::new("operator", None, 0, crate::history::Op::Init);
+        entry.leader = Some(crate::history::RecordView::of(&leader));
+        entry.config = Some(crate::history::ConfigView::of(&config));
+        let token = self.add_pending(Pending {
+            actor: Actor::Operator,
+            txn,
+            kind: Kind::Init,
+            entry,
+            zombie: false,
+            faultless: true,
+        });
+        self.queue.push(0, Event::Commit { token });
+        for node in 0..self.params.nodes {
+            let bias = self.params.node_bias.get(node).copied().unwrap_or(0);
+            let start = self.rng.random_range(1..=self.params.heartbeat);
+            self.spawn(node, bias, start);
+        }
+        self.chaos_start();
+        self.queue.push(self.params.quiet_from, Event::Quiet);
+        self.queue.push(self.params.duration, Event::End);
+        Ok(())
+    }
+
+    /// Appends a trace line stamped with the current true time.
+    fn log(&mut self, line: String) {
+        self.trace.line(format!("{} {line}", secs(self.now)));
+    }
+
+    fn add_pending(&mut self, p: Pending) -> u64 {
+        let token = self.next_token;
+        self.next_token = token.saturating_add(1);
+        self.pending.insert(token, p);
+        token
+    }
+
+    /// A new transaction opened by `actor`.
+    fn open(&self, actor: Actor) -> MemTransaction {
+        let txn = self.db.create_transaction();
+        if let Actor::Proc(pid) = actor {
+            self.faults.open(txn.id(), pid);
+        }
+        txn
+    }
+
+    /// A uniform draw in `[lo, hi]` (nanoseconds).
+    fn between(&mut self, lo: Nanos, hi: Nanos) -> Nanos {
+        if hi <= lo {
+            lo
+        } else {
+            self.rng.random_range(lo..=hi)
+        }
+    }
+
+    /// `lease × [lo_milli, hi_milli] / 1000`.
+    fn leases(&mut self, lo_milli: u64, hi_milli: u64) -> Nanos {
+        let m = self.between(lo_milli, hi_milli);
+        crate::time::scale(self.params.lease, m, 1_000)
+    }
+
+    fn run(&mut self) {
+        while let Some((at, event)) = self.queue.pop() {
+            self.now = at.max(self.now);
+            self.time.set(self.now);
+            self.stats.events = self.stats.events.saturating_add(1);
+            let end = event == Event::End;
+            self.dispatch(event);
+            if end {
+                self.finish();
+            }
+            self.check();
+            if self.failed.is_some() || end {
+                break;
+            }
+        }
+        self.stats.sim_ns = self.now;
+    }
+
+    fn dispatch(&mut self, event: Event) {
+        match event {
+            Event::Control { pid, epoch } => {
+                if self.defer_if_paused(pid, event) {
+                    return;
+                }
+                if self.procs.get(pid).is_some_and(|p| p.ctl_epoch == epoch) {
+                    self.control(pid);
+                }
+            }
+            Event::Work { pid, epoch, step } => {
+                if self.defer_if_paused(pid, event) {
+                    return;
+                }
+                if self.procs.get(pid).is_some_and(|p| p.work_epoch == epoch) {
+                    self.work(pid, step);
+                }
+            }
+            Event::Commit { token } => {
+                let paused_owner = match self.pending.get(&token) {
+                    Some(p) if !p.zombie => match p.actor {
+                        Actor::Proc(pid) => Some(pid),
+                        Actor::Operator => None,
+                    },
+                    _ => None,
+                };
+                if let Some(pid) = paused_owner {
+                    if self.defer_if_paused(pid, event) {
+                        return;
+                    }
+                }
+                self.commit(token);
+            }
+            Event::Chaos(c) => self.chaos(c),
+            Event::Operator(step) => self.operator(step),
+            Event::Quiet => self.begin_quiet(),
+            Event::Deadline | Event::End => {}
+        }
+    }
+
+    /// Re-queues `event` at the end of its process's pause; returns whether it did.
+    fn defer_if_paused(&mut self, pid: usize, event: Event) -> bool {
+        let until = self.procs.get(pid).map_or(0, |p| p.paused_until);
+        if until > self.now {
+            self.queue.push(until, event);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn finish(&mut self) {
+        let state = self.snapshot(false);
+        let shadow = state.as_ref().and_then(|s| s.shadow).unwrap_or(0);
+        let counter = state.as_ref().and_then(|s| s.counter).unwrap_or(0);
+        self.shadow_final = Some(shadow);
+        self.stats.fenced_committed = self.fencing.committed;
+        self.stats.fenced_lost = self.fencing.committed.saturating_sub(counter);
+        self.stats.shadow_lost = self.stats.shadow_committed.saturating_sub(shadow);
+        let achieved = crate::oracles::Achieved {
+            elections: self.stats.elections,
+            renewals: self.stats.renewals,
+            fenced_work: self.fencing.committed,
+        };
+        if let Some(v) = Progress::check_end(achieved) {
+            self.found.push(v);
+        }
+        if self.liveness.window().is_none() {
+            self.found.push(Violation::new(
+                crate::oracles::OracleId::Liveness,
+                format!(
+                    "faults never settled before the end at {} s: the quiet phase is too short",
+                    secs(self.now)
+                ),
+            ));
+        }
+        // The full registry is compared at the end.
+        if let Some(state) = self.snapshot(true) {
+            if let Some(v) = self.history.check(&state) {
+                self.found.push(v);
+            }
+        }
+    }
+
+    /// Runs the oracles after a step.
+    fn check(&mut self) {
+        let version = self.db.committed_version();
+        if version != self.last_checked_version {
+            self.last_checked_version = version;
+            if let Some(state) = self.snapshot(false) {
+                let found: Vec<Violation> = [
+                    self.history.check(&state),
+                    self.fencing.check(&state),
+                    self.ballots.check(&state),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                self.found.extend(found);
+            }
+            self.poll_watches();
+        }
+        let beliefs = self.beliefs();
+        if let Some(v) = self.belief.check(self.now, &beliefs) {
+            self.found.push(v);
+        }
+        self.maybe_arm_liveness();
+        let best = self.best_live_priority();
+        if let Some(v) = self.liveness.check(self.now, &beliefs, best) {
+            self.found.push(v);
+        }
+        if let Some(only) = self.only_oracle {
+            let (keep, ignore): (Vec<Violation>, Vec<Violation>) = std::mem::take(&mut self.found)
+                .into_iter()
+                .partition(|v| v.oracle == only);
+            for v in ignore {
+                self.log(format!("ignored (only {only} stops the run): {v}"));
+            }
+            self.found = keep;
+        }
+        if !self.found.is_empty() && self.failed.is_none() {
+            let mut found = std::mem::take(&mut self.found);
+            found.sort_by_key(|v| v.oracle);
+            found.dedup();
+            for v in &found {
+                self.log(format!("VIOLATION {v}"));
+            }
+            self.failed = Some((self.now, found));
+        }
+    }
+
+    /// What every live process believes now.
+    fn beliefs(&self) -> Vec<Belief> {
+        self.procs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.status != Status::Dead)
+            .filter_map(|(pid, p)| {
+                self.acting_belief(pid).map(|(ballot, remaining)| Belief {
+                    label: p.label.clone(),
+                    ballot,
+                    priority: p.candidate.priority().get(),
+                    remaining,
+                })
+            })
+            .collect()
+    }
+
+    /// The highest priority among live, registered processes.
+    fn best_live_priority(&self) -> Option<i32> {
+        self.procs
+            .iter()
+            .filter(|p| p.status == Status::Running && !p.shutdown)
+            .map(|p| p.candidate.priority().get())
+            .max()
+    }
+
+    fn outcome(&mut self) -> SeedOutcome {
+        let (at, violations) = self.failed.take().unwrap_or((self.now, Vec::new()));
+        SeedOutcome {
+            seed: self.seed,
+            violations,
+            at,
+            tail: self.trace.tail(),
+            trace: self.trace.full().map(<[String]>::to_vec),
+            trace_hash: self.trace.hash(),
+            trace_lines: self.trace.len(),
+            stats: self.stats.clone(),
+        }
+    }
+}

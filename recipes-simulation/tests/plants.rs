@@ -1,0 +1,78 @@
+//! Every planted fault is caught by the oracle it targets within a few seeds, and the same
+//! seeds pass without the plant.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use fdb_leader_election_simulation::{Options, Plant, run_seed};
+
+/// A plant must be caught within this many seeds.
+const WITHIN: u64 = 10;
+
+fn caught_within(plant: Plant) -> u64 {
+    let planted = Options {
+        plant: Some(plant),
+        only_oracle: Some(plant.target()),
+        ..Options::default()
+    };
+    for seed in 0..WITHIN {
+        let outcome = run_seed(seed, &planted);
+        if let Some(v) = outcome.violations.first() {
+            assert_eq!(v.oracle, plant.target(), "{plant}: {v}");
+            return seed;
+        }
+    }
+    panic!(
+        "{plant} was not caught by {} within {WITHIN} seeds",
+        plant.target()
+    );
+}
+
+fn check(plant: Plant) {
+    let caught = caught_within(plant);
+    // The same seeds pass without the plant, with every oracle on.
+    for seed in 0..=caught {
+        let outcome = run_seed(seed, &Options::default());
+        assert!(
+            outcome.passed(),
+            "seed {seed} without a plant: {:?}",
+            outcome.violations
+        );
+    }
+    // And with every oracle on, the plant still fails the seed that caught it.
+    let all = Options {
+        plant: Some(plant),
+        ..Options::default()
+    };
+    assert!(!run_seed(caught, &all).passed(), "{plant} with all oracles");
+}
+
+#[test]
+fn clock_drift_beyond_rho_is_caught_by_belief_overlap() {
+    check(Plant::ClockDriftBeyondRho);
+}
+
+#[test]
+fn acting_without_a_lease_check_is_caught_by_belief_overlap() {
+    check(Plant::ActWithoutLeaseCheck);
+}
+
+#[test]
+fn unfenced_leader_work_is_caught_by_fencing() {
+    check(Plant::UnfencedLeaderWork);
+}
+
+#[test]
+fn takeover_after_half_a_lease_is_caught_by_preemption() {
+    check(Plant::TakeoverAfterHalfLease);
+}
+
+#[test]
+fn a_history_that_drops_entries_is_caught_by_history() {
+    check(Plant::HistoryDropsEntry);
+}
+
+#[test]
+fn every_plant_has_a_test_and_a_distinct_name() {
+    let names: std::collections::BTreeSet<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
+    assert_eq!(names.len(), 5);
+}
