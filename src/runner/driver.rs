@@ -36,6 +36,9 @@ use crate::txn::Watch;
 
 /// How long to poll before trying a watch again after the database refused one.
 const WATCH_RETRY_HEARTBEATS: u32 = 10;
+/// Without a watch, a candidate waiting for the handover it asked for cycles this many times
+/// per heartbeat, so it fills the vacancy within a fraction of a heartbeat of its writing.
+const HANDOVER_POLLS_PER_HEARTBEAT: u32 = 8;
 /// How many attempts the shutdown makes to resign and unregister.
 const LEAVE_ATTEMPTS: u32 = 3;
 
@@ -120,6 +123,7 @@ pub(crate) struct Driver<D: ElectionDatabase> {
     watch: Option<Watch>,
     watch_retry_at: Option<LocalInstant>,
     next_cycle_at: LocalInstant,
+    last_cycle_at: LocalInstant,
     next_action_at: Option<LocalInstant>,
     run_now: bool,
     backoff: Backoff,
@@ -193,6 +197,7 @@ impl<D: ElectionDatabase> Driver<D> {
             watch: None,
             watch_retry_at: None,
             next_cycle_at: now,
+            last_cycle_at: now,
             next_action_at: None,
             run_now: true,
             backoff: Backoff::default(),
@@ -272,6 +277,13 @@ impl<D: ElectionDatabase> Driver<D> {
                 due = due.min(at);
             }
         }
+        if !self.failing && self.watch.is_none() && self.awaiting_handover() {
+            let poll = part(
+                self.config.heartbeat_interval(),
+                HANDOVER_POLLS_PER_HEARTBEAT,
+            );
+            due = due.min(self.last_cycle_at.saturating_add(poll));
+        }
         if let Some(guard) = self.guard.as_ref() {
             // Renew before the lease runs out, leaving room for one attempt and some slack.
             let margin = self
@@ -284,6 +296,16 @@ impl<D: ElectionDatabase> Driver<D> {
             }
         }
         due
+    }
+
+    /// Whether the leader record carries this candidate's handover request (the leader will
+    /// write a vacancy reserved for it at its next cycle).
+    fn awaiting_handover(&self) -> bool {
+        self.shared
+            .publisher()
+            .record()
+            .and_then(LeaderRecord::handover_request)
+            .is_some_and(|h| h.id() == self.me.id())
     }
 
     /// Sleeps until a cycle is due, handling what wakes the loop meanwhile.
@@ -435,6 +457,7 @@ impl<D: ElectionDatabase> Driver<D> {
         let result = self.me.adopt(cycle);
         self.succeeded();
         let heartbeat = self.config.heartbeat_interval();
+        self.last_cycle_at = started;
         self.next_cycle_at = started.saturating_add(jittered(&mut self.rng, heartbeat));
         if let ElectionResult::Leader(state) = &result {
             self.leading(state.ballot, started, &record);
@@ -446,7 +469,7 @@ impl<D: ElectionDatabase> Driver<D> {
                     .record(took.as_secs_f64());
             }
         }
-        self.observe(&record);
+        self.observe_written(&record, Some(action));
         self.reconcile();
         self.note_handover_request(&record);
         match action {
@@ -696,6 +719,15 @@ impl<D: ElectionDatabase> Driver<D> {
     // ----- bookkeeping -----------------------------------------------------------------------
 
     fn observe(&mut self, record: &LeaderRecord) {
+        self.observe_written(record, None);
+    }
+
+    /// Publishes a leader record; `action` is what this process's cycle wrote, if it did.
+    fn observe_written(&mut self, record: &LeaderRecord, action: Option<Action>) {
+        let first = match action {
+            Some(Action::Acquired) => ChangeReason::Acquired,
+            _ => ChangeReason::Discovered,
+        };
         let leading = self
             .guard
             .as_ref()
@@ -703,7 +735,7 @@ impl<D: ElectionDatabase> Driver<D> {
             .map(LeadershipGuard::ballot);
         let changed = {
             let mut publisher = self.shared.publisher();
-            publisher.observe(record, leading, false, ChangeReason::LeaseLapsed);
+            publisher.observe_written(record, leading, false, ChangeReason::LeaseLapsed, first);
             std::mem::take(&mut publisher.changed)
         };
         if changed {

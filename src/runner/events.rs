@@ -267,6 +267,19 @@ impl Publisher {
         lapsed: bool,
         fallback: ChangeReason,
     ) {
+        self.observe_written(record, leading, lapsed, fallback, ChangeReason::Discovered);
+    }
+
+    /// As [`observe`](Self::observe); `first` is the reason reported when no earlier record
+    /// was seen (the writer of the record knows what it did).
+    pub(crate) fn observe_written(
+        &mut self,
+        record: &LeaderRecord,
+        leading: Option<Ballot>,
+        lapsed: bool,
+        fallback: ChangeReason,
+        first: ChangeReason,
+    ) {
         let own = record
             .owner()
             .is_some_and(|o| Some(o.id()) == self.me.as_ref());
@@ -286,7 +299,7 @@ impl Publisher {
                     fallback
                 }
             }
-            (None, Some(_)) => ChangeReason::Discovered,
+            (None, Some(_)) => first,
             (Some(prev), Some(n)) => {
                 if n.ballot > prev.ballot() {
                     if prev.reservation().map(Named::id) == Some(&n.id) {

@@ -1,0 +1,173 @@
+//! Runner failover on MemDb, in tokio's paused time: one leader at a time, crash failover
+//! within lease + heartbeat, and the guard cancelled (even while the database is unreachable)
+//! before any successor becomes valid.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+mod runner_support;
+
+use std::time::Duration;
+
+use fdb_leader_election::Ballot;
+use fdb_leader_election::runner::{RunnerState, StopReason};
+use runner_support::*;
+use tokio::time::Instant;
+
+#[tokio::test(start_paused = true)]
+async fn three_candidates_elect_one_leader_that_everyone_knows() {
+    let db = db();
+    let runners: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|n| builder(db.clone(), n, 1).start().unwrap())
+        .collect();
+    let refs: Vec<_> = runners.iter().collect();
+    wait_until("a leader", LEASE, || sole_leader(&refs).is_some()).await;
+    // Let everyone cycle once more, checking exclusion at every millisecond.
+    let start = Instant::now();
+    while start.elapsed() < HEARTBEAT * 3 {
+        sole_leader(&refs);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let leader = sole_leader(&refs).unwrap();
+    let guard = leader.leadership().unwrap();
+    assert_eq!(guard.ballot(), Ballot::new(1), "one election, one ballot");
+    let id = leader.id().unwrap().clone();
+    for r in &runners {
+        let seen = r.leader().expect("every runner knows the leader");
+        assert_eq!(seen.id, id);
+        assert_eq!(seen.ballot, Ballot::new(1));
+        assert_eq!(
+            seen.payload_str(),
+            Some(format!("{}:7000", id.as_str().rsplit_once('-').unwrap().0).as_str())
+        );
+        let expected = if r.id() == Some(&id) {
+            RunnerState::Leader
+        } else {
+            RunnerState::Follower
+        };
+        assert_eq!(r.state(), expected);
+        assert!(r.health().is_ok());
+    }
+    for r in &runners {
+        r.shutdown().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_leader_is_replaced_within_lease_plus_heartbeat() {
+    let db = db();
+    let a = builder(db.clone(), "a", 1).start().unwrap();
+    let ga = a.elected().await.unwrap();
+    let b = builder(db.clone(), "b", 1).start().unwrap();
+    let c = builder(db.clone(), "c", 1).start().unwrap();
+    // Run a while so the followers are in their steady state.
+    tokio::time::sleep(HEARTBEAT * 5).await;
+    assert!(a.is_leader());
+
+    let crashed_at = Instant::now();
+    a.abort();
+    let failover = wait_until("a successor", LEASE * 3, || b.is_leader() || c.is_leader()).await;
+    assert!(
+        failover <= LEASE + HEARTBEAT,
+        "failover took {failover:?}, more than lease + heartbeat"
+    );
+    // Not before the lease: the followers wait a full lease of unchanged observation.
+    assert!(failover >= LEASE / 2, "took over after only {failover:?}");
+    let successor = if b.is_leader() { &b } else { &c };
+    assert_eq!(successor.leadership().unwrap().ballot(), Ballot::new(2));
+    assert!(ga.is_cancelled() && !ga.is_valid());
+    assert_eq!(ga.stop_reason(), Some(StopReason::RunnerStopped));
+    assert!(crashed_at.elapsed() >= failover);
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_leader_stops_at_its_local_deadline_before_anyone_takes_over() {
+    let db = db();
+    let link = Cuttable::new(&db);
+    let ra = Recorder::default();
+    let a = builder(link.clone(), "a", 1)
+        .callbacks(ra.clone())
+        .start()
+        .unwrap();
+    let ga = a.elected().await.unwrap();
+    let rb = Recorder::default();
+    let b = builder(db.clone(), "b", 1)
+        .callbacks(rb.clone())
+        .start()
+        .unwrap();
+    tokio::time::sleep(HEARTBEAT * 4).await;
+    assert!(ga.is_valid());
+
+    link.set_cut(true);
+    let cut_at = Instant::now();
+    let cancelled = ga.cancelled();
+    // The guard is cancelled on its own, while every renewal fails.
+    tokio::time::timeout(LEASE, cancelled)
+        .await
+        .expect("the guard was not cancelled by its deadline");
+    let stopped_after = cut_at.elapsed();
+    assert!(!ga.is_valid());
+    assert_eq!(ga.stop_reason(), Some(StopReason::LeaseExpired));
+    assert!(
+        !b.is_leader(),
+        "nobody may lead while the old leader's lease runs"
+    );
+    assert!(stopped_after < LEASE);
+
+    let gb = b.elected().await.unwrap();
+    let elected_after = cut_at.elapsed();
+    assert!(
+        elected_after > stopped_after,
+        "the successor became valid before the guard was cancelled"
+    );
+    assert_eq!(gb.ballot(), Ballot::new(2));
+    // a stays a (failing) candidate and is healthy: it does not lead.
+    assert!(!a.is_leader());
+    assert_eq!(a.state(), RunnerState::Error);
+    assert!(a.health().is_ok());
+    // Exactly one stop, for the lease that expired.
+    assert_eq!(
+        ra.stopped(),
+        vec![(Ballot::new(1), StopReason::LeaseExpired)]
+    );
+    assert_eq!(rb.elected(), vec![Ballot::new(2)]);
+
+    // The partition heals: a follows b and does not disturb it.
+    link.set_cut(false);
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(gb.is_valid());
+    assert_eq!(a.state(), RunnerState::Follower);
+    assert_eq!(a.leader().map(|l| l.ballot), Some(Ballot::new(2)));
+    assert_eq!(ra.elected(), vec![Ballot::new(1)]);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_database_going_away_and_back_never_ends_participation() {
+    let db = db();
+    let faults = fdb_leader_election::ScriptedFaults::new();
+    db.set_fault_injector(std::sync::Arc::new(faults.clone()));
+    let a = builder(db.clone(), "a", 1).start().unwrap();
+    let g1 = a.elected().await.unwrap();
+    faults.set_unavailable(true);
+    tokio::time::sleep(LEASE * 10).await;
+    assert!(g1.is_cancelled());
+    assert_eq!(a.state(), RunnerState::Error);
+    assert!(a.health().is_ok());
+    faults.set_unavailable(false);
+    let g2 = tokio::time::timeout(LEASE * 3, a.elected())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(g2.ballot() > g1.ballot(), "a new term after the lapse");
+    assert_eq!(a.state(), RunnerState::Leader);
+    a.shutdown().await;
+}

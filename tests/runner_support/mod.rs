@@ -1,0 +1,215 @@
+//! Helpers shared by the runner tests: a fast configuration, runners on a paused-time MemDb,
+//! a callback recorder, a backend that can be cut off from the database, and waiting helpers.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fdb_leader_election::memdb::{CommitContext, CommitDecision};
+use fdb_leader_election::runner::{
+    ElectionCallbacks, ElectionDatabase, LeaderChange, LeadershipGuard, Runner, RunnerBuilder,
+    StopReason,
+};
+use fdb_leader_election::{
+    Ballot, ElectionConfig, ElectionError, FaultInjector, MemDb, Named, Priority, TokioClock,
+    TxnError, TxnErrorKind,
+};
+use foundationdb_tuple::Subspace;
+use tokio::time::Instant;
+
+pub const LEASE: Duration = Duration::from_millis(300);
+pub const HEARTBEAT: Duration = Duration::from_millis(100);
+
+pub fn subspace() -> Subspace {
+    Subspace::from("election")
+}
+
+/// Lease 300 ms, heartbeat 100 ms, 30 ms per transaction, 10 ms stagger per rank.
+pub fn config() -> ElectionConfig {
+    ElectionConfig::builder()
+        .lease_duration(LEASE)
+        .heartbeat_interval(HEARTBEAT)
+        .candidate_timeout(Duration::from_millis(600))
+        .transaction_timeout(Duration::from_millis(30))
+        .takeover_stagger(Duration::from_millis(10))
+        .handover_grace(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+/// A MemDb whose transactions age on tokio's (paused) clock.
+pub fn db() -> MemDb {
+    MemDb::with_clock(Arc::new(TokioClock::new()))
+}
+
+pub fn builder<D: ElectionDatabase>(db: D, name: &str, priority: i32) -> RunnerBuilder<D> {
+    Runner::builder(db, subspace())
+        .label(name)
+        .priority(Priority::new(priority))
+        .payload(format!("{name}:7000"))
+        .config(config())
+        .seed(u64::from(name.bytes().map(u32::from).sum::<u32>()))
+}
+
+/// The leader key of the test election.
+pub fn leader_key() -> Vec<u8> {
+    subspace().pack(&("leader",))
+}
+
+/// Counts the commits that write the leader record.
+#[derive(Debug, Default, Clone)]
+pub struct LeaderWrites(pub Arc<AtomicU64>);
+
+impl LeaderWrites {
+    pub fn install(db: &MemDb) -> Self {
+        let w = LeaderWrites::default();
+        db.set_fault_injector(Arc::new(w.clone()));
+        w
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl FaultInjector for LeaderWrites {
+    fn on_commit(&self, ctx: &CommitContext<'_>) -> CommitDecision {
+        if ctx.written_keys.contains(&leader_key()) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        CommitDecision::proceed()
+    }
+}
+
+/// What a runner's callbacks reported, with the (paused) tokio time of each.
+#[derive(Debug, Clone)]
+pub enum Seen {
+    Elected(Ballot, LeadershipGuard),
+    Stopped(Ballot, StopReason),
+    Changed(LeaderChange),
+    Handover(Named),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(pub Arc<Mutex<Vec<(Instant, Seen)>>>);
+
+impl Recorder {
+    pub fn all(&self) -> Vec<(Instant, Seen)> {
+        self.0.lock().unwrap().clone()
+    }
+    pub fn elected(&self) -> Vec<Ballot> {
+        self.all()
+            .into_iter()
+            .filter_map(|(_, s)| match s {
+                Seen::Elected(b, _) => Some(b),
+                _ => None,
+            })
+            .collect()
+    }
+    pub fn stopped(&self) -> Vec<(Ballot, StopReason)> {
+        self.all()
+            .into_iter()
+            .filter_map(|(_, s)| match s {
+                Seen::Stopped(b, r) => Some((b, r)),
+                _ => None,
+            })
+            .collect()
+    }
+    pub fn changes(&self) -> Vec<LeaderChange> {
+        self.all()
+            .into_iter()
+            .filter_map(|(_, s)| match s {
+                Seen::Changed(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+    fn push(&self, s: Seen) {
+        self.0.lock().unwrap().push((Instant::now(), s));
+    }
+}
+
+impl ElectionCallbacks for Recorder {
+    fn on_elected(&self, guard: &LeadershipGuard) {
+        self.push(Seen::Elected(guard.ballot(), guard.clone()));
+    }
+    fn on_stopped(&self, ballot: Ballot, reason: &StopReason) {
+        self.push(Seen::Stopped(ballot, reason.clone()));
+    }
+    fn on_leader_changed(&self, change: &LeaderChange) {
+        self.push(Seen::Changed(change.clone()));
+    }
+    fn on_handover_requested(&self, requester: &Named, _guard: &LeadershipGuard) {
+        self.push(Seen::Handover(requester.clone()));
+    }
+}
+
+/// A MemDb that one runner can be cut off from (a network partition of that process).
+#[derive(Clone, Debug)]
+pub struct Cuttable {
+    pub db: MemDb,
+    pub cut: Arc<AtomicBool>,
+}
+
+impl Cuttable {
+    pub fn new(db: &MemDb) -> Self {
+        Cuttable {
+            db: db.clone(),
+            cut: Arc::new(AtomicBool::new(false)),
+        }
+    }
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+    }
+}
+
+impl ElectionDatabase for Cuttable {
+    type Txn = <MemDb as ElectionDatabase>::Txn;
+
+    fn transact<F, Fut, T>(
+        &self,
+        timeout: Duration,
+        body: F,
+    ) -> impl std::future::Future<Output = Result<T, ElectionError>> + Send
+    where
+        F: Fn(Self::Txn) -> Fut + Send + Sync,
+        Fut: std::future::Future<Output = Result<T, ElectionError>> + Send,
+        T: Send,
+    {
+        let cut = self.cut.load(Ordering::SeqCst);
+        let db = self.db.clone();
+        async move {
+            if cut {
+                // Like an unreachable cluster: the attempt hangs until it times out.
+                tokio::time::sleep(timeout).await;
+                return Err(ElectionError::Database(TxnError::new(
+                    TxnErrorKind::Unavailable,
+                )));
+            }
+            db.transact(timeout, body).await
+        }
+    }
+}
+
+/// Waits (in paused time, 1 ms steps) until `cond` holds; panics after `limit`.
+pub async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The runner that leads now, if exactly one does (panics if two do).
+pub fn sole_leader<'a>(runners: &'a [&'a Runner]) -> Option<&'a Runner> {
+    let leaders: Vec<&Runner> = runners.iter().copied().filter(|r| r.is_leader()).collect();
+    assert!(leaders.len() <= 1, "two runners lead at once: {leaders:?}");
+    leaders.first().copied()
+}
