@@ -110,6 +110,9 @@ impl CampaignReport {
         if let Some(p) = self.options.plant {
             let _ = write!(cmd, " --plant {p}");
         }
+        if let Some(o) = self.options.only_oracle {
+            let _ = write!(cmd, " --oracle {}", o.name());
+        }
         if self.options.sim_seconds != Options::default().sim_seconds {
             let _ = write!(cmd, " --sim-seconds {}", self.options.sim_seconds);
         }

@@ -153,6 +153,11 @@ impl World {
         if let Some(p) = self.procs.get_mut(pid) {
             p.work_inflight = u32::try_from(pending.len()).unwrap_or(u32::MAX);
         }
+        // A stop-the-world pause between the fence read and the commit.
+        if !self.quiet && self.rng.random_ratio(1, 50) {
+            let d = self.leases(500, crate::params::MAX_FAULT_LEASES.saturating_mul(1_000));
+            self.pause(pid, d, true);
+        }
         let delay = self.commit_delay();
         for (txn, kind, entry) in pending {
             let token = self.add_pending(Pending {
