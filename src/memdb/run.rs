@@ -136,40 +136,67 @@ impl MemDb {
     ///
     /// The first non-retryable error, or the last error once `options.max_attempts` attempts
     /// have failed.
-    pub async fn run_with<F, Fut, T, E>(&self, options: RunOptions, mut closure: F) -> Result<T, E>
+    pub async fn run_with<F, Fut, T, E>(&self, options: RunOptions, closure: F) -> Result<T, E>
     where
         F: FnMut(MemTransaction, MaybeCommitted) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: From<TxnError> + RetryClassify,
     {
-        let max_attempts = options.max_attempts.map(|m| m.max(1));
-        let mut attempts: u32 = 0;
-        let mut maybe_committed = false;
-        let mut backoff = options.initial_backoff;
-        loop {
-            attempts = attempts.saturating_add(1);
-            let txn = self.create_transaction();
-            let error = match closure(txn.clone(), MaybeCommitted(maybe_committed)).await {
-                Ok(value) => match txn.commit().await {
-                    Ok(()) => return Ok(value),
-                    Err(e) => E::from(e),
-                },
-                Err(e) => e,
-            };
-            let kind = match error.txn_error() {
-                Some(e) if e.is_retryable() => e.kind(),
-                _ => return Err(error),
-            };
-            if max_attempts.is_some_and(|max| attempts >= max) {
-                return Err(error);
+        retry_loop(
+            options,
+            || self.create_transaction(),
+            MemTransaction::commit,
+            closure,
+        )
+        .await
+    }
+}
+
+/// FoundationDB's retry loop over any store: `begin` starts a transaction, `closure` runs in
+/// it, `commit` commits it. Shared by [`MemDb::run_with`] and the SQLite store's `run_with`,
+/// so both retry exactly alike (see [`MemDb::run_with`] for the policy).
+pub(crate) async fn retry_loop<Tx, B, C, CFut, F, Fut, T, E>(
+    options: RunOptions,
+    mut begin: B,
+    mut commit: C,
+    mut closure: F,
+) -> Result<T, E>
+where
+    Tx: Clone,
+    B: FnMut() -> Tx,
+    C: FnMut(Tx) -> CFut,
+    CFut: Future<Output = Result<(), TxnError>>,
+    F: FnMut(Tx, MaybeCommitted) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: From<TxnError> + RetryClassify,
+{
+    let max_attempts = options.max_attempts.map(|m| m.max(1));
+    let mut attempts: u32 = 0;
+    let mut maybe_committed = false;
+    let mut backoff = options.initial_backoff;
+    loop {
+        attempts = attempts.saturating_add(1);
+        let txn = begin();
+        let error = match closure(txn.clone(), MaybeCommitted(maybe_committed)).await {
+            Ok(value) => match commit(txn).await {
+                Ok(()) => return Ok(value),
+                Err(e) => E::from(e),
+            },
+            Err(e) => e,
+        };
+        let kind = match error.txn_error() {
+            Some(e) if e.is_retryable() => e.kind(),
+            _ => return Err(error),
+        };
+        if max_attempts.is_some_and(|max| attempts >= max) {
+            return Err(error);
+        }
+        maybe_committed |= kind == TxnErrorKind::CommitUnknown;
+        if !matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld) {
+            if !backoff.is_zero() {
+                tokio::time::sleep(backoff).await;
             }
-            maybe_committed |= kind == TxnErrorKind::CommitUnknown;
-            if !matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld) {
-                if !backoff.is_zero() {
-                    tokio::time::sleep(backoff).await;
-                }
-                backoff = backoff.saturating_mul(2).min(options.max_backoff);
-            }
+            backoff = backoff.saturating_mul(2).min(options.max_backoff);
         }
     }
 }
