@@ -102,6 +102,8 @@
 //!
 //! - `fdb` (with one of `fdb-7_1`, `fdb-7_3`, `fdb-7_4`): the FoundationDB adapter, so every
 //!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`.
+//! - `sqlite`: `sqlite::SqliteDb`, an embedded store in a SQLite file with the same transaction
+//!   semantics as `MemDb`, so several processes on one host can elect a leader through a file.
 #![doc(test(attr(deny(warnings))))]
 #![forbid(unsafe_code)]
 
@@ -115,6 +117,8 @@ mod txn;
 
 #[cfg(feature = "fdb")]
 pub mod fdb;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
 pub use clock::{Clock, LocalInstant, ManualClock, SystemClock, TokioClock};
 pub use config::{
@@ -127,6 +131,8 @@ pub use memdb::{
     CommitFault, FaultInjector, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats,
     RetryClassify, RunOptions, ScriptedFaults,
 };
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
 pub use txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 mod codec;
 mod keys;

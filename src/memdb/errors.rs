@@ -1,26 +1,27 @@
-//! The errors MemDb reports, with FoundationDB's numeric codes, and its key and value limits.
+//! The errors MemDb (and the SQLite store) report, with FoundationDB's numeric codes, and the
+//! key and value limits.
 
 use crate::txn::{TxnError, TxnErrorKind};
 
 /// FoundationDB's largest key, in bytes.
-pub(super) const KEY_SIZE_LIMIT: usize = 10_000;
+pub(crate) const KEY_SIZE_LIMIT: usize = 10_000;
 /// FoundationDB's largest value, in bytes.
-pub(super) const VALUE_SIZE_LIMIT: usize = 100_000;
+pub(crate) const VALUE_SIZE_LIMIT: usize = 100_000;
 /// FoundationDB's largest transaction (mutations), in bytes.
-pub(super) const TRANSACTION_SIZE_LIMIT: usize = 10_000_000;
+pub(crate) const TRANSACTION_SIZE_LIMIT: usize = 10_000_000;
 
 /// `not_committed` (1020): a read key changed after the read version.
-pub(super) fn conflict() -> TxnError {
+pub(crate) fn conflict() -> TxnError {
     TxnError::new(TxnErrorKind::Conflict).with_code(1020)
 }
 
 /// `transaction_too_old` (1007).
-pub(super) fn too_old() -> TxnError {
+pub(crate) fn too_old() -> TxnError {
     TxnError::new(TxnErrorKind::TooOld).with_code(1007)
 }
 
 /// `commit_unknown_result` (1021).
-pub(super) fn commit_unknown() -> TxnError {
+pub(crate) fn commit_unknown() -> TxnError {
     TxnError::with_source(
         TxnErrorKind::CommitUnknown,
         "injected fault: the commit's reply was lost",
@@ -29,7 +30,7 @@ pub(super) fn commit_unknown() -> TxnError {
 }
 
 /// Injected unavailability. FoundationDB has no single code for it, so none is attached.
-pub(super) fn unavailable() -> TxnError {
+pub(crate) fn unavailable() -> TxnError {
     TxnError::with_source(
         TxnErrorKind::Unavailable,
         "injected fault: the database is unavailable",
@@ -37,7 +38,7 @@ pub(super) fn unavailable() -> TxnError {
 }
 
 /// `used_during_commit` (2017): an operation on a transaction whose commit has begun.
-pub(super) fn used_during_commit() -> TxnError {
+pub(crate) fn used_during_commit() -> TxnError {
     TxnError::with_source(
         TxnErrorKind::Fatal,
         "the transaction is committing or has committed",
@@ -46,22 +47,22 @@ pub(super) fn used_during_commit() -> TxnError {
 }
 
 /// `watches_disabled` (1034).
-pub(super) fn watches_disabled() -> TxnError {
+pub(crate) fn watches_disabled() -> TxnError {
     TxnError::with_source(TxnErrorKind::Fatal, "watches are disabled").with_code(1034)
 }
 
 /// `transaction_cancelled` (1025), for the watches of a transaction dropped before committing.
-pub(super) fn dropped_before_commit() -> TxnError {
+pub(crate) fn dropped_before_commit() -> TxnError {
     TxnError::with_source(TxnErrorKind::Fatal, "transaction dropped before commit").with_code(1025)
 }
 
 /// For armed watches whose database was dropped.
-pub(super) fn database_dropped() -> TxnError {
+pub(crate) fn database_dropped() -> TxnError {
     TxnError::with_source(TxnErrorKind::Fatal, "the database was dropped")
 }
 
 /// The database ran out of versions (after 2^64 commits).
-pub(super) fn versions_exhausted() -> TxnError {
+pub(crate) fn versions_exhausted() -> TxnError {
     TxnError::with_source(
         TxnErrorKind::Fatal,
         "the database ran out of commit versions",
@@ -70,7 +71,7 @@ pub(super) fn versions_exhausted() -> TxnError {
 
 /// A copy of `e` for a watch whose transaction failed to commit (the source is not cloneable,
 /// so it is replaced by its message).
-pub(super) fn copy_for_watch(e: &TxnError) -> TxnError {
+pub(crate) fn copy_for_watch(e: &TxnError) -> TxnError {
     let copy = TxnError::with_source(
         e.kind(),
         format!("the watching transaction failed to commit: {e}"),
@@ -83,8 +84,8 @@ pub(super) fn copy_for_watch(e: &TxnError) -> TxnError {
 
 /// Checks a key that is read, written, watched or added as a conflict key: at most
 /// [`KEY_SIZE_LIMIT`] bytes (`key_too_large`, 2102) and below `\xff`
-/// (`key_outside_legal_range`, 2004; MemDb has no system keyspace).
-pub(super) fn check_key(key: &[u8]) -> Result<(), TxnError> {
+/// (`key_outside_legal_range`, 2004; there is no system keyspace).
+pub(crate) fn check_key(key: &[u8]) -> Result<(), TxnError> {
     if key.len() > KEY_SIZE_LIMIT {
         return Err(TxnError::with_source(
             TxnErrorKind::Fatal,
@@ -102,7 +103,7 @@ pub(super) fn check_key(key: &[u8]) -> Result<(), TxnError> {
 }
 
 /// Checks the end of a range read: at most `\xff`.
-pub(super) fn check_range_end(end: &[u8]) -> Result<(), TxnError> {
+pub(crate) fn check_range_end(end: &[u8]) -> Result<(), TxnError> {
     if end > [0xff_u8].as_slice() {
         return Err(outside_legal_range());
     }
@@ -110,7 +111,7 @@ pub(super) fn check_range_end(end: &[u8]) -> Result<(), TxnError> {
 }
 
 /// Checks a value that is written: at most [`VALUE_SIZE_LIMIT`] bytes (`value_too_large`, 2103).
-pub(super) fn check_value(value: &[u8]) -> Result<(), TxnError> {
+pub(crate) fn check_value(value: &[u8]) -> Result<(), TxnError> {
     if value.len() > VALUE_SIZE_LIMIT {
         return Err(TxnError::with_source(
             TxnErrorKind::Fatal,
@@ -125,7 +126,7 @@ pub(super) fn check_value(value: &[u8]) -> Result<(), TxnError> {
 }
 
 /// `transaction_too_large` (2101).
-pub(super) fn transaction_too_large(size: usize) -> TxnError {
+pub(crate) fn transaction_too_large(size: usize) -> TxnError {
     TxnError::with_source(
         TxnErrorKind::Fatal,
         format!("transaction of {size} bytes exceeds the limit of {TRANSACTION_SIZE_LIMIT}"),
@@ -136,7 +137,7 @@ pub(super) fn transaction_too_large(size: usize) -> TxnError {
 fn outside_legal_range() -> TxnError {
     TxnError::with_source(
         TxnErrorKind::Fatal,
-        "key outside the legal range (MemDb has no system keys at or after \\xff)",
+        "key outside the legal range (there are no system keys at or after \\xff)",
     )
     .with_code(2004)
 }

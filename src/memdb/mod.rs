@@ -19,7 +19,7 @@
 //! It keeps old versions only as long as a live transaction may read them, so memory stays
 //! bounded by the data plus the commits of the last five seconds.
 
-mod errors;
+pub(crate) mod errors;
 mod faults;
 mod run;
 mod stats;
@@ -43,8 +43,15 @@ pub use run::{MaybeCommitted, RetryClassify, RunOptions};
 pub use stats::{MemDbStats, MemTxnStats};
 pub use transaction::MemTransaction;
 
+#[cfg(feature = "sqlite")]
+pub(crate) use run::retry_loop;
+#[cfg(feature = "sqlite")]
+pub(crate) use stats::bump;
+#[cfg(feature = "sqlite")]
+pub(crate) use store::{ReadConflicts, key_after};
+
 use crate::clock::{Clock, SystemClock};
-use stats::Counters;
+pub(crate) use stats::Counters;
 use store::Store;
 
 /// How long a transaction may use its read version: reads and commits fail with

@@ -89,28 +89,28 @@ pub struct MemTxnStats {
 
 /// The database-wide counters, updated without taking the store's lock.
 #[derive(Debug, Default)]
-pub(super) struct Counters {
-    pub(super) point_reads: AtomicU64,
-    pub(super) range_reads: AtomicU64,
-    pub(super) range_keys_read: AtomicU64,
-    pub(super) sets: AtomicU64,
-    pub(super) clears: AtomicU64,
-    pub(super) read_conflict_keys: AtomicU64,
-    pub(super) commits_attempted: AtomicU64,
-    pub(super) commits_succeeded: AtomicU64,
-    pub(super) conflicts: AtomicU64,
-    pub(super) unknown_results: AtomicU64,
-    pub(super) watches_created: AtomicU64,
-    pub(super) watches_fired: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) point_reads: AtomicU64,
+    pub(crate) range_reads: AtomicU64,
+    pub(crate) range_keys_read: AtomicU64,
+    pub(crate) sets: AtomicU64,
+    pub(crate) clears: AtomicU64,
+    pub(crate) read_conflict_keys: AtomicU64,
+    pub(crate) commits_attempted: AtomicU64,
+    pub(crate) commits_succeeded: AtomicU64,
+    pub(crate) conflicts: AtomicU64,
+    pub(crate) unknown_results: AtomicU64,
+    pub(crate) watches_created: AtomicU64,
+    pub(crate) watches_fired: AtomicU64,
 }
 
 /// Adds `n` to a counter. (A counter would need centuries of operations to wrap.)
-pub(super) fn bump(counter: &AtomicU64, n: u64) {
+pub(crate) fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
 impl Counters {
-    pub(super) fn snapshot(&self) -> MemDbStats {
+    pub(crate) fn snapshot(&self) -> MemDbStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         MemDbStats {
             point_reads: get(&self.point_reads),
@@ -128,7 +128,7 @@ impl Counters {
         }
     }
 
-    pub(super) fn reset(&self) {
+    pub(crate) fn reset(&self) {
         for c in [
             &self.point_reads,
             &self.range_reads,

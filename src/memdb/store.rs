@@ -29,28 +29,28 @@ struct CommitRecord {
 
 /// A transaction's read-conflict set.
 #[derive(Debug, Default)]
-pub(super) struct ReadConflicts {
+pub(crate) struct ReadConflicts {
     points: BTreeSet<Vec<u8>>,
     /// Half-open ranges `[begin, end)`, each non-empty.
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl ReadConflicts {
-    pub(super) fn add_key(&mut self, key: &[u8]) {
+    pub(crate) fn add_key(&mut self, key: &[u8]) {
         if !self.points.contains(key) {
             self.points.insert(key.to_vec());
         }
     }
 
     /// Adds `[begin, end)` (ignored when empty).
-    pub(super) fn add_range(&mut self, begin: &[u8], end: &[u8]) {
+    pub(crate) fn add_range(&mut self, begin: &[u8], end: &[u8]) {
         if begin < end {
             self.ranges.push((begin.to_vec(), end.to_vec()));
         }
     }
 
     /// Whether any of `keys` (sorted) falls inside the set.
-    fn intersects(&self, keys: &[Vec<u8>]) -> bool {
+    pub(crate) fn intersects(&self, keys: &[Vec<u8>]) -> bool {
         if keys.iter().any(|k| self.points.contains(k)) {
             return true;
         }
@@ -60,14 +60,28 @@ impl ReadConflicts {
         })
     }
 
-    #[cfg(test)]
-    pub(super) fn is_empty(&self) -> bool {
+    #[cfg(any(test, feature = "sqlite"))]
+    pub(crate) fn is_empty(&self) -> bool {
         self.points.is_empty() && self.ranges.is_empty()
+    }
+
+    /// The single keys in the set, in key order.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn points(&self) -> impl Iterator<Item = &[u8]> {
+        self.points.iter().map(Vec::as_slice)
+    }
+
+    /// The ranges `[begin, end)` in the set, in the order they were added.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn ranges(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.ranges
+            .iter()
+            .map(|(b, e)| (b.as_slice(), e.as_slice()))
     }
 }
 
 /// The key immediately after `key` in key order.
-pub(super) fn key_after(key: &[u8]) -> Vec<u8> {
+pub(crate) fn key_after(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len().saturating_add(1));
     k.extend_from_slice(key);
     k.push(0);

@@ -1,0 +1,499 @@
+//! An embedded store in a SQLite file, with FoundationDB's transaction semantics, so that
+//! several processes on one host can elect a leader through a file (feature `sqlite`).
+//!
+//! [`SqliteDb`] implements [`ElectionTxn`](crate::ElectionTxn) transactions with the same
+//! semantics as [`MemDb`](crate::MemDb), checked by the same conformance suite: snapshot reads
+//! at a read version, read-your-writes, serializable optimistic commits that fail with a
+//! retryable conflict (1020), `transaction_too_old` (1007) after 5 s, and watches.
+//!
+//! # How
+//!
+//! SQLite in write-ahead-log mode gives every reader a stable snapshot while one writer
+//! commits. On top of it, the store runs FoundationDB-style optimistic concurrency:
+//!
+//! - **Snapshots.** A transaction's first read opens a SQLite read transaction on a connection
+//!   of its own and reads the store's current version from `meta`. That snapshot serves all its
+//!   reads; other processes keep committing meanwhile. Writes are buffered in memory.
+//! - **Commits.** `BEGIN IMMEDIATE` takes the write lock (waiting up to
+//!   [`busy_timeout`](SqliteOptions::busy_timeout)); the `log` table, which records the keys
+//!   every commit wrote, tells whether a key in the read-conflict set was written after the
+//!   read version (a conflict: nothing is applied); otherwise the writes land at the next
+//!   version. The lock is held for the check and the writes only, never while the application
+//!   runs, so followers' read-mostly cycles do not queue behind the leader.
+//! - **Log retention** is counted in versions ([`log_retention`](SqliteOptions::log_retention)),
+//!   never in wall-clock time, so processes with different clocks agree: a transaction whose
+//!   read version the log no longer covers gets `transaction_too_old` (retryable), never a
+//!   missed conflict.
+//! - **Watches** poll `PRAGMA data_version` on a dedicated connection every
+//!   [`watch_poll_interval`](SqliteOptions::watch_poll_interval) and re-read their key only
+//!   when another connection committed.
+//!
+//! # File format
+//!
+//! ```sql
+//! CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+//!   -- 'schema' = SCHEMA_VERSION, 'version' = latest commit, 'log_floor' = see below
+//! CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL, version INTEGER NOT NULL)
+//!   WITHOUT ROWID;
+//! CREATE TABLE log (version INTEGER NOT NULL, key BLOB NOT NULL, PRIMARY KEY (version, key))
+//!   WITHOUT ROWID;  -- every key written (set or cleared) by every version above log_floor
+//! CREATE INDEX log_by_key ON log (key, version);
+//! ```
+//!
+//! The file's `PRAGMA application_id` is `0x46444C45` ("FDLE"). Opening a file that is not a
+//! SQLite database, another application's database, or a store of an unknown
+//! [`SCHEMA_VERSION`] fails with a [`SqliteOpenError`] and leaves the file untouched.
+//!
+//! # Durability and placement
+//!
+//! By default ([`Durability::Full`]) every write commit is flushed to stable storage before it
+//! returns: a ballot, once handed out, is never handed out again, even after a power loss.
+//! [`Durability::Normal`] skips that flush (SQLite's `synchronous = NORMAL` in WAL mode): the
+//! file stays consistent, but the last commits before a power failure or OS crash may be
+//! lost, so a ballot could be reissued after a reboot. A process crash loses nothing in either
+//! mode.
+//!
+//! The file must be on a local file system: write-ahead logging needs shared memory between
+//! the processes, which network file systems do not provide. SQLite creates `-wal` and `-shm`
+//! files beside it, so its directory must be writable. Do not delete or replace the file
+//! while processes use it: those holding it open would go on with the old one.
+//!
+//! # Blocking
+//!
+//! SQLite calls block the calling thread. Reads in WAL mode do not wait for writers and take
+//! microseconds, so they run inline. The one call that may wait, the commit's
+//! `BEGIN IMMEDIATE`, runs on tokio's blocking pool when a runtime is present
+//! (`spawn_blocking`), and inline otherwise.
+//!
+//! # With the runner
+//!
+//! `SqliteDb` implements [`ElectionDatabase`](crate::runner::ElectionDatabase): pass a handle
+//! to [`Runner::builder`](crate::Runner::builder) in each process, opened on the same file.
+//! Keep [`busy_timeout`](SqliteOptions::busy_timeout) in mind: the runner bounds each
+//! transaction by the election's `transaction_timeout` (1 s by default), so a commit that
+//! waits longer for another process's write lock is reported as maybe committed and retried
+//! at the next cycle.
+//!
+//! # Example
+//!
+//! ```
+//! use fdb_leader_election::sqlite::SqliteDb;
+//! use fdb_leader_election::{ElectionTxn, ReadMode, TxnError};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("election.db");
+//!
+//! // Two handles on one file, as two processes would have.
+//! let first = SqliteDb::open(&path)?;
+//! let second = SqliteDb::open(&path)?;
+//!
+//! first
+//!     .run(|txn, _maybe_committed| async move {
+//!         txn.set(b"greeting", b"hello");
+//!         Ok::<_, TxnError>(())
+//!     })
+//!     .await?;
+//!
+//! let txn = second.create_transaction();
+//! let value = txn.get(b"greeting", ReadMode::Serializable).await?;
+//! assert_eq!(value.as_deref(), Some(&b"hello"[..]));
+//! assert_eq!(second.committed_version()?, 1);
+//! # Ok(())
+//! # }
+//! ```
+
+mod error;
+mod runner;
+mod schema;
+mod transaction;
+mod watch;
+
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+pub use error::SqliteOpenError;
+pub use schema::SCHEMA_VERSION;
+pub use transaction::SqliteTransaction;
+
+use crate::clock::{Clock, SystemClock};
+use crate::memdb::{Counters, MaybeCommitted, MemDbStats, RetryClassify, RunOptions, retry_loop};
+use crate::txn::TxnError;
+
+/// The default [`SqliteOptions::busy_timeout`]: 5 s.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default [`SqliteOptions::watch_poll_interval`]: 25 ms.
+pub const DEFAULT_WATCH_POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// The default [`SqliteOptions::log_retention`]: 10,000 versions.
+///
+/// A transaction lives at most 5 s, so pruning can only turn a commit into a (retryable)
+/// `transaction_too_old` at a sustained 2,000 write commits per second, several times what a
+/// SQLite file with [`Durability::Full`] commits. The log stays a few megabytes at most.
+pub const DEFAULT_LOG_RETENTION: u64 = 10_000;
+/// The default [`SqliteOptions::max_idle_connections`]: 4.
+pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 4;
+
+/// How hard a write commit insists that its writes reach stable storage before it returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Durability {
+    /// SQLite's `synchronous = FULL`: each write commit is flushed (`fsync`) before it returns,
+    /// so it survives a power loss or an OS crash. The default: a ballot handed out is never
+    /// lost and reissued. Costs one flush per write commit, which is little at election rates
+    /// (a few commits per candidate per heartbeat).
+    #[default]
+    Full,
+    /// SQLite's `synchronous = NORMAL`: no flush per commit. The file stays consistent, and a
+    /// process crash loses nothing, but the last commits before a power loss or OS crash may
+    /// be lost. For tests and throw-away stores.
+    Normal,
+}
+
+/// How a [`SqliteDb`] handle behaves. Build one from [`Default`] and the `with_*` methods.
+///
+/// ```
+/// use std::time::Duration;
+/// use fdb_leader_election::sqlite::{Durability, SqliteOptions};
+///
+/// let options = SqliteOptions::default()
+///     .with_watch_poll_interval(Duration::from_millis(10))
+///     .with_durability(Durability::Normal);
+/// assert_eq!(options.busy_timeout, Duration::from_secs(5));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// How long a commit waits for another connection's write lock (and any statement for a
+    /// lock) before failing with a retryable [`TxnErrorKind::Unavailable`](crate::TxnErrorKind)
+    /// error. Default [`DEFAULT_BUSY_TIMEOUT`] (5 s).
+    pub busy_timeout: Duration,
+    /// How often an armed watch checks the file for commits. Default
+    /// [`DEFAULT_WATCH_POLL_INTERVAL`] (25 ms). Each check is one `PRAGMA data_version` (and a
+    /// read of the key when something committed).
+    pub watch_poll_interval: Duration,
+    /// The clock transactions age by (`transaction_too_old` after 5 s). Default
+    /// [`SystemClock`]. Local to this handle: never stored, never compared across processes.
+    pub clock: Arc<dyn Clock>,
+    /// Flush each write commit to stable storage? Default [`Durability::Full`].
+    pub durability: Durability,
+    /// How many recent versions keep their written keys in the log for conflict checks
+    /// (at least 1). A transaction whose read version is older than that many versions fails
+    /// its commit with `transaction_too_old`, as a retryable error: never a missed conflict.
+    /// Default [`DEFAULT_LOG_RETENTION`] (10,000). Each handle prunes the log as it commits;
+    /// all handles on a file should use the same value.
+    pub log_retention: u64,
+    /// How many idle connections the handle keeps for later transactions. Default
+    /// [`DEFAULT_MAX_IDLE_CONNECTIONS`] (4). A transaction holds a connection from its first
+    /// read to its commit; more are opened when needed.
+    pub max_idle_connections: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            watch_poll_interval: DEFAULT_WATCH_POLL_INTERVAL,
+            clock: Arc::new(SystemClock),
+            durability: Durability::default(),
+            log_retention: DEFAULT_LOG_RETENTION,
+            max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// These options, with `busy_timeout`.
+    pub fn with_busy_timeout(mut self, busy_timeout: Duration) -> Self {
+        self.busy_timeout = busy_timeout;
+        self
+    }
+
+    /// These options, with `watch_poll_interval`.
+    pub fn with_watch_poll_interval(mut self, interval: Duration) -> Self {
+        self.watch_poll_interval = interval;
+        self
+    }
+
+    /// These options, with `clock` (for example a [`ManualClock`](crate::ManualClock) in
+    /// tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// These options, with `durability`.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// These options, with `log_retention` versions (0 counts as 1).
+    pub fn with_log_retention(mut self, log_retention: u64) -> Self {
+        self.log_retention = log_retention;
+        self
+    }
+
+    /// These options, with `max_idle_connections`.
+    pub fn with_max_idle_connections(mut self, max_idle_connections: usize) -> Self {
+        self.max_idle_connections = max_idle_connections;
+        self
+    }
+}
+
+/// A handle on a store in a SQLite file, with FoundationDB's transaction semantics.
+///
+/// A cheap `Clone`: clones share the connections and counters. Any number of handles, in any
+/// number of processes on the host, may use the same file at once. See
+/// [`SqliteTransaction`] for the transaction semantics and [the module](self) for how it
+/// works and an example.
+#[derive(Clone)]
+pub struct SqliteDb {
+    shared: Arc<Shared>,
+}
+
+/// The state shared by a handle's clones and its transactions.
+struct Shared {
+    path: PathBuf,
+    options: SqliteOptions,
+    /// Idle connections, none inside a transaction.
+    pool: Mutex<Vec<Connection>>,
+    /// The connection armed watches poll with; it never writes (so its `data_version` moves
+    /// only with other connections' commits). Opened at the first poll.
+    watch_conn: Mutex<Option<Connection>>,
+    counters: Counters,
+    next_txn_id: AtomicU64,
+}
+
+impl Shared {
+    /// An idle connection, or a new one.
+    fn checkout(&self) -> Result<Connection, TxnError> {
+        let idle = lock(&self.pool).pop();
+        match idle {
+            Some(conn) => Ok(conn),
+            None => schema::reconnect(&self.path, &self.options),
+        }
+    }
+
+    /// Gives `conn` back: rolls back any transaction left open on it, and keeps it if the pool
+    /// has room (otherwise closes it).
+    fn checkin(&self, conn: Connection) {
+        if !conn.is_autocommit() && conn.execute_batch("ROLLBACK").is_err() {
+            return;
+        }
+        let mut pool = lock(&self.pool);
+        if pool.len() < self.options.max_idle_connections {
+            pool.push(conn);
+        }
+    }
+
+    /// For a watch: whether `key`'s latest committed value differs from `expected`. Re-reads
+    /// the key only if another connection committed since `seen` (the watch connection's
+    /// `data_version` at the watch's last look), and updates `seen`.
+    fn watch_changed(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        seen: &mut Option<i64>,
+    ) -> Result<bool, TxnError> {
+        let mut guard = lock(&self.watch_conn);
+        let conn = match &mut *guard {
+            Some(conn) => conn,
+            slot @ None => slot.insert(schema::reconnect(&self.path, &self.options)?),
+        };
+        let data_version: i64 = conn
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(error::txn_error)?;
+        if *seen == Some(data_version) {
+            return Ok(false);
+        }
+        let current = transaction::read_value(conn, key)?;
+        *seen = Some(data_version);
+        Ok(current.as_deref() != expected)
+    }
+}
+
+/// Locks `mutex`. Nothing panics while holding these locks; if something did, the data (a
+/// list of idle connections, one connection) is still usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SqliteDb {
+    /// Opens the store at `path` with default [`SqliteOptions`], creating the file and its
+    /// tables if the file does not exist (or is empty).
+    ///
+    /// # Errors
+    ///
+    /// A [`SqliteOpenError`]: the file cannot be opened or created, is not a SQLite database,
+    /// is corrupt, is another application's database, or has an unknown schema version.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteDb, SqliteOpenError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens the store at `path` with `options`, creating the file and its tables if the file
+    /// does not exist (or is empty). Safe to call from several processes at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteDb, SqliteOpenError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = schema::open(&path, &options)?;
+        Ok(SqliteDb {
+            shared: Arc::new(Shared {
+                path,
+                options,
+                pool: Mutex::new(vec![conn]),
+                watch_conn: Mutex::new(None),
+                counters: Counters::default(),
+                next_txn_id: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    /// A new transaction. Its read version (and snapshot) is taken at its first read or watch.
+    pub fn create_transaction(&self) -> SqliteTransaction {
+        let id = self.shared.next_txn_id.fetch_add(1, Ordering::Relaxed);
+        SqliteTransaction::new(Arc::clone(&self.shared), id)
+    }
+
+    /// Runs `closure` in a transaction and commits it, retrying retryable failures forever
+    /// (like FoundationDB's `Database::run`). See [`run_with`](Self::run_with).
+    ///
+    /// # Errors
+    ///
+    /// The first error that is not retryable, from the closure or from the commit.
+    pub async fn run<F, Fut, T, E>(&self, closure: F) -> Result<T, E>
+    where
+        F: FnMut(SqliteTransaction, MaybeCommitted) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<TxnError> + RetryClassify,
+    {
+        self.run_with(RunOptions::default(), closure).await
+    }
+
+    /// Runs `closure` in a fresh transaction per attempt and commits it, retrying as `options`
+    /// say: the same loop as [`MemDb::run_with`](crate::MemDb::run_with). Conflicts and
+    /// `transaction_too_old` are retried at once; other retryable failures (a busy file, an
+    /// unknown commit result) after an exponential back-off. After an unknown commit result,
+    /// later attempts get [`MaybeCommitted(true)`](MaybeCommitted).
+    ///
+    /// # Errors
+    ///
+    /// The first non-retryable error, or the last error once `options.max_attempts` attempts
+    /// have failed.
+    pub async fn run_with<F, Fut, T, E>(&self, options: RunOptions, closure: F) -> Result<T, E>
+    where
+        F: FnMut(SqliteTransaction, MaybeCommitted) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<TxnError> + RetryClassify,
+    {
+        retry_loop(
+            options,
+            || self.create_transaction(),
+            SqliteTransaction::commit,
+            closure,
+        )
+        .await
+    }
+
+    /// The latest committed version in the file (0 for a new store; one more per write
+    /// commit, by any handle or process).
+    ///
+    /// # Errors
+    ///
+    /// A SQLite error reading the file.
+    pub fn committed_version(&self) -> Result<u64, TxnError> {
+        let conn = self.shared.checkout()?;
+        let version = transaction::meta(&conn, schema::META_VERSION);
+        self.shared.checkin(conn);
+        version
+    }
+
+    /// The cumulative counters of this handle and its clones (not of other handles or
+    /// processes on the same file). `unknown_results` counts nothing here; `watches_fired`
+    /// counts watches whose poll saw the change.
+    pub fn stats(&self) -> MemDbStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Sets every counter of this handle to zero.
+    pub fn reset_stats(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The options this handle was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        &self.shared.options
+    }
+
+    /// Runs `sql` on an idle connection, outside any transaction. For tests of the file
+    /// checks (planting a foreign schema, say): it bypasses every invariant of the store.
+    #[doc(hidden)]
+    pub fn debug_execute_batch(&self, sql: &str) -> Result<(), TxnError> {
+        let conn = self.shared.checkout()?;
+        let result = conn.execute_batch(sql).map_err(error::txn_error);
+        self.shared.checkin(conn);
+        result
+    }
+
+    /// The first column of the first row of `sql`, as an integer. For tests (the size of the
+    /// log, say).
+    #[doc(hidden)]
+    pub fn debug_query_i64(&self, sql: &str) -> Result<i64, TxnError> {
+        let conn = self.shared.checkout()?;
+        let result = conn
+            .query_row(sql, [], |row| row.get(0))
+            .map_err(error::txn_error);
+        self.shared.checkin(conn);
+        result
+    }
+
+    /// Takes SQLite's write lock on a connection of its own and holds it until the returned
+    /// guard is dropped, as another process committing slowly would. For tests.
+    #[doc(hidden)]
+    pub fn debug_hold_write_lock(&self) -> Result<DebugWriteLock, TxnError> {
+        let conn = schema::reconnect(&self.shared.path, &self.shared.options)?;
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(error::txn_error)?;
+        Ok(DebugWriteLock { conn })
+    }
+}
+
+/// Holds SQLite's write lock until dropped: see [`SqliteDb::debug_hold_write_lock`].
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct DebugWriteLock {
+    conn: Connection,
+}
+
+impl Drop for DebugWriteLock {
+    fn drop(&mut self) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+}
+
+impl fmt::Debug for SqliteDb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteDb")
+            .field("path", &self.shared.path)
+            .field("options", &self.shared.options)
+            .field("idle_connections", &lock(&self.shared.pool).len())
+            .finish()
+    }
+}

@@ -1,0 +1,211 @@
+//! The file format: tables, the `meta` rows, opening and checking a file, and setting up each
+//! connection.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use super::error::{SqliteOpenError, txn_error};
+use super::{Durability, SqliteOptions};
+use crate::txn::TxnError;
+
+/// The schema (file format) version this build reads and writes, stored in `meta` under
+/// `schema`. A file with another version is refused.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// `PRAGMA application_id` of a store file ("FDLE"), so that other tools (`file(1)`) and this
+/// crate recognise it.
+const APPLICATION_ID: i64 = 0x4644_4C45;
+
+/// The `meta` row holding the latest committed version.
+pub(super) const META_VERSION: &str = "version";
+/// The `meta` row holding the log floor: the log holds every write of every version above it.
+pub(super) const META_LOG_FLOOR: &str = "log_floor";
+/// The `meta` row holding the schema version.
+const META_SCHEMA: &str = "schema";
+
+const CREATE: &str = "
+    CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE kv (
+        key BLOB PRIMARY KEY,
+        value BLOB NOT NULL,
+        version INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE log (
+        version INTEGER NOT NULL,
+        key BLOB NOT NULL,
+        PRIMARY KEY (version, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX log_by_key ON log (key, version);
+";
+
+/// Every statement the store runs, prepared once at open to check the tables and columns.
+pub(super) const STATEMENTS: &[&str] = &[
+    SELECT_META,
+    UPDATE_META,
+    SELECT_VALUE,
+    SELECT_RANGE,
+    UPSERT_VALUE,
+    DELETE_VALUE,
+    INSERT_LOG,
+    PRUNE_LOG,
+    LOG_KEYS_SINCE,
+    LOG_HAS_KEY_SINCE,
+    LOG_HAS_RANGE_SINCE,
+];
+
+pub(super) const SELECT_META: &str = "SELECT value FROM meta WHERE name = ?1";
+pub(super) const UPDATE_META: &str = "UPDATE meta SET value = ?2 WHERE name = ?1";
+pub(super) const SELECT_VALUE: &str = "SELECT value FROM kv WHERE key = ?1";
+pub(super) const SELECT_RANGE: &str =
+    "SELECT key, value FROM kv WHERE key >= ?1 AND key < ?2 ORDER BY key";
+pub(super) const UPSERT_VALUE: &str = "INSERT INTO kv (key, value, version) VALUES (?1, ?2, ?3) \
+     ON CONFLICT (key) DO UPDATE SET value = excluded.value, version = excluded.version";
+pub(super) const DELETE_VALUE: &str = "DELETE FROM kv WHERE key = ?1";
+pub(super) const INSERT_LOG: &str = "INSERT INTO log (version, key) VALUES (?1, ?2)";
+pub(super) const PRUNE_LOG: &str = "DELETE FROM log WHERE version <= ?1";
+pub(super) const LOG_KEYS_SINCE: &str =
+    "SELECT DISTINCT key FROM log WHERE version > ?1 ORDER BY key";
+pub(super) const LOG_HAS_KEY_SINCE: &str =
+    "SELECT EXISTS (SELECT 1 FROM log WHERE key = ?1 AND version > ?2)";
+pub(super) const LOG_HAS_RANGE_SINCE: &str =
+    "SELECT EXISTS (SELECT 1 FROM log WHERE key >= ?1 AND key < ?2 AND version > ?3)";
+
+/// Opens `path` (creating it if `create`) and sets the connection up: busy timeout, durability.
+fn connect(path: &Path, options: &SqliteOptions, create: bool) -> rusqlite::Result<Connection> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(options.busy_timeout)?;
+    conn.execute_batch(match options.durability {
+        Durability::Full => "PRAGMA synchronous = FULL",
+        Durability::Normal => "PRAGMA synchronous = NORMAL",
+    })?;
+    conn.set_prepared_statement_cache_capacity(STATEMENTS.len().saturating_add(4));
+    Ok(conn)
+}
+
+/// Another connection to an opened store (for the pool or the watch poller).
+pub(super) fn reconnect(path: &Path, options: &SqliteOptions) -> Result<Connection, TxnError> {
+    connect(path, options, false).map_err(txn_error)
+}
+
+/// Opens (creating if absent) the store at `path`: write-ahead logging on, schema created or
+/// checked. Returns a ready connection.
+pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, SqliteOpenError> {
+    let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
+    let conn = connect(path, options, true).map_err(sqlite)?;
+    // The first statement reads the header: a file that is not a database fails here.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(sqlite)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(SqliteOpenError::NoWriteAheadLog {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite)?;
+    let checked = create_or_check(&conn, path);
+    let end = match &checked {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(_) => conn.execute_batch("ROLLBACK"),
+    };
+    checked?;
+    end.map_err(sqlite)?;
+    Ok(conn)
+}
+
+/// Inside a write transaction: creates the schema in an empty database, or checks an existing
+/// one.
+fn create_or_check(conn: &Connection, path: &Path) -> Result<(), SqliteOpenError> {
+    let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
+    let wrong = |reason: String| SqliteOpenError::WrongSchema {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let objects: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
+        .map_err(sqlite)?;
+    let application_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |row| row.get(0))
+        .map_err(sqlite)?;
+    if objects == 0 {
+        if application_id != 0 {
+            return Err(wrong(format!(
+                "empty, but marked with another application id ({application_id:#x})"
+            )));
+        }
+        conn.execute_batch(CREATE).map_err(sqlite)?;
+        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))
+            .map_err(sqlite)?;
+        let mut insert = conn
+            .prepare("INSERT INTO meta (name, value) VALUES (?1, ?2)")
+            .map_err(sqlite)?;
+        for (name, value) in [
+            (META_SCHEMA, SCHEMA_VERSION),
+            (META_VERSION, 0),
+            (META_LOG_FLOOR, 0),
+        ] {
+            insert.execute((name, value)).map_err(sqlite)?;
+        }
+        return Ok(());
+    }
+    if application_id != APPLICATION_ID {
+        return Err(wrong(format!(
+            "application id {application_id:#x}, expected {APPLICATION_ID:#x}"
+        )));
+    }
+    let has_meta: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sqlite)?;
+    if !has_meta {
+        return Err(wrong("no meta table".to_owned()));
+    }
+    let meta = |name: &str| -> Result<Option<i64>, SqliteOpenError> {
+        conn.query_row(SELECT_META, [name], |row| row.get::<_, i64>(0))
+            .optional()
+            .map_err(|e| match e {
+                rusqlite::Error::InvalidColumnType(..)
+                | rusqlite::Error::FromSqlConversionFailure(..) => {
+                    wrong(format!("meta row {name:?} is not an integer"))
+                }
+                e => sqlite(e),
+            })
+    };
+    match meta(META_SCHEMA)? {
+        None => return Err(wrong("no schema version in meta".to_owned())),
+        Some(SCHEMA_VERSION) => {}
+        Some(found) => {
+            return Err(SqliteOpenError::UnsupportedSchemaVersion {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+    }
+    for name in [META_VERSION, META_LOG_FLOOR] {
+        match meta(name)? {
+            Some(v) if v >= 0 => {}
+            Some(v) => return Err(wrong(format!("meta row {name:?} is negative ({v})"))),
+            None => return Err(wrong(format!("no meta row {name:?}"))),
+        }
+    }
+    // Preparing every statement checks the tables and columns they use.
+    for sql in STATEMENTS {
+        if let Err(e) = conn.prepare(sql) {
+            return Err(match e.sqlite_error_code() {
+                // "no such table" / "no such column" are plain SQLITE_ERROR.
+                Some(rusqlite::ErrorCode::Unknown) | None => wrong(format!("{e} (in `{sql}`)")),
+                _ => sqlite(e),
+            });
+        }
+    }
+    Ok(())
+}

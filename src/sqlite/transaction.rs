@@ -1,0 +1,714 @@
+//! [`SqliteTransaction`]: one optimistic, serializable transaction over a [`SqliteDb`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::error::{commit_task_lost, commit_unknown, log_pruned, malformed, txn_error};
+use super::schema::{
+    DELETE_VALUE, INSERT_LOG, LOG_HAS_KEY_SINCE, LOG_HAS_RANGE_SINCE, LOG_KEYS_SINCE,
+    META_LOG_FLOOR, META_VERSION, PRUNE_LOG, SELECT_META, SELECT_RANGE, SELECT_VALUE, UPDATE_META,
+    UPSERT_VALUE,
+};
+use super::watch::PendingWatch;
+use super::{Shared, SqliteDb};
+use crate::clock::LocalInstant;
+use crate::memdb::{MAX_TRANSACTION_AGE, MemTxnStats, ReadConflicts, bump, errors, key_after};
+use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+
+/// Up to this many versions between the read version and the commit, the conflict check reads
+/// every key written since (one scan of the log by version) and intersects them with the
+/// read-conflict set in memory; beyond, it asks the log's key index once per conflict key or
+/// range.
+const SCAN_VERSIONS: u64 = 256;
+
+/// A transaction on a [`SqliteDb`], with FoundationDB's semantics (the same as
+/// [`MemTransaction`](crate::MemTransaction)'s, checked by the same conformance suite).
+///
+/// - **Read version.** Taken at the first read (or watch): the transaction opens a SQLite read
+///   transaction on a connection of its own and reads the store's version. In write-ahead-log
+///   mode that read transaction pins a snapshot of the file, so every later read observes the
+///   store as committed at that version, overlaid with this transaction's own earlier sets and
+///   clears (read-your-writes, for point and range reads alike). Writers are not blocked.
+/// - **Writes** are buffered in memory until the commit.
+/// - **Conflicts.** A [`ReadMode::Serializable`] read adds the key (or the range) to the
+///   read-conflict set, except for keys this transaction had already written;
+///   [`add_read_conflict_key`](ElectionTxn::add_read_conflict_key) and
+///   [`watch`](ElectionTxn::watch) add the key too. Snapshot reads add nothing.
+/// - **Commit.** [`commit`](Self::commit) takes SQLite's write lock (`BEGIN IMMEDIATE`,
+///   waiting up to the busy timeout), checks the store's log of written keys for a write
+///   after this transaction's read version inside its read-conflict set (then it fails with a
+///   retryable conflict, code 1020, applying nothing), and otherwise applies every write at
+///   the next version and logs the written keys. A transaction that writes nothing commits
+///   without taking the lock.
+/// - **Age.** Once the store's clock shows [`MAX_TRANSACTION_AGE`] (5 s) since the read version
+///   was taken, reads, watches and the commit fail with `transaction_too_old` (1007). So does a
+///   commit whose read version the log no longer covers
+///   ([`log_retention`](super::SqliteOptions::log_retention)).
+/// - **Limits.** FoundationDB's, as in MemDb: keys at most 10,000 bytes and below `\xff`,
+///   values at most 100,000 bytes, writes at most 10,000,000 bytes.
+///
+/// The handle is a cheap `Clone` (clones are the same transaction). Once the commit has
+/// begun, reads and watches fail with `used_during_commit` (2017) and writes are discarded.
+/// Dropping every clone without committing rolls the transaction back.
+#[derive(Clone)]
+pub struct SqliteTransaction {
+    inner: Arc<TxnInner>,
+}
+
+struct TxnInner {
+    db: Arc<Shared>,
+    id: u64,
+    state: Mutex<TxnState>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Phase {
+    #[default]
+    Open,
+    Committing,
+    Done,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ReadVersion {
+    version: u64,
+    taken_at: LocalInstant,
+}
+
+#[derive(Debug, Default)]
+struct TxnState {
+    phase: Phase,
+    read_version: Option<ReadVersion>,
+    /// The connection holding this transaction's read snapshot (an open SQLite read
+    /// transaction), from the first read to the commit.
+    conn: Option<Connection>,
+    /// Sets (`Some`) and clears (`None`), by key.
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    conflicts: ReadConflicts,
+    watches: Vec<PendingWatch>,
+    /// The first invalid write, reported by the commit.
+    deferred: Option<TxnError>,
+    /// Bytes of keys and values written.
+    size: usize,
+    stats: MemTxnStats,
+}
+
+impl TxnState {
+    fn ensure_open(&self) -> Result<(), TxnError> {
+        match self.phase {
+            Phase::Open => Ok(()),
+            Phase::Committing | Phase::Done => Err(errors::used_during_commit()),
+        }
+    }
+
+    /// Takes the read version (and the snapshot) if this is the first read, and checks the
+    /// transaction's age.
+    fn read_version(&mut self, db: &Shared) -> Result<u64, TxnError> {
+        if let Some(rv) = self.read_version {
+            if db
+                .options
+                .clock
+                .now()
+                .saturating_duration_since(rv.taken_at)
+                >= MAX_TRANSACTION_AGE
+            {
+                return Err(errors::too_old());
+            }
+            return Ok(rv.version);
+        }
+        let conn = db.checkout()?;
+        // A deferred BEGIN takes no lock; the first read then pins the snapshot.
+        let version = conn
+            .execute_batch("BEGIN")
+            .map_err(txn_error)
+            .and_then(|()| meta(&conn, META_VERSION));
+        let version = match version {
+            Ok(v) => v,
+            Err(e) => {
+                db.checkin(conn);
+                return Err(e);
+            }
+        };
+        self.read_version = Some(ReadVersion {
+            version,
+            taken_at: db.options.clock.now(),
+        });
+        self.conn = Some(conn);
+        Ok(version)
+    }
+
+    /// The snapshot's connection (after [`read_version`](Self::read_version)).
+    fn conn(&self) -> Result<&Connection, TxnError> {
+        self.conn
+            .as_ref()
+            .ok_or_else(|| malformed("a read without a snapshot"))
+    }
+
+    fn defer(&mut self, error: TxnError) {
+        if self.deferred.is_none() {
+            self.deferred = Some(error);
+        }
+    }
+
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let checked = errors::check_key(key).and_then(|()| match value {
+            Some(v) => errors::check_value(v),
+            None => Ok(()),
+        });
+        if let Err(e) = checked {
+            self.defer(e);
+            return;
+        }
+        self.size = self
+            .size
+            .saturating_add(key.len())
+            .saturating_add(value.map_or(0, <[u8]>::len));
+        if self.size > errors::TRANSACTION_SIZE_LIMIT {
+            self.defer(errors::transaction_too_large(self.size));
+        }
+        self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+    }
+}
+
+impl SqliteTransaction {
+    pub(super) fn new(db: Arc<Shared>, id: u64) -> Self {
+        SqliteTransaction {
+            inner: Arc::new(TxnInner {
+                db,
+                id,
+                state: Mutex::new(TxnState::default()),
+            }),
+        }
+    }
+
+    /// This transaction's id: increasing in creation order, unique within its [`SqliteDb`]
+    /// handle (not across handles or processes).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The read version, once the first read (or watch) has taken it.
+    pub fn read_version(&self) -> Option<u64> {
+        self.state().read_version.map(|rv| rv.version)
+    }
+
+    /// The I/O this transaction issued so far.
+    pub fn stats(&self) -> MemTxnStats {
+        self.state().stats
+    }
+
+    /// The database handle this transaction belongs to.
+    pub fn db(&self) -> SqliteDb {
+        SqliteDb {
+            shared: Arc::clone(&self.inner.db),
+        }
+    }
+
+    /// Commits the transaction.
+    ///
+    /// A transaction that wrote nothing ends its snapshot and succeeds (after the age check).
+    /// Otherwise the commit takes SQLite's write lock, waiting up to the busy timeout, on a
+    /// blocking thread (`tokio::task::spawn_blocking`, when called inside a tokio runtime), so
+    /// a wait for another process's commit does not stall the runtime. Under the lock it checks
+    /// for conflicts and applies the writes at the next version. On success, the
+    /// transaction's watches are armed.
+    ///
+    /// Dropping the future before it finishes does not stop a commit already under way: its
+    /// outcome is then unknown to the caller.
+    ///
+    /// # Errors
+    ///
+    /// - [`TxnErrorKind::Conflict`] (1020): a key this transaction read serializably was
+    ///   written by a commit after this one's read version. Nothing was applied.
+    /// - [`TxnErrorKind::TooOld`] (1007): 5 s or more passed since the read version was taken,
+    ///   or the log was pruned past the read version. Nothing was applied.
+    /// - [`TxnErrorKind::Unavailable`]: the write lock was not granted within the busy timeout
+    ///   (another process holds it). Nothing was applied.
+    /// - [`TxnErrorKind::CommitUnknown`] (1021): SQLite's `COMMIT` itself failed (an I/O
+    ///   error, say): the writes may or may not be in the file.
+    /// - [`TxnErrorKind::Fatal`]: an invalid write (2101, 2102, 2103, 2004), the commit was
+    ///   already started through a clone (2017), or a SQLite error retrying will not fix
+    ///   (corruption, I/O, a file removed or made read-only).
+    ///
+    /// If the commit fails, the transaction's watches fail with a copy of the error.
+    pub async fn commit(self) -> Result<(), TxnError> {
+        let db = Arc::clone(&self.inner.db);
+        bump(&db.counters.commits_attempted, 1);
+        let result = self.commit_inner().await;
+        match &result {
+            Ok(()) => bump(&db.counters.commits_succeeded, 1),
+            Err(e) if e.kind() == TxnErrorKind::Conflict => bump(&db.counters.conflicts, 1),
+            Err(_) => {}
+        }
+        result
+    }
+
+    async fn commit_inner(&self) -> Result<(), TxnError> {
+        let db = &self.inner.db;
+        let (conn, read_version, writes, conflicts, watches) = {
+            let mut guard = self.state();
+            let state = &mut *guard;
+            state.ensure_open()?;
+            state.phase = Phase::Committing;
+            let early = match state.deferred.take() {
+                Some(error) => Some(error),
+                None => state
+                    .read_version
+                    .filter(|rv| {
+                        db.options
+                            .clock
+                            .now()
+                            .saturating_duration_since(rv.taken_at)
+                            >= MAX_TRANSACTION_AGE
+                    })
+                    .map(|_| errors::too_old()),
+            };
+            if let Some(error) = early {
+                state.phase = Phase::Done;
+                if let Some(conn) = state.conn.take() {
+                    db.checkin(conn);
+                }
+                for w in state.watches.drain(..) {
+                    w.fail(errors::copy_for_watch(&error));
+                }
+                return Err(error);
+            }
+            (
+                state.conn.take(),
+                state.read_version.map(|rv| rv.version),
+                std::mem::take(&mut state.writes),
+                std::mem::take(&mut state.conflicts),
+                std::mem::take(&mut state.watches),
+            )
+        };
+        let result = if writes.is_empty() {
+            // Read-only: nothing to check or apply.
+            if let Some(conn) = conn {
+                db.checkin(conn);
+            }
+            Ok(())
+        } else {
+            self.write_commit(conn, read_version, writes, conflicts)
+                .await
+        };
+        self.state().phase = Phase::Done;
+        match &result {
+            Ok(()) => watches.into_iter().for_each(PendingWatch::arm),
+            Err(e) => {
+                for w in watches {
+                    w.fail(errors::copy_for_watch(e));
+                }
+            }
+        }
+        result
+    }
+
+    /// Takes the write lock, checks and applies, off the async runtime if there is one.
+    async fn write_commit(
+        &self,
+        conn: Option<Connection>,
+        read_version: Option<u64>,
+        writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        conflicts: ReadConflicts,
+    ) -> Result<(), TxnError> {
+        let db = &self.inner.db;
+        let conn = match conn {
+            Some(conn) => conn,
+            None => db.checkout()?,
+        };
+        let retention = db.options.log_retention.max(1);
+        let clock = Arc::clone(&db.options.clock);
+        let taken_at = self.state().read_version.map(|rv| rv.taken_at);
+        let work = move || {
+            let result = commit_locked(&conn, read_version, &writes, &conflicts, retention, || {
+                // Checked again once the lock is granted: a commit that waited for it past
+                // the age limit fails as FoundationDB's would.
+                taken_at.is_some_and(|t| {
+                    clock.now().saturating_duration_since(t) >= MAX_TRANSACTION_AGE
+                })
+            });
+            (conn, result)
+        };
+        let (conn, result) = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime
+                .spawn_blocking(work)
+                .await
+                .map_err(commit_task_lost)?,
+            Err(_) => work(),
+        };
+        db.checkin(conn);
+        result.map(|_version| ())
+    }
+
+    fn state(&self) -> MutexGuard<'_, TxnState> {
+        // Nothing panics while holding the lock; if something did, the state is still usable.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
+        errors::check_key(key)?;
+        let db = &self.inner.db;
+        let mut guard = self.state();
+        let state = &mut *guard;
+        state.ensure_open()?;
+        state.read_version(db)?;
+        let value = match state.writes.get(key) {
+            Some(own) => own.clone(),
+            None => {
+                let value = read_value(state.conn()?, key)?;
+                if mode == ReadMode::Serializable {
+                    state.conflicts.add_key(key);
+                }
+                value
+            }
+        };
+        state.stats.point_reads = state.stats.point_reads.saturating_add(1);
+        bump(&db.counters.point_reads, 1);
+        Ok(value)
+    }
+
+    async fn get_range_inner(
+        &self,
+        begin: &[u8],
+        end: &[u8],
+        mode: ReadMode,
+    ) -> Result<Vec<KeyValue>, TxnError> {
+        errors::check_range_end(end)?;
+        let db = &self.inner.db;
+        let mut guard = self.state();
+        let state = &mut *guard;
+        state.ensure_open()?;
+        state.read_version(db)?;
+        let result = if begin < end {
+            let committed = read_range(state.conn()?, begin, end)?;
+            let bounds = (Bound::Included(begin), Bound::Excluded(end));
+            let mut own = state.writes.range::<[u8], _>(bounds).peekable();
+            if own.peek().is_none() {
+                if mode == ReadMode::Serializable {
+                    state.conflicts.add_range(begin, end);
+                }
+                committed
+            } else {
+                let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = committed.into_iter().collect();
+                // The keys this transaction wrote are left out of the conflict range.
+                let mut gap_start = begin.to_vec();
+                for (key, value) in own {
+                    match value {
+                        Some(v) => merged.insert(key.clone(), v.clone()),
+                        None => merged.remove(key),
+                    };
+                    if mode == ReadMode::Serializable {
+                        state.conflicts.add_range(&gap_start, key);
+                    }
+                    gap_start = key_after(key);
+                }
+                if mode == ReadMode::Serializable {
+                    state.conflicts.add_range(&gap_start, end);
+                }
+                merged.into_iter().collect()
+            }
+        } else {
+            Vec::new()
+        };
+        let returned = u64::try_from(result.len()).unwrap_or(u64::MAX);
+        state.stats.range_reads = state.stats.range_reads.saturating_add(1);
+        state.stats.range_keys_read = state.stats.range_keys_read.saturating_add(returned);
+        bump(&db.counters.range_reads, 1);
+        bump(&db.counters.range_keys_read, returned);
+        Ok(result)
+    }
+}
+
+impl ElectionTxn for SqliteTransaction {
+    fn get(
+        &self,
+        key: &[u8],
+        mode: ReadMode,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, TxnError>> + Send {
+        self.get_inner(key, mode)
+    }
+
+    fn get_range(
+        &self,
+        begin: &[u8],
+        end: &[u8],
+        mode: ReadMode,
+    ) -> impl Future<Output = Result<Vec<KeyValue>, TxnError>> + Send {
+        self.get_range_inner(begin, end, mode)
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) {
+        bump(&self.inner.db.counters.sets, 1);
+        let mut state = self.state();
+        state.stats.sets = state.stats.sets.saturating_add(1);
+        if state.phase == Phase::Open {
+            state.write(key, Some(value));
+        }
+    }
+
+    fn clear(&self, key: &[u8]) {
+        bump(&self.inner.db.counters.clears, 1);
+        let mut state = self.state();
+        state.stats.clears = state.stats.clears.saturating_add(1);
+        if state.phase == Phase::Open {
+            state.write(key, None);
+        }
+    }
+
+    fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError> {
+        errors::check_key(key)?;
+        let mut state = self.state();
+        state.ensure_open()?;
+        state.conflicts.add_key(key);
+        state.stats.read_conflict_keys = state.stats.read_conflict_keys.saturating_add(1);
+        bump(&self.inner.db.counters.read_conflict_keys, 1);
+        Ok(())
+    }
+
+    /// Watches `key`, as FoundationDB does: the key is read (serializably, so the commit
+    /// conflicts if it changed, unless this transaction wrote it) and the watch remembers the
+    /// value this transaction sees. When the transaction commits, the watch is armed; it fires
+    /// once the committed value differs from the remembered one (at once if it already does).
+    /// Writing an identical value does not fire it; clearing an existing key does.
+    ///
+    /// The store notices changes by polling (see [`SqliteOptions`](super::SqliteOptions)), so
+    /// a change is seen within one poll interval, and a change that is undone within one poll
+    /// interval may be missed (as FoundationDB may miss one, too).
+    ///
+    /// The watch fails with the commit's error if the commit fails, with
+    /// `transaction_cancelled` (1025) if the transaction is dropped without committing, and
+    /// with a fatal error once every handle of the database has been dropped.
+    fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
+        errors::check_key(key)?;
+        let db = &self.inner.db;
+        let mut guard = self.state();
+        let state = &mut *guard;
+        state.ensure_open()?;
+        state.read_version(db)?;
+        let value = match state.writes.get(key) {
+            Some(own) => own.clone(),
+            None => {
+                let value = read_value(state.conn()?, key)?;
+                state.conflicts.add_key(key);
+                value
+            }
+        };
+        let (pending, watch) = PendingWatch::new(db, key.to_vec(), value);
+        state.watches.push(pending);
+        state.stats.watches_created = state.stats.watches_created.saturating_add(1);
+        bump(&db.counters.watches_created, 1);
+        Ok(watch)
+    }
+}
+
+impl Drop for TxnInner {
+    fn drop(&mut self) {
+        // Roll the snapshot back and give its connection back. Pending watches fail with
+        // `transaction_cancelled` as their senders drop.
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(conn) = state.conn.take() {
+            self.db.checkin(conn);
+        }
+    }
+}
+
+impl fmt::Debug for SqliteTransaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state();
+        f.debug_struct("SqliteTransaction")
+            .field("id", &self.inner.id)
+            .field("read_version", &state.read_version.map(|rv| rv.version))
+            .field("phase", &state.phase)
+            .field("writes", &state.writes.len())
+            .field("watches", &state.watches.len())
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQL.
+
+fn to_sql_version(version: u64) -> Result<i64, TxnError> {
+    i64::try_from(version).map_err(|_| errors::versions_exhausted())
+}
+
+/// A `meta` row: a version or the log floor.
+pub(super) fn meta(conn: &Connection, name: &str) -> Result<u64, TxnError> {
+    let value: Option<i64> = conn
+        .prepare_cached(SELECT_META)
+        .and_then(|mut stmt| stmt.query_row([name], |row| row.get(0)).optional())
+        .map_err(txn_error)?;
+    let value = value.ok_or_else(|| malformed(&format!("no meta row {name:?}")))?;
+    u64::try_from(value).map_err(|_| malformed(&format!("meta row {name:?} is {value}")))
+}
+
+fn set_meta(conn: &Connection, name: &str, value: u64) -> Result<(), TxnError> {
+    let value = to_sql_version(value)?;
+    conn.prepare_cached(UPDATE_META)
+        .and_then(|mut stmt| stmt.execute((name, value)))
+        .map_err(txn_error)?;
+    Ok(())
+}
+
+/// `key`'s value as the connection sees it (its snapshot, or the latest commit outside one).
+pub(super) fn read_value(conn: &Connection, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
+    conn.prepare_cached(SELECT_VALUE)
+        .and_then(|mut stmt| stmt.query_row([key], |row| row.get(0)).optional())
+        .map_err(txn_error)
+}
+
+fn read_range(conn: &Connection, begin: &[u8], end: &[u8]) -> Result<Vec<KeyValue>, TxnError> {
+    let mut stmt = conn.prepare_cached(SELECT_RANGE).map_err(txn_error)?;
+    let rows = stmt
+        .query_map([begin, end], |row| Ok((row.get(0)?, row.get(1)?)))
+        .map_err(txn_error)?;
+    rows.collect::<Result<Vec<KeyValue>, _>>()
+        .map_err(txn_error)
+}
+
+/// The write commit, blocking: ends the snapshot, takes the write lock, checks, applies,
+/// commits. Returns the new version.
+fn commit_locked(
+    conn: &Connection,
+    read_version: Option<u64>,
+    writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    conflicts: &ReadConflicts,
+    retention: u64,
+    too_old: impl FnOnce() -> bool,
+) -> Result<u64, TxnError> {
+    if !conn.is_autocommit() {
+        // The read snapshot; nothing was written in it.
+        conn.execute_batch("ROLLBACK").map_err(txn_error)?;
+    }
+    // Waits up to the busy timeout for another writer; SQLITE_BUSY then (Unavailable).
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(txn_error)?;
+    let applied = if too_old() {
+        Err(errors::too_old())
+    } else {
+        apply(conn, read_version, writes, conflicts, retention)
+    };
+    match applied {
+        Ok(version) => match conn.execute_batch("COMMIT") {
+            Ok(()) => Ok(version),
+            // Still in the transaction: it did not commit.
+            Err(e) if !conn.is_autocommit() => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(txn_error(e))
+            }
+            Err(e) => Err(commit_unknown(e)),
+        },
+        Err(e) => {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Under the write lock: the conflict check, then the writes, the log and the version.
+fn apply(
+    conn: &Connection,
+    read_version: Option<u64>,
+    writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    conflicts: &ReadConflicts,
+    retention: u64,
+) -> Result<u64, TxnError> {
+    let current = meta(conn, META_VERSION)?;
+    let floor = meta(conn, META_LOG_FLOOR)?;
+    // A transaction that never read takes its read version now: nothing can conflict.
+    let read_version = read_version.unwrap_or(current);
+    if read_version < floor {
+        return Err(log_pruned(read_version, floor));
+    }
+    if read_version > current {
+        // Only if the file was replaced by an older copy while the transaction ran.
+        return Err(TxnError::with_source(
+            TxnErrorKind::TooOld,
+            format!("the store's version went back from {read_version} to {current}"),
+        )
+        .with_code(1007));
+    }
+    if changed_since(conn, read_version, current, conflicts)? {
+        return Err(errors::conflict());
+    }
+    let version = current
+        .checked_add(1)
+        .ok_or_else(errors::versions_exhausted)?;
+    let sql_version = to_sql_version(version)?;
+    {
+        let mut upsert = conn.prepare_cached(UPSERT_VALUE).map_err(txn_error)?;
+        let mut delete = conn.prepare_cached(DELETE_VALUE).map_err(txn_error)?;
+        let mut log = conn.prepare_cached(INSERT_LOG).map_err(txn_error)?;
+        for (key, value) in writes {
+            match value {
+                Some(value) => upsert.execute((key, value, sql_version)),
+                None => delete.execute([key]),
+            }
+            .map_err(txn_error)?;
+            log.execute((sql_version, key)).map_err(txn_error)?;
+        }
+    }
+    set_meta(conn, META_VERSION, version)?;
+    // Keep the writes of the last `retention` versions: transactions reading at or after the
+    // new floor can still be checked; older ones get `transaction_too_old`.
+    let new_floor = version.saturating_sub(retention);
+    if new_floor > floor {
+        conn.prepare_cached(PRUNE_LOG)
+            .and_then(|mut stmt| stmt.execute([to_sql_version(new_floor).unwrap_or(i64::MAX)]))
+            .map_err(txn_error)?;
+        set_meta(conn, META_LOG_FLOOR, new_floor)?;
+    }
+    Ok(version)
+}
+
+/// Whether a commit after `read_version` (up to `current`) wrote a key in `conflicts`.
+fn changed_since(
+    conn: &Connection,
+    read_version: u64,
+    current: u64,
+    conflicts: &ReadConflicts,
+) -> Result<bool, TxnError> {
+    if conflicts.is_empty() || read_version >= current {
+        return Ok(false);
+    }
+    let since = to_sql_version(read_version)?;
+    if current.saturating_sub(read_version) <= SCAN_VERSIONS {
+        let mut stmt = conn.prepare_cached(LOG_KEYS_SINCE).map_err(txn_error)?;
+        let written = stmt
+            .query_map([since], |row| row.get::<_, Vec<u8>>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(txn_error)?;
+        // Sorted by SQLite's BLOB order (memcmp, then length): Rust's order of byte strings.
+        return Ok(conflicts.intersects(&written));
+    }
+    let mut point = conn.prepare_cached(LOG_HAS_KEY_SINCE).map_err(txn_error)?;
+    for key in conflicts.points() {
+        let hit: bool = point
+            .query_row((key, since), |row| row.get(0))
+            .map_err(txn_error)?;
+        if hit {
+            return Ok(true);
+        }
+    }
+    let mut range = conn
+        .prepare_cached(LOG_HAS_RANGE_SINCE)
+        .map_err(txn_error)?;
+    for (begin, end) in conflicts.ranges() {
+        let hit: bool = range
+            .query_row((begin, end, since), |row| row.get(0))
+            .map_err(txn_error)?;
+        if hit {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

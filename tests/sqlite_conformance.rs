@@ -1,0 +1,1108 @@
+//! The SQLite store (feature `sqlite`): the transaction conformance suite MemDb passes (on one
+//! handle, and alternating between two handles on one file as two processes would), the
+//! election scenarios, and SQLite-only tests: files that are not stores, the write lock, age,
+//! log pruning, watches across handles, serializability under concurrency.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::conformance::{self, Backend};
+use common::scenarios::{self, Backend as ScenarioBackend};
+use fdb_leader_election::sqlite::{
+    Durability, SCHEMA_VERSION, SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction,
+};
+use fdb_leader_election::{
+    Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
+    LeaderElection, LeaderRecord, ManualClock, ReadMode, ResignOutcome, RunOptions, TxnError,
+    TxnErrorKind,
+};
+use foundationdb_tuple::Subspace;
+use tempfile::TempDir;
+
+/// Fast polling, so the watch checks do not wait long.
+const POLL: Duration = Duration::from_millis(5);
+
+fn options() -> SqliteOptions {
+    SqliteOptions::default().with_watch_poll_interval(POLL)
+}
+
+/// A store in a fresh temporary directory (removed when the `TempDir` drops).
+fn temp_store(options: SqliteOptions) -> (TempDir, PathBuf, SqliteDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("election.db");
+    let db = SqliteDb::open_with(&path, options).unwrap();
+    (dir, path, db)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The conformance suite.
+
+/// The conformance backend: transactions alternate over `handles` (one, or several handles on
+/// one file).
+struct SqliteBackend {
+    _dir: TempDir,
+    handles: Vec<SqliteDb>,
+    next: AtomicU64,
+    prefixes: AtomicU64,
+}
+
+impl SqliteBackend {
+    fn with_handles(n: usize) -> Self {
+        let (dir, path, first) = temp_store(options());
+        let mut handles = vec![first];
+        for _ in 1..n {
+            handles.push(SqliteDb::open_with(&path, options()).unwrap());
+        }
+        SqliteBackend {
+            _dir: dir,
+            handles,
+            next: AtomicU64::new(0),
+            prefixes: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Backend for SqliteBackend {
+    type Txn = SqliteTransaction;
+
+    fn begin(&self) -> SqliteTransaction {
+        let n = self.next.fetch_add(1, Ordering::Relaxed) as usize;
+        self.handles[n % self.handles.len()].create_transaction()
+    }
+
+    fn commit(&self, txn: SqliteTransaction) -> impl Future<Output = Result<(), TxnError>> + Send {
+        txn.commit()
+    }
+
+    fn fresh_prefix(&self) -> Vec<u8> {
+        let n = self.prefixes.fetch_add(1, Ordering::Relaxed);
+        format!("conformance/{n:04}/").into_bytes()
+    }
+}
+
+macro_rules! conformance_tests {
+    ($($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                conformance::$check(&SqliteBackend::with_handles(1)).await;
+            }
+        )*
+    };
+}
+
+conformance_tests!(
+    read_your_writes_point,
+    read_your_writes_range,
+    snapshot_isolation,
+    writes_become_visible_together,
+    serializable_read_conflicts,
+    clear_conflicts_with_serializable_reader,
+    snapshot_read_adds_no_conflict,
+    explicit_read_conflict_key_conflicts,
+    no_conflict_with_commits_before_read_version,
+    reading_own_write_adds_no_conflict,
+    blind_writes_never_conflict,
+    read_only_commit_never_conflicts,
+    range_read_conflict_detects_insert,
+    range_read_ignores_writes_outside_range,
+    watch_fires_on_change_not_on_identical_write,
+    watch_fires_on_clear,
+    range_read_order_and_bounds,
+);
+
+#[tokio::test]
+async fn run_all_on_one_shared_database() {
+    conformance::run_all(&SqliteBackend::with_handles(1)).await;
+}
+
+/// Every check again, each transaction on the next of three handles on one file: what one
+/// process commits, another sees and conflicts with (watches included).
+#[tokio::test]
+async fn run_all_across_three_handles_on_one_file() {
+    conformance::run_all(&SqliteBackend::with_handles(3)).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The election scenarios.
+
+/// The scenario backend: each operation runs in a retried transaction on the next of two
+/// handles on one file.
+struct Election {
+    _dir: TempDir,
+    handles: [SqliteDb; 2],
+    next: AtomicU64,
+    election: LeaderElection,
+}
+
+impl Election {
+    fn new() -> Self {
+        let (dir, path, first) = temp_store(options());
+        let second = SqliteDb::open_with(&path, options()).unwrap();
+        Election {
+            _dir: dir,
+            handles: [first, second],
+            next: AtomicU64::new(0),
+            election: LeaderElection::new(Subspace::from("election")),
+        }
+    }
+
+    fn db(&self) -> &SqliteDb {
+        let n = self.next.fetch_add(1, Ordering::Relaxed) as usize;
+        &self.handles[n % 2]
+    }
+}
+
+impl ScenarioBackend for Election {
+    fn election(&self) -> &LeaderElection {
+        &self.election
+    }
+
+    async fn init(&self, cfg: &ElectionConfig) -> Result<(), ElectionError> {
+        self.db()
+            .run(|txn, _| {
+                let (e, cfg) = (self.election.clone(), cfg.clone());
+                async move { e.initialize_with_config(&txn, &cfg).await }
+            })
+            .await
+    }
+
+    async fn register(&self, c: &Candidate) -> Result<(), ElectionError> {
+        self.db()
+            .run(|txn, _| {
+                let (e, c) = (self.election.clone(), c.clone());
+                async move { e.register_candidate(&txn, &c).await }
+            })
+            .await
+    }
+
+    async fn cycle(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
+        let cycle = self
+            .db()
+            .run(|txn, _| {
+                let (e, c) = (self.election.clone(), c.clone());
+                async move { e.run_election_cycle(&txn, &c).await }
+            })
+            .await?;
+        Ok((cycle.action(), c.adopt(cycle)))
+    }
+
+    async fn try_claim(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
+        let cycle = self
+            .db()
+            .run(|txn, _| {
+                let (e, c) = (self.election.clone(), c.clone());
+                async move { e.try_claim_leadership(&txn, &c).await }
+            })
+            .await?;
+        Ok((cycle.action(), c.adopt(cycle)))
+    }
+
+    async fn resign(&self, c: &Candidate) -> Result<ResignOutcome, ElectionError> {
+        self.db()
+            .run(|txn, _| {
+                let (e, c) = (self.election.clone(), c.clone());
+                async move { e.resign_leadership(&txn, &c, None).await }
+            })
+            .await
+    }
+
+    async fn record(&self) -> Result<LeaderRecord, ElectionError> {
+        self.db()
+            .run(|txn, _| {
+                let e = self.election.clone();
+                async move { e.leader_record(&txn).await }
+            })
+            .await
+    }
+
+    async fn fenced_increment(&self, token: Ballot, key: &[u8]) -> Result<u64, ElectionError> {
+        self.db()
+            .run(|txn, _| {
+                let (e, key) = (self.election.clone(), key.to_vec());
+                async move {
+                    e.fence(&txn, token).await?;
+                    let n = read_u64(txn.get(&key, ReadMode::Serializable).await?) + 1;
+                    txn.set(&key, &n.to_le_bytes());
+                    Ok(n)
+                }
+            })
+            .await
+    }
+
+    async fn read_counter(&self, key: &[u8]) -> Result<u64, ElectionError> {
+        self.db()
+            .run(|txn, _| {
+                let key = key.to_vec();
+                async move { Ok(read_u64(txn.get(&key, ReadMode::Snapshot).await?)) }
+            })
+            .await
+    }
+}
+
+fn read_u64(v: Option<Vec<u8>>) -> u64 {
+    v.map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .unwrap_or(0)
+}
+
+macro_rules! scenario {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                scenarios::$name(&Election::new()).await;
+            }
+        )*
+    };
+}
+
+scenario!(
+    several_candidates_elect_one_leader,
+    renewal_keeps_the_ballot,
+    crash_failover_waits_one_full_lease,
+    resign_reserves_for_the_best_live_candidate,
+    priority_handover_without_overlap,
+    equal_priority_never_preempts,
+    preemption_disabled_stops_requests,
+    stale_ex_leader_is_fenced,
+    unregistered_candidates_cannot_claim,
+);
+
+// ---------------------------------------------------------------------------------------------
+// SQLite only.
+
+async fn put(db: &SqliteDb, key: &[u8], value: &[u8]) {
+    let t = db.create_transaction();
+    t.set(key, value);
+    t.commit().await.unwrap();
+}
+
+async fn read(db: &SqliteDb, key: &[u8]) -> Option<Vec<u8>> {
+    db.create_transaction()
+        .get(key, ReadMode::Snapshot)
+        .await
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_kind(e: &TxnError, kind: TxnErrorKind, code: Option<i32>) {
+    assert_eq!((e.kind(), e.code()), (kind, code), "{e}");
+}
+
+fn open_err(path: &Path) -> SqliteOpenError {
+    match SqliteDb::open(path) {
+        Ok(db) => panic!("opened {}: {db:?}", path.display()),
+        Err(e) => e,
+    }
+}
+
+#[tokio::test]
+async fn a_new_file_gets_the_schema_and_reopens_with_its_data() {
+    let (dir, path, db) = temp_store(options());
+    assert_eq!(db.committed_version().unwrap(), 0);
+    assert_eq!(
+        db.debug_query_i64("SELECT value FROM meta WHERE name = 'schema'")
+            .unwrap(),
+        SCHEMA_VERSION
+    );
+    put(&db, b"k", b"v").await;
+    drop(db);
+    let again = SqliteDb::open(&path).unwrap();
+    assert_eq!(read(&again, b"k").await, Some(b"v".to_vec()));
+    assert_eq!(again.committed_version().unwrap(), 1);
+    assert_eq!(again.path(), path.as_path());
+    // An empty file is an empty database: it gets the schema too.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let db = SqliteDb::open(&empty).unwrap();
+    assert_eq!(db.committed_version().unwrap(), 0);
+}
+
+/// Processes starting together on a new file: one creates the schema, the others wait for its
+/// lock and find it.
+#[test]
+fn concurrent_opens_of_a_new_file_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    let barrier = Arc::new(std::sync::Barrier::new(8));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (path, barrier) = (path.clone(), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                SqliteDb::open(&path).map(|db| db.committed_version())
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap().unwrap().unwrap(), 0);
+    }
+}
+
+#[tokio::test]
+async fn two_handles_see_each_other_and_conflict() {
+    let (_dir, path, a) = temp_store(options());
+    let b = SqliteDb::open_with(&path, options()).unwrap();
+
+    put(&a, b"k", b"from a").await;
+    assert_eq!(read(&b, b"k").await, Some(b"from a".to_vec()));
+    assert_eq!(b.committed_version().unwrap(), 1);
+
+    // b reads k; a changes it; b's commit conflicts and applies nothing.
+    let tb = b.create_transaction();
+    assert_eq!(
+        tb.get(b"k", ReadMode::Serializable).await.unwrap(),
+        Some(b"from a".to_vec())
+    );
+    assert_eq!(tb.read_version(), Some(1));
+    put(&a, b"k", b"again from a").await;
+    // b's snapshot still shows the old value.
+    assert_eq!(
+        tb.get(b"k", ReadMode::Snapshot).await.unwrap(),
+        Some(b"from a".to_vec())
+    );
+    tb.set(b"out", b"b");
+    let e = tb.commit().await.unwrap_err();
+    assert_kind(&e, TxnErrorKind::Conflict, Some(1020));
+    assert_eq!(read(&a, b"out").await, None);
+    assert_eq!(b.stats().conflicts, 1);
+    assert_eq!(a.stats().conflicts, 0);
+
+    // The other way round, through the retry loop: b's retry sees a's write.
+    let attempts = AtomicU64::new(0);
+    let seen = b
+        .run(|txn, _| {
+            let n = attempts.fetch_add(1, Ordering::SeqCst);
+            let a = a.clone();
+            async move {
+                let v = txn.get(b"k", ReadMode::Serializable).await?;
+                if n == 0 {
+                    put(&a, b"k", b"raced").await;
+                }
+                txn.set(b"out", b"b");
+                Ok::<_, TxnError>(v)
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(seen, Some(b"raced".to_vec()));
+    assert_eq!(read(&a, b"out").await, Some(b"b".to_vec()));
+}
+
+#[tokio::test]
+async fn random_bytes_are_not_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage.db");
+    let mut bytes = Vec::with_capacity(8192);
+    let mut x: u32 = 0x1234_5678;
+    for _ in 0..8192 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        bytes.push(x as u8);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let e = open_err(&path);
+    assert!(matches!(e, SqliteOpenError::NotADatabase { .. }), "{e:?}");
+    assert_eq!(e.path(), path.as_path());
+    assert!(e.to_string().contains("not a SQLite database"), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
+    // Untouched.
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+/// A store with `n` values of 500 bytes, checkpointed into the main file, closed. Returns its
+/// bytes.
+async fn checkpointed_store(path: &Path, n: u32) -> Vec<u8> {
+    let db = SqliteDb::open_with(path, options().with_durability(Durability::Normal)).unwrap();
+    for i in 0..n {
+        put(&db, format!("key{i:04}").as_bytes(), &[7; 500]).await;
+    }
+    db.debug_execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    drop(db);
+    std::fs::read(path).unwrap()
+}
+
+fn scribble(bytes: &mut [u8], from: usize) {
+    for (i, b) in bytes.iter_mut().enumerate().skip(from) {
+        *b = (i * 31 % 251) as u8;
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_store_is_refused_or_fails_reads_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+
+    // Everything after the first page overwritten: the tables' pages are garbage.
+    let path = dir.path().join("scribbled.db");
+    let mut bytes = checkpointed_store(&path, 200).await;
+    scribble(&mut bytes, 4096);
+    std::fs::write(&path, &bytes).unwrap();
+    let e = open_err(&path);
+    assert!(matches!(e, SqliteOpenError::Corrupt { .. }), "{e:?}");
+    assert!(e.to_string().contains("corrupt"), "{e}");
+
+    // Only the data pages at the end overwritten: the store opens (the schema is intact) and
+    // reading the damaged part fails with a fatal error.
+    let path = dir.path().join("tail.db");
+    let mut bytes = checkpointed_store(&path, 400).await;
+    let half = bytes.len() / 2;
+    scribble(&mut bytes, half);
+    std::fs::write(&path, &bytes).unwrap();
+    let db = SqliteDb::open(&path).unwrap();
+    let t = db.create_transaction();
+    let e = t
+        .get_range(b"", b"\xff", ReadMode::Snapshot)
+        .await
+        .expect_err("read a damaged file");
+    assert_kind(&e, TxnErrorKind::Fatal, None);
+    assert!(
+        std::error::Error::source(&e)
+            .unwrap()
+            .to_string()
+            .contains("malformed"),
+        "{e:?}"
+    );
+    drop(t);
+    // A write that touches the damaged pages fails too, without panicking.
+    let t = db.create_transaction();
+    for i in 0..400_u32 {
+        t.set(format!("key{i:04}").as_bytes(), b"new");
+    }
+    assert!(t.commit().await.is_err());
+}
+
+#[tokio::test]
+async fn missing_or_unusable_directories_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open_err(&dir.path().join("no/such/dir/election.db"));
+    assert!(matches!(e, SqliteOpenError::CannotOpen { .. }), "{e:?}");
+    assert!(e.to_string().contains("cannot open"), "{e}");
+
+    // A path through a regular file.
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let e = open_err(&file.join("election.db"));
+    assert!(matches!(e, SqliteOpenError::CannotOpen { .. }), "{e:?}");
+
+    // A directory.
+    let e = open_err(dir.path());
+    assert!(matches!(e, SqliteOpenError::CannotOpen { .. }), "{e:?}");
+
+    // A read-only directory (unless running as root, who may write anyway).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let ro = dir.path().join("read-only");
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let probe = ro.join("probe");
+        if std::fs::write(&probe, b"").is_ok() {
+            eprintln!("skipped the read-only directory check: running with root's rights");
+        } else {
+            let e = open_err(&ro.join("election.db"));
+            assert!(matches!(e, SqliteOpenError::CannotOpen { .. }), "{e:?}");
+        }
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn unknown_schema_versions_and_foreign_databases_are_refused() {
+    let (_dir, path, db) = temp_store(options());
+    put(&db, b"k", b"v").await;
+
+    db.debug_execute_batch("UPDATE meta SET value = 99 WHERE name = 'schema'")
+        .unwrap();
+    let e = open_err(&path);
+    match &e {
+        SqliteOpenError::UnsupportedSchemaVersion {
+            found, supported, ..
+        } => assert_eq!((*found, *supported), (99, SCHEMA_VERSION)),
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("schema version 99"), "{e}");
+    // Refusing leaves the file as it was.
+    assert!(matches!(
+        open_err(&path),
+        SqliteOpenError::UnsupportedSchemaVersion { found: 99, .. }
+    ));
+
+    db.debug_execute_batch("DELETE FROM meta WHERE name = 'schema'")
+        .unwrap();
+    assert!(matches!(
+        open_err(&path),
+        SqliteOpenError::WrongSchema { .. }
+    ));
+
+    db.debug_execute_batch(&format!(
+        "INSERT INTO meta VALUES ('schema', {SCHEMA_VERSION}); \
+         DROP TABLE log; CREATE TABLE log (something_else INTEGER)"
+    ))
+    .unwrap();
+    let e = open_err(&path);
+    assert!(matches!(e, SqliteOpenError::WrongSchema { .. }), "{e:?}");
+    assert!(e.to_string().contains("column named version"), "{e}");
+
+    db.debug_execute_batch("DROP TABLE meta").unwrap();
+    let e = open_err(&path);
+    assert!(matches!(e, SqliteOpenError::WrongSchema { .. }), "{e:?}");
+    assert!(e.to_string().contains("no meta table"), "{e}");
+
+    // Another application's database.
+    db.debug_execute_batch("PRAGMA application_id = 42")
+        .unwrap();
+    let e = open_err(&path);
+    assert!(e.to_string().contains("application id 0x2a"), "{e}");
+}
+
+#[tokio::test]
+async fn too_old_after_five_seconds_by_the_injected_clock() {
+    let clock = ManualClock::new();
+    let (_dir, _path, db) = temp_store(options().with_clock(Arc::new(clock.clone())));
+    put(&db, b"k", b"v").await;
+
+    let t = db.create_transaction();
+    t.get(b"k", ReadMode::Serializable).await.unwrap();
+    t.set(b"k", b"w");
+    clock.advance(Duration::from_millis(4_999));
+    t.get(b"k", ReadMode::Snapshot).await.unwrap();
+    clock.advance(Duration::from_millis(1));
+    assert_kind(
+        &t.get(b"k", ReadMode::Snapshot).await.unwrap_err(),
+        TxnErrorKind::TooOld,
+        Some(1007),
+    );
+    assert_kind(
+        &t.get_range(b"a", b"z", ReadMode::Snapshot)
+            .await
+            .unwrap_err(),
+        TxnErrorKind::TooOld,
+        Some(1007),
+    );
+    assert!(t.watch(b"k").is_err());
+    let e = t.commit().await.unwrap_err();
+    assert_kind(&e, TxnErrorKind::TooOld, Some(1007));
+    assert!(e.is_retryable());
+    assert_eq!(read(&db, b"k").await, Some(b"v".to_vec()));
+
+    // A read-only transaction is too old as well, and a fresh one is fine.
+    let t = db.create_transaction();
+    t.get(b"k", ReadMode::Snapshot).await.unwrap();
+    clock.advance(Duration::from_secs(6));
+    assert_kind(
+        &t.commit().await.unwrap_err(),
+        TxnErrorKind::TooOld,
+        Some(1007),
+    );
+    put(&db, b"k", b"fresh").await;
+}
+
+#[tokio::test]
+async fn pruning_the_log_never_loses_a_conflict() {
+    let (_dir, path, db) = temp_store(
+        options()
+            .with_log_retention(2)
+            .with_durability(Durability::Normal),
+    );
+    let other = SqliteDb::open_with(&path, options().with_log_retention(2)).unwrap();
+    put(&db, b"k", b"0").await; // version 1
+
+    // Within the retention: the conflict is found.
+    let t = db.create_transaction();
+    t.get(b"k", ReadMode::Serializable).await.unwrap(); // read version 1
+    put(&other, b"k", b"1").await; // version 2
+    put(&other, b"x", b"1").await; // version 3: the log keeps versions 2 and 3
+    t.set(b"out", b"t");
+    assert_kind(
+        &t.commit().await.unwrap_err(),
+        TxnErrorKind::Conflict,
+        Some(1020),
+    );
+
+    // Past the retention: the write that conflicts has left the log, so the stale
+    // transaction gets `transaction_too_old`, never a silent success.
+    let t = db.create_transaction();
+    t.get(b"k", ReadMode::Serializable).await.unwrap(); // read version 3
+    put(&other, b"k", b"2").await; // version 4
+    put(&other, b"x", b"2").await; // version 5
+    put(&other, b"x", b"3").await; // version 6: the log keeps 5 and 6 only
+    t.set(b"out", b"t");
+    let e = t.commit().await.unwrap_err();
+    assert_kind(&e, TxnErrorKind::TooOld, Some(1007));
+    assert!(e.to_string().contains("too old"), "{e}");
+    assert!(
+        std::error::Error::source(&e)
+            .unwrap()
+            .to_string()
+            .contains("pruned"),
+        "{e:?}"
+    );
+    assert_eq!(read(&db, b"out").await, None);
+
+    // The log holds the last two versions' keys only, and the floor says so.
+    assert_eq!(db.debug_query_i64("SELECT count(*) FROM log").unwrap(), 2);
+    assert_eq!(
+        db.debug_query_i64("SELECT min(version) FROM log").unwrap(),
+        5
+    );
+    assert_eq!(
+        db.debug_query_i64("SELECT value FROM meta WHERE name = 'log_floor'")
+            .unwrap(),
+        4
+    );
+
+    // A retry through the loop succeeds.
+    db.run(|txn, _| async move {
+        txn.get(b"k", ReadMode::Serializable).await?;
+        txn.set(b"out", b"retried");
+        Ok::<_, TxnError>(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(read(&other, b"out").await, Some(b"retried".to_vec()));
+}
+
+/// Hundreds of commits between a read and its commit: the conflict check goes through the
+/// log's key index instead of scanning the versions, with the same answers.
+#[tokio::test]
+async fn conflict_check_through_the_key_index() {
+    let (_dir, _path, db) = temp_store(options().with_durability(Durability::Normal));
+    put(&db, b"k", b"0").await;
+    let point = db.create_transaction();
+    point.get(b"k", ReadMode::Serializable).await.unwrap();
+    let range = db.create_transaction();
+    range
+        .get_range(b"r/", b"r0", ReadMode::Serializable)
+        .await
+        .unwrap();
+    let quiet = db.create_transaction();
+    quiet.get(b"k", ReadMode::Serializable).await.unwrap();
+    quiet
+        .get_range(b"r/", b"r0", ReadMode::Serializable)
+        .await
+        .unwrap();
+    for i in 0..300_u32 {
+        put(&db, format!("noise/{i}").as_bytes(), b"x").await;
+    }
+    put(&db, b"r0", b"at the end of the range").await;
+    put(&db, b"q", b"before the range").await;
+    quiet.set(b"out", b"quiet");
+    quiet.commit().await.unwrap();
+
+    put(&db, b"k", b"1").await;
+    put(&db, b"r/m", b"inserted").await;
+    point.set(b"out", b"point");
+    assert_kind(
+        &point.commit().await.unwrap_err(),
+        TxnErrorKind::Conflict,
+        Some(1020),
+    );
+    range.set(b"out", b"range");
+    assert_kind(
+        &range.commit().await.unwrap_err(),
+        TxnErrorKind::Conflict,
+        Some(1020),
+    );
+    assert_eq!(read(&db, b"out").await, Some(b"quiet".to_vec()));
+}
+
+#[tokio::test]
+async fn a_held_write_lock_makes_commits_wait_then_fail_retryably() {
+    let (_dir, path, db) = temp_store(
+        options()
+            .with_busy_timeout(Duration::from_millis(300))
+            .with_durability(Durability::Normal),
+    );
+    put(&db, b"k", b"v").await;
+    let other = SqliteDb::open_with(&path, options()).unwrap();
+    let lock = other.debug_hold_write_lock().unwrap();
+
+    // Readers are not blocked by a writer.
+    let reader = db.create_transaction();
+    assert_eq!(
+        reader.get(b"k", ReadMode::Serializable).await.unwrap(),
+        Some(b"v".to_vec())
+    );
+    reader.commit().await.unwrap();
+
+    let t = db.create_transaction();
+    t.set(b"k", b"w");
+    let started = Instant::now();
+    let e = t.commit().await.unwrap_err();
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_kind(&e, TxnErrorKind::Unavailable, None);
+    assert!(e.is_retryable() && !e.is_maybe_committed());
+
+    // The retry loop backs off and gets through once the lock is released.
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(lock);
+    });
+    db.run(|txn, _| async move {
+        txn.set(b"k", b"after the lock");
+        Ok::<_, TxnError>(())
+    })
+    .await
+    .unwrap();
+    release.await.unwrap();
+    assert_eq!(read(&db, b"k").await, Some(b"after the lock".to_vec()));
+}
+
+/// A commit waiting for the write lock waits on tokio's blocking pool: other tasks of a
+/// single-threaded runtime keep running meanwhile.
+#[tokio::test(flavor = "current_thread")]
+async fn waiting_for_the_lock_does_not_block_the_runtime() {
+    let (_dir, path, db) = temp_store(options().with_busy_timeout(Duration::from_secs(5)));
+    let other = SqliteDb::open_with(&path, options()).unwrap();
+    let lock = other.debug_hold_write_lock().unwrap();
+    let committer = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let t = db.create_transaction();
+            t.set(b"k", b"v");
+            t.commit().await
+        })
+    };
+    let mut ticks = 0;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(read(&db, b"k").await, None);
+        ticks += 1;
+    }
+    assert_eq!(ticks, 10);
+    assert!(!committer.is_finished());
+    drop(lock);
+    committer.await.unwrap().unwrap();
+    assert_eq!(read(&db, b"k").await, Some(b"v".to_vec()));
+}
+
+#[tokio::test]
+async fn watches_fire_across_handles() {
+    let (_dir, path, a) = temp_store(options());
+    let b = SqliteDb::open_with(&path, options()).unwrap();
+    put(&a, b"w", b"1").await;
+
+    let t = a.create_transaction();
+    let mut watch = t.watch(b"w").unwrap();
+    let cleared = t.watch(b"gone").unwrap();
+    t.commit().await.unwrap();
+
+    // An identical write from the other handle does not fire it; a change does.
+    put(&b, b"w", b"1").await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut watch)
+            .await
+            .is_err()
+    );
+    put(&b, b"w", b"2").await;
+    tokio::time::timeout(Duration::from_secs(5), watch)
+        .await
+        .expect("the watch did not fire")
+        .unwrap();
+    assert_eq!(a.stats().watches_fired, 1);
+
+    // A watch on an absent key fires when the key appears.
+    put(&b, b"gone", b"here").await;
+    tokio::time::timeout(Duration::from_secs(5), cleared)
+        .await
+        .expect("the watch did not fire")
+        .unwrap();
+
+    // A watch whose key changed between the read and the commit fires at once.
+    let t = a.create_transaction();
+    let watch = t.watch(b"w").unwrap();
+    put(&b, b"w", b"3").await;
+    t.commit().await.unwrap(); // read-only: no conflict
+    tokio::time::timeout(Duration::from_secs(5), watch)
+        .await
+        .expect("the watch did not fire")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn watches_fail_with_their_transaction() {
+    let (_dir, _path, db) = temp_store(options());
+    put(&db, b"k", b"0").await;
+
+    // Dropped without committing: transaction_cancelled.
+    let t = db.create_transaction();
+    let watch = t.watch(b"k").unwrap();
+    drop(t);
+    let e = tokio::time::timeout(Duration::from_secs(1), watch)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_kind(&e, TxnErrorKind::Fatal, Some(1025));
+
+    // A conflicting commit: the watch fails with a copy of the conflict.
+    let t = db.create_transaction();
+    let watch = t.watch(b"k").unwrap();
+    put(&db, b"k", b"1").await;
+    t.set(b"other", b"x");
+    assert!(t.commit().await.is_err());
+    let e = tokio::time::timeout(Duration::from_secs(1), watch)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_kind(&e, TxnErrorKind::Conflict, Some(1020));
+
+    // Every handle dropped: armed watches fail instead of waiting forever.
+    let t = db.create_transaction();
+    let watch = t.watch(b"k").unwrap();
+    t.commit().await.unwrap();
+    drop(db);
+    let e = tokio::time::timeout(Duration::from_secs(1), watch)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_kind(&e, TxnErrorKind::Fatal, None);
+}
+
+#[tokio::test]
+async fn limits_and_used_during_commit_match_memdb() {
+    let (_dir, _path, db) = temp_store(options());
+    let t = db.create_transaction();
+    assert_kind(
+        &t.get(b"\xffsystem", ReadMode::Snapshot).await.unwrap_err(),
+        TxnErrorKind::Fatal,
+        Some(2004),
+    );
+    t.set(&vec![b'k'; 10_001], b"v");
+    assert_kind(
+        &t.clone().commit().await.unwrap_err(),
+        TxnErrorKind::Fatal,
+        Some(2102),
+    );
+    assert_kind(
+        &t.get(b"k", ReadMode::Snapshot).await.unwrap_err(),
+        TxnErrorKind::Fatal,
+        Some(2017),
+    );
+    let t = db.create_transaction();
+    t.set(b"k", &vec![0; 100_001]);
+    assert_kind(
+        &t.commit().await.unwrap_err(),
+        TxnErrorKind::Fatal,
+        Some(2103),
+    );
+    // Empty keys and values are fine.
+    put(&db, b"", b"").await;
+    assert_eq!(read(&db, b"").await, Some(Vec::new()));
+}
+
+#[tokio::test]
+async fn stats_count_this_handle() {
+    let (_dir, _path, db) = temp_store(options());
+    put(&db, b"a", b"1").await;
+    db.reset_stats();
+    let t = db.create_transaction();
+    t.get(b"a", ReadMode::Serializable).await.unwrap();
+    t.get_range(b"a", b"z", ReadMode::Snapshot).await.unwrap();
+    t.set(b"b", b"2");
+    t.clear(b"a");
+    t.add_read_conflict_key(b"c").unwrap();
+    let _w = t.watch(b"a").unwrap();
+    let txn_stats = t.stats();
+    assert_eq!(
+        (
+            txn_stats.point_reads,
+            txn_stats.range_reads,
+            txn_stats.range_keys_read,
+            txn_stats.sets,
+            txn_stats.clears,
+            txn_stats.read_conflict_keys,
+            txn_stats.watches_created
+        ),
+        (1, 1, 1, 1, 1, 1, 1)
+    );
+    t.commit().await.unwrap();
+    let s = db.stats();
+    assert_eq!(
+        (s.commits_attempted, s.commits_succeeded, s.conflicts),
+        (1, 1, 0)
+    );
+    assert_eq!(db.committed_version().unwrap(), 2);
+}
+
+/// Eight tasks on four threads, over two handles on one file, increment one counter through
+/// the retry loop: every increment lands exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_increments_across_handles_are_serializable() {
+    let (_dir, path, a) = temp_store(options().with_durability(Durability::Normal));
+    let b = SqliteDb::open_with(&path, options().with_durability(Durability::Normal)).unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let db = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    db.run(|txn, _| async move {
+                        let n = txn
+                            .get(b"counter", ReadMode::Serializable)
+                            .await?
+                            .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
+                        tokio::task::yield_now().await;
+                        txn.set(b"counter", &(n + 1).to_be_bytes());
+                        Ok::<_, TxnError>(())
+                    })
+                    .await
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        read(&a, b"counter").await,
+        Some(200u64.to_be_bytes().to_vec())
+    );
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(sa.commits_succeeded + sb.commits_succeeded, 200);
+    assert_eq!(
+        sa.commits_attempted + sb.commits_attempted,
+        200 + sa.conflicts + sb.conflicts
+    );
+    assert_eq!(a.committed_version().unwrap(), 200);
+}
+
+#[tokio::test]
+async fn run_with_max_attempts_returns_the_last_conflict() {
+    let (_dir, _path, db) = temp_store(options());
+    let mut attempts = 0;
+    let e = db
+        .run_with(RunOptions::default().with_max_attempts(3), |txn, _| {
+            attempts += 1;
+            let db = db.clone();
+            async move {
+                txn.get(b"k", ReadMode::Serializable).await?;
+                put(&db, b"k", b"interloper").await;
+                txn.set(b"k", b"mine");
+                Ok::<_, TxnError>(())
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_kind(&e, TxnErrorKind::Conflict, Some(1020));
+    assert_eq!(attempts, 3);
+    assert_eq!(read(&db, b"k").await, Some(b"interloper".to_vec()));
+}
+
+/// One election cycle, measured: the leader's renewal and a follower's cycle on two handles
+/// (printed with `--nocapture`; asserted only loosely, as machines differ).
+#[tokio::test]
+async fn cycle_latency() {
+    for durability in [Durability::Full, Durability::Normal] {
+        let (_dir, path, leader_db) = temp_store(options().with_durability(durability));
+        let follower_db =
+            SqliteDb::open_with(&path, options().with_durability(durability)).unwrap();
+        let election = LeaderElection::new(Subspace::from("bench"));
+        let leader = Candidate::new(
+            fdb_leader_election::CandidateId::random("leader").unwrap(),
+            fdb_leader_election::Priority::new(1),
+        );
+        let follower = Candidate::new(
+            fdb_leader_election::CandidateId::random("follower").unwrap(),
+            fdb_leader_election::Priority::new(1),
+        );
+        for (db, c) in [(&leader_db, &leader), (&follower_db, &follower)] {
+            db.run(|txn, _| {
+                let (e, c) = (election.clone(), c.clone());
+                async move {
+                    e.initialize(&txn).await?;
+                    e.register_candidate(&txn, &c).await
+                }
+            })
+            .await
+            .unwrap();
+        }
+        let cycle = |db: SqliteDb, c: Candidate| {
+            let election = election.clone();
+            async move {
+                let cycle = db
+                    .run(|txn, _| {
+                        let (e, c) = (election.clone(), c.clone());
+                        async move { e.run_election_cycle(&txn, &c).await }
+                    })
+                    .await
+                    .unwrap();
+                c.adopt(cycle)
+            }
+        };
+        assert!(cycle(leader_db.clone(), leader.clone()).await.is_leader());
+        let rounds = 50_u32;
+        let mut took = [Duration::ZERO; 2];
+        for _ in 0..rounds {
+            for (i, (db, c)) in [(&leader_db, &leader), (&follower_db, &follower)]
+                .into_iter()
+                .enumerate()
+            {
+                let started = Instant::now();
+                cycle(db.clone(), c.clone()).await;
+                took[i] += started.elapsed();
+            }
+        }
+        assert!(leader.is_leader() && !follower.is_leader());
+        let [l, f] = took.map(|t| t / rounds);
+        eprintln!("{durability:?}: leader cycle {l:?}, follower cycle {f:?} (mean of {rounds})");
+        assert!(l < Duration::from_secs(1) && f < Duration::from_secs(1));
+    }
+}
+
+/// Two runners, each on its own handle on one file (as two processes would be): one leads,
+/// the other follows; when the leader shuts down, the other takes over at once with a higher
+/// ballot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runners_on_two_handles_elect_one_leader_and_hand_over() {
+    use fdb_leader_election::runner::Runner;
+
+    let (_dir, path, a_db) = temp_store(options());
+    let b_db = SqliteDb::open_with(&path, options()).unwrap();
+    let config = ElectionConfig::with_lease_duration(Duration::from_secs(2)).unwrap();
+    let start = |db: SqliteDb, name: &str| {
+        Runner::builder(db, Subspace::from("jobs"))
+            .label(name)
+            .config(config.clone())
+            .start()
+            .unwrap()
+    };
+    let a = start(a_db, "a");
+    let guard = tokio::time::timeout(Duration::from_secs(5), a.elected())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = start(b_db, "b");
+    let deadline = Instant::now() + Duration::from_millis(700);
+    while Instant::now() < deadline {
+        assert!(!(a.is_leader() && b.is_leader()), "two leaders");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(a.is_leader() && !b.is_leader());
+
+    let handover = Instant::now();
+    a.shutdown().await;
+    assert!(guard.is_cancelled());
+    let b_guard = tokio::time::timeout(Duration::from_secs(5), b.elected())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(b_guard.ballot() > guard.ballot());
+    eprintln!("handover took {:?}", handover.elapsed());
+    assert!(handover.elapsed() < Duration::from_secs(2));
+    b.shutdown().await;
+}
