@@ -45,3 +45,27 @@ impl BeliefOverlap {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(label: &str, ballot: u64) -> Belief {
+        Belief {
+            label: label.into(),
+            ballot,
+            priority: 0,
+            remaining: 1,
+        }
+    }
+
+    #[test]
+    fn one_believer_passes_two_fail() {
+        let mut o = BeliefOverlap::default();
+        assert!(o.check(5, &[]).is_none());
+        assert!(o.check(5, &[b("a", 1)]).is_none());
+        let v = o.check(5, &[b("a", 1), b("b", 2)]);
+        assert_eq!(v.map(|v| v.oracle), Some(OracleId::BeliefOverlap));
+        assert_eq!(o.max_believers, 2);
+    }
+}

@@ -71,3 +71,69 @@ impl Fencing {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{ConfigView, Entry, RecordView};
+
+    fn work(ballot: u64, seq: u64, counter: u64) -> Entry {
+        let mut e = Entry::new("p", None, 0, Op::Work);
+        e.register = Some((ballot, seq));
+        e.counter = Some(counter);
+        e
+    }
+
+    fn db(counter: u64, register: (u64, u64)) -> DbState {
+        DbState {
+            version: 0,
+            leader: RecordView::default(),
+            owner_registered: true,
+            register: Some(register),
+            counter: Some(counter),
+            shadow: None,
+            config: ConfigView {
+                lease: 1,
+                election_enabled: true,
+                allow_preemption: true,
+            },
+            new_history: Vec::new(),
+            candidates: None,
+        }
+    }
+
+    #[test]
+    fn an_older_ballot_after_a_newer_one_fails() {
+        let mut o = Fencing::default();
+        let (e1, e2, e3) = (work(3, 0, 1), work(4, 0, 2), work(3, 1, 3));
+        let c = |e| CommitFacts {
+            at: 0,
+            entry: e,
+            applied: true,
+        };
+        assert!(o.on_commit(&c(&e1)).is_none());
+        assert!(o.on_commit(&c(&e2)).is_none());
+        assert!(o.on_commit(&c(&e3)).is_some());
+    }
+
+    #[test]
+    fn a_lost_increment_fails() {
+        let mut o = Fencing::default();
+        let e = work(3, 0, 1);
+        let facts = CommitFacts {
+            at: 0,
+            entry: &e,
+            applied: true,
+        };
+        assert!(o.on_commit(&facts).is_none());
+        assert!(o.check(&db(1, (3, 0))).is_none());
+        assert!(o.check(&db(0, (3, 0))).is_some());
+        let not_applied = CommitFacts {
+            at: 0,
+            entry: &e,
+            applied: false,
+        };
+        assert!(o.on_commit(&not_applied).is_none());
+        assert_eq!(o.committed, 1);
+    }
+}

@@ -112,3 +112,61 @@ impl HistoryReplay {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{ConfigView, Entry, Op, RecordView};
+
+    fn db(version: u64, new_history: Vec<(u64, Option<Entry>)>) -> DbState {
+        DbState {
+            version,
+            leader: RecordView::default(),
+            owner_registered: true,
+            register: None,
+            counter: None,
+            shadow: None,
+            config: ConfigView {
+                lease: 1,
+                election_enabled: true,
+                allow_preemption: true,
+            },
+            new_history,
+            candidates: None,
+        }
+    }
+
+    fn init(version: u64) -> Entry {
+        let mut e = Entry::new("op", None, 0, Op::Init);
+        e.version = version;
+        e.leader = Some(RecordView::default());
+        e.config = Some(ConfigView {
+            lease: 1,
+            election_enabled: true,
+            allow_preemption: true,
+        });
+        e
+    }
+
+    #[test]
+    fn a_complete_history_replays_and_a_gap_fails() {
+        let mut o = HistoryReplay::default();
+        assert!(o.check(&db(1, vec![(1, Some(init(1)))])).is_none());
+        let mut other = Entry::new("p", None, 0, Op::Shadow);
+        other.version = 3;
+        assert!(o.check(&db(3, vec![(3, Some(other))])).is_some());
+    }
+
+    #[test]
+    fn a_history_behind_the_database_fails() {
+        let mut o = HistoryReplay::default();
+        assert!(o.check(&db(2, vec![(1, Some(init(1)))])).is_some());
+    }
+
+    #[test]
+    fn keys_and_claims_must_agree() {
+        assert!(HistoryReplay::check_keys("p", 1, true, true).is_none());
+        assert!(HistoryReplay::check_keys("p", 1, false, true).is_some());
+        assert!(HistoryReplay::check_keys("p", 1, true, false).is_some());
+    }
+}

@@ -84,3 +84,33 @@ impl Liveness {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(priority: i32) -> Belief {
+        Belief {
+            label: "a".into(),
+            ballot: 1,
+            priority,
+            remaining: 1,
+        }
+    }
+
+    #[test]
+    fn deadlines_apply_in_order() {
+        let mut o = Liveness::default();
+        assert!(o.check(100, &[], Some(5)).is_none(), "not armed");
+        o.arm(LivenessWindow {
+            faults_over: 10,
+            leader_by: 20,
+            best_by: 30,
+        });
+        assert!(o.check(19, &[], Some(5)).is_none());
+        assert!(o.check(20, &[], Some(5)).is_some());
+        assert!(o.check(25, &[b(1)], Some(5)).is_none());
+        assert!(o.check(30, &[b(1)], Some(5)).is_some());
+        assert!(o.check(30, &[b(5)], Some(5)).is_none());
+    }
+}

@@ -148,3 +148,106 @@ impl Preemption {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::arithmetic_side_effects)]
+
+    use super::*;
+    use crate::history::Entry;
+    use crate::time::SEC;
+
+    fn rec(ballot: u64, renewal: u64, owner: Option<(&str, i32)>) -> RecordView {
+        RecordView {
+            ballot,
+            owner: owner.map(|(o, p)| (o.to_owned(), p)),
+            renewal,
+            lease: 2 * SEC,
+            ..RecordView::default()
+        }
+    }
+
+    fn entry(op: Op, prior: RecordView, new: RecordView) -> Entry {
+        let mut e = Entry::new("x", None, 1, op);
+        e.prior = Some(prior);
+        e.leader = Some(new);
+        e
+    }
+
+    fn commit(o: &mut Preemption, at: Nanos, e: &Entry) -> Option<Violation> {
+        o.on_commit(&CommitFacts {
+            at,
+            entry: e,
+            applied: true,
+        })
+    }
+
+    #[test]
+    fn takeover_needs_a_lapse_in_true_time() {
+        let mut o = Preemption::new(10_000);
+        let mut init = Entry::new("op", None, 0, Op::Init);
+        init.leader = Some(rec(0, 0, None));
+        init.config = Some(ConfigView {
+            lease: 2 * SEC,
+            election_enabled: true,
+            allow_preemption: true,
+        });
+        assert!(commit(&mut o, 0, &init).is_none());
+        // An unreserved vacancy is filled at once.
+        let a = entry(
+            Op::Cycle(CycleAction::Acquired),
+            rec(0, 0, None),
+            rec(1, 1, Some(("a", 1))),
+        );
+        assert!(commit(&mut o, 1, &a).is_none());
+        // Taking over a lease after one second of a two-second lease fails...
+        let b = entry(
+            Op::Cycle(CycleAction::Acquired),
+            rec(1, 1, Some(("a", 1))),
+            rec(2, 2, Some(("b", 1))),
+        );
+        assert!(commit(&mut o, SEC, &b).is_some());
+        // ...and after lease/(1+rho) passes.
+        let mut o2 = Preemption::new(10_000);
+        assert!(commit(&mut o2, 0, &init).is_none());
+        assert!(commit(&mut o2, 1, &a).is_none());
+        assert!(commit(&mut o2, 1 + 2 * SEC * 100 / 101 + 1, &b).is_none());
+    }
+
+    #[test]
+    fn requests_need_a_strictly_higher_priority_and_preemption_on() {
+        let mut o = Preemption::new(10_000);
+        let mut cfg = Entry::new("op", None, 0, Op::Config);
+        cfg.config = Some(ConfigView {
+            lease: 2 * SEC,
+            election_enabled: true,
+            allow_preemption: true,
+        });
+        assert!(commit(&mut o, 0, &cfg).is_none());
+        let owned = rec(1, 5, Some(("a", 3)));
+        let mut asks = owned.clone();
+        asks.handover = Some(("b".into(), 3));
+        let equal = entry(
+            Op::Cycle(CycleAction::RequestedHandover),
+            owned.clone(),
+            asks,
+        );
+        assert!(commit(&mut o, 0, &equal).is_some());
+        let mut higher = owned.clone();
+        higher.handover = Some(("b".into(), 4));
+        let e = entry(
+            Op::Cycle(CycleAction::RequestedHandover),
+            owned.clone(),
+            higher.clone(),
+        );
+        assert!(commit(&mut o, 0, &e).is_none());
+        cfg.config = Some(ConfigView {
+            lease: 2 * SEC,
+            election_enabled: true,
+            allow_preemption: false,
+        });
+        assert!(commit(&mut o, 0, &cfg).is_none());
+        let e = entry(Op::Cycle(CycleAction::RequestedHandover), owned, higher);
+        assert!(commit(&mut o, 0, &e).is_some());
+    }
+}
