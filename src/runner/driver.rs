@@ -86,6 +86,7 @@ impl Drop for Alive {
         }
         tracing::error!("the election runner task ended without shutting down");
         self.shared.status.mark_dead();
+        self.shared.close();
     }
 }
 
@@ -216,6 +217,7 @@ impl<D: ElectionDatabase> Driver<D> {
             resigned = report.resigned.is_some(),
             "election runner stopped"
         );
+        self.shared.close();
         self.shared.report_tx.send_replace(Some(report));
     }
 

@@ -55,8 +55,10 @@ pub enum ChangeReason {
     /// A candidate filled the vacancy its predecessor reserved for it (a cooperative handover
     /// or a resignation).
     HandedOver,
-    /// A candidate took over a lease that had lapsed (its leader crashed, or stopped renewing).
-    TookOver,
+    /// A new ballot replaced the leader this process last saw: a takeover of a lease that had
+    /// lapsed (its leader crashed, or stopped renewing), or a handover whose vacancy this
+    /// process did not see.
+    Replaced,
     /// The leader stepped down (handover, resignation, shutdown, elections disabled): the
     /// record is vacant, possibly reserved for a successor.
     SteppedDown {
@@ -77,7 +79,7 @@ impl ChangeReason {
             ChangeReason::Discovered => "discovered",
             ChangeReason::Acquired => "acquired",
             ChangeReason::HandedOver => "handed_over",
-            ChangeReason::TookOver => "took_over",
+            ChangeReason::Replaced => "replaced",
             ChangeReason::SteppedDown { .. } => "stepped_down",
             ChangeReason::LeaseLapsed => "lease_lapsed",
             ChangeReason::PayloadChanged => "payload_changed",
@@ -217,7 +219,7 @@ pub(crate) struct Publisher {
     record: Option<LeaderRecord>,
     leader: Option<LeaderInfo>,
     leader_tx: watch::Sender<Option<LeaderInfo>>,
-    changes: broadcast::Sender<LeaderChange>,
+    changes: Option<broadcast::Sender<LeaderChange>>,
     notices: Option<mpsc::UnboundedSender<Notice>>,
     metrics: Metrics,
     /// Set when the leader changed; the runner refreshes the candidate count then.
@@ -237,7 +239,7 @@ impl Publisher {
             record: None,
             leader: None,
             leader_tx,
-            changes,
+            changes: Some(changes),
             notices,
             metrics,
             changed: false,
@@ -247,6 +249,13 @@ impl Publisher {
     /// The last leader record seen.
     pub(crate) fn record(&self) -> Option<&LeaderRecord> {
         self.record.as_ref()
+    }
+
+    /// Closes the change stream and the callbacks (the runner stopped): subscribers see the
+    /// end of the stream once they have received every change.
+    pub(crate) fn close(&mut self) {
+        self.changes = None;
+        self.notices = None;
     }
 
     /// Delivers a callback (dropped when no callbacks are installed).
@@ -305,7 +314,7 @@ impl Publisher {
                     if prev.reservation().map(Named::id) == Some(&n.id) {
                         ChangeReason::HandedOver
                     } else if prev.owner().is_some() {
-                        ChangeReason::TookOver
+                        ChangeReason::Replaced
                     } else {
                         ChangeReason::Acquired
                     }
@@ -344,8 +353,10 @@ impl Publisher {
         );
         self.metrics.leader_change(change.reason.as_str());
         self.leader_tx.send_replace(change.new.clone());
-        // No receiver is not an error: nobody subscribed.
-        let _ = self.changes.send(change.clone());
+        if let Some(changes) = self.changes.as_ref() {
+            // No receiver is not an error: nobody subscribed.
+            let _ = changes.send(change.clone());
+        }
         self.notify(Notice::Changed(change));
         self.changed = true;
     }

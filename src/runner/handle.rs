@@ -64,7 +64,7 @@ pub(crate) struct Shared {
     publisher: Mutex<Publisher>,
     pub(crate) guard_tx: watch::Sender<Option<LeadershipGuard>>,
     pub(crate) leader_rx: watch::Receiver<Option<LeaderInfo>>,
-    pub(crate) changes: broadcast::Sender<LeaderChange>,
+    changes: Mutex<Option<broadcast::Sender<LeaderChange>>>,
     pub(crate) report_tx: watch::Sender<Option<ShutdownReport>>,
     /// Woken when guarded work goes idle.
     pub(crate) wake: Arc<Notify>,
@@ -110,7 +110,7 @@ impl Shared {
             publisher: Mutex::new(publisher),
             guard_tx: watch::Sender::new(None),
             leader_rx,
-            changes,
+            changes: Mutex::new(Some(changes)),
             report_tx: watch::Sender::new(None),
             wake,
             work,
@@ -129,6 +129,24 @@ impl Shared {
         self.publisher
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A receiver of the change stream (already closed once the runner stopped).
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<LeaderChange> {
+        let changes = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
+        match changes.as_ref() {
+            Some(tx) => tx.subscribe(),
+            None => broadcast::channel(1).1,
+        }
+    }
+
+    /// Ends the change stream and the callbacks: the runner stopped.
+    pub(crate) fn close(&self) {
+        self.publisher().close();
+        self.changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     pub(crate) fn guard(&self) -> Option<LeadershipGuard> {
@@ -291,9 +309,12 @@ impl Runner {
         self.inner.shared.leader_rx.clone()
     }
 
-    /// The stream of leader changes from now on.
+    /// The stream of leader changes from now on. It ends (`RecvError::Closed`) after the
+    /// runner stops; a receiver that falls more than the
+    /// [event capacity](RunnerBuilder::event_capacity) behind gets `RecvError::Lagged` and
+    /// should read [`leader`](Self::leader) to resynchronise.
     pub fn subscribe(&self) -> broadcast::Receiver<LeaderChange> {
-        self.inner.shared.changes.subscribe()
+        self.inner.shared.subscribe()
     }
 
     /// The current leadership, if this process leads.
@@ -375,5 +396,9 @@ impl Runner {
     /// and [`health`](Self::health) reports [`HealthProblem::RunnerDied`]. For tests and demos.
     pub fn abort(&self) {
         self.inner.abort.abort();
+        // The task ends at its next poll; the leadership ends now.
+        if let Some(guard) = self.inner.shared.guard() {
+            guard.revoke(super::events::StopReason::RunnerStopped);
+        }
     }
 }

@@ -115,6 +115,7 @@ impl<D: ElectionDatabase> Observer<D> {
         self.alive.clean = true;
         self.shared.status.set(RunnerState::Stopped);
         tracing::info!("election observer stopped");
+        self.shared.close();
         self.shared.report_tx.send_replace(Some(ShutdownReport {
             clean: true,
             tasks_finished: true,
