@@ -28,19 +28,17 @@ fn config() -> Config {
 }
 
 fn encode<T: Serialize>(what: &'static str, wire: &T) -> Result<Vec<u8>, ElectionError> {
-    let body = bincode::serde::encode_to_vec(wire, bincode::config::standard())
+    let mut out = Vec::with_capacity(128);
+    out.push(FORMAT_VERSION);
+    bincode::serde::encode_into_std_write(wire, &mut out, bincode::config::standard())
         .map_err(|source| ElectionError::Encode { what, source })?;
-    let len = body.len().saturating_add(1);
-    if len > MAX_VALUE_BYTES {
+    if out.len() > MAX_VALUE_BYTES {
         return Err(ElectionError::TooLarge {
             what,
-            len,
+            len: out.len(),
             max: MAX_VALUE_BYTES,
         });
     }
-    let mut out = Vec::with_capacity(len);
-    out.push(FORMAT_VERSION);
-    out.extend_from_slice(&body);
     Ok(out)
 }
 

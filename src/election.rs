@@ -1,6 +1,6 @@
 //! [`LeaderElection`]: the election's operations, each run inside the caller's transaction.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use foundationdb_tuple::Subspace;
 
@@ -17,6 +17,9 @@ use crate::record::{
 };
 use crate::txn::{ElectionTxn, ReadMode, Watch};
 
+/// A decoded configuration and the bytes it was decoded from.
+type CachedConfig = (Vec<u8>, ElectionConfig);
+
 /// An election under one subspace: a cheap, stateless `Clone` handle.
 ///
 /// Every operation takes the caller's transaction and neither commits nor retries; run it
@@ -24,8 +27,25 @@ use crate::txn::{ElectionTxn, ReadMode, Watch};
 /// writes can be fenced in the same commit. Local state lives in [`Candidate`].
 #[derive(Clone, Debug)]
 pub struct LeaderElection {
-    subspace: Subspace,
+    subspace: Arc<Subspace>,
     keys: Arc<Keys>,
+    /// The last configuration decoded, with its bytes: the configuration rarely changes, so a
+    /// cycle that reads the same bytes skips decoding and validating them again.
+    config_cache: Arc<Mutex<Option<CachedConfig>>>,
+}
+
+/// The outcome of an operator override ([`LeaderElection::force_vacate`],
+/// [`LeaderElection::request_resign`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OperatorOutcome {
+    /// Written (effective once the transaction commits).
+    Done {
+        /// The ballot in the record after the write.
+        ballot: Ballot,
+    },
+    /// Nothing was written.
+    Rejected(ResignRejected),
 }
 
 /// The outcome of a resignation.
@@ -49,7 +69,8 @@ impl LeaderElection {
     pub fn new(subspace: Subspace) -> Self {
         LeaderElection {
             keys: Arc::new(Keys::new(&subspace)),
-            subspace,
+            config_cache: Arc::new(Mutex::new(None)),
+            subspace: Arc::new(subspace),
         }
     }
 
@@ -165,10 +186,21 @@ impl LeaderElection {
         &self,
         txn: &T,
     ) -> Result<Option<ElectionConfig>, ElectionError> {
-        match txn.get(&self.keys.config, ReadMode::Serializable).await? {
-            Some(bytes) => Ok(Some(codec::decode_config(&self.keys.config, &bytes)?)),
-            None => Ok(None),
+        let Some(bytes) = txn.get(&self.keys.config, ReadMode::Serializable).await? else {
+            return Ok(None);
+        };
+        let mut cache = self
+            .config_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached, config)) = cache.as_ref() {
+            if *cached == bytes {
+                return Ok(Some(config.clone()));
+            }
         }
+        let config = codec::decode_config(&self.keys.config, &bytes)?;
+        *cache = Some((bytes, config.clone()));
+        Ok(Some(config))
     }
 
     /// Replaces the fence record, after checking that the stored one agrees with the leader
@@ -230,12 +262,11 @@ impl LeaderElection {
     async fn candidate_opt<T: ElectionTxn>(
         &self,
         txn: &T,
-        id: &CandidateId,
+        key: &[u8],
         mode: ReadMode,
     ) -> Result<Option<CandidateRecord>, ElectionError> {
-        let key = self.keys.candidate(id)?;
-        match txn.get(&key, mode).await? {
-            Some(bytes) => Ok(Some(codec::decode_candidate(&key, &bytes)?)),
+        match txn.get(key, mode).await? {
+            Some(bytes) => Ok(Some(codec::decode_candidate(key, &bytes)?)),
             None => Ok(None),
         }
     }
@@ -255,7 +286,7 @@ impl LeaderElection {
         let (config, leader, existing) = tokio::join!(
             self.config_opt(txn),
             self.leader_with(txn, ReadMode::Snapshot),
-            self.candidate_opt(txn, candidate.id(), ReadMode::Serializable)
+            self.candidate_opt(txn, &key, ReadMode::Serializable)
         );
         config?.ok_or(ElectionError::NotInitialized)?;
         let leader = leader?;
@@ -303,21 +334,23 @@ impl LeaderElection {
         txn: &T,
         candidate: &Candidate,
     ) -> Result<(), ElectionError> {
+        let key = self.keys.candidate(candidate.id())?;
         let (leader, existing) = tokio::join!(
             self.leader_with(txn, ReadMode::Snapshot),
-            self.candidate_opt(txn, candidate.id(), ReadMode::Serializable)
+            self.candidate_opt(txn, &key, ReadMode::Serializable)
         );
         let leader = leader?;
         let existing = existing?.ok_or_else(|| ElectionError::NotRegistered {
             candidate: candidate.id().clone(),
         })?;
-        self.write_heartbeat(txn, candidate, &existing, leader.renewal)
+        self.write_heartbeat(txn, candidate, &key, &existing, leader.renewal)
     }
 
     fn write_heartbeat<T: ElectionTxn>(
         &self,
         txn: &T,
         candidate: &Candidate,
+        key: &[u8],
         existing: &CandidateRecord,
         seen_renewal: u64,
     ) -> Result<(), ElectionError> {
@@ -330,10 +363,7 @@ impl LeaderElection {
             metadata: local.metadata.clone(),
         };
         drop(local);
-        txn.set(
-            &self.keys.candidate(candidate.id())?,
-            &codec::encode_candidate(&rec)?,
-        );
+        txn.set(key, &codec::encode_candidate(&rec)?);
         Ok(())
     }
 
@@ -369,7 +399,8 @@ impl LeaderElection {
         txn: &T,
         id: &CandidateId,
     ) -> Result<Option<CandidateRecord>, ElectionError> {
-        self.candidate_opt(txn, id, ReadMode::Snapshot).await
+        let key = self.keys.candidate(id)?;
+        self.candidate_opt(txn, &key, ReadMode::Snapshot).await
     }
 
     async fn scan<T: ElectionTxn>(
@@ -513,11 +544,12 @@ impl LeaderElection {
         mode: Mode,
         heartbeat: bool,
     ) -> Result<Cycle, ElectionError> {
+        let key = self.keys.candidate(candidate.id())?;
         let started_at = candidate.now();
         let (config, leader, me) = tokio::join!(
             self.config_opt(txn),
             self.leader_with(txn, ReadMode::Snapshot),
-            self.candidate_opt(txn, candidate.id(), ReadMode::Serializable)
+            self.candidate_opt(txn, &key, ReadMode::Serializable)
         );
         let read_at = candidate.now();
         let config = config?.ok_or(ElectionError::NotInitialized)?;
@@ -591,7 +623,7 @@ impl LeaderElection {
             None => leader,
         };
         if heartbeat {
-            self.write_heartbeat(txn, candidate, &me, record.renewal)?;
+            self.write_heartbeat(txn, candidate, &key, &me, record.renewal)?;
         }
         Ok(Cycle {
             action: plan.action,
@@ -728,6 +760,68 @@ impl LeaderElection {
         Ok(LeaderState::from_record(&self.leader_record(txn).await?))
     }
 
+    /// Operator override: fences the leader of ballot `expected` out at once. The ballot grows
+    /// by one (so the old leader's fenced writes fail from this commit on) and the record
+    /// becomes a vacancy reserved for `operator`, who never fills it: candidates take over
+    /// with the next ballot after a full lease of unchanged observation, by which time the old
+    /// leader's own belief has ended. Use it for a leader that is wedged or misbehaving.
+    ///
+    /// # Errors
+    ///
+    /// Corrupt values; database errors. A ballot mismatch is [`OperatorOutcome::Rejected`].
+    pub async fn force_vacate<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        operator: &CandidateId,
+        expected: Ballot,
+    ) -> Result<OperatorOutcome, ElectionError> {
+        let (config, leader) = tokio::join!(
+            self.read_config(txn),
+            self.leader_with(txn, ReadMode::Serializable)
+        );
+        let (config, leader) = (config?, leader?);
+        match core::operator::force_vacate(&leader, &config, operator, expected)? {
+            Err(rejected) => Ok(OperatorOutcome::Rejected(rejected)),
+            Ok(write) => {
+                self.replace_fence(txn, &leader, &FenceRecord::of(&write))
+                    .await?;
+                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
+                Ok(OperatorOutcome::Done {
+                    ballot: write.ballot,
+                })
+            }
+        }
+    }
+
+    /// Operator request: asks the leader of ballot `expected` to step down. It writes a
+    /// handover request at the highest priority; the leader honours it at its next cycle (at
+    /// once if it watches the record), after its minimum tenure and after draining its work
+    /// within the grace, and leaves a vacancy that candidates take over after a full lease.
+    /// Requires preemption to be enabled (otherwise the leader drops the request); see
+    /// [`force_vacate`](Self::force_vacate) for the unconditional override.
+    ///
+    /// # Errors
+    ///
+    /// Corrupt values; database errors. No leader or a ballot mismatch is
+    /// [`OperatorOutcome::Rejected`].
+    pub async fn request_resign<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        operator: &CandidateId,
+        expected: Ballot,
+    ) -> Result<OperatorOutcome, ElectionError> {
+        let leader = self.leader_with(txn, ReadMode::Serializable).await?;
+        match core::operator::request_resign(&leader, operator, expected) {
+            Err(rejected) => Ok(OperatorOutcome::Rejected(rejected)),
+            Ok(write) => {
+                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
+                Ok(OperatorOutcome::Done {
+                    ballot: write.ballot,
+                })
+            }
+        }
+    }
+
     /// Fences the caller's transaction: reads the fence record with a conflict range and
     /// requires that `token` is the current ballot and its leader has not stepped down. A
     /// write in the same transaction then commits only while that ballot leads. The fence
@@ -755,6 +849,10 @@ impl LeaderElection {
 
     /// Watches the leader record: the watch resolves after the record changes (any renewal,
     /// handover request, release or acquisition). Armed when `txn` commits.
+    ///
+    /// Like a FoundationDB watch, it adds a read-conflict range on the leader key: arm it in a
+    /// separate read-only transaction (read-only commits never conflict), not inside a
+    /// follower's cycle, or that cycle would conflict with the leader's renewals.
     ///
     /// # Errors
     ///

@@ -8,7 +8,7 @@
 //! S + ("candidates", <id>)     -> CandidateRecord      (v1 + bincode)
 //! ```
 
-use foundationdb_tuple::Subspace;
+use foundationdb_tuple::{Subspace, TuplePack};
 
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
@@ -39,7 +39,19 @@ impl Keys {
 
     /// The registration key of `id`, checked against the key size limit.
     pub(crate) fn candidate(&self, id: &CandidateId) -> Result<Vec<u8>, ElectionError> {
-        let key = self.candidates.pack(&(id.as_str(),));
+        // Sized up front: the tuple encoding is the id plus its type code, terminator and
+        // one escape byte per NUL.
+        let nuls = id.as_str().bytes().filter(|&b| b == 0).count();
+        let len = self
+            .candidates
+            .bytes()
+            .len()
+            .saturating_add(id.as_str().len())
+            .saturating_add(nuls)
+            .saturating_add(2);
+        let mut key = Vec::with_capacity(len);
+        key.extend_from_slice(self.candidates.bytes());
+        (id.as_str(),).pack_into_vec(&mut key);
         if key.len() > MAX_KEY_BYTES {
             return Err(ElectionError::TooLarge {
                 what: "candidate key",

@@ -149,6 +149,6 @@ mod election;
 mod fence;
 pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};
 pub use core::{Action, ResignRejected};
-pub use election::{LeaderElection, ResignOutcome};
+pub use election::{LeaderElection, OperatorOutcome, ResignOutcome};
 pub use fence::{FenceGate, is_stale};
 pub use runner::{LeadershipGuard, Runner};

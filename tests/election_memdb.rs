@@ -683,3 +683,99 @@ async fn a_deleted_leader_record_is_never_recreated_at_ballot_zero() {
     ));
     assert_eq!(m.get_raw(&key).await, None, "nothing was written");
 }
+
+async fn operator<F, Fut>(m: &Mem, f: F) -> fdb_leader_election::OperatorOutcome
+where
+    F: Fn(LeaderElection, fdb_leader_election::MemTransaction) -> Fut,
+    Fut: std::future::Future<Output = Result<fdb_leader_election::OperatorOutcome, ElectionError>>,
+{
+    m.db.run(|txn, _| f(m.election.clone(), txn)).await.unwrap()
+}
+
+#[tokio::test]
+async fn force_vacate_fences_the_leader_at_once_and_successors_wait_a_lease() {
+    let m = Mem::new();
+    let w = World::new();
+    let c = setup(&m, &w, &[("a", 1), ("f", 1)]).await;
+    m.cycle(&c[0]).await.unwrap();
+    m.cycle(&c[1]).await.unwrap();
+    let ops = CandidateId::random("operator").unwrap();
+    let wrong = {
+        let ops = ops.clone();
+        operator(&m, move |e, txn| {
+            let ops = ops.clone();
+            async move { e.force_vacate(&txn, &ops, Ballot::new(7)).await }
+        })
+        .await
+    };
+    assert!(matches!(
+        wrong,
+        fdb_leader_election::OperatorOutcome::Rejected(_)
+    ));
+    let done = {
+        let ops = ops.clone();
+        operator(&m, move |e, txn| {
+            let ops = ops.clone();
+            async move { e.force_vacate(&txn, &ops, Ballot::new(1)).await }
+        })
+        .await
+    };
+    assert_eq!(
+        done,
+        fdb_leader_election::OperatorOutcome::Done {
+            ballot: Ballot::new(2)
+        }
+    );
+    // The old leader is fenced out from this commit on, even though it still believes.
+    assert!(c[0].is_leader());
+    assert!(matches!(
+        m.fenced_increment(Ballot::new(1), b"n").await,
+        Err(ElectionError::StaleToken { .. })
+    ));
+    // Its next cycle ends its belief; nobody takes over before a full lease.
+    m.cycle(&c[0]).await.unwrap();
+    assert!(!c[0].is_leader());
+    for _ in 0..3 {
+        assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::None);
+        w.advance(Duration::from_secs(3));
+        scenarios::assert_no_overlap(&[&c[0], &c[1]]);
+    }
+    // A full lease after its first sighting, plus one stagger step: `a` (registered earlier,
+    // still live) ranks first.
+    w.advance(Duration::from_secs(1));
+    assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::None);
+    w.advance(Duration::from_millis(300));
+    let (action, _) = m.cycle(&c[1]).await.unwrap();
+    assert_eq!(action, Action::Acquired);
+    assert_eq!(c[1].fencing_token(), Some(Ballot::new(3)));
+}
+
+#[tokio::test]
+async fn an_operator_resign_request_makes_the_leader_step_down_cooperatively() {
+    let m = Mem::new();
+    let w = World::new();
+    let c = setup(&m, &w, &[("a", 5), ("f", 1)]).await;
+    m.cycle(&c[0]).await.unwrap();
+    m.cycle(&c[1]).await.unwrap();
+    let ops = CandidateId::random("operator").unwrap();
+    let done = operator(&m, move |e, txn| {
+        let ops = ops.clone();
+        async move { e.request_resign(&txn, &ops, Ballot::new(1)).await }
+    })
+    .await;
+    assert_eq!(
+        done,
+        fdb_leader_election::OperatorOutcome::Done {
+            ballot: Ballot::new(1)
+        }
+    );
+    assert_eq!(m.cycle(&c[0]).await.unwrap().0, Action::HandedOver);
+    assert!(!c[0].is_leader());
+    assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::None);
+    // A full lease, plus one stagger step (`a` still ranks first).
+    w.advance(Duration::from_secs(10));
+    assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::None);
+    w.advance(Duration::from_millis(300));
+    assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::Acquired);
+    assert_eq!(c[1].fencing_token(), Some(Ballot::new(2)));
+}

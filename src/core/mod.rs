@@ -9,6 +9,7 @@
 //! - **belief is gained late**: leadership is adopted only from a confirmed commit, or from
 //!   finding one's own attempt id in the record, and always dated from that attempt's start.
 
+pub(crate) mod operator;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -116,7 +117,7 @@ fn nothing(next_action_at: Option<LocalInstant>) -> Decision {
     })
 }
 
-fn next_renewal(r: &LeaderRecord) -> Result<u64, ElectionError> {
+pub(crate) fn next_renewal(r: &LeaderRecord) -> Result<u64, ElectionError> {
     r.renewal
         .checked_add(1)
         .ok_or(ElectionError::CounterExhausted { what: "renewal" })

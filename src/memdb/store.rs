@@ -114,14 +114,6 @@ impl Store {
         value_at(history, version)
     }
 
-    /// `key`'s latest committed value.
-    pub(super) fn latest(&self, key: &[u8]) -> Option<&[u8]> {
-        self.data
-            .get(key)
-            .and_then(|h| h.last())
-            .and_then(|e| e.value.as_deref())
-    }
-
     /// The pairs in `[begin, end)` at `version`, in key order (`begin < end` required).
     pub(super) fn range_at(&self, begin: &[u8], end: &[u8], version: u64) -> Vec<KeyValue> {
         if begin >= end {
@@ -156,14 +148,19 @@ impl Store {
         self.version = version;
         let mut fired: u64 = 0;
         for (key, value) in writes {
-            let changed = self.latest(key) != value.as_deref();
-            match self.data.get_mut(key.as_slice()) {
-                Some(history) => history.push(Entry {
-                    version,
-                    value: value.clone(),
-                }),
+            // One lookup per key: compare with the latest value while appending the new one.
+            let changed = match self.data.get_mut(key.as_slice()) {
+                Some(history) => {
+                    let changed =
+                        history.last().and_then(|e| e.value.as_deref()) != value.as_deref();
+                    history.push(Entry {
+                        version,
+                        value: value.clone(),
+                    });
+                    changed
+                }
                 // Clearing an absent key leaves nothing to remember.
-                None if value.is_none() => {}
+                None if value.is_none() => false,
                 None => {
                     self.data.insert(
                         key.clone(),
@@ -172,8 +169,9 @@ impl Store {
                             value: value.clone(),
                         }],
                     );
+                    true
                 }
-            }
+            };
             if changed {
                 fired = fired.saturating_add(self.watches.changed(key, value.as_deref()));
             }
@@ -348,7 +346,7 @@ mod tests {
         s.prune(at(100));
         assert_eq!(s.retained_commits(), 0);
         assert_eq!(s.retained_values(), 1);
-        assert_eq!(s.latest(b"a"), Some(&b"2"[..]));
-        assert_eq!(s.latest(b"b"), None);
+        assert_eq!(s.get_at(b"a", u64::MAX), Some(&b"2"[..]));
+        assert_eq!(s.get_at(b"b", u64::MAX), None);
     }
 }

@@ -1,0 +1,578 @@
+//! The performance report: what one election cycle costs the database, and how fast
+//! leadership moves, measured in one run on MemDb.
+//!
+//! `cargo run --release --example perf_report`
+//!
+//! It prints a table (each figure with its target) and, as its last line, one JSON object.
+//! It measures; it never fails because a machine is slow.
+
+#![allow(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    reason = "measurement arithmetic on counters and float statistics, far from any bound"
+)]
+
+use std::error::Error;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fdb_leader_election::runner::Runner;
+use fdb_leader_election::{
+    Candidate, CandidateId, ElectionConfig, ElectionError, ElectionTxn, LeaderElection,
+    ManualClock, MemDb, MemDbStats, Priority, ReadMode, ScriptedFaults,
+};
+use foundationdb_tuple::Subspace;
+use serde::Serialize;
+
+type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+#[derive(Serialize, Default)]
+struct Report {
+    reads_per_cycle_follower: u64,
+    writes_per_cycle_follower: u64,
+    reads_per_cycle_leader: u64,
+    writes_per_cycle_leader: u64,
+    range_reads_per_cycle: u64,
+    cycle_vs_bare_txn: f64,
+    cycle_10k_vs_1: f64,
+    follower_aborts_per_1k_cycles: f64,
+    failover_over_lease: f64,
+    failover_over_lease_p99: f64,
+    resign_handover_ms: f64,
+    preempt_handover_ms: f64,
+    preempt_handover_no_watch_over_heartbeat: f64,
+    overlap_instants: u64,
+    cycles_per_sec_10k_elections: f64,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    percentile(v, 0.5)
+}
+
+/// Nearest-rank percentile.
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = (p * v.len() as f64).ceil().max(1.0) as usize;
+    v[rank.min(v.len()) - 1]
+}
+
+/// One election on a MemDb with a frozen clock: leases never lapse, so the leader renews and
+/// the followers follow for as long as we like.
+struct Steady {
+    db: MemDb,
+    election: LeaderElection,
+    leader: Candidate,
+    followers: Vec<Candidate>,
+}
+
+impl Steady {
+    async fn new(db: MemDb, name: &str, registered: usize) -> Res<Self> {
+        let election = LeaderElection::new(Subspace::from(name));
+        let clock = Arc::new(ManualClock::new());
+        let make = |i: usize| -> Res<Candidate> {
+            let id = CandidateId::with_nonce("node", i as u64)?;
+            Ok(Candidate::with_clock(id, Priority::new(1), clock.clone()))
+        };
+        let all = (0..registered.max(2)).map(make).collect::<Res<Vec<_>>>()?;
+        db.run(|txn, _| {
+            let e = election.clone();
+            async move { e.initialize(&txn).await }
+        })
+        .await?;
+        for chunk in all.chunks(1000) {
+            db.run(|txn, _| {
+                let (e, chunk) = (election.clone(), chunk.to_vec());
+                async move {
+                    for c in &chunk {
+                        e.register_candidate(&txn, c).await?;
+                    }
+                    Ok::<(), ElectionError>(())
+                }
+            })
+            .await?;
+        }
+        let s = Steady {
+            db,
+            election,
+            leader: all[0].clone(),
+            followers: all[1..].to_vec(),
+        };
+        s.cycle(&s.leader).await?;
+        if !s.leader.is_leader() {
+            return Err("the first candidate was not elected".into());
+        }
+        Ok(s)
+    }
+
+    async fn cycle(&self, c: &Candidate) -> Res<()> {
+        let cycle = self
+            .db
+            .run(|txn, _| {
+                let (e, c) = (self.election.clone(), c.clone());
+                async move { e.run_election_cycle(&txn, &c).await }
+            })
+            .await?;
+        c.adopt(cycle);
+        Ok(())
+    }
+}
+
+fn io(d: MemDbStats) -> (u64, u64, u64) {
+    (d.point_reads, d.sets + d.clears, d.range_reads)
+}
+
+async fn io_counts(r: &mut Report) -> Res<()> {
+    let s = Steady::new(MemDb::new(), "io", 100).await?;
+    let f = &s.followers[0];
+    s.cycle(f).await?; // first sight
+    let before = s.db.stats();
+    s.cycle(f).await?;
+    let (reads, writes, ranges_f) = io(s.db.stats().since(&before));
+    r.reads_per_cycle_follower = reads;
+    r.writes_per_cycle_follower = writes;
+    let before = s.db.stats();
+    s.cycle(&s.leader).await?;
+    let (reads, writes, ranges_l) = io(s.db.stats().since(&before));
+    r.reads_per_cycle_leader = reads;
+    r.writes_per_cycle_leader = writes;
+    r.range_reads_per_cycle = ranges_f.max(ranges_l);
+    Ok(())
+}
+
+/// Time per call of `op` over one batch.
+async fn batch<F, Fut>(op: &mut F, n: u32) -> Res<f64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Res<()>>,
+{
+    let t = Instant::now();
+    for _ in 0..n {
+        op().await?;
+    }
+    Ok(t.elapsed().as_secs_f64() / f64::from(n))
+}
+
+/// Follower cycle cost against a bare read-modify-write, and with 10,000 registered
+/// candidates against one. The three are measured in interleaved batches and compared pair
+/// by pair, so load from other processes affects both sides of each ratio alike.
+async fn cycle_costs(r: &mut Report) -> Res<(f64, f64, f64)> {
+    const N: u32 = 2_000;
+    let bare_db = MemDb::new();
+    let mut bare = || {
+        let db = bare_db.clone();
+        async move {
+            db.run(|txn, _| async move {
+                let v = txn.get(b"counter", ReadMode::Serializable).await?;
+                let n = v.map_or(0u64, |v| v.len() as u64);
+                txn.set(b"counter", &n.to_le_bytes());
+                Ok::<(), ElectionError>(())
+            })
+            .await?;
+            Ok(())
+        }
+    };
+    let one = Steady::new(MemDb::new(), "one", 2).await?;
+    let f1 = one.followers[0].clone();
+    let mut cycle_1 = || one.cycle(&f1);
+    let many = Steady::new(MemDb::new(), "many", 10_000).await?;
+    let f10k = many.followers[0].clone();
+    let mut cycle_10k = || many.cycle(&f10k);
+    // Warm-up.
+    batch(&mut bare, N).await?;
+    batch(&mut cycle_1, N).await?;
+    batch(&mut cycle_10k, N).await?;
+    let (mut vs_bare, mut vs_one) = (Vec::new(), Vec::new());
+    let (mut t_bare, mut t_1, mut t_10k) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..21 {
+        let b = batch(&mut bare, N).await?;
+        let c1 = batch(&mut cycle_1, N).await?;
+        let c10k = batch(&mut cycle_10k, N).await?;
+        vs_bare.push(c1 / b);
+        vs_one.push(c10k / c1);
+        t_bare.push(b);
+        t_1.push(c1);
+        t_10k.push(c10k);
+    }
+    r.cycle_vs_bare_txn = median(&mut vs_bare);
+    r.cycle_10k_vs_1 = median(&mut vs_one);
+    Ok((median(&mut t_bare), median(&mut t_1), median(&mut t_10k)))
+}
+
+/// 100 candidates cycle concurrently (each read takes 200 µs, so transactions overlap) while
+/// the leader renews; counts follower transaction attempts that had to be retried.
+async fn follower_aborts(r: &mut Report) -> Res<u64> {
+    let db = MemDb::with_clock(Arc::new(ManualClock::new()));
+    let faults = ScriptedFaults::new();
+    faults.set_read_latency(Duration::from_micros(200));
+    let s = Arc::new(Steady::new(db.clone(), "aborts", 100).await?);
+    db.set_fault_injector(Arc::new(faults));
+    const CYCLES: u64 = 40;
+    let attempts = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..s.followers.len() {
+        let (s, attempts) = (Arc::clone(&s), Arc::clone(&attempts));
+        tasks.push(tokio::spawn(async move {
+            let c = s.followers[i].clone();
+            for _ in 0..CYCLES {
+                let cycle =
+                    s.db.run(|txn, _| {
+                        attempts.fetch_add(1, Ordering::Relaxed);
+                        let (e, c) = (s.election.clone(), c.clone());
+                        async move { e.run_election_cycle(&txn, &c).await }
+                    })
+                    .await?;
+                c.adopt(cycle);
+            }
+            Ok::<(), ElectionError>(())
+        }));
+    }
+    let leader = {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move {
+            let mut renewals = 0u64;
+            for _ in 0..CYCLES * 4 {
+                s.cycle(&s.leader).await.map_err(|e| e.to_string())?;
+                renewals += 1;
+            }
+            Ok::<u64, String>(renewals)
+        })
+    };
+    for t in tasks {
+        t.await??;
+    }
+    let renewals = leader
+        .await?
+        .map_err(|e| -> Box<dyn Error + Send + Sync> { e.into() })?;
+    let cycles = CYCLES * s.followers.len() as u64;
+    let aborted = attempts.load(Ordering::Relaxed).saturating_sub(cycles);
+    r.follower_aborts_per_1k_cycles = aborted as f64 * 1000.0 / cycles as f64;
+    Ok(renewals)
+}
+
+/// Samples every live runner's guard every millisecond; counts instants with two valid.
+#[derive(Clone, Default)]
+struct OverlapMonitor {
+    runners: Arc<Mutex<Vec<Runner>>>,
+    overlaps: Arc<AtomicU64>,
+    samples: Arc<AtomicU64>,
+}
+
+impl OverlapMonitor {
+    fn start(&self) -> tokio::task::JoinHandle<()> {
+        let m = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(1));
+            loop {
+                tick.tick().await;
+                let valid = m
+                    .runners
+                    .lock()
+                    .map(|rs| {
+                        rs.iter()
+                            .filter(|r| r.leadership().is_some_and(|g| g.is_valid()))
+                            .count()
+                    })
+                    .unwrap_or(0);
+                m.samples.fetch_add(1, Ordering::Relaxed);
+                if valid > 1 {
+                    m.overlaps.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    }
+
+    fn set(&self, runners: &[Runner]) {
+        if let Ok(mut rs) = self.runners.lock() {
+            *rs = runners.to_vec();
+        }
+    }
+}
+
+fn start(db: &MemDb, space: &str, name: &str, prio: i32, cfg: &ElectionConfig) -> Res<Runner> {
+    Ok(Runner::builder(db.clone(), Subspace::from(space))
+        .label(name)
+        .priority(Priority::new(prio))
+        .payload(format!("{name}:7000"))
+        .config(cfg.clone())
+        .start()?)
+}
+
+async fn elected_within(r: &Runner, limit: Duration) -> Res<()> {
+    tokio::time::timeout(limit, r.elected())
+        .await
+        .map_err(|_| "no leader within the limit")?
+        .ok_or("the runner stopped")?;
+    Ok(())
+}
+
+async fn failover(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) -> Res<()> {
+    let lease = cfg.lease_duration();
+    let mut ratios = Vec::new();
+    for trial in 0..25u32 {
+        let db = MemDb::new();
+        let space = format!("failover-{trial}");
+        let rs: Vec<Runner> = (0..3)
+            .map(|i| start(&db, &space, &format!("n{i}"), 1, cfg))
+            .collect::<Res<_>>()?;
+        mon.set(&rs);
+        let mut leader = None;
+        while leader.is_none() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            leader = rs.iter().position(Runner::is_leader);
+        }
+        let l = leader.ok_or("no leader")?;
+        // Steady state, then crash at a pseudo-random phase of the heartbeat.
+        tokio::time::sleep(lease + Duration::from_millis(u64::from(trial * 37 % 100))).await;
+        let crashed = Instant::now();
+        rs[l].abort();
+        let others: Vec<&Runner> = rs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != l)
+            .map(|(_, r)| r)
+            .collect();
+        loop {
+            if others
+                .iter()
+                .any(|r| r.leadership().is_some_and(|g| g.is_valid()))
+            {
+                break;
+            }
+            if crashed.elapsed() > lease * 5 {
+                return Err("no takeover within five leases".into());
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        ratios.push(crashed.elapsed().as_secs_f64() / lease.as_secs_f64());
+        for r in &rs {
+            r.shutdown().await;
+        }
+    }
+    r.failover_over_lease = median(&mut ratios.clone());
+    r.failover_over_lease_p99 = percentile(&mut ratios, 0.99);
+    Ok(())
+}
+
+async fn handovers(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) -> Res<()> {
+    let mut resign_ms = Vec::new();
+    let mut preempt_ms = Vec::new();
+    let mut no_watch = Vec::new();
+    for trial in 0..21u32 {
+        // Resign: the leader shuts down; the vacancy is reserved for the other.
+        let db = MemDb::new();
+        let space = format!("resign-{trial}");
+        let a = start(&db, &space, "a", 1, cfg)?;
+        elected_within(&a, Duration::from_secs(5)).await?;
+        let b = start(&db, &space, "b", 1, cfg)?;
+        mon.set(&[a.clone(), b.clone()]);
+        tokio::time::sleep(cfg.heartbeat_interval() * 2).await;
+        let t = Instant::now();
+        a.shutdown().await;
+        elected_within(&b, Duration::from_secs(5)).await?;
+        resign_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        b.shutdown().await;
+
+        // Preempt: a higher-priority candidate joins; measured from its start.
+        for watches in [true, false] {
+            let db = MemDb::new();
+            db.set_watches_enabled(watches);
+            let space = format!("preempt-{trial}-{watches}");
+            let old = start(&db, &space, "old", 1, cfg)?;
+            elected_within(&old, Duration::from_secs(5)).await?;
+            tokio::time::sleep(cfg.heartbeat_interval()).await;
+            let t = Instant::now();
+            let new = start(&db, &space, "new", 2, cfg)?;
+            mon.set(&[old.clone(), new.clone()]);
+            elected_within(&new, Duration::from_secs(5)).await?;
+            let took = t.elapsed();
+            if watches {
+                preempt_ms.push(took.as_secs_f64() * 1e3);
+            } else {
+                no_watch.push(took.as_secs_f64() / cfg.heartbeat_interval().as_secs_f64());
+            }
+            new.shutdown().await;
+            old.shutdown().await;
+        }
+    }
+    r.resign_handover_ms = median(&mut resign_ms);
+    r.preempt_handover_ms = median(&mut preempt_ms);
+    r.preempt_handover_no_watch_over_heartbeat = median(&mut no_watch);
+    Ok(())
+}
+
+async fn many_elections(r: &mut Report) -> Res<()> {
+    const N: usize = 10_000;
+    let db = MemDb::with_clock(Arc::new(ManualClock::new()));
+    let clock = Arc::new(ManualClock::new());
+    let mut all = Vec::with_capacity(N);
+    for chunk in (0..N).collect::<Vec<_>>().chunks(500) {
+        let mut batch = Vec::new();
+        for &i in chunk {
+            let e = LeaderElection::new(Subspace::from(("many", i as i64)));
+            let c = Candidate::with_clock(
+                CandidateId::with_nonce("solo", i as u64)?,
+                Priority::new(1),
+                clock.clone(),
+            );
+            batch.push((e, c));
+        }
+        db.run(|txn, _| {
+            let batch = batch.clone();
+            async move {
+                for (e, c) in &batch {
+                    e.initialize(&txn).await?;
+                    e.register_candidate(&txn, c).await?;
+                }
+                Ok::<(), ElectionError>(())
+            }
+        })
+        .await?;
+        all.extend(batch);
+    }
+    let t = Instant::now();
+    let mut cycles = 0u64;
+    while t.elapsed() < Duration::from_secs(3) {
+        for (e, c) in &all {
+            let cycle = db
+                .run(|txn, _| {
+                    let (e, c) = (e.clone(), c.clone());
+                    async move { e.run_election_cycle(&txn, &c).await }
+                })
+                .await?;
+            c.adopt(cycle);
+            cycles += 1;
+        }
+    }
+    r.cycles_per_sec_10k_elections = cycles as f64 / t.elapsed().as_secs_f64();
+    Ok(())
+}
+
+fn row(name: &str, value: String, target: &str, met: bool) {
+    println!(
+        "{name:<44} {value:>12}  {target:<14} {}",
+        if met { "ok" } else { "MISSED" }
+    );
+}
+
+#[tokio::main]
+async fn main() -> Res<()> {
+    let mut r = Report::default();
+    io_counts(&mut r).await?;
+    let (bare, c1, c10k) = cycle_costs(&mut r).await?;
+    let renewals = follower_aborts(&mut r).await?;
+
+    let cfg = ElectionConfig::with_lease_duration(Duration::from_millis(300))?;
+    let mon = OverlapMonitor::default();
+    let sampler = mon.start();
+    failover(&mut r, &cfg, &mon).await?;
+    handovers(&mut r, &cfg, &mon).await?;
+    sampler.abort();
+    r.overlap_instants = mon.overlaps.load(Ordering::Relaxed);
+    let samples = mon.samples.load(Ordering::Relaxed);
+    many_elections(&mut r).await?;
+
+    println!(
+        "fdb-leader-election performance report (MemDb; lease 300 ms / heartbeat 100 ms for timings)"
+    );
+    println!("{:<44} {:>12}  {:<14}", "figure", "value", "target");
+    row(
+        "key reads per follower cycle",
+        r.reads_per_cycle_follower.to_string(),
+        "<= 3",
+        r.reads_per_cycle_follower <= 3,
+    );
+    row(
+        "key writes per follower cycle",
+        r.writes_per_cycle_follower.to_string(),
+        "<= 1",
+        r.writes_per_cycle_follower <= 1,
+    );
+    row(
+        "key reads per leader cycle",
+        r.reads_per_cycle_leader.to_string(),
+        "<= 3",
+        r.reads_per_cycle_leader <= 3,
+    );
+    row(
+        "key writes per leader cycle",
+        r.writes_per_cycle_leader.to_string(),
+        "<= 2",
+        r.writes_per_cycle_leader <= 2,
+    );
+    row(
+        "range reads per cycle",
+        r.range_reads_per_cycle.to_string(),
+        "0",
+        r.range_reads_per_cycle == 0,
+    );
+    row(
+        &format!(
+            "follower cycle / bare txn ({:.2} / {:.2} µs)",
+            c1 * 1e6,
+            bare * 1e6
+        ),
+        format!("{:.2}", r.cycle_vs_bare_txn),
+        "<= 3",
+        r.cycle_vs_bare_txn <= 3.0,
+    );
+    row(
+        &format!("cycle, 10k candidates / 1 ({:.2} µs)", c10k * 1e6),
+        format!("{:.2}", r.cycle_10k_vs_1),
+        "<= 1.2",
+        r.cycle_10k_vs_1 <= 1.2,
+    );
+    row(
+        &format!("follower aborts / 1k cycles ({renewals} renewals)"),
+        format!("{:.2}", r.follower_aborts_per_1k_cycles),
+        "0",
+        r.follower_aborts_per_1k_cycles == 0.0,
+    );
+    row(
+        "crash failover / lease, median (25 trials)",
+        format!("{:.3}", r.failover_over_lease),
+        "<= 1.1",
+        r.failover_over_lease <= 1.1,
+    );
+    row(
+        "crash failover / lease, p99",
+        format!("{:.3}", r.failover_over_lease_p99),
+        "<= 1.3",
+        r.failover_over_lease_p99 <= 1.3,
+    );
+    row(
+        "resign handover ms, median (watches)",
+        format!("{:.2}", r.resign_handover_ms),
+        "<= 20",
+        r.resign_handover_ms <= 20.0,
+    );
+    row(
+        "preempt handover ms, median (watches)",
+        format!("{:.2}", r.preempt_handover_ms),
+        "<= 20",
+        r.preempt_handover_ms <= 20.0,
+    );
+    row(
+        "preempt handover / heartbeat (no watches)",
+        format!("{:.3}", r.preempt_handover_no_watch_over_heartbeat),
+        "<= 1.5",
+        r.preempt_handover_no_watch_over_heartbeat <= 1.5,
+    );
+    row(
+        &format!("overlap instants ({samples} 1-ms samples)"),
+        r.overlap_instants.to_string(),
+        "0",
+        r.overlap_instants == 0,
+    );
+    row(
+        "cycles/s, 10,000 elections on one MemDb",
+        format!("{:.0}", r.cycles_per_sec_10k_elections),
+        "",
+        true,
+    );
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! Operator overrides: decisions taken by a tool acting on the election from outside, not by
+//! a candidate. Neither may let two processes believe they lead at once, so both leave a
+//! vacancy reserved for the operator (who never fills it): every candidate then waits a full
+//! lease of unchanged observation before taking over, by which time the old leader's own
+//! belief has ended.
+
+use crate::config::ElectionConfig;
+use crate::error::ElectionError;
+use crate::ids::{Ballot, CandidateId, Priority};
+use crate::record::{AttemptId, LeaderRecord, Named};
+
+use super::{ResignRejected, next_renewal};
+
+fn operator_attempt(operator: &CandidateId) -> Option<AttemptId> {
+    Some(AttemptId {
+        candidate: operator.clone(),
+        seq: 0,
+    })
+}
+
+/// Fences the current leader out at once: the ballot grows by one, the record becomes a
+/// vacancy reserved for `operator`, and candidates wait a full lease (at least the old
+/// leader's) before taking over with the next ballot.
+pub(crate) fn force_vacate(
+    rec: &LeaderRecord,
+    cfg: &ElectionConfig,
+    operator: &CandidateId,
+    expected: Ballot,
+) -> Result<Result<LeaderRecord, ResignRejected>, ElectionError> {
+    if rec.ballot != expected {
+        return Ok(Err(ResignRejected::BallotMismatch {
+            expected,
+            current: rec.ballot,
+        }));
+    }
+    Ok(Ok(LeaderRecord {
+        ballot: rec.ballot.next()?,
+        owner: None,
+        renewal: next_renewal(rec)?,
+        // Followers wait this long: never less than the lease the old leader believes in.
+        lease: rec.lease.max(cfg.lease_duration),
+        handover: None,
+        reservation: Some(Named::new(operator.clone(), Priority::new(i32::MIN))),
+        payload: None,
+        writer: operator_attempt(operator),
+    }))
+}
+
+/// Asks the leader of `expected` to step down: a handover request at the highest priority.
+/// The leader honours it at its next cycle (after its minimum tenure, and after draining its
+/// work within the grace), if preemption is enabled, leaving a vacancy reserved for the
+/// operator. The observation identity does not change.
+pub(crate) fn request_resign(
+    rec: &LeaderRecord,
+    operator: &CandidateId,
+    expected: Ballot,
+) -> Result<LeaderRecord, ResignRejected> {
+    if rec.owner.is_none() {
+        return Err(ResignRejected::NotLeader { current: None });
+    }
+    if rec.ballot != expected {
+        return Err(ResignRejected::BallotMismatch {
+            expected,
+            current: rec.ballot,
+        });
+    }
+    let mut write = rec.clone();
+    write.handover = Some(Named::new(operator.clone(), Priority::new(i32::MAX)));
+    write.writer = operator_attempt(operator);
+    Ok(write)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+
+    fn id(s: &str) -> CandidateId {
+        CandidateId::parse(s).unwrap()
+    }
+
+    fn owned(lease: Duration) -> LeaderRecord {
+        LeaderRecord {
+            ballot: Ballot::new(4),
+            owner: Some(Named::new(id("old"), Priority::new(1))),
+            renewal: 9,
+            lease,
+            handover: None,
+            reservation: None,
+            payload: Some(b"addr".to_vec()),
+            writer: Some(AttemptId {
+                candidate: id("old"),
+                seq: 3,
+            }),
+        }
+    }
+
+    #[test]
+    fn force_vacate_bumps_the_ballot_and_holds_the_vacancy_for_at_least_the_old_lease() {
+        let cfg = ElectionConfig::default();
+        let long = owned(Duration::from_secs(30));
+        let w = force_vacate(&long, &cfg, &id("ops"), Ballot::new(4))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (w.ballot, w.renewal, w.owner.clone()),
+            (Ballot::new(5), 10, None)
+        );
+        assert_eq!(w.lease, Duration::from_secs(30));
+        assert_eq!(w.reservation.map(|r| r.id), Some(id("ops")));
+        assert!(w.payload.is_none() && w.handover.is_none());
+        let short = owned(Duration::from_secs(2));
+        let w = force_vacate(&short, &cfg, &id("ops"), Ballot::new(4))
+            .unwrap()
+            .unwrap();
+        assert_eq!(w.lease, cfg.lease_duration());
+        assert!(matches!(
+            force_vacate(&short, &cfg, &id("ops"), Ballot::new(3)).unwrap(),
+            Err(ResignRejected::BallotMismatch { .. })
+        ));
+        assert!(w.check().is_ok());
+    }
+
+    #[test]
+    fn request_resign_keeps_the_observation_and_outranks_everyone() {
+        let rec = owned(Duration::from_secs(10));
+        let w = request_resign(&rec, &id("ops"), Ballot::new(4)).unwrap();
+        assert_eq!(
+            (w.ballot, w.renewal, w.owner.clone()),
+            (rec.ballot, rec.renewal, rec.owner.clone())
+        );
+        assert_eq!(
+            w.handover.map(|h| h.priority),
+            Some(Priority::new(i32::MAX))
+        );
+        assert!(request_resign(&rec, &id("ops"), Ballot::new(5)).is_err());
+        let mut vacant = rec.clone();
+        vacant.owner = None;
+        vacant.payload = None;
+        assert!(matches!(
+            request_resign(&vacant, &id("ops"), Ballot::new(4)),
+            Err(ResignRejected::NotLeader { .. })
+        ));
+    }
+}
