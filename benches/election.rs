@@ -1,5 +1,6 @@
-//! Criterion benches: one election cycle on MemDb (follower and leader, with 1 and 100
-//! registered candidates) against a bare MemDb read-modify-write transaction.
+//! Criterion benches: the pure decision core, the leader-record codec, one election cycle on
+//! MemDb (follower and leader, with 1, 100 and 10,000 registered candidates), and a bare
+//! MemDb read-modify-write transaction as the baseline. See benches/README.md.
 //!
 //! `cargo bench --bench election`
 
@@ -73,7 +74,40 @@ fn benches(cr: &mut Criterion) {
         .enable_time()
         .build()
         .unwrap();
-    for n in [1usize, 100] {
+    let mut follower = fdb_leader_election::private::DecideBench::follower().unwrap();
+    cr.bench_function("core/decide/follower", |b| {
+        b.iter(|| black_box(follower.decide().unwrap()))
+    });
+    let mut leader = fdb_leader_election::private::DecideBench::leader().unwrap();
+    cr.bench_function("core/decide/leader_renewal", |b| {
+        b.iter(|| black_box(leader.decide().unwrap()))
+    });
+
+    let record = {
+        let s = setup(&rt, 2);
+        rt.block_on(s.db.run(|txn, _| {
+            let e = s.election.clone();
+            async move { e.leader_record(&txn).await }
+        }))
+        .unwrap()
+    };
+    let bytes = fdb_leader_election::private::encode_leader_record(&record).unwrap();
+    cr.bench_function("codec/leader/encode", |b| {
+        b.iter(|| {
+            black_box(
+                fdb_leader_election::private::encode_leader_record(black_box(&record)).unwrap(),
+            )
+        })
+    });
+    cr.bench_function("codec/leader/decode", |b| {
+        b.iter(|| {
+            black_box(
+                fdb_leader_election::private::decode_leader_record(black_box(&bytes)).unwrap(),
+            )
+        })
+    });
+
+    for n in [1usize, 100, 10_000] {
         let s = setup(&rt, n);
         cr.bench_function(&format!("cycle/follower/{n}_candidates"), |b| {
             b.iter(|| rt.block_on(cycle(&s, &s.follower)))

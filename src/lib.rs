@@ -147,6 +147,8 @@ mod candidate;
 mod core;
 mod election;
 mod fence;
+#[doc(hidden)]
+pub mod private;
 pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};
 pub use core::{Action, ResignRejected};
 pub use election::{LeaderElection, OperatorOutcome, ResignOutcome};
