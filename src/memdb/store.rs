@@ -8,7 +8,7 @@ use super::MAX_TRANSACTION_AGE;
 use super::errors;
 use super::watch::{PendingWatch, WatchRegistry};
 use crate::clock::LocalInstant;
-use crate::txn::{KeyValue, TxnError};
+use crate::txn::{KeyValue, ReadMode, TxnError};
 
 /// One version of one key's value (`None`: cleared).
 #[derive(Debug)]
@@ -86,6 +86,45 @@ pub(crate) fn key_after(key: &[u8]) -> Vec<u8> {
     k.extend_from_slice(key);
     k.push(0);
     k
+}
+
+/// Merges a committed range read of `[begin, end)` with the transaction's own writes in that
+/// range (read-your-writes, clears included), and, for a serializable read, adds the read
+/// conflict ranges: the whole range, less the keys the transaction wrote itself (FoundationDB
+/// adds no conflict for reading one's own writes).
+pub(crate) fn overlay_range(
+    committed: Vec<KeyValue>,
+    writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    conflicts: &mut ReadConflicts,
+    begin: &[u8],
+    end: &[u8],
+    mode: ReadMode,
+) -> Vec<KeyValue> {
+    let serializable = mode == ReadMode::Serializable;
+    let bounds = (Bound::Included(begin), Bound::Excluded(end));
+    let mut own = writes.range::<[u8], _>(bounds).peekable();
+    if own.peek().is_none() {
+        if serializable {
+            conflicts.add_range(begin, end);
+        }
+        return committed;
+    }
+    let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = committed.into_iter().collect();
+    let mut gap_start = begin.to_vec();
+    for (key, value) in own {
+        match value {
+            Some(v) => merged.insert(key.clone(), v.clone()),
+            None => merged.remove(key),
+        };
+        if serializable {
+            conflicts.add_range(&gap_start, key);
+        }
+        gap_start = key_after(key);
+    }
+    if serializable {
+        conflicts.add_range(&gap_start, end);
+    }
+    merged.into_iter().collect()
 }
 
 /// The committed state.

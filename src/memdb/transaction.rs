@@ -3,14 +3,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::faults::{
     CommitContext, CommitDecision, CommitFault, ReadContext, ReadTarget, WrittenKeys,
 };
 use super::stats::{MemTxnStats, bump};
-use super::store::{ReadConflicts, Store, key_after};
+use super::store::{ReadConflicts, Store, overlay_range};
 use super::watch::PendingWatch;
 use super::{MAX_TRANSACTION_AGE, MemDb, Shared, errors};
 use crate::clock::LocalInstant;
@@ -341,32 +340,14 @@ impl MemTransaction {
         let result = if begin < end {
             let committed = store.range_at(begin, end, rv);
             drop(store);
-            let bounds = (Bound::Included(begin), Bound::Excluded(end));
-            let mut own = state.writes.range::<[u8], _>(bounds).peekable();
-            if own.peek().is_none() {
-                if mode == ReadMode::Serializable {
-                    state.conflicts.add_range(begin, end);
-                }
-                committed
-            } else {
-                let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = committed.into_iter().collect();
-                // The keys this transaction wrote are left out of the conflict range.
-                let mut gap_start = begin.to_vec();
-                for (key, value) in own {
-                    match value {
-                        Some(v) => merged.insert(key.clone(), v.clone()),
-                        None => merged.remove(key),
-                    };
-                    if mode == ReadMode::Serializable {
-                        state.conflicts.add_range(&gap_start, key);
-                    }
-                    gap_start = key_after(key);
-                }
-                if mode == ReadMode::Serializable {
-                    state.conflicts.add_range(&gap_start, end);
-                }
-                merged.into_iter().collect()
-            }
+            overlay_range(
+                committed,
+                &state.writes,
+                &mut state.conflicts,
+                begin,
+                end,
+                mode,
+            )
         } else {
             Vec::new()
         };

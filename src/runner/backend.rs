@@ -66,7 +66,7 @@ impl TransactionTimedOut {
 /// An attempt's error, retried by [`MemDb::run_with`] only when it is a conflict or
 /// `transaction_too_old` (as FoundationDB's `on_error` would at once); every other error is
 /// returned to the runner, which backs off.
-struct Attempt(ElectionError);
+pub(crate) struct Attempt(pub(crate) ElectionError);
 
 impl fmt::Debug for Attempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -108,16 +108,28 @@ impl ElectionDatabase for MemDb {
     {
         let db = self.clone();
         async move {
-            let run = db.run_with(RunOptions::default(), |txn, _maybe_committed| {
-                let attempt = body(txn);
-                async move { attempt.await.map_err(Attempt) }
-            });
-            match tokio::time::timeout(timeout, run).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(Attempt(e))) => Err(e),
-                Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
-            }
+            bounded(
+                timeout,
+                db.run_with(RunOptions::default(), |txn, _maybe_committed| {
+                    let attempt = body(txn);
+                    async move { attempt.await.map_err(Attempt) }
+                }),
+            )
+            .await
         }
+    }
+}
+
+/// Bounds a retry loop of [`Attempt`]s by `timeout`: a call that runs out of time is reported
+/// as maybe committed ([`TransactionTimedOut`]).
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    run: impl Future<Output = Result<T, Attempt>>,
+) -> Result<T, ElectionError> {
+    match tokio::time::timeout(timeout, run).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(Attempt(e))) => Err(e),
+        Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
     }
 }
 

@@ -86,7 +86,7 @@
 //! [`LeaderElection::run_election_cycle`]: crate::LeaderElection::run_election_cycle
 //! [`Cycle::next_action_at`]: crate::Cycle::next_action_at
 
-mod backend;
+pub(crate) mod backend;
 mod builder;
 mod driver;
 mod events;

@@ -1,44 +1,13 @@
 //! The [runner](crate::runner) over SQLite: [`ElectionDatabase`] for [`SqliteDb`].
 
-use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
 use super::{SqliteDb, SqliteTransaction};
 use crate::error::ElectionError;
-use crate::memdb::{RetryClassify, RunOptions};
-use crate::runner::{ElectionDatabase, TransactionTimedOut};
-use crate::txn::{TxnError, TxnErrorKind};
-
-/// An attempt's error, retried by [`SqliteDb::run_with`] only when it is a conflict or
-/// `transaction_too_old`; every other error (a busy file, say) goes back to the runner, which
-/// backs off. (The same policy as the runner's own `MemDb` implementation.)
-struct Attempt(ElectionError);
-
-impl fmt::Debug for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl From<TxnError> for Attempt {
-    fn from(e: TxnError) -> Self {
-        Attempt(ElectionError::Database(e))
-    }
-}
-
-impl RetryClassify for Attempt {
-    fn txn_error(&self) -> Option<&TxnError> {
-        match &self.0 {
-            ElectionError::Database(e)
-                if matches!(e.kind(), TxnErrorKind::Conflict | TxnErrorKind::TooOld) =>
-            {
-                Some(e)
-            }
-            _ => None,
-        }
-    }
-}
+use crate::memdb::RunOptions;
+use crate::runner::ElectionDatabase;
+use crate::runner::backend::{Attempt, bounded};
 
 /// Runs the runner's transactions through [`SqliteDb::run_with`]: conflicts and
 /// `transaction_too_old` are retried inside, everything else is returned to the runner, and a
@@ -60,15 +29,14 @@ impl ElectionDatabase for SqliteDb {
     {
         let db = self.clone();
         async move {
-            let run = db.run_with(RunOptions::default(), |txn, _maybe_committed| {
-                let attempt = body(txn);
-                async move { attempt.await.map_err(Attempt) }
-            });
-            match tokio::time::timeout(timeout, run).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(Attempt(e))) => Err(e),
-                Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
-            }
+            bounded(
+                timeout,
+                db.run_with(RunOptions::default(), |txn, _maybe_committed| {
+                    let attempt = body(txn);
+                    async move { attempt.await.map_err(Attempt) }
+                }),
+            )
+            .await
         }
     }
 }

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension};
@@ -17,7 +16,7 @@ use super::schema::{
 use super::watch::PendingWatch;
 use super::{Shared, SqliteDb};
 use crate::clock::LocalInstant;
-use crate::memdb::{MAX_TRANSACTION_AGE, MemTxnStats, ReadConflicts, bump, errors, key_after};
+use crate::memdb::{MAX_TRANSACTION_AGE, MemTxnStats, ReadConflicts, bump, errors, overlay_range};
 use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 /// Up to this many versions between the read version and the commit, the conflict check reads
@@ -389,32 +388,14 @@ impl SqliteTransaction {
         state.read_version(db)?;
         let result = if begin < end {
             let committed = read_range(state.conn()?, begin, end)?;
-            let bounds = (Bound::Included(begin), Bound::Excluded(end));
-            let mut own = state.writes.range::<[u8], _>(bounds).peekable();
-            if own.peek().is_none() {
-                if mode == ReadMode::Serializable {
-                    state.conflicts.add_range(begin, end);
-                }
-                committed
-            } else {
-                let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = committed.into_iter().collect();
-                // The keys this transaction wrote are left out of the conflict range.
-                let mut gap_start = begin.to_vec();
-                for (key, value) in own {
-                    match value {
-                        Some(v) => merged.insert(key.clone(), v.clone()),
-                        None => merged.remove(key),
-                    };
-                    if mode == ReadMode::Serializable {
-                        state.conflicts.add_range(&gap_start, key);
-                    }
-                    gap_start = key_after(key);
-                }
-                if mode == ReadMode::Serializable {
-                    state.conflicts.add_range(&gap_start, end);
-                }
-                merged.into_iter().collect()
-            }
+            overlay_range(
+                committed,
+                &state.writes,
+                &mut state.conflicts,
+                begin,
+                end,
+                mode,
+            )
         } else {
             Vec::new()
         };
