@@ -74,6 +74,10 @@ impl LeaderElection {
         }
     }
 
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
     /// The election's subspace.
     pub fn subspace(&self) -> &Subspace {
         &self.subspace

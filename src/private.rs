@@ -125,3 +125,51 @@ impl DecideBench {
         })
     }
 }
+
+/// The raw leader record of an acquisition by `owner` at `ballot`, exactly as the library
+/// would store it: for planting faults (a takeover that skips the protocol) in the simulation.
+///
+/// # Errors
+///
+/// Size limits.
+pub fn owned_record(
+    ballot: Ballot,
+    owner: &CandidateId,
+    priority: Priority,
+    renewal: u64,
+    lease: Duration,
+    seq: u64,
+) -> Result<Vec<u8>, ElectionError> {
+    codec::encode_leader(&LeaderRecord {
+        ballot,
+        owner: Some(Named::new(owner.clone(), priority)),
+        renewal,
+        lease,
+        handover: None,
+        reservation: None,
+        payload: None,
+        writer: Some(AttemptId {
+            candidate: owner.clone(),
+            seq,
+        }),
+    })
+}
+
+/// The raw fence record of `ballot`.
+///
+/// # Errors
+///
+/// Size limits.
+pub fn fence_record(ballot: Ballot, vacant: bool) -> Result<Vec<u8>, ElectionError> {
+    codec::encode_fence(&crate::record::FenceRecord { ballot, vacant })
+}
+
+/// The leader key of `election`.
+pub fn leader_key(election: &crate::LeaderElection) -> Vec<u8> {
+    election.keys().leader.clone()
+}
+
+/// The fence key of `election`.
+pub fn fence_key(election: &crate::LeaderElection) -> Vec<u8> {
+    election.keys().fence.clone()
+}

@@ -3,14 +3,13 @@
 //! - The application's keys (protected register, fenced counter, unfenced shadow counter) and
 //!   the history log, outside the election's subspace.
 //! - For the planted fault `takeover-after-half-lease` only: the election's leader and fence
-//!   keys and a byte-for-byte copy of the library's durable format (format version byte, then
-//!   bincode 2 over the same serde shape), so a rogue follower can write a takeover record with
-//!   a raw transaction. The library does not expose its encoder (see the README); a unit test
-//!   checks that the library decodes what this module writes, so a format change fails loudly.
+//!   keys and raw records in the library's own encoding (its hidden `private` hooks), so a
+//!   rogue follower can write a takeover record with a raw transaction. A unit test checks
+//!   that the library decodes what this module writes.
 
-use fdb_leader_election::{Ballot, CandidateId, FORMAT_VERSION, Priority};
+use fdb_leader_election::private;
+use fdb_leader_election::{Ballot, CandidateId, Priority};
 use foundationdb_tuple::Subspace;
-use serde::Serialize;
 
 /// The election's subspace in every simulated world.
 pub const ELECTION_SUBSPACE: &str = "sim-election";
@@ -63,56 +62,22 @@ pub fn decode_register(v: Option<&[u8]>) -> Option<(u64, u64)> {
     ))
 }
 
-/// The election's leader key (the library's key schema: `subspace.pack(("leader",))`).
+fn election() -> fdb_leader_election::LeaderElection {
+    fdb_leader_election::LeaderElection::new(Subspace::from(ELECTION_SUBSPACE))
+}
+
+/// The election's leader key.
 pub fn leader_key() -> Vec<u8> {
-    Subspace::from(ELECTION_SUBSPACE).pack(&("leader",))
+    private::leader_key(&election())
 }
 
-/// The election's fence key (`subspace.pack(("fence",))`).
+/// The election's fence key.
 pub fn fence_key() -> Vec<u8> {
-    Subspace::from(ELECTION_SUBSPACE).pack(&("fence",))
-}
-
-#[derive(Serialize)]
-struct NamedWire<'a> {
-    id: &'a CandidateId,
-    priority: Priority,
-}
-
-#[derive(Serialize)]
-struct AttemptWire<'a> {
-    candidate: &'a CandidateId,
-    seq: u64,
-}
-
-#[derive(Serialize)]
-struct LeaderWire<'a> {
-    ballot: Ballot,
-    owner: Option<NamedWire<'a>>,
-    renewal: u64,
-    lease_nanos: u64,
-    handover: Option<NamedWire<'a>>,
-    reservation: Option<NamedWire<'a>>,
-    payload: Option<Vec<u8>>,
-    writer: Option<AttemptWire<'a>>,
-}
-
-#[derive(Serialize)]
-struct FenceWire {
-    ballot: Ballot,
-    vacant: bool,
-}
-
-fn encode<T: Serialize>(wire: &T) -> Option<Vec<u8>> {
-    let body = bincode::serde::encode_to_vec(wire, bincode::config::standard()).ok()?;
-    let mut out = Vec::with_capacity(body.len().saturating_add(1));
-    out.push(FORMAT_VERSION);
-    out.extend_from_slice(&body);
-    Some(out)
+    private::fence_key(&election())
 }
 
 /// The raw leader record of a takeover by `owner`: `ballot`, owned, `renewal`, no request,
-/// no reservation, written by attempt `seq` of `owner`.
+/// no reservation, written by attempt `seq` of `owner` (the library's own encoding).
 pub fn takeover_record(
     ballot: Ballot,
     owner: &CandidateId,
@@ -121,30 +86,20 @@ pub fn takeover_record(
     lease_nanos: u64,
     seq: u64,
 ) -> Option<Vec<u8>> {
-    encode(&LeaderWire {
+    private::owned_record(
         ballot,
-        owner: Some(NamedWire {
-            id: owner,
-            priority,
-        }),
+        owner,
+        priority,
         renewal,
-        lease_nanos,
-        handover: None,
-        reservation: None,
-        payload: None,
-        writer: Some(AttemptWire {
-            candidate: owner,
-            seq,
-        }),
-    })
+        std::time::Duration::from_nanos(lease_nanos),
+        seq,
+    )
+    .ok()
 }
 
 /// The raw fence record of an owned ballot.
 pub fn owned_fence(ballot: Ballot) -> Option<Vec<u8>> {
-    encode(&FenceWire {
-        ballot,
-        vacant: false,
-    })
+    private::fence_record(ballot, false).ok()
 }
 
 #[cfg(test)]
