@@ -1,0 +1,394 @@
+//! The command line, as clap parses it.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::durations;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success; for `run` and `watch`, a clean shutdown after SIGINT, SIGTERM or SIGHUP
+  1  refused or not found: an operator override was rejected (ballot mismatch, no leader,
+     preemption disabled), or the election does not exist
+  2  usage error: bad arguments, an invalid configuration, an option this build lacks
+  3  store error: the store cannot be opened or created, is corrupt or of an unknown schema,
+     a transaction failed, or the outcome of a write is unknown
+  4  command error: the begin-command failed, or the child or a hook could not be started
+  N  with `run --on-child-exit exit`: the child's exit code (128 + signal if it was killed)";
+
+const ABOUT: &str =
+    "Leader election from the shell: run a command on exactly one machine of a group";
+
+const LONG_ABOUT: &str = "\
+Leader election from the shell: run a command on exactly one machine of a group, and inspect
+or steer the election.
+
+Pick one store: --sqlite PATH (processes on one host share a SQLite file; created if missing),
+--cluster-file PATH (FoundationDB; needs a build with an fdb-7_* feature), or --memory (an
+in-process store, for a single-process demo). --election NAME selects the election within the
+store (its keys live under the tuple subspace (\"fdb-leader\", NAME)).
+
+Logs go to stderr (level from RUST_LOG, default info); status and watch write to stdout.";
+
+/// `fdb-leader`: leader election from the shell.
+#[derive(Debug, Parser)]
+#[command(
+    name = "fdb-leader",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXIT_CODES,
+    propagate_version = true
+)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+
+    /// The election's name: elections with different names are independent.
+    #[arg(long, global = true, value_name = "NAME", default_value = "default")]
+    pub(crate) election: String,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Where the election lives.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub(crate) struct StoreArgs {
+    /// A SQLite file shared by the processes of one host (the embedded default store). It
+    /// must be on a local file system, in a writable directory.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) sqlite: Option<PathBuf>,
+
+    /// A FoundationDB cluster file (needs a build with an fdb-7_* feature and libfdb_c).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) cluster_file: Option<PathBuf>,
+
+    /// An in-process store, gone when the process exits: a single-process demo.
+    #[arg(long, global = true)]
+    pub(crate) memory: bool,
+}
+
+/// The store chosen on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StoreChoice {
+    Sqlite(PathBuf),
+    ClusterFile(PathBuf),
+    Memory,
+}
+
+impl StoreArgs {
+    /// The store, or `None` if none was given.
+    pub(crate) fn choice(&self) -> Option<StoreChoice> {
+        if let Some(path) = &self.sqlite {
+            Some(StoreChoice::Sqlite(path.clone()))
+        } else if let Some(path) = &self.cluster_file {
+            Some(StoreChoice::ClusterFile(path.clone()))
+        } else if self.memory {
+            Some(StoreChoice::Memory)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Campaign, and run CMD while (and only while) this process leads.
+    #[command(after_help = RUN_AFTER_HELP)]
+    Run(RunArgs),
+    /// Print the election's state once: leader, ballot, lease, candidates.
+    #[command(after_help = STATUS_AFTER_HELP)]
+    Status(StatusArgs),
+    /// Follow the election: one line per leader change, until interrupted.
+    Watch(WatchArgs),
+    /// Ask the leader of a ballot to step down cooperatively (operator request).
+    #[command(after_help = RESIGN_AFTER_HELP)]
+    Resign(OperatorArgs),
+    /// Fence the leader of a ballot out at once (operator override).
+    #[command(name = "force-vacate", after_help = FORCE_VACATE_AFTER_HELP)]
+    ForceVacate(OperatorArgs),
+    /// Read or change the election's stored configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+const RUN_AFTER_HELP: &str = "\
+While this process leads, CMD runs with FDB_LEADER_BALLOT (the ballot: a fencing token that
+only grows), FDB_LEADER_ID (this candidate's id) and FDB_LEADER_ELECTION (the election's name)
+in its environment, in a process group of its own, with standard input from /dev/null.
+
+The child's whole process group is stopped (SIGTERM, then SIGKILL after --grace) when:
+  - the leadership is lost, or the local lease runs out (say the store is unreachable);
+  - a higher-priority candidate or an operator asks for a handover: the child is stopped
+    while this process still leads, and the leadership moves only afterwards (the store's
+    handover_grace bounds the wait, so keep --grace below it);
+  - this process receives SIGINT, SIGTERM or SIGHUP: it then stops the child, runs the
+    end-command, resigns (reserving the leadership for the best live candidate, so it moves
+    at once) and exits 0. A second signal skips the grace.
+
+--begin-command runs (sh -c, to completion) after each election, before the child starts; if
+it fails, the child is not started and fdb-leader shuts down with exit code 4.
+--end-command runs (sh -c, to completion) after the child has stopped, after every
+begin-command that started: while this process still leads when it gives the leadership up
+itself, after the loss otherwise. Both get the same environment as the child.
+
+If fdb-leader itself is killed with SIGKILL it cannot stop the child: kill the process group
+or cgroup (systemd does), or fence the child's work with FDB_LEADER_BALLOT. Leadership is not
+authority: a paused process can act late, so external effects should carry the ballot and
+be rejected when a higher one was seen.
+
+Exit codes: 0 after a signal; the child's code with --on-child-exit exit; 2 usage; 3 store;
+4 begin-command failed or the child could not be started.";
+
+const STATUS_AFTER_HELP: &str = "\
+The lease state is what one observation shows: `owned` (a leader holds the ballot), `vacant`,
+or `reserved` (vacant, reserved for a successor). A single observation cannot tell a live
+leader from a crashed one: a crashed leader's record stays `owned` until a candidate takes
+over one lease later (`watch` reports the lapse).
+
+Heartbeat age is measured without comparing clocks: `lag` is the number of leader renewals
+since the candidate's last heartbeat (the record's renewal counter minus the renewal the
+candidate last saw). A live candidate lags at most candidate_timeout / heartbeat renewals.
+While no leader renews, lags stop growing.
+
+--json prints one object: leader (id or null), ballot, lease_state, renewal, lease_ms,
+leader_priority, handover_requested_by, reserved_for, payload, payload_hex, config, and
+candidates (id, priority, live, heartbeat, seen_renewal, renewal_lag, registration, leader).";
+
+const RESIGN_AFTER_HELP: &str = "\
+Writes a handover request, at the highest priority, into the leader record of ballot B. The
+leader honours it at its next cycle (at once if it watches the store): it stops its work
+(within the handover grace), then leaves a vacancy reserved for the operator, which candidates
+take over after one lease. The leader drops the request if preemption is disabled, so this
+command refuses then (see `config set --preemption on`, or use force-vacate).
+
+Exit codes: 0 requested; 1 rejected (no leader, ballot mismatch, preemption disabled).";
+
+const FORCE_VACATE_AFTER_HELP: &str = "\
+Fences the leader of ballot B out at once: the ballot grows by one, so the old leader's
+fenced writes fail from this commit on, and the record becomes a vacancy that no candidate
+may fill for one full lease (by then the old leader's own belief has ended). For a leader
+that is wedged or misbehaving; prefer `resign` otherwise.
+
+Exit codes: 0 vacated; 1 rejected (ballot mismatch).";
+
+/// What `--on-child-exit` does when the child exits by itself while this process leads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnChildExit {
+    /// Run the end-command, resign (reserving for the best live candidate) and campaign again.
+    #[default]
+    Resign,
+    /// Run the end-command, shut down (resign, unregister) and exit with the child's code.
+    Exit,
+    /// Restart the child (after 1 s) while still leading; the begin-command does not run again.
+    Restart,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The candidate's label (random bits are appended: each start is a new candidate).
+    /// Default: the host name.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+
+    /// The candidate's priority: higher wins, and a strictly higher priority asks the leader
+    /// to hand over (when preemption is enabled).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub(crate) priority: i32,
+
+    /// The lease, used when this process creates the election (an existing election keeps
+    /// its stored configuration). Default 10s.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) lease: Option<Duration>,
+
+    /// The heartbeat (at most a third of the lease), used when this process creates the
+    /// election. Default: a third of the lease (3s with the default lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) heartbeat: Option<Duration>,
+
+    /// Published in the leader record while this process leads (for example its address).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) payload: Option<String>,
+
+    /// Runs (sh -c) before the child starts, after each election.
+    #[arg(long, value_name = "CMD")]
+    pub(crate) begin_command: Option<String>,
+
+    /// Runs (sh -c) after the child stops, after each leadership.
+    #[arg(long, value_name = "CMD")]
+    pub(crate) end_command: Option<String>,
+
+    /// Run CMD ARGS… through `sh -c` (joined with spaces).
+    #[arg(long)]
+    pub(crate) shell: bool,
+
+    /// How long the child (and the begin/end commands) get between SIGTERM and SIGKILL. Keep
+    /// it below the election's handover grace (5s by default).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, default_value = "3s")]
+    pub(crate) grace: Duration,
+
+    /// What to do when the child exits by itself while this process leads.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnChildExit::Resign)]
+    pub(crate) on_child_exit: OnChildExit,
+
+    /// The command to run while leader, and its arguments (after `--`).
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub(crate) command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// Print one JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OperatorArgs {
+    /// The ballot of the leader to act on (see `status`): nothing happens if the election has
+    /// moved on.
+    #[arg(long, value_name = "B")]
+    pub(crate) expected_ballot: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Print the stored configuration.
+    Get {
+        /// Print one JSON object (durations in milliseconds).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change the stored configuration (creating the election if needed): the flags given
+    /// replace those fields of the stored configuration, and the result is validated.
+    Set(ConfigSetArgs),
+}
+
+/// `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Switch {
+    #[value(alias = "true", alias = "yes")]
+    On,
+    #[value(alias = "false", alias = "no")]
+    Off,
+}
+
+impl Switch {
+    pub(crate) fn is_on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConfigSetArgs {
+    /// How long a leader holds the lease without renewing (> 0).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) lease: Option<Duration>,
+    /// How often each participant runs a cycle (> 0, at most lease / 3).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) heartbeat: Option<Duration>,
+    /// How long a candidate may miss heartbeats before it counts as dead (> lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) candidate_timeout: Option<Duration>,
+    /// Whether elections run: when off, nobody acquires and the leader steps down.
+    #[arg(long, value_name = "on|off")]
+    pub(crate) elections: Option<Switch>,
+    /// Whether a strictly higher-priority candidate (or `resign`) may ask the leader to hand
+    /// over.
+    #[arg(long, value_name = "on|off")]
+    pub(crate) preemption: Option<Switch>,
+    /// The largest clock rate error assumed of any participant, in parts per million
+    /// (< 500000).
+    #[arg(long, value_name = "PPM")]
+    pub(crate) max_clock_rate_error_ppm: Option<u32>,
+    /// How long a leader keeps leadership before it honours a handover request.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) min_tenure: Option<Duration>,
+    /// How long a leader asked to hand over may finish its work (the child's stop) first.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) handover_grace: Option<Duration>,
+    /// The delay per priority rank when followers take over a lapsed lease.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) takeover_stagger: Option<Duration>,
+    /// The bound on each transaction attempt (> 0, < heartbeat).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    pub(crate) transaction_timeout: Option<Duration>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_the_command_after_the_options() -> Result<(), clap::Error> {
+        let cli = Cli::try_parse_from([
+            "fdb-leader",
+            "--sqlite",
+            "/tmp/x.db",
+            "run",
+            "--name",
+            "a",
+            "--lease",
+            "600ms",
+            "--",
+            "sh",
+            "-c",
+            "echo hi",
+        ])?;
+        assert_eq!(
+            cli.store.choice(),
+            Some(StoreChoice::Sqlite("/tmp/x.db".into()))
+        );
+        let Command::Run(run) = cli.command else {
+            return Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand));
+        };
+        assert_eq!(run.lease, Some(Duration::from_millis(600)));
+        assert_eq!(run.command, ["sh", "-c", "echo hi"].map(OsString::from));
+        assert_eq!(run.on_child_exit, OnChildExit::Resign);
+        assert_eq!(run.grace, Duration::from_secs(3));
+        Ok(())
+    }
+
+    #[test]
+    fn store_flags_go_before_or_after_the_subcommand_but_only_one() {
+        let after = Cli::try_parse_from(["fdb-leader", "status", "--memory", "--election", "x"]);
+        assert!(
+            after.is_ok_and(|c| c.store.choice() == Some(StoreChoice::Memory) && c.election == "x")
+        );
+        let both = Cli::try_parse_from(["fdb-leader", "--memory", "--sqlite", "a", "status"]);
+        assert!(both.is_err());
+        let bad = Cli::try_parse_from(["fdb-leader", "--memory", "run", "--lease", "3", "--", "x"]);
+        assert!(bad.is_err_and(|e| e.to_string().contains("3ms")));
+        let none = Cli::try_parse_from(["fdb-leader", "--memory", "run"]);
+        assert!(none.is_err());
+    }
+}

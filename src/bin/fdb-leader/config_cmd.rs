@@ -1,0 +1,229 @@
+//! `config get` and `config set`, and how a configuration is shown.
+
+use fdb_leader_election::runner::ElectionDatabase;
+use fdb_leader_election::{ConfigError, ElectionConfig, ElectionError};
+use serde_json::{Value, json};
+
+use crate::cli::ConfigSetArgs;
+use crate::durations::{millis_json, show};
+use crate::exit::Failure;
+use crate::output;
+use crate::store::{Ctx, Retry, once};
+
+fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}
+
+/// The configuration as aligned `name value` lines.
+pub(crate) fn text(c: &ElectionConfig) -> String {
+    let rows = [
+        ("lease", show(c.lease_duration())),
+        ("heartbeat", show(c.heartbeat_interval())),
+        ("candidate-timeout", show(c.candidate_timeout())),
+        ("elections", on_off(c.election_enabled()).to_owned()),
+        ("preemption", on_off(c.allow_preemption()).to_owned()),
+        (
+            "max-clock-rate-error-ppm",
+            c.max_clock_rate_error_ppm().to_string(),
+        ),
+        ("min-tenure", show(c.min_tenure())),
+        ("handover-grace", show(c.handover_grace())),
+        ("takeover-stagger", show(c.takeover_stagger())),
+        ("transaction-timeout", show(c.transaction_timeout())),
+    ];
+    rows.iter()
+        .map(|(k, v)| format!("{k:<25} {v}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The configuration as JSON, durations in milliseconds.
+pub(crate) fn json(c: &ElectionConfig) -> Value {
+    json!({
+        "lease_ms": millis_json(c.lease_duration()),
+        "heartbeat_ms": millis_json(c.heartbeat_interval()),
+        "candidate_timeout_ms": millis_json(c.candidate_timeout()),
+        "elections": c.election_enabled(),
+        "preemption": c.allow_preemption(),
+        "max_clock_rate_error_ppm": c.max_clock_rate_error_ppm(),
+        "min_tenure_ms": millis_json(c.min_tenure()),
+        "handover_grace_ms": millis_json(c.handover_grace()),
+        "takeover_stagger_ms": millis_json(c.takeover_stagger()),
+        "transaction_timeout_ms": millis_json(c.transaction_timeout()),
+    })
+}
+
+/// `config get`.
+pub(crate) async fn get<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    as_json: bool,
+) -> Result<(), Failure> {
+    let election = ctx.election.clone();
+    let config = once(db, ctx, Retry::Idempotent, move |txn| {
+        let election = election.clone();
+        async move { election.read_config(&txn).await }
+    })
+    .await?;
+    if as_json {
+        output::line(&json(&config).to_string())
+    } else {
+        output::line(&text(&config))
+    }
+}
+
+/// Applies the flags given to `base`, and validates the result.
+pub(crate) fn apply(
+    base: &ElectionConfig,
+    set: &ConfigSetArgs,
+) -> Result<ElectionConfig, ConfigError> {
+    let mut b = base.to_builder();
+    if let Some(d) = set.lease {
+        b = b.lease_duration(d);
+    }
+    if let Some(d) = set.heartbeat {
+        b = b.heartbeat_interval(d);
+    }
+    if let Some(d) = set.candidate_timeout {
+        b = b.candidate_timeout(d);
+    }
+    if let Some(s) = set.elections {
+        b = b.election_enabled(s.is_on());
+    }
+    if let Some(s) = set.preemption {
+        b = b.allow_preemption(s.is_on());
+    }
+    if let Some(ppm) = set.max_clock_rate_error_ppm {
+        b = b.max_clock_rate_error_ppm(ppm);
+    }
+    if let Some(d) = set.min_tenure {
+        b = b.min_tenure(d);
+    }
+    if let Some(d) = set.handover_grace {
+        b = b.handover_grace(d);
+    }
+    if let Some(d) = set.takeover_stagger {
+        b = b.takeover_stagger(d);
+    }
+    if let Some(d) = set.transaction_timeout {
+        b = b.transaction_timeout(d);
+    }
+    b.build()
+}
+
+fn nothing_set(set: &ConfigSetArgs) -> bool {
+    set.lease.is_none()
+        && set.heartbeat.is_none()
+        && set.candidate_timeout.is_none()
+        && set.elections.is_none()
+        && set.preemption.is_none()
+        && set.max_clock_rate_error_ppm.is_none()
+        && set.min_tenure.is_none()
+        && set.handover_grace.is_none()
+        && set.takeover_stagger.is_none()
+        && set.transaction_timeout.is_none()
+}
+
+/// `config set`: starts from the stored configuration (the defaults if the election does not
+/// exist yet, which it then creates).
+pub(crate) async fn set<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    set: &ConfigSetArgs,
+) -> Result<(), Failure> {
+    if nothing_set(set) {
+        return Err(Failure::usage(
+            "nothing to set: give at least one setting (see `fdb-leader config set --help`)",
+        ));
+    }
+    let election = ctx.election.clone();
+    let outcome = once(db, ctx, Retry::Idempotent, move |txn| {
+        let election = election.clone();
+        async move {
+            let base = match election.read_config(&txn).await {
+                Ok(c) => c,
+                Err(ElectionError::NotInitialized) => ElectionConfig::default(),
+                Err(e) => return Err(e),
+            };
+            let new = match apply(&base, set) {
+                Ok(new) => new,
+                Err(e) => return Ok(Err(e)),
+            };
+            if new != base {
+                election.write_config(&txn, &new).await?;
+            } else {
+                // Creates the election if needed; never changes an existing one.
+                election.initialize_with_config(&txn, &new).await?;
+            }
+            Ok(Ok((base, new)))
+        }
+    })
+    .await?;
+    let (base, new) = outcome
+        .map_err(|e| Failure::usage(format!("invalid configuration, nothing was changed: {e}")))?;
+    if base == new {
+        tracing::info!(election = %ctx.name, "the configuration already had these settings");
+    } else {
+        tracing::info!(election = %ctx.name, "configuration written; leaders use it from their next renewal");
+    }
+    output::line(&text(&new))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cli::Switch;
+
+    fn none() -> ConfigSetArgs {
+        ConfigSetArgs {
+            lease: None,
+            heartbeat: None,
+            candidate_timeout: None,
+            elections: None,
+            preemption: None,
+            max_clock_rate_error_ppm: None,
+            min_tenure: None,
+            handover_grace: None,
+            takeover_stagger: None,
+            transaction_timeout: None,
+        }
+    }
+
+    #[test]
+    fn flags_replace_fields_and_the_result_is_validated() {
+        let base = ElectionConfig::default();
+        assert!(nothing_set(&none()));
+        let set = ConfigSetArgs {
+            preemption: Some(Switch::Off),
+            min_tenure: Some(Duration::from_secs(2)),
+            ..none()
+        };
+        let new = apply(&base, &set);
+        assert!(new.as_ref().is_ok_and(|c| !c.allow_preemption()
+            && c.min_tenure() == Duration::from_secs(2)
+            && c.lease_duration() == base.lease_duration()));
+        let bad = ConfigSetArgs {
+            lease: Some(Duration::from_secs(6)),
+            ..none()
+        };
+        // The stored heartbeat (3 s) is more than a third of 6 s: the rule is named.
+        assert!(matches!(
+            apply(&base, &bad),
+            Err(ConfigError::HeartbeatTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn shows_every_field() {
+        let c = ElectionConfig::default();
+        let t = text(&c);
+        assert!(t.contains("lease                     10s"), "{t}");
+        assert!(t.contains("preemption                on"), "{t}");
+        let j = json(&c);
+        assert_eq!(j["lease_ms"], json!(10_000));
+        assert_eq!(j["elections"], json!(true));
+        assert_eq!(j.as_object().map(serde_json::Map::len), Some(10));
+    }
+}

@@ -1,0 +1,57 @@
+//! FoundationDB (`--cluster-file`), in builds with an `fdb-7_*` feature.
+
+use std::path::Path;
+
+use crate::exit::Failure;
+
+/// Runs `f` with FoundationDB's network thread started, and stops it afterwards.
+#[cfg(feature = "fdb")]
+pub(crate) fn with_network<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: `boot` may be called once per process, and the guard it returns must be dropped
+    // before the process exits. This is the only call, `main` calls this function at most
+    // once, and `network` lives in this frame: it is dropped (the network stopped, its thread
+    // joined) before this function returns, and `main` returns (and the process exits) only
+    // after that.
+    #[allow(
+        unsafe_code,
+        reason = "foundationdb::boot is unsafe only because its guard must be dropped before \
+                  exit, which this frame guarantees"
+    )]
+    let network = unsafe { foundationdb::boot() };
+    let out = f();
+    drop(network);
+    out
+}
+
+/// Without FoundationDB support there is no network to start.
+#[cfg(not(feature = "fdb"))]
+pub(crate) fn with_network<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
+/// Opens the cluster named by the cluster file at `path`.
+#[cfg(feature = "fdb")]
+pub(crate) fn open(path: &Path) -> Result<std::sync::Arc<foundationdb::Database>, Failure> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| Failure::usage("the cluster file path is not valid UTF-8"))?;
+    foundationdb::Database::new(Some(text))
+        .map(std::sync::Arc::new)
+        .map_err(|e| {
+            Failure::store(format!(
+                "cannot open the FoundationDB cluster file {}: {e}",
+                path.display()
+            ))
+        })
+}
+
+/// This build has no FoundationDB support.
+#[cfg(not(feature = "fdb"))]
+pub(crate) fn unsupported(path: &Path) -> Failure {
+    Failure::usage(format!(
+        "--cluster-file {}: this fdb-leader was built without FoundationDB support; rebuild \
+         it with an API version feature, e.g. `cargo install fdb-leader-election --features \
+         sqlite,fdb-7_3` (needs libfdb_c), or use --sqlite PATH",
+        path.display()
+    ))
+}

@@ -1,0 +1,111 @@
+//! The operator overrides: `resign` (a cooperative request) and `force-vacate` (fences the
+//! leader out at once).
+
+use fdb_leader_election::runner::ElectionDatabase;
+use fdb_leader_election::{Ballot, CandidateId, OperatorOutcome, ResignRejected};
+
+use crate::durations::show;
+use crate::exit::{Failure, chain};
+use crate::output;
+use crate::store::{Ctx, Retry, once};
+
+/// The id the overrides write as their author: a fresh one per invocation.
+fn operator_id() -> Result<CandidateId, Failure> {
+    CandidateId::random("operator").map_err(|e| Failure::store(chain(&e)))
+}
+
+/// Why an override was rejected, in words.
+fn rejected(r: &ResignRejected) -> String {
+    match r {
+        ResignRejected::BallotMismatch { expected, current } => format!(
+            "rejected: the election is at ballot {current}, not {expected} (see `fdb-leader status`)"
+        ),
+        ResignRejected::NotLeader { .. } => {
+            "rejected: no leader holds the ballot (the election is vacant)".to_owned()
+        }
+        other => format!("rejected: {other:?}"),
+    }
+}
+
+/// `resign --expected-ballot B`.
+pub(crate) async fn resign<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    expected: u64,
+) -> Result<(), Failure> {
+    let operator = operator_id()?;
+    let election = ctx.election.clone();
+    let expected = Ballot::new(expected);
+    // Writing the same request twice is harmless: retry freely.
+    let (config, record, outcome) = once(db, ctx, Retry::Idempotent, move |txn| {
+        let (election, operator) = (election.clone(), operator.clone());
+        async move {
+            let (config, record) =
+                tokio::join!(election.read_config(&txn), election.leader_record(&txn));
+            let (config, record) = (config?, record?);
+            if !config.allow_preemption() {
+                return Ok((config, record, None));
+            }
+            let outcome = election.request_resign(&txn, &operator, expected).await?;
+            Ok((config, record, Some(outcome)))
+        }
+    })
+    .await?;
+    match outcome {
+        None => Err(Failure::rejected(
+            "rejected: preemption is disabled in this election's configuration, so the leader \
+             would ignore the request; enable it (`fdb-leader config set --preemption on`) or \
+             use `fdb-leader force-vacate`",
+        )),
+        Some(OperatorOutcome::Done { ballot }) => {
+            let leader = record
+                .owner()
+                .map_or_else(|| "?".to_owned(), |o| o.id().to_string());
+            output::line(&format!(
+                "resign requested: leader {leader} (ballot {ballot}) steps down at its next cycle \
+                 (within a heartbeat, {}, plus at most the handover grace, {}); candidates take \
+                 over one lease ({}) after it does",
+                show(config.heartbeat_interval()),
+                show(config.handover_grace()),
+                show(config.lease_duration()),
+            ))
+        }
+        Some(OperatorOutcome::Rejected(r)) => Err(Failure::rejected(rejected(&r))),
+        Some(other) => Err(Failure::rejected(format!("rejected: {other:?}"))),
+    }
+}
+
+/// `force-vacate --expected-ballot B`.
+pub(crate) async fn force_vacate<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    expected: u64,
+) -> Result<(), Failure> {
+    let operator = operator_id()?;
+    let election = ctx.election.clone();
+    let expected = Ballot::new(expected);
+    // Applying it twice would fence a second ballot: never retry after an unknown result.
+    let (record, outcome) = once(db, ctx, Retry::NotAfterUnknown, move |txn| {
+        let (election, operator) = (election.clone(), operator.clone());
+        async move {
+            let record = election.leader_record(&txn).await?;
+            let outcome = election.force_vacate(&txn, &operator, expected).await?;
+            Ok((record, outcome))
+        }
+    })
+    .await?;
+    match outcome {
+        OperatorOutcome::Done { ballot } => {
+            let old = record
+                .owner()
+                .map_or_else(|| "no leader".to_owned(), |o| format!("leader {}", o.id()));
+            output::line(&format!(
+                "vacated: ballot {expected} ({old}) is fenced; the election is at ballot {ballot}, \
+                 vacant; candidates take over after one lease (at least {}) of no change",
+                show(record.lease_duration()),
+            ))
+        }
+        OperatorOutcome::Rejected(r) => Err(Failure::rejected(rejected(&r))),
+        other => Err(Failure::rejected(format!("rejected: {other:?}"))),
+    }
+}

@@ -1,0 +1,352 @@
+//! The processes `run` starts — the child and the begin/end commands — each in a process group
+//! of its own, so that stopping one stops everything it started.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::signals::Signals;
+
+/// How often a stop checks whether the process group is empty.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// What to run, and with which environment.
+#[derive(Clone, Debug)]
+pub(crate) struct Spec {
+    pub(crate) program: OsString,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) env: Vec<(&'static str, String)>,
+}
+
+impl Spec {
+    /// `sh -c script`.
+    pub(crate) fn shell(script: impl Into<OsString>, env: Vec<(&'static str, String)>) -> Self {
+        Spec {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env,
+        }
+    }
+
+    /// `command` as given, or joined with spaces and run by `sh -c` when `shell`.
+    pub(crate) fn command(
+        command: &[OsString],
+        shell: bool,
+        env: Vec<(&'static str, String)>,
+    ) -> Option<Self> {
+        if shell {
+            let script = command.join(OsStr::new(" "));
+            return Some(Spec::shell(script, env));
+        }
+        let (program, args) = command.split_first()?;
+        Some(Spec {
+            program: program.clone(),
+            args: args.to_vec(),
+            env,
+        })
+    }
+
+    /// The command line, for logs.
+    pub(crate) fn display(&self) -> String {
+        std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// How a stop ended.
+#[derive(Debug)]
+pub(crate) struct Stopped {
+    /// The child's exit status.
+    pub(crate) status: io::Result<ExitStatus>,
+    /// A signal from the `signals` given to [`Proc::stop`] that arrived meanwhile (and made
+    /// the stop skip the rest of the grace).
+    pub(crate) signal: Option<&'static str>,
+}
+
+/// A running process, leader of its own process group.
+#[derive(Debug)]
+pub(crate) struct Proc {
+    child: Child,
+    /// The process group (the child's pid); `None` once the group is known to be empty.
+    group: Option<Pid>,
+    /// The exit status, once the child has been reaped.
+    status: Option<ExitStatus>,
+    what: &'static str,
+}
+
+impl Proc {
+    /// Starts `spec` in a new process group, standard input from /dev/null (a process outside
+    /// the terminal's foreground group that reads the terminal would be stopped), standard
+    /// output and error inherited.
+    pub(crate) fn spawn(spec: &Spec, what: &'static str) -> io::Result<Proc> {
+        let mut command = Command::new(&spec.program);
+        command
+            .args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .process_group(0)
+            // If fdb-leader unwinds without stopping it, the child does not outlive the handle.
+            .kill_on_drop(true);
+        let child = command.spawn()?;
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw);
+        tracing::debug!(what, pid = ?group, command = %spec.display(), "started");
+        Ok(Proc {
+            child,
+            group,
+            status: None,
+            what,
+        })
+    }
+
+    /// The child's pid.
+    pub(crate) fn pid(&self) -> Option<i32> {
+        self.group.map(Pid::as_raw)
+    }
+
+    /// Waits for the child to exit. Cancel-safe.
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// Sends `signal` to the whole process group; false if the group is empty.
+    fn signal_group(&mut self, signal: Signal) -> bool {
+        let Some(group) = self.group else {
+            return false;
+        };
+        match killpg(group, signal) {
+            Ok(()) => true,
+            Err(Errno::ESRCH) => {
+                self.group = None;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(what = self.what, error = %e, signal = ?signal, "could not signal the process group");
+                true
+            }
+        }
+    }
+
+    /// Whether any process of the group is left running (once the child itself has been
+    /// reaped). Zombies do not count: an orphan's zombie lingers until an init process that
+    /// reaps (absent from some containers) collects it, but it runs nothing.
+    fn group_alive(&mut self) -> bool {
+        let Some(group) = self.group else {
+            return false;
+        };
+        match killpg(group, None) {
+            Err(Errno::ESRCH) => {
+                self.group = None;
+                false
+            }
+            _ => running_members(group.as_raw()).unwrap_or(true),
+        }
+    }
+
+    /// Stops the process and everything left in its group: SIGTERM to the group, then SIGKILL
+    /// once `grace` has passed (at once on a signal from `signals`, if given). Returns once the
+    /// child has exited and the group is empty (or SIGKILL was sent and the child reaped), with
+    /// the child's exit status. Also used after the child exited by itself, to clear the
+    /// processes it left behind in its group.
+    pub(crate) async fn stop(&mut self, grace: Duration, signals: Option<&mut Signals>) -> Stopped {
+        let mut signal = None;
+        let status = self.stop_inner(grace, signals, &mut signal).await;
+        Stopped { status, signal }
+    }
+
+    async fn stop_inner(
+        &mut self,
+        grace: Duration,
+        mut signals: Option<&mut Signals>,
+        received: &mut Option<&'static str>,
+    ) -> io::Result<ExitStatus> {
+        let deadline = Instant::now().checked_add(grace);
+        let sent_term = self.signal_group(Signal::SIGTERM);
+        if sent_term {
+            tracing::info!(what = self.what, pid = ?self.pid(), grace = %crate::durations::show(grace), "sent SIGTERM to the process group");
+        }
+        let mut killed = false;
+        loop {
+            let settled = self.status.is_some() && !self.group_alive();
+            if settled {
+                break;
+            }
+            if killed && self.status.is_some() {
+                // SIGKILL cannot be ignored; what is left is exiting (or a zombie).
+                break;
+            }
+            let expire_at = if killed { None } else { deadline };
+            let expire = async move {
+                match expire_at {
+                    Some(t) => sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let listening = if killed { None } else { signals.as_deref_mut() };
+            let interrupt = async move {
+                match listening {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                status = self.child.wait(), if self.status.is_none() => {
+                    self.status = Some(status?);
+                }
+                () = sleep(GROUP_POLL), if self.status.is_some() => {}
+                () = expire => {
+                    tracing::warn!(what = self.what, pid = ?self.pid(), "still running after the grace: sending SIGKILL");
+                    self.kill();
+                    killed = true;
+                }
+                name = interrupt => {
+                    *received = Some(name);
+                    tracing::warn!(what = self.what, signal = name, "signal received while stopping: sending SIGKILL");
+                    self.kill();
+                    killed = true;
+                }
+            }
+        }
+        self.wait().await
+    }
+
+    fn kill(&mut self) {
+        if !self.signal_group(Signal::SIGKILL) && self.status.is_none() {
+            // The group is gone but the child is not reaped yet: kill it directly.
+            let _ = self.child.start_kill();
+        }
+    }
+}
+
+/// Whether a process of group `pgid` is running (not a zombie), from `/proc`; `None` where
+/// `/proc` cannot be read.
+fn running_members(pgid: i32) -> Option<bool> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        // The process may have gone since the listing: skip it.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((state, pgrp)) = parse_stat(&stat) {
+            if pgrp == pgid && state != 'Z' && state != 'X' {
+                return Some(true);
+            }
+        }
+    }
+    Some(false)
+}
+
+/// The state and process group in a `/proc/PID/stat` line: `pid (comm) state ppid pgrp …`
+/// (the command name may hold spaces and parentheses: fields start after the last `)`).
+fn parse_stat(stat: &str) -> Option<(char, i32)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// The exit code a shell would report: the code, or 128 + the signal.
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(signal.saturating_add(128)).unwrap_or(255),
+        (None, None) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn spec(script: &str) -> Spec {
+        Spec::shell(script, vec![("FDB_LEADER_BALLOT", "7".to_owned())])
+    }
+
+    #[tokio::test]
+    async fn the_environment_reaches_the_child_and_codes_come_back() {
+        let mut p = Proc::spawn(&spec("exit $FDB_LEADER_BALLOT"), "test").unwrap();
+        let status = p.wait().await.unwrap();
+        assert_eq!(exit_code(status), 7);
+        let stopped = p.stop(Duration::from_secs(1), None).await;
+        assert_eq!(exit_code(stopped.status.unwrap()), 7);
+        assert!(stopped.signal.is_none());
+    }
+
+    #[tokio::test]
+    async fn stop_ends_the_whole_group_and_escalates_after_the_grace() {
+        // A child that ignores SIGTERM, with a grandchild: both must be gone.
+        let mut p = Proc::spawn(&spec("trap '' TERM; sleep 30 & sleep 30; wait"), "test").unwrap();
+        let group = p.group.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let start = std::time::Instant::now();
+        let status = p
+            .stop(Duration::from_millis(300), None)
+            .await
+            .status
+            .unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        assert_eq!(exit_code(status), 128 + 9);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(running_members(group.as_raw()), Some(false));
+    }
+
+    #[test]
+    fn proc_stat_lines_parse() {
+        assert_eq!(parse_stat("42 (sh) S 1 42 42 0"), Some(('S', 42)));
+        assert_eq!(parse_stat("43 (a (b) c) Z 42 40 40 0"), Some(('Z', 40)));
+        assert_eq!(parse_stat("garbage"), None);
+        let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let (_, pgrp) = parse_stat(&me).unwrap();
+        assert_eq!(pgrp, nix::unistd::getpgrp().as_raw());
+    }
+
+    #[tokio::test]
+    async fn stop_returns_once_a_polite_group_has_exited() {
+        let mut p = Proc::spawn(&spec("sleep 30 & sleep 30; wait"), "test").unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let start = std::time::Instant::now();
+        let status = p.stop(Duration::from_secs(20), None).await.status.unwrap();
+        assert!(start.elapsed() < Duration::from_secs(10));
+        assert_eq!(exit_code(status), 128 + 15);
+    }
+
+    #[test]
+    fn commands_split_or_go_through_the_shell() {
+        let argv: Vec<OsString> = ["echo", "a b", "c"].map(OsString::from).to_vec();
+        let direct = Spec::command(&argv, false, vec![]).unwrap();
+        assert_eq!(direct.program, "echo");
+        assert_eq!(direct.args, ["a b", "c"].map(OsString::from));
+        let shell = Spec::command(&argv, true, vec![]).unwrap();
+        assert_eq!(shell.display(), "sh -c echo a b c");
+        assert!(Spec::command(&[], false, vec![]).is_none());
+    }
+}

@@ -1,0 +1,289 @@
+//! `status`: the election as one observation shows it.
+
+use fdb_leader_election::runner::ElectionDatabase;
+use fdb_leader_election::{CandidateInfo, ElectionConfig, LeaderRecord, Named};
+use serde_json::{Value, json};
+
+use crate::config_cmd;
+use crate::durations::{millis_json, show};
+use crate::exit::Failure;
+use crate::output;
+use crate::store::{Ctx, Retry, once};
+
+/// The lease state one observation shows.
+fn lease_state(record: &LeaderRecord) -> &'static str {
+    match (record.owner(), record.reservation()) {
+        (Some(_), _) => "owned",
+        (None, Some(_)) => "reserved",
+        (None, None) => "vacant",
+    }
+}
+
+/// Leader renewals since the candidate's last heartbeat: its heartbeat age, measured without
+/// comparing clocks.
+fn renewal_lag(record: &LeaderRecord, c: &CandidateInfo) -> u64 {
+    record.renewal().saturating_sub(c.record.seen_renewal())
+}
+
+fn payload_text(record: &LeaderRecord) -> Option<&str> {
+    record.payload().and_then(|p| std::str::from_utf8(p).ok())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn named_json(n: Option<&Named>) -> Value {
+    n.map_or(
+        Value::Null,
+        |n| json!({ "id": n.id().as_str(), "priority": n.priority().get() }),
+    )
+}
+
+fn named_text(n: Option<&Named>) -> String {
+    n.map_or_else(
+        || "none".to_owned(),
+        |n| format!("{} (priority {})", n.id(), n.priority()),
+    )
+}
+
+/// The status object `status --json` prints.
+pub(crate) fn to_json(
+    ctx: &Ctx,
+    config: &ElectionConfig,
+    record: &LeaderRecord,
+    candidates: &[CandidateInfo],
+) -> Value {
+    let owner = record.owner();
+    let list: Vec<Value> = candidates
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id.as_str(),
+                "priority": c.record.priority().get(),
+                "live": c.live,
+                "heartbeat": c.record.heartbeat(),
+                "seen_renewal": c.record.seen_renewal(),
+                "renewal_lag": renewal_lag(record, c),
+                "registration": c.record.registration(),
+                "leader": owner.is_some_and(|o| o.id() == &c.id),
+            })
+        })
+        .collect();
+    json!({
+        "election": ctx.name,
+        "store": ctx.store,
+        "leader": owner.map(|o| o.id().as_str()),
+        "leader_priority": owner.map(|o| o.priority().get()),
+        "ballot": record.ballot().get(),
+        "lease_state": lease_state(record),
+        "renewal": record.renewal(),
+        "lease_ms": millis_json(record.lease_duration()),
+        "handover_requested_by": named_json(record.handover_request()),
+        "reserved_for": named_json(record.reservation()),
+        "payload": payload_text(record),
+        "payload_hex": record.payload().map(hex),
+        "renewals_before_dead": config.renewals_before_dead(),
+        "config": config_cmd::json(config),
+        "candidates": list,
+    })
+}
+
+/// The status as text.
+pub(crate) fn to_text(
+    ctx: &Ctx,
+    config: &ElectionConfig,
+    record: &LeaderRecord,
+    candidates: &[CandidateInfo],
+) -> String {
+    let mut out = Vec::new();
+    out.push(format!("election   {} ({})", ctx.name, ctx.store));
+    out.push(format!("leader     {}", named_text(record.owner())));
+    out.push(format!("ballot     {}", record.ballot()));
+    let state = lease_state(record);
+    let note = if state == "owned" {
+        " (one observation cannot tell a live leader from a crashed one; `watch` reports a lapse)"
+    } else {
+        ""
+    };
+    out.push(format!(
+        "lease      {state}, renewal {}, lease {}{note}",
+        record.renewal(),
+        show(record.lease_duration())
+    ));
+    out.push(format!(
+        "handover   {}",
+        match record.handover_request() {
+            Some(n) => format!("requested by {}", named_text(Some(n))),
+            None => "none".to_owned(),
+        }
+    ));
+    out.push(format!(
+        "reserved   {}",
+        match record.reservation() {
+            Some(n) => format!("for {}", named_text(Some(n))),
+            None => "none".to_owned(),
+        }
+    ));
+    let payload = match (record.payload(), payload_text(record)) {
+        (None, _) => "none".to_owned(),
+        (Some(_), Some(text)) => text.to_owned(),
+        (Some(bytes), None) => format!("0x{}", hex(bytes)),
+    };
+    out.push(format!("payload    {payload}"));
+    out.push(format!(
+        "config     lease {}, heartbeat {}, candidate timeout {}, elections {}, preemption {}",
+        show(config.lease_duration()),
+        show(config.heartbeat_interval()),
+        show(config.candidate_timeout()),
+        if config.election_enabled() {
+            "on"
+        } else {
+            "off"
+        },
+        if config.allow_preemption() {
+            "on"
+        } else {
+            "off"
+        },
+    ));
+    out.push(String::new());
+    out.push(format!("candidates ({})", candidates.len()));
+    if !candidates.is_empty() {
+        let width = candidates
+            .iter()
+            .map(|c| c.id.as_str().len())
+            .max()
+            .unwrap_or(0)
+            .max(2);
+        out.push(format!(
+            "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}",
+            "ID", "PRIORITY", "LIVE", "HEARTBEAT", "LAG"
+        ));
+        for c in candidates {
+            let leader = if record.owner().is_some_and(|o| o.id() == &c.id) {
+                "  leader"
+            } else {
+                ""
+            };
+            out.push(format!(
+                "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}{leader}",
+                c.id.as_str(),
+                c.record.priority().get(),
+                if c.live { "yes" } else { "no" },
+                c.record.heartbeat(),
+                renewal_lag(record, c),
+            ));
+        }
+        out.push(format!(
+            "LAG: leader renewals since the candidate's last heartbeat (no clocks compared); live means at most {}",
+            config.renewals_before_dead()
+        ));
+    }
+    out.join("\n")
+}
+
+/// `status`.
+pub(crate) async fn status<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    as_json: bool,
+) -> Result<(), Failure> {
+    let election = ctx.election.clone();
+    let (config, record, candidates) = once(db, ctx, Retry::Idempotent, move |txn| {
+        let election = election.clone();
+        async move {
+            let (config, record, candidates) = tokio::join!(
+                election.read_config(&txn),
+                election.leader_record(&txn),
+                election.list_candidates(&txn)
+            );
+            Ok((config?, record?, candidates?))
+        }
+    })
+    .await?;
+    if as_json {
+        output::line(&to_json(ctx, &config, &record, &candidates).to_string())
+    } else {
+        output::line(&to_text(ctx, &config, &record, &candidates))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fdb_leader_election::{Candidate, CandidateId, ElectionError, MemDb, Priority};
+
+    use super::*;
+    use crate::cli::StoreChoice;
+
+    #[tokio::test]
+    async fn json_and_text_show_the_leader_the_lease_and_the_candidates()
+    -> Result<(), ElectionError> {
+        let db = MemDb::new();
+        let ctx = Ctx::new("jobs", &StoreChoice::Memory);
+        let election = ctx.election.clone();
+        let a = Candidate::new(CandidateId::random("a")?, Priority::new(5));
+        a.set_payload(Some(b"10.0.0.1:7000".to_vec()))?;
+        let b = Candidate::new(CandidateId::random("b")?, Priority::new(1));
+        db.run(|txn, _| {
+            let (election, a, b) = (election.clone(), a.clone(), b.clone());
+            async move {
+                election.initialize(&txn).await?;
+                election.register_candidate(&txn, &a).await?;
+                election.register_candidate(&txn, &b).await
+            }
+        })
+        .await?;
+        let cycle = db
+            .run(|txn, _| {
+                let (election, a) = (election.clone(), a.clone());
+                async move { election.run_election_cycle(&txn, &a).await }
+            })
+            .await?;
+        assert!(a.adopt(cycle).is_leader());
+        let (config, record, candidates) = db
+            .run(|txn, _| {
+                let election = election.clone();
+                async move {
+                    Ok::<_, ElectionError>((
+                        election.read_config(&txn).await?,
+                        election.leader_record(&txn).await?,
+                        election.list_candidates(&txn).await?,
+                    ))
+                }
+            })
+            .await?;
+
+        let j = to_json(&ctx, &config, &record, &candidates);
+        assert_eq!(j["leader"], json!(a.id().as_str()));
+        assert_eq!(j["ballot"], json!(1));
+        assert_eq!(j["lease_state"], json!("owned"));
+        assert_eq!(j["payload"], json!("10.0.0.1:7000"));
+        assert_eq!(j["payload_hex"], json!(hex(b"10.0.0.1:7000")));
+        assert_eq!(j["reserved_for"], Value::Null);
+        let list = j["candidates"].as_array().cloned().unwrap_or_default();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0]["id"], json!(a.id().as_str()));
+        assert_eq!(list[0]["priority"], json!(5));
+        assert_eq!(list[0]["leader"], json!(true));
+        assert_eq!(list[1]["priority"], json!(1));
+        assert_eq!(list[1]["live"], json!(true));
+        // b registered before the renewal a's cycle wrote: one renewal behind.
+        assert_eq!(list[1]["renewal_lag"], json!(1));
+
+        let t = to_text(&ctx, &config, &record, &candidates);
+        assert!(
+            t.contains(&format!("leader     {} (priority 5)", a.id())),
+            "{t}"
+        );
+        assert!(t.contains("lease      owned, renewal 1, lease 10s"), "{t}");
+        assert!(t.contains("candidates (2)"), "{t}");
+        assert!(t.contains("  leader"), "{t}");
+        Ok(())
+    }
+
+    #[test]
+    fn hex_is_lowercase_pairs() {
+        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
+    }
+}
