@@ -1,0 +1,230 @@
+//! `fdb-leader` on bad stores and bad arguments: a clear message on stderr, a documented
+//! non-zero exit code, no panic, and the file left untouched.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation
+)]
+
+mod cli_support;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use cli_support::{World, assert_no_panic, bin, bytes, output_of};
+use fdb_leader_election::SqliteDb;
+
+/// `fdb-leader --sqlite PATH ARGS…`.
+fn on(path: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(bin());
+    command.arg("--sqlite").arg(path).args(args);
+    output_of(command)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every command that opens the store, with a child that would show if it ever ran.
+const COMMANDS: &[&[&str]] = &[
+    &["status"],
+    &["status", "--json"],
+    &["config", "get"],
+    &["config", "set", "--preemption", "off"],
+    &["resign", "--expected-ballot", "1"],
+    &["force-vacate", "--expected-ballot", "1"],
+    &["watch"],
+    &["run", "--", "sh", "-c", "echo the child ran"],
+];
+
+fn assert_fails(out: &Output, code: i32, needle: &str) {
+    let err = stderr(out);
+    assert_no_panic(&err);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    assert!(err.contains(needle), "{needle:?} not in stderr: {err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("the child ran"));
+}
+
+#[test]
+fn a_corrupt_file_is_refused_clearly_and_left_untouched() {
+    let world = World::new();
+    let path = world.path("corrupt.db");
+    // Random bytes (a fixed xorshift stream), larger than a SQLite header.
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let junk: Vec<u8> = (0..16_384)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    fs::write(&path, &junk).unwrap();
+    for args in COMMANDS {
+        let out = on(&path, args);
+        assert_fails(&out, 3, "is not a SQLite database");
+    }
+    assert_eq!(bytes(&path), junk, "the file was modified");
+}
+
+#[test]
+fn an_unwritable_path_is_refused_clearly() {
+    let world = World::new();
+    let file = world.path("a-file");
+    fs::write(&file, b"not a directory").unwrap();
+    // Root may write anywhere, so make the path impossible rather than forbidden: its parent
+    // is a regular file, or does not exist.
+    for path in [
+        file.join("election.db"),
+        world.path("missing/dir/election.db"),
+    ] {
+        for args in [
+            &["run", "--", "true"][..],
+            &["config", "set", "--preemption", "on"],
+        ] {
+            let out = on(&path, args);
+            assert_fails(&out, 3, "cannot open or create the SQLite database");
+        }
+        // Commands that only read do not create a store.
+        assert_fails(&on(&path, &["status"]), 3, "no election store at");
+    }
+}
+
+#[test]
+fn foreign_and_newer_stores_are_refused() {
+    let world = World::new();
+    let foreign = world.path("foreign.db");
+    rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER);
+             INSERT INTO accounts VALUES (1, 100), (2, 250);",
+        )
+        .unwrap();
+    for args in COMMANDS {
+        assert_fails(&on(&foreign, args), 3, "not an election store");
+    }
+    // The other application's data is intact. (The store's open switches the file to
+    // write-ahead logging before it checks the schema, so the header's journal-mode bytes do
+    // change.)
+    let total: i64 = rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .query_row("SELECT sum(balance) FROM accounts", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(total, 350);
+
+    let newer = world.path("newer.db");
+    let db = SqliteDb::open(&newer).unwrap();
+    db.debug_execute_batch("UPDATE meta SET value = 99 WHERE name = 'schema'")
+        .unwrap();
+    drop(db);
+    for args in COMMANDS {
+        assert_fails(&on(&newer, args), 3, "schema version 99");
+    }
+}
+
+#[test]
+fn corrupt_election_records_are_a_store_error_not_a_panic() {
+    let world = World::new();
+    let out = world.cli(&["config", "set", "--min-tenure", "1s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let db = SqliteDb::open(world.db()).unwrap();
+    db.debug_execute_batch("UPDATE kv SET value = x'ff00ff'")
+        .unwrap();
+    drop(db);
+    for args in COMMANDS {
+        assert_fails(&world.cli(args), 3, "corrupt value at key");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2_with_the_rule_named() {
+    let world = World::new();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--lease", "3", "--", "true"], "has no unit"),
+        (
+            &[
+                "run",
+                "--lease",
+                "600ms",
+                "--heartbeat",
+                "300ms",
+                "--",
+                "true",
+            ],
+            "at most a third",
+        ),
+        (
+            &["run", "--on-child-exit", "sometimes", "--", "true"],
+            "invalid value",
+        ),
+        (&["run"], "required"),
+        (&["config", "set"], "nothing to set"),
+        (
+            &["config", "set", "--heartbeat", "5s"],
+            "at most a third of lease_duration",
+        ),
+        (
+            &["config", "set", "--max-clock-rate-error-ppm", "600000"],
+            "must be below 500000",
+        ),
+        (&["resign"], "--expected-ballot"),
+    ];
+    for (args, needle) in cases {
+        let out = world.cli(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(needle),
+            "{args:?}: {needle:?} not in {}",
+            stderr(&out)
+        );
+        assert_no_panic(&stderr(&out));
+    }
+    // No store at all.
+    let out = output_of({
+        let mut c = Command::new(bin());
+        c.arg("status");
+        c
+    });
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("choose a store"));
+    // Two stores.
+    let out = output_of({
+        let mut c = Command::new(bin());
+        c.args(["--memory", "--sqlite", "x.db", "status"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(2));
+    if !cfg!(feature = "fdb") {
+        let out = output_of({
+            let mut c = Command::new(bin());
+            c.args(["--cluster-file", "/etc/foundationdb/fdb.cluster", "status"]);
+            c
+        });
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("built without FoundationDB support"));
+    }
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = output_of({
+        let mut c = Command::new(bin());
+        c.arg("--help");
+        c
+    });
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Exit codes:",
+        "usage error",
+        "store error",
+        "the child's exit code",
+    ] {
+        assert!(help.contains(needle), "{needle:?} not in --help");
+    }
+}

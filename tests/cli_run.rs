@@ -1,0 +1,174 @@
+//! `fdb-leader run` with real processes on one SQLite file: exactly one child runs; a leader
+//! killed with SIGKILL is replaced within lease + heartbeat + 1 s with a higher ballot; SIGTERM
+//! hands over within 1 s with no overlap; begin/end commands run in order around each
+//! leadership.
+//!
+//! These tests measure wall-clock failover, so they run one at a time.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation
+)]
+
+mod cli_support;
+
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cli_support::{
+    Event, HEARTBEAT_DUR, LEASE_DUR, PATIENCE, World, is_label, signal, wait_exit,
+    wait_live_candidates,
+};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// One timing-sensitive test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts `a`, waits for its child, then starts `b` and waits until both are live candidates.
+fn leader_and_follower(
+    world: &mut World,
+    extra: &[&str],
+) -> (std::process::Child, std::process::Child, Event) {
+    let a = world.start_run("a", extra);
+    let (started, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let b = world.start_run("b", extra);
+    wait_live_candidates(world, 2);
+    (a, b, started)
+}
+
+#[test]
+fn two_runs_on_one_file_run_exactly_one_child() {
+    let _serial = serial();
+    let mut world = World::new();
+    let (mut a, mut b, first) = leader_and_follower(&mut world, &[]);
+    // Watch for three leases: one child all along, both campaigners alive.
+    let until = Instant::now() + LEASE_DUR * 3;
+    while Instant::now() < until {
+        let active = world.active();
+        assert_eq!(active.len(), 1, "children running: {active:?}");
+        assert_eq!(active[0].pid, first.pid);
+        thread::sleep(Duration::from_millis(25));
+    }
+    assert!(a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none());
+    assert_eq!(world.events().len(), 1, "{:?}", world.log_lines());
+    let status = cli_support::status_json(&world).unwrap();
+    assert_eq!(status["leader"], first.id.as_str());
+    assert_eq!(status["ballot"], first.ballot);
+
+    signal(&b, Signal::SIGTERM);
+    signal(&a, Signal::SIGTERM);
+    assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
+    assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
+    assert!(world.active().is_empty());
+}
+
+#[test]
+fn sigkill_of_the_leader_fails_over_within_lease_plus_heartbeat_plus_one_second() {
+    let _serial = serial();
+    let mut world = World::new();
+    let (mut a, mut b, first) = leader_and_follower(&mut world, &[]);
+    // SIGKILL the leader and, as a supervisor killing its process group or cgroup would, its
+    // child's process group (fdb-leader cannot stop its child when killed with SIGKILL).
+    let start = Instant::now();
+    killpg(cli_support::pid_of(&a), Signal::SIGKILL).unwrap();
+    killpg(Pid::from_raw(first.pid), Signal::SIGKILL).unwrap();
+    let (next, seen) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
+        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let failover = seen - start;
+    let bound = LEASE_DUR + HEARTBEAT_DUR + Duration::from_secs(1);
+    assert!(
+        failover <= bound,
+        "failover took {failover:?}, more than {bound:?}"
+    );
+    assert!(next.ballot > first.ballot, "{next:?} after {first:?}");
+    eprintln!("failover after SIGKILL: {failover:?} (bound {bound:?})");
+    assert!(wait_exit(&mut a, PATIENCE).is_some());
+    assert_eq!(world.active(), vec![next]);
+
+    signal(&b, Signal::SIGTERM);
+    assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn sigterm_hands_over_within_one_second_without_overlap() {
+    let _serial = serial();
+    let mut world = World::new();
+    let (mut a, mut b, first) = leader_and_follower(&mut world, &[]);
+    let start = Instant::now();
+    signal(&a, Signal::SIGTERM);
+    let (next, seen) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
+        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let handover = seen - start;
+    assert!(
+        handover <= Duration::from_secs(1),
+        "handover took {handover:?}"
+    );
+    eprintln!("handover after SIGTERM: {handover:?}");
+    assert_eq!(next.ballot, first.ballot + 1, "one handover, one ballot");
+    // The old child logged its stop before the new one started: no overlap.
+    let events = world.events();
+    let stop = events
+        .iter()
+        .position(|e| e.kind == "stop" && e.pid == first.pid);
+    let new = events.iter().position(|e| e.pid == next.pid);
+    assert!(stop.is_some() && stop < new, "{:?}", world.log_lines());
+    let status = wait_exit(&mut a, PATIENCE).expect("a exits");
+    assert!(
+        status.success(),
+        "a exited with {status:?}:\n{}",
+        world.stderr_of("a")
+    );
+
+    signal(&b, Signal::SIGTERM);
+    assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn begin_and_end_commands_run_in_order_around_each_leadership() {
+    let _serial = serial();
+    let mut world = World::new();
+    let log = world.log();
+    let log = log.to_str().unwrap();
+    let begin =
+        format!("echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
+    let end =
+        format!("echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
+    let hooks = ["--begin-command", &begin, "--end-command", &end];
+    let (mut a, mut b, first) = leader_and_follower(&mut world, &hooks);
+    signal(&a, Signal::SIGTERM);
+    assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
+    let (second, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
+        .expect("b leads");
+    signal(&b, Signal::SIGTERM);
+    assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
+
+    let expected: Vec<String> = [(&first, "a"), (&second, "b")]
+        .iter()
+        .flat_map(|(e, _)| {
+            let (id, ballot, pid) = (&e.id, e.ballot, e.pid);
+            [
+                format!("begin {id} {ballot} default"),
+                format!("start {id} {ballot} {pid}"),
+                format!("stop {id} {ballot} {pid}"),
+                format!("end {id} {ballot} default"),
+            ]
+        })
+        .collect();
+    assert_eq!(world.log_lines(), expected);
+}

@@ -1,0 +1,324 @@
+//! Helpers for the command-line tests: spawning the built `fdb-leader`, a child script that
+//! logs its start and stop, reading that log, signals, bounded waits.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tempfile::TempDir;
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_fdb-leader")
+}
+
+/// Short leases: 600 ms lease, 200 ms heartbeat.
+pub const LEASE: &str = "600ms";
+pub const HEARTBEAT: &str = "200ms";
+pub const LEASE_DUR: Duration = Duration::from_millis(600);
+pub const HEARTBEAT_DUR: Duration = Duration::from_millis(200);
+
+/// A bound for waits that have no stated deadline: generous, for loaded machines.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The child the tests run while leading: logs `start ID BALLOT PID` when it starts and
+/// `stop ID BALLOT PID` when it gets SIGTERM, to the log file given as its argument.
+const CHILD: &str = r#"#!/bin/sh
+log="$1"
+echo "start $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"
+trap 'echo "stop $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"; exit 0' TERM
+while :; do sleep 0.05; done
+"#;
+
+/// A test's directory, with the store, the child script and the log; kills every process it
+/// started (and their children's process groups) when dropped.
+pub struct World {
+    dir: TempDir,
+    spawned: Vec<Pid>,
+}
+
+/// One line of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub kind: String,
+    pub id: String,
+    pub ballot: u64,
+    pub pid: i32,
+}
+
+impl World {
+    pub fn new() -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        fs::write(dir.path().join("child.sh"), CHILD).expect("child script");
+        World {
+            dir,
+            spawned: Vec::new(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The SQLite store.
+    pub fn db(&self) -> PathBuf {
+        self.path("election.db")
+    }
+
+    /// The log the children (and hooks) append to.
+    pub fn log(&self) -> PathBuf {
+        self.path("log")
+    }
+
+    /// `fdb-leader --sqlite DB ARGS…`, run to completion.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        let mut command = Command::new(bin());
+        command.arg("--sqlite").arg(self.db()).args(args);
+        output_of(command)
+    }
+
+    /// Starts `fdb-leader --sqlite DB run --name NAME --lease 600ms --heartbeat 200ms EXTRA… --
+    /// sh child.sh LOG` in a process group of its own; stderr goes to `NAME.err`.
+    pub fn start_run(&mut self, name: &str, extra: &[&str]) -> Child {
+        let mut command = Command::new(bin());
+        command
+            .arg("--sqlite")
+            .arg(self.db())
+            .args([
+                "run",
+                "--name",
+                name,
+                "--lease",
+                LEASE,
+                "--heartbeat",
+                HEARTBEAT,
+            ])
+            .args(extra)
+            .arg("--")
+            .arg("sh")
+            .arg(self.path("child.sh"))
+            .arg(self.log());
+        self.start(command, name)
+    }
+
+    /// Starts `command` in a process group of its own, stdout to `NAME.out`, stderr to
+    /// `NAME.err`.
+    pub fn start(&mut self, mut command: Command, name: &str) -> Child {
+        let out = fs::File::create(self.path(&format!("{name}.out"))).expect("out file");
+        let err = fs::File::create(self.path(&format!("{name}.err"))).expect("err file");
+        command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .env("RUST_LOG", "info")
+            .process_group(0);
+        let child = command.spawn().expect("spawn fdb-leader");
+        self.spawned.push(pid_of(&child));
+        child
+    }
+
+    /// What a started process wrote to stderr so far.
+    pub fn stderr_of(&self, name: &str) -> String {
+        fs::read_to_string(self.path(&format!("{name}.err"))).unwrap_or_default()
+    }
+
+    /// The log, parsed.
+    pub fn events(&self) -> Vec<Event> {
+        let text = fs::read_to_string(self.log()).unwrap_or_default();
+        text.lines().filter_map(parse_event).collect()
+    }
+
+    /// The log's raw lines.
+    pub fn log_lines(&self) -> Vec<String> {
+        let text = fs::read_to_string(self.log()).unwrap_or_default();
+        text.lines().map(str::to_owned).collect()
+    }
+
+    /// Waits (at most `bound`) for an event matching `pred`; returns it and when it was seen.
+    pub fn wait_event(
+        &self,
+        bound: Duration,
+        pred: impl Fn(&Event) -> bool,
+    ) -> Option<(Event, Instant)> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(e) = self.events().into_iter().find(|e| pred(e)) {
+                return Some((e, Instant::now()));
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The children that started and have neither logged a stop nor died.
+    pub fn active(&self) -> Vec<Event> {
+        let events = self.events();
+        events
+            .iter()
+            .filter(|e| e.kind == "start")
+            .filter(|s| !events.iter().any(|e| e.kind == "stop" && e.pid == s.pid))
+            .filter(|s| running(s.pid))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for pid in &self.spawned {
+            let _ = killpg(*pid, Signal::SIGKILL);
+        }
+        for e in self.events() {
+            let _ = killpg(Pid::from_raw(e.pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie (an orphan killed with SIGKILL stays a
+/// zombie until an init process that reaps collects it).
+pub fn running(pid: i32) -> bool {
+    if kill(Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+fn parse_event(line: &str) -> Option<Event> {
+    let mut f = line.split_whitespace();
+    let kind = f.next()?.to_owned();
+    if kind != "start" && kind != "stop" {
+        return None;
+    }
+    Some(Event {
+        kind,
+        id: f.next()?.to_owned(),
+        ballot: f.next()?.parse().ok()?,
+        pid: f.next()?.parse().ok()?,
+    })
+}
+
+pub fn pid_of(child: &Child) -> Pid {
+    Pid::from_raw(i32::try_from(child.id()).expect("pid"))
+}
+
+/// Sends `signal` to the process.
+pub fn signal(child: &Child, signal: Signal) {
+    kill(pid_of(child), signal).expect("signal");
+}
+
+/// Waits (at most `bound`) for `child` to exit.
+pub fn wait_exit(child: &mut Child, bound: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `command` to completion (at most `PATIENCE`), capturing its output.
+pub fn output_of(mut command: Command) -> Output {
+    command.stdin(Stdio::null());
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    rx.recv_timeout(PATIENCE)
+        .expect("the command did not finish in time")
+        .expect("output")
+}
+
+/// Whether `label`'s candidate id (`label-<hex>`) is `id`.
+pub fn is_label(id: &str, label: &str) -> bool {
+    id.rsplit_once('-').is_some_and(|(l, _)| l == label)
+}
+
+/// Polls `f` until it returns `Some` (at most `bound`).
+pub fn poll<T>(bound: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `status --json`, parsed (`None` if it failed).
+pub fn status_json(world: &World) -> Option<serde_json::Value> {
+    let out = world.cli(&["status", "--json"]);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// Waits until `n` candidates are registered and live.
+pub fn wait_live_candidates(world: &World, n: usize) -> serde_json::Value {
+    poll(PATIENCE, || {
+        let status = status_json(world)?;
+        let live = status["candidates"]
+            .as_array()?
+            .iter()
+            .filter(|c| c["live"] == serde_json::Value::Bool(true))
+            .count();
+        (live == n).then_some(status)
+    })
+    .unwrap_or_else(|| panic!("{n} live candidates never registered"))
+}
+
+/// Reads `reader` line by line on a thread; lines arrive on the returned channel.
+pub fn lines_of(reader: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Asserts that `text` (a command's stderr) shows no panic.
+pub fn assert_no_panic(text: &str) {
+    assert!(
+        !text.contains("panicked") && !text.contains("RUST_BACKTRACE"),
+        "the binary panicked:\n{text}"
+    );
+}
+
+/// The file's bytes, for checking that a failed open left it untouched.
+pub fn bytes(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap_or_default()
+}
