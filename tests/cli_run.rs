@@ -53,7 +53,19 @@ fn leader_and_follower(
 fn two_runs_on_one_file_run_exactly_one_child() {
     let _serial = serial();
     let mut world = World::new();
-    let (mut a, mut b, first) = leader_and_follower(&mut world, &[]);
+    // Both at once, on a file that does not exist yet: both create it, one leads.
+    let mut a = world.start_run("a", &[]);
+    let mut b = world.start_run("b", &[]);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start")
+        .unwrap_or_else(|| {
+            panic!(
+                "nobody led:\n{}\n{}",
+                world.stderr_of("a"),
+                world.stderr_of("b")
+            )
+        });
+    wait_live_candidates(&world, 2);
     // Watch for three leases: one child all along, both campaigners alive.
     let until = Instant::now() + LEASE_DUR * 3;
     while Instant::now() < until {

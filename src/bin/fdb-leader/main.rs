@@ -125,7 +125,7 @@ async fn open_and_execute(
                 command,
                 Command::Run(_) | Command::Watch(_) | Command::Config(ConfigCommand::Set(_))
             );
-            let db = store::open_sqlite(&path, create)?;
+            let db = store::open_sqlite(&path, create).await?;
             execute(db, &ctx, command).await
         }
         StoreChoice::Memory => execute(MemDb::new(), &ctx, command).await,

@@ -51,26 +51,60 @@ pub(crate) fn subspace(name: &str) -> Subspace {
     Subspace::from((SUBSPACE_PREFIX, name))
 }
 
+/// How long opening a SQLite store retries while another process holds the file's lock (two
+/// processes creating a new file at once, say).
+const OPEN_RETRY_FOR: Duration = Duration::from_secs(10);
+
 /// Opens (`create`: or creates) the SQLite store at `path`.
-pub(crate) fn open_sqlite(path: &Path, create: bool) -> Result<SqliteDb, Failure> {
+pub(crate) async fn open_sqlite(path: &Path, create: bool) -> Result<SqliteDb, Failure> {
     if !create && !path.exists() {
         return Err(Failure::store(format!(
             "no election store at {} (a `run` or `config set` creates one)",
             path.display()
         )));
     }
-    SqliteDb::open(path).map_err(|e| {
-        let hint = match &e {
-            SqliteOpenError::CannotOpen { .. } => {
-                " (does the directory exist, and may this user write to it?)"
+    let start = tokio::time::Instant::now();
+    let mut delay = Duration::from_millis(20);
+    loop {
+        match SqliteDb::open(path) {
+            Ok(db) => return Ok(db),
+            Err(e) if is_busy(&e) && start.elapsed() < OPEN_RETRY_FOR => {
+                tracing::debug!(error = %outer_and_root(&e), "the store is locked; retrying");
+                tokio::time::sleep(delay).await;
+                delay = delay.saturating_mul(2).min(Duration::from_millis(500));
             }
-            SqliteOpenError::NotADatabase { .. } | SqliteOpenError::Corrupt { .. } => {
-                " (was the path mistyped? the file is left untouched)"
-            }
-            _ => "",
-        };
-        Failure::store(format!("{}{hint}", outer_and_root(&e)))
-    })
+            Err(e) => return Err(open_failure(&e)),
+        }
+    }
+}
+
+/// Whether opening failed only because another connection held the lock.
+fn is_busy(e: &SqliteOpenError) -> bool {
+    let SqliteOpenError::Sqlite { source, .. } = e else {
+        return false;
+    };
+    source
+        .downcast_ref::<rusqlite::Error>()
+        .and_then(rusqlite::Error::sqlite_error_code)
+        .is_some_and(|code| {
+            matches!(
+                code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        })
+}
+
+fn open_failure(e: &SqliteOpenError) -> Failure {
+    let hint = match e {
+        SqliteOpenError::CannotOpen { .. } => {
+            " (does the directory exist, and may this user write to it?)"
+        }
+        SqliteOpenError::NotADatabase { .. } | SqliteOpenError::Corrupt { .. } => {
+            " (was the path mistyped? the file is left untouched)"
+        }
+        _ => "",
+    };
+    Failure::store(format!("{}{hint}", outer_and_root(e)))
 }
 
 /// How a one-shot command may retry.
