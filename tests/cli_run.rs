@@ -1,7 +1,7 @@
 //! `fdb-leader run` with real processes on one SQLite file: exactly one child runs; a leader
 //! killed with SIGKILL is replaced within lease + heartbeat + 1 s with a higher ballot; SIGTERM
 //! hands over within 1 s with no overlap; begin/end commands run in order around each
-//! leadership.
+//! leadership; a higher-priority candidate takes over only after the old child has stopped.
 //!
 //! These tests measure wall-clock failover, so they run one at a time.
 
@@ -183,4 +183,37 @@ fn begin_and_end_commands_run_in_order_around_each_leadership() {
         })
         .collect();
     assert_eq!(world.log_lines(), expected);
+}
+
+#[test]
+fn preemption_waits_for_the_old_child_to_stop() {
+    let _serial = serial();
+    let mut world = World::new();
+    // a's child takes a second to stop after SIGTERM; b has a higher priority.
+    let mut a = world.start_run_stopping_in("a", &[], "1");
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run("b", &["--priority", "5"]);
+    let (next, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
+        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    assert_eq!(next.ballot, first.ballot + 1);
+    // The handover waited for a's child: its stop is logged before b's start.
+    let events = world.events();
+    let stop = events
+        .iter()
+        .position(|e| e.kind == "stop" && e.pid == first.pid);
+    let start = events
+        .iter()
+        .position(|e| e.pid == next.pid && e.kind == "start");
+    assert!(stop.is_some() && stop < start, "{:?}", world.log_lines());
+    // a keeps campaigning as a follower, with no child.
+    assert!(a.try_wait().unwrap().is_none());
+    assert_eq!(world.active(), vec![next]);
+
+    signal(&b, Signal::SIGTERM);
+    assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
+    signal(&a, Signal::SIGTERM);
+    assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
 }

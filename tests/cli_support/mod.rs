@@ -31,11 +31,13 @@ pub const HEARTBEAT_DUR: Duration = Duration::from_millis(200);
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The child the tests run while leading: logs `start ID BALLOT PID` when it starts and
-/// `stop ID BALLOT PID` when it gets SIGTERM, to the log file given as its argument.
+/// `stop ID BALLOT PID` when it gets SIGTERM, to the log file given as its first argument. The
+/// second argument, if any, is how long it takes to stop (it logs `stop` when done).
 const CHILD: &str = r#"#!/bin/sh
 log="$1"
+delay="${2:-0}"
 echo "start $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"
-trap 'echo "stop $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"; exit 0' TERM
+trap 'sleep "$delay"; echo "stop $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"; exit 0' TERM
 while :; do sleep 0.05; done
 "#;
 
@@ -89,6 +91,12 @@ impl World {
     /// Starts `fdb-leader --sqlite DB run --name NAME --lease 600ms --heartbeat 200ms EXTRA… --
     /// sh child.sh LOG` in a process group of its own; stderr goes to `NAME.err`.
     pub fn start_run(&mut self, name: &str, extra: &[&str]) -> Child {
+        self.start_run_stopping_in(name, extra, "0")
+    }
+
+    /// As [`start_run`](Self::start_run), with a child that takes `delay` (seconds, for
+    /// `sleep`) to stop after SIGTERM.
+    pub fn start_run_stopping_in(&mut self, name: &str, extra: &[&str], delay: &str) -> Child {
         let mut command = Command::new(bin());
         command
             .arg("--sqlite")
@@ -106,7 +114,8 @@ impl World {
             .arg("--")
             .arg("sh")
             .arg(self.path("child.sh"))
-            .arg(self.log());
+            .arg(self.log())
+            .arg(delay);
         self.start(command, name)
     }
 
