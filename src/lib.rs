@@ -104,6 +104,7 @@
 //!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`.
 //! - `sqlite`: `sqlite::SqliteDb`, an embedded store in a SQLite file with the same transaction
 //!   semantics as `MemDb`, so several processes on one host can elect a leader through a file.
+//! - `cli`: the `fdb-leader` command line (implies `sqlite`).
 #![doc(test(attr(deny(warnings))))]
 #![forbid(unsafe_code)]
 

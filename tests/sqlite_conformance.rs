@@ -1106,3 +1106,27 @@ async fn runners_on_two_handles_elect_one_leader_and_hand_over() {
     assert!(handover.elapsed() < Duration::from_secs(2));
     b.shutdown().await;
 }
+
+#[test]
+fn a_foreign_database_is_refused_and_left_byte_for_byte_untouched() {
+    for setup in [
+        "PRAGMA application_id = 7; CREATE TABLE t (x); INSERT INTO t VALUES (1);",
+        // No application id at all, but not empty: still not ours.
+        "CREATE TABLE t (x); INSERT INTO t VALUES (1);",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.db");
+        {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch(setup).unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        let e = SqliteDb::open(&path).err().unwrap();
+        assert!(matches!(e, SqliteOpenError::WrongSchema { .. }), "{e:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{setup}");
+        assert!(
+            !dir.path().join("other.db-wal").exists(),
+            "switched to WAL: {setup}"
+        );
+    }
+}

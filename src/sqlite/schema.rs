@@ -2,6 +2,7 @@
 //! connection.
 
 use std::path::Path;
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
@@ -92,22 +93,33 @@ pub(super) fn reconnect(path: &Path, options: &SqliteOptions) -> Result<Connecti
     connect(path, options, false).map_err(txn_error)
 }
 
-/// Opens (creating if absent) the store at `path`: write-ahead logging on, schema created or
-/// checked. Returns a ready connection.
+/// Opens (creating if absent) the store at `path`: checks that the file is empty or ours,
+/// then turns write-ahead logging on and creates or checks the schema. Returns a ready
+/// connection.
 pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, SqliteOpenError> {
     let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
     let conn = connect(path, options, true).map_err(sqlite)?;
-    // The first statement reads the header: a file that is not a database fails here.
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-        .map_err(sqlite)?;
+    let patience = options.busy_timeout;
+    // Read-only first: a file that is not a database fails here, and another application's
+    // database is refused before anything (its journal mode included) is changed.
+    let (objects, application_id) = retry_busy(patience, || header(&conn)).map_err(sqlite)?;
+    if application_id != APPLICATION_ID && (objects != 0 || application_id != 0) {
+        return Err(SqliteOpenError::WrongSchema {
+            path: path.to_path_buf(),
+            reason: format!("application id {application_id:#x}, expected {APPLICATION_ID:#x}"),
+        });
+    }
+    let mode: String = retry_busy(patience, || {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+    })
+    .map_err(sqlite)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(SqliteOpenError::NoWriteAheadLog {
             path: path.to_path_buf(),
             mode,
         });
     }
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite)?;
+    retry_busy(patience, || conn.execute_batch("BEGIN IMMEDIATE")).map_err(sqlite)?;
     let checked = create_or_check(&conn, path);
     let end = match &checked {
         Ok(()) => conn.execute_batch("COMMIT"),
@@ -116,6 +128,43 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, S
     checked?;
     end.map_err(sqlite)?;
     Ok(conn)
+}
+
+/// How many schema objects the file holds, and its application id.
+fn header(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    let objects = conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
+    let application_id = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+    Ok((objects, application_id))
+}
+
+/// Runs `op` again while SQLite reports the file busy or locked, backing off from 1 ms to
+/// 50 ms, for at most about `patience` in all. Needed while several processes create the same
+/// new file at once: switching the journal mode can report `SQLITE_BUSY` without consulting
+/// the busy handler. The time is counted from the sleeps themselves, not read from a clock.
+fn retry_busy<T>(
+    patience: Duration,
+    mut op: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let mut delay = Duration::from_millis(1);
+    let mut waited = Duration::ZERO;
+    loop {
+        match op() {
+            Err(e) if is_busy(&e) && waited < patience => {
+                std::thread::sleep(delay);
+                waited = waited.saturating_add(delay);
+                delay = delay.saturating_mul(2).min(Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Inside a write transaction: creates the schema in an empty database, or checks an existing
