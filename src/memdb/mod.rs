@@ -48,7 +48,7 @@ pub(crate) use run::retry_loop;
 #[cfg(feature = "sqlite")]
 pub(crate) use stats::bump;
 #[cfg(feature = "sqlite")]
-pub(crate) use store::{ReadConflicts, overlay_range};
+pub(crate) use store::{ReadConflicts, buffer_write, overlay_range};
 
 use crate::clock::{Clock, SystemClock};
 pub(crate) use stats::Counters;

@@ -91,6 +91,33 @@ pub(crate) fn key_after(key: &[u8]) -> Vec<u8> {
 /// Merges a committed range read of `[begin, end)` with the transaction's own writes in that
 /// range (read-your-writes, clears included), and, for a serializable read, adds the read
 /// conflict ranges: the whole range, less the keys the transaction wrote itself (FoundationDB
+/// Buffers one write of a transaction (`None` clears): checks the key and value against
+/// FoundationDB's limits and the transaction's total size, deferring the first violation to
+/// the commit (as FoundationDB reports invalid writes there). Shared by MemDb and SQLite.
+pub(crate) fn buffer_write(
+    writes: &mut BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    size: &mut usize,
+    deferred: &mut Option<TxnError>,
+    key: &[u8],
+    value: Option<&[u8]>,
+) {
+    let checked = errors::check_key(key).and_then(|()| match value {
+        Some(v) => errors::check_value(v),
+        None => Ok(()),
+    });
+    if let Err(e) = checked {
+        deferred.get_or_insert(e);
+        return;
+    }
+    *size = size
+        .saturating_add(key.len())
+        .saturating_add(value.map_or(0, <[u8]>::len));
+    if *size > errors::TRANSACTION_SIZE_LIMIT {
+        deferred.get_or_insert_with(|| errors::transaction_too_large(*size));
+    }
+    writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+}
+
 /// adds no conflict for reading one's own writes).
 pub(crate) fn overlay_range(
     committed: Vec<KeyValue>,

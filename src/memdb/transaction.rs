@@ -9,7 +9,7 @@ use super::faults::{
     CommitContext, CommitDecision, CommitFault, ReadContext, ReadTarget, WrittenKeys,
 };
 use super::stats::{MemTxnStats, bump};
-use super::store::{ReadConflicts, Store, overlay_range};
+use super::store::{ReadConflicts, Store, buffer_write, overlay_range};
 use super::watch::PendingWatch;
 use super::{MAX_TRANSACTION_AGE, MemDb, Shared, errors};
 use crate::clock::LocalInstant;
@@ -98,29 +98,14 @@ impl TxnState {
         Ok(rv.version)
     }
 
-    fn defer(&mut self, error: TxnError) {
-        if self.deferred.is_none() {
-            self.deferred = Some(error);
-        }
-    }
-
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
-        let checked = errors::check_key(key).and_then(|()| match value {
-            Some(v) => errors::check_value(v),
-            None => Ok(()),
-        });
-        if let Err(e) = checked {
-            self.defer(e);
-            return;
-        }
-        self.size = self
-            .size
-            .saturating_add(key.len())
-            .saturating_add(value.map_or(0, <[u8]>::len));
-        if self.size > errors::TRANSACTION_SIZE_LIMIT {
-            self.defer(errors::transaction_too_large(self.size));
-        }
-        self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+        buffer_write(
+            &mut self.writes,
+            &mut self.size,
+            &mut self.deferred,
+            key,
+            value,
+        );
     }
 }
 

@@ -16,7 +16,9 @@ use super::schema::{
 use super::watch::PendingWatch;
 use super::{Shared, SqliteDb};
 use crate::clock::LocalInstant;
-use crate::memdb::{MAX_TRANSACTION_AGE, MemTxnStats, ReadConflicts, bump, errors, overlay_range};
+use crate::memdb::{
+    MAX_TRANSACTION_AGE, MemTxnStats, ReadConflicts, buffer_write, bump, errors, overlay_range,
+};
 use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 /// Up to this many versions between the read version and the commit, the conflict check reads
@@ -148,29 +150,14 @@ impl TxnState {
             .ok_or_else(|| malformed("a read without a snapshot"))
     }
 
-    fn defer(&mut self, error: TxnError) {
-        if self.deferred.is_none() {
-            self.deferred = Some(error);
-        }
-    }
-
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
-        let checked = errors::check_key(key).and_then(|()| match value {
-            Some(v) => errors::check_value(v),
-            None => Ok(()),
-        });
-        if let Err(e) = checked {
-            self.defer(e);
-            return;
-        }
-        self.size = self
-            .size
-            .saturating_add(key.len())
-            .saturating_add(value.map_or(0, <[u8]>::len));
-        if self.size > errors::TRANSACTION_SIZE_LIMIT {
-            self.defer(errors::transaction_too_large(self.size));
-        }
-        self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+        buffer_write(
+            &mut self.writes,
+            &mut self.size,
+            &mut self.deferred,
+            key,
+            value,
+        );
     }
 }
 
