@@ -53,7 +53,7 @@ fn setup(rt: &Runtime, candidates: usize) -> Setup {
             follower: all[1].clone(),
         };
         cycle(&s, &s.leader).await;
-        assert!(s.leader.is_leader());
+        assert!(s.leader.believes_it_leads());
         s
     })
 }

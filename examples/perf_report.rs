@@ -102,7 +102,7 @@ impl Steady {
             followers: all[1..].to_vec(),
         };
         s.cycle(&s.leader).await?;
-        if !s.leader.is_leader() {
+        if !s.leader.believes_it_leads() {
             return Err("the first candidate was not elected".into());
         }
         Ok(s)

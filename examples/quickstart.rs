@@ -110,7 +110,7 @@ impl Demo {
         let believers: Vec<&str> = self
             .nodes
             .iter()
-            .filter(|n| n.candidate.is_leader())
+            .filter(|n| n.candidate.believes_it_leads())
             .map(|n| n.name)
             .collect();
         if believers.len() > 1 {
@@ -154,7 +154,7 @@ impl Demo {
     }
 
     fn leader(&self) -> Option<&Node> {
-        self.nodes.iter().find(|n| n.candidate.is_leader())
+        self.nodes.iter().find(|n| n.candidate.believes_it_leads())
     }
 }
 

@@ -139,10 +139,23 @@ impl Candidate {
         self.lock().core.set_busy(busy);
     }
 
-    /// Whether this candidate believes, now, that it leads. Ends on its own at the local
-    /// deadline, even if the database is unreachable.
-    pub fn is_leader(&self) -> bool {
+    /// Whether this candidate believes, now, that it leads: a local check, no database read.
+    /// The belief ends on its own at the local deadline, even if the database is unreachable.
+    ///
+    /// Not to be confused with [`LeaderElection::is_leader`](crate::LeaderElection::is_leader),
+    /// which also checks that the record read in a transaction names this candidate.
+    pub fn believes_it_leads(&self) -> bool {
         self.leadership().is_some()
+    }
+
+    /// The old name of [`believes_it_leads`](Self::believes_it_leads).
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `believes_it_leads` (a local check), so it is not confused with \
+                `LeaderElection::is_leader` (a database read)"
+    )]
+    pub fn is_leader(&self) -> bool {
+        self.believes_it_leads()
     }
 
     /// The leadership this candidate believes in now, if any.
@@ -170,11 +183,21 @@ impl Candidate {
     /// candidate now believes.
     ///
     /// Call it only with the value returned by a successful commit (for example, the `Ok` of
-    /// `Database::run` or [`MemDb::run`](crate::MemDb::run)). A cycle whose commit failed or
-    /// was never attempted must be dropped; if its commit's result was unknown, the next
-    /// cycle recognises it from the attempt id in the record.
+    /// `Database::run` or [`MemDb::run`](crate::MemDb::run)); the
+    /// [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle) helper does exactly
+    /// that. A cycle whose commit failed or was never attempted must be dropped; if its
+    /// commit's result was unknown, the next cycle recognises it from the attempt id in the
+    /// record.
+    ///
+    /// **Never adopt inside the transaction's closure, before the commit.** If the commit then
+    /// fails because a rival acquired the same vacancy first, both believe they hold the same
+    /// ballot, and the fence (which knows only the ballot) admits both: two leaders writing.
+    ///
+    /// A cycle of another candidate is not adopted (the result is what this candidate believes
+    /// without it).
     pub fn adopt(&self, cycle: Cycle) -> ElectionResult {
-        if let Some(adoption) = cycle.adoption.as_ref() {
+        if let (Some(adoption), true) = (cycle.adoption.as_ref(), cycle.candidate == self.inner.id)
+        {
             self.lock().core.adopt(adoption);
         }
         let ballot_led = self.fencing_token();
@@ -184,6 +207,15 @@ impl Candidate {
             }
             other => ElectionResult::Follower(other),
         }
+    }
+
+    /// Starts a cycle: the returned guard settles it when the cycle's [`Cycle`] (or the error
+    /// that replaced it) is dropped.
+    pub(crate) fn open_cycle(&self) -> Result<Settle, ElectionError> {
+        self.lock().core.open_cycle()?;
+        Ok(Settle {
+            candidate: self.clone(),
+        })
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Local> {
@@ -207,6 +239,25 @@ fn check_size(what: &'static str, v: Option<&[u8]>, max: usize) -> Result<(), El
     }
 }
 
+/// Settles a candidate's open cycle when dropped (shared by the clones of one [`Cycle`]).
+pub(crate) struct Settle {
+    candidate: Candidate,
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        self.candidate.lock().core.close_cycle();
+    }
+}
+
+impl fmt::Debug for Settle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settle")
+            .field("candidate", self.candidate.id())
+            .finish()
+    }
+}
+
 /// The prepared outcome of one election cycle (or claim, or refresh): what the attempt wrote.
 ///
 /// # Commit semantics
@@ -215,9 +266,20 @@ fn check_size(what: &'static str, v: Option<&[u8]>, max: usize) -> Result<(), El
 /// to [`Candidate::adopt`] then, and not before. Demotions (stepping down for a handover,
 /// elections disabled, a lapsed lease) have already taken effect locally when the cycle was
 /// decided: belief is lost early and gained late.
+///
+/// # One cycle per transaction
+///
+/// While a `Cycle` (or a clone of it) is alive, its transaction is taken to be open, and
+/// another cycle of the same candidate fails with
+/// [`ElectionError::CycleInProgress`](crate::ElectionError::CycleInProgress): reads inside
+/// that transaction return its own uncommitted write, which must never make anyone believe or
+/// start timing. Return the `Cycle` from the transaction's closure, then adopt it (after an
+/// `Ok` commit) or drop it.
 #[derive(Clone, Debug)]
 #[must_use = "adopt the cycle with Candidate::adopt after the transaction commits"]
 pub struct Cycle {
+    pub(crate) candidate: CandidateId,
+    pub(crate) _settle: Arc<Settle>,
     pub(crate) action: Action,
     pub(crate) record: LeaderRecord,
     pub(crate) adoption: Option<Adoption>,

@@ -2,6 +2,12 @@
 //! configuration, serde). All encoding lives here, so the codec can be swapped by bumping the
 //! version byte.
 //!
+//! Versions: 1 was the first format. 2 changed only the leader record: a reservation or a
+//! handover request names either a candidate or an operator (so that no candidate can fill a
+//! vacancy an operator holds). This build writes version 2 and reads both; a version-1 leader
+//! record's reservation and request are a candidate's. Every other value has the same body in
+//! both versions.
+//!
 //! Decoding is strict: an empty value, an unknown version, a malformed body, trailing bytes
 //! or a state the protocol never writes is a [`DecodeError`], reported with the key as
 //! [`ElectionError::Corrupt`]. Nothing that fails to decode is ever overwritten blindly.
@@ -15,11 +21,14 @@ use crate::config::ElectionConfig;
 use crate::error::{DecodeError, ElectionError, printable_key};
 use crate::ids::{Ballot, CandidateId, Priority};
 use crate::record::{
-    AttemptId, CandidateRecord, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named,
+    AttemptId, CandidateRecord, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named, Party,
 };
 
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u8 = 1;
+/// The format version this build writes. It also reads every older version (down to 1).
+pub const FORMAT_VERSION: u8 = 2;
+
+/// The oldest format version this build reads.
+const OLDEST_READ: u8 = 1;
 
 type Config = Configuration<LittleEndian, Varint, Limit<MAX_VALUE_BYTES>>;
 
@@ -42,14 +51,20 @@ fn encode<T: Serialize>(what: &'static str, wire: &T) -> Result<Vec<u8>, Electio
     Ok(out)
 }
 
-fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+/// The value's format version (one this build reads) and its body.
+fn split_version(bytes: &[u8]) -> Result<(u8, &[u8]), DecodeError> {
     let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READ..=FORMAT_VERSION).contains(&version) {
         return Err(DecodeError::UnknownVersion {
             found: version,
             supported: FORMAT_VERSION,
         });
     }
+    Ok((version, body))
+}
+
+/// Decodes a whole body: a malformed body or trailing bytes are errors.
+fn decode_wire<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
     let (value, used) = bincode::serde::decode_from_slice::<T, Config>(body, config())
         .map_err(DecodeError::Malformed)?;
     let extra = body.len().saturating_sub(used);
@@ -57,6 +72,12 @@ fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
         return Err(DecodeError::TrailingBytes { extra });
     }
     Ok(value)
+}
+
+/// Decodes a value whose body is the same in every version this build reads.
+fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let (_, body) = split_version(bytes)?;
+    decode_wire(body)
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -76,7 +97,27 @@ struct AttemptWire {
 }
 
 #[derive(Serialize, Deserialize)]
+enum PartyWire {
+    Candidate(NamedWire),
+    Operator(CandidateId),
+}
+
+/// The leader record, format version 2.
+#[derive(Serialize, Deserialize)]
 struct LeaderWire {
+    ballot: Ballot,
+    owner: Option<NamedWire>,
+    renewal: u64,
+    lease_nanos: u64,
+    handover: Option<PartyWire>,
+    reservation: Option<PartyWire>,
+    payload: Option<Vec<u8>>,
+    writer: Option<AttemptWire>,
+}
+
+/// The leader record, format version 1: requests and reservations were always candidates'.
+#[derive(Serialize, Deserialize)]
+struct LeaderWireV1 {
     ballot: Ballot,
     owner: Option<NamedWire>,
     renewal: u64,
@@ -85,6 +126,21 @@ struct LeaderWire {
     reservation: Option<NamedWire>,
     payload: Option<Vec<u8>>,
     writer: Option<AttemptWire>,
+}
+
+impl From<LeaderWireV1> for LeaderWire {
+    fn from(w: LeaderWireV1) -> Self {
+        LeaderWire {
+            ballot: w.ballot,
+            owner: w.owner,
+            renewal: w.renewal,
+            lease_nanos: w.lease_nanos,
+            handover: w.handover.map(PartyWire::Candidate),
+            reservation: w.reservation.map(PartyWire::Candidate),
+            payload: w.payload,
+            writer: w.writer,
+        }
+    }
 }
 
 fn named_wire(n: &Named) -> NamedWire {
@@ -98,6 +154,20 @@ fn named(w: NamedWire) -> Named {
     Named::new(w.id, w.priority)
 }
 
+fn party_wire(p: &Party) -> PartyWire {
+    match p {
+        Party::Candidate(n) => PartyWire::Candidate(named_wire(n)),
+        Party::Operator(id) => PartyWire::Operator(id.clone()),
+    }
+}
+
+fn party(w: PartyWire) -> Party {
+    match w {
+        PartyWire::Candidate(n) => Party::Candidate(named(n)),
+        PartyWire::Operator(id) => Party::Operator(id),
+    }
+}
+
 /// Encodes a leader record.
 pub(crate) fn encode_leader(r: &LeaderRecord) -> Result<Vec<u8>, ElectionError> {
     encode(
@@ -107,8 +177,8 @@ pub(crate) fn encode_leader(r: &LeaderRecord) -> Result<Vec<u8>, ElectionError> 
             owner: r.owner.as_ref().map(named_wire),
             renewal: r.renewal,
             lease_nanos: nanos(r.lease),
-            handover: r.handover.as_ref().map(named_wire),
-            reservation: r.reservation.as_ref().map(named_wire),
+            handover: r.handover.as_ref().map(party_wire),
+            reservation: r.reservation.as_ref().map(party_wire),
             payload: r.payload.clone(),
             writer: r.writer.as_ref().map(|w| AttemptWire {
                 candidate: w.candidate.clone(),
@@ -120,14 +190,19 @@ pub(crate) fn encode_leader(r: &LeaderRecord) -> Result<Vec<u8>, ElectionError> 
 
 /// Decodes a leader record stored at `key`.
 pub(crate) fn decode_leader(key: &[u8], bytes: &[u8]) -> Result<LeaderRecord, ElectionError> {
-    let w: LeaderWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    let w = split_version(bytes)
+        .and_then(|(version, body)| match version {
+            1 => decode_wire::<LeaderWireV1>(body).map(LeaderWire::from),
+            _ => decode_wire::<LeaderWire>(body),
+        })
+        .map_err(|e| ElectionError::corrupt(key, e))?;
     let r = LeaderRecord {
         ballot: w.ballot,
         owner: w.owner.map(named),
         renewal: w.renewal,
         lease: Duration::from_nanos(w.lease_nanos),
-        handover: w.handover.map(named),
-        reservation: w.reservation.map(named),
+        handover: w.handover.map(party),
+        reservation: w.reservation.map(party),
         payload: w.payload,
         writer: w.writer.map(|a| AttemptId {
             candidate: a.candidate,
@@ -276,6 +351,7 @@ pub(crate) fn decode_counter(key: &[u8], bytes: &[u8]) -> Result<u64, ElectionEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MAX_DURATION;
     use crate::record::MAX_PAYLOAD_BYTES;
 
     fn id(s: &str) -> CandidateId {
@@ -288,7 +364,7 @@ mod tests {
             owner: Some(Named::new(id("a"), Priority::new(2))),
             renewal: 41,
             lease: Duration::from_secs(10),
-            handover: Some(Named::new(id("b"), Priority::new(3))),
+            handover: Some(Party::Candidate(Named::new(id("b"), Priority::new(3)))),
             reservation: None,
             payload: Some(b"10.0.0.1:80".to_vec()),
             writer: Some(AttemptId {
@@ -341,19 +417,24 @@ mod tests {
             )
             .contains("Empty")
         );
-        let mut v2 = good.clone();
-        v2[0] = 2;
-        let e = decode_leader(b"k", &v2).err();
-        assert!(matches!(
-            e,
-            Some(ElectionError::Corrupt {
-                reason: DecodeError::UnknownVersion {
-                    found: 2,
-                    supported: 1
-                },
-                ..
-            })
-        ));
+        for version in [0, FORMAT_VERSION + 1, u8::MAX] {
+            let mut unknown = good.clone();
+            unknown[0] = version;
+            let e = decode_leader(b"k", &unknown).err();
+            assert!(
+                matches!(
+                    e,
+                    Some(ElectionError::Corrupt {
+                        reason: DecodeError::UnknownVersion {
+                            found,
+                            supported: FORMAT_VERSION
+                        },
+                        ..
+                    }) if found == version
+                ),
+                "version {version}: {e:?}"
+            );
+        }
         for cut in 1..good.len() {
             assert!(
                 decode_leader(b"k", &good[..cut]).is_err(),
@@ -375,7 +456,7 @@ mod tests {
     #[test]
     fn impossible_states_are_rejected() -> Result<(), ElectionError> {
         let mut r = owned();
-        r.reservation = Some(Named::new(id("c"), Priority::new(1)));
+        r.reservation = Some(Party::Candidate(Named::new(id("c"), Priority::new(1))));
         assert!(
             reason(
                 decode_leader(b"k", &encode_leader(&r)?)
@@ -409,6 +490,101 @@ mod tests {
             vacant: false,
         })?;
         assert!(decode_fence(b"k", &bad_fence).is_err());
+        Ok(())
+    }
+
+    fn impossible(r: &LeaderRecord) -> String {
+        match encode_leader(r).and_then(|bytes| decode_leader(b"k", &bytes)) {
+            Ok(_) => "decoded".to_owned(),
+            Err(e) => reason(e),
+        }
+    }
+
+    #[test]
+    fn states_the_protocol_never_writes_fail_closed() {
+        let mut r = owned();
+        r.lease = MAX_DURATION + Duration::from_nanos(1);
+        assert!(impossible(&r).contains("lease above"), "{}", impossible(&r));
+        let mut r = owned();
+        r.handover = Some(Party::Candidate(Named::new(id("a"), Priority::new(9))));
+        assert!(impossible(&r).contains("from the owner itself"));
+        // An operator may give the owner's id: it is still an operator's request.
+        r.handover = Some(Party::Operator(id("a")));
+        assert_eq!(impossible(&r), "decoded");
+        let mut r = owned();
+        r.renewal = 0;
+        assert!(impossible(&r).contains("owned record at renewal 0"));
+        let mut r = LeaderRecord::initial(Duration::from_secs(1));
+        r.renewal = 1;
+        r.writer = owned().writer;
+        r.reservation = Some(Party::Operator(id("ops")));
+        assert!(impossible(&r).contains("reservation at ballot 0"));
+        r.ballot = Ballot::new(1);
+        assert_eq!(impossible(&r), "decoded");
+    }
+
+    #[test]
+    fn operator_parties_round_trip_and_are_not_candidates() -> Result<(), ElectionError> {
+        let mut r = owned();
+        r.handover = Some(Party::Operator(id("ops-1")));
+        let back = decode_leader(b"k", &encode_leader(&r)?)?;
+        assert_eq!(back, r);
+        assert_eq!(back.operator_request(), Some(&id("ops-1")));
+        assert_eq!(back.handover_request(), None);
+        let mut v = owned();
+        v.owner = None;
+        v.payload = None;
+        v.handover = None;
+        v.reservation = Some(Party::Operator(id("b")));
+        let back = decode_leader(b"k", &encode_leader(&v)?)?;
+        assert_eq!(back.operator_hold(), Some(&id("b")));
+        assert_eq!(back.reservation(), None);
+        Ok(())
+    }
+
+    #[test]
+    fn version_1_leader_records_still_decode() -> Result<(), ElectionError> {
+        // A version-1 record, as the first format wrote it: requests and reservations are
+        // candidates'.
+        let v1 = LeaderWireV1 {
+            ballot: Ballot::new(3),
+            owner: None,
+            renewal: 8,
+            lease_nanos: 2_000_000_000,
+            handover: None,
+            reservation: Some(NamedWire {
+                id: id("heir"),
+                priority: Priority::new(4),
+            }),
+            payload: None,
+            writer: Some(AttemptWire {
+                candidate: id("old"),
+                seq: 2,
+            }),
+        };
+        let mut bytes = vec![1];
+        bincode::serde::encode_into_std_write(&v1, &mut bytes, bincode::config::standard())
+            .map_err(|source| ElectionError::Encode {
+                what: "test",
+                source,
+            })?;
+        let r = decode_leader(b"k", &bytes)?;
+        assert_eq!(
+            r.reservation(),
+            Some(&Named::new(id("heir"), Priority::new(4)))
+        );
+        assert_eq!((r.ballot, r.renewal), (Ballot::new(3), 8));
+        // Other values keep their body: a version-1 candidate record decodes as well.
+        let c = CandidateRecord {
+            priority: Priority::new(1),
+            registration: 2,
+            heartbeat: 3,
+            seen_renewal: 4,
+            metadata: None,
+        };
+        let mut old = encode_candidate(&c)?;
+        old[0] = 1;
+        assert_eq!(decode_candidate(b"k", &old)?, c);
         Ok(())
     }
 

@@ -4,27 +4,34 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use foundationdb_tuple::Subspace;
 
-use crate::Cycle;
-use crate::candidate::Candidate;
+use crate::candidate::{Candidate, Cycle, ElectionResult};
 use crate::codec;
 use crate::config::ElectionConfig;
-use crate::core::{self, CycleInput, Decision, Mode, ResignRejected};
+use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode, ResignRejected};
+use crate::database::ElectionDatabase;
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId};
 use crate::keys::Keys;
 use crate::record::{
-    CandidateInfo, CandidateRecord, FenceRecord, LeaderRecord, LeaderState, Named,
+    CandidateInfo, CandidateRecord, FenceRecord, LeaderRecord, LeaderState, Named, Party,
 };
 use crate::txn::{ElectionTxn, ReadMode, Watch};
 
 /// A decoded configuration and the bytes it was decoded from.
 type CachedConfig = (Vec<u8>, ElectionConfig);
 
-/// An election under one subspace: a cheap, stateless `Clone` handle.
+/// An election under one subspace: a cheap `Clone` handle.
 ///
 /// Every operation takes the caller's transaction and neither commits nor retries; run it
 /// inside `Database::run` (FoundationDB) or [`MemDb::run`](crate::MemDb::run), so leader-only
-/// writes can be fenced in the same commit. Local state lives in [`Candidate`].
+/// writes can be fenced in the same commit. [`run_cycle`](Self::run_cycle) is the exception:
+/// it runs a cycle in a transaction of its own and adopts it after the commit.
+///
+/// Election state lives in the database and in each [`Candidate`]; the handle holds only the
+/// election's keys and a cache of the last configuration it decoded, with its bytes (shared by
+/// its clones), so that a cycle reading unchanged configuration bytes does not decode and
+/// validate them again. The cache never changes what an operation decides: every operation
+/// reads the configuration key, and a different value is decoded afresh.
 #[derive(Clone, Debug)]
 pub struct LeaderElection {
     subspace: Arc<Subspace>,
@@ -184,6 +191,15 @@ impl LeaderElection {
             ),
         }
         Ok(())
+    }
+
+    /// The configuration this handle last decoded, if any.
+    fn cached_config(&self) -> Option<ElectionConfig> {
+        self.config_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|(_, config)| config.clone())
     }
 
     async fn config_opt<T: ElectionTxn>(
@@ -371,8 +387,14 @@ impl LeaderElection {
         Ok(())
     }
 
-    /// Removes `candidate`'s registration. If it still owns the leader record, it first
-    /// resigns in the same transaction (reserving the vacancy for the best live candidate).
+    /// Removes `candidate`'s registration, keeping the leader record consistent with it
+    /// (DESIGN §10.5), in the same transaction (which conflicts on the leader key):
+    ///
+    /// - if the candidate owns the leader record, it first resigns (reserving the vacancy for
+    ///   the best live candidate);
+    /// - otherwise its own handover request, and a vacancy reserved for it, are withdrawn (the
+    ///   vacancy becomes unreserved), so that no leader steps down for a candidate that left
+    ///   and nobody waits a lease for it.
     ///
     /// # Errors
     ///
@@ -383,10 +405,22 @@ impl LeaderElection {
         candidate: &Candidate,
     ) -> Result<Option<ResignOutcome>, ElectionError> {
         let key = self.keys.candidate(candidate.id())?;
-        let leader = self.leader_with(txn, ReadMode::Snapshot).await?;
+        let leader = self.leader_with(txn, ReadMode::Serializable).await?;
         let resigned = if leader.is_owned_by(candidate.id()) {
             Some(self.resign_leadership(txn, candidate, None).await?)
         } else {
+            let mine =
+                |p: &Option<Party>| p.as_ref().is_some_and(|p| p.is_candidate(candidate.id()));
+            if mine(&leader.handover) || mine(&leader.reservation) {
+                let mut write = leader.clone();
+                if mine(&write.handover) {
+                    write.handover = None;
+                }
+                if mine(&write.reservation) {
+                    write.reservation = None;
+                }
+                self.write_leader(txn, &write)?;
+            }
             None
         };
         txn.clear(&key);
@@ -471,17 +505,32 @@ impl LeaderElection {
         &self,
         txn: &T,
     ) -> Result<Vec<CandidateId>, ElectionError> {
+        // The leader record is read with a conflict range: a candidate that becomes owner (or
+        // is named in a request or reservation) in a concurrent transaction makes this one
+        // retry, so eviction never unregisters an owner (DESIGN §10.5).
         let (config, leader, rows) = tokio::join!(
             self.read_config(txn),
-            self.leader_with(txn, ReadMode::Snapshot),
+            self.leader_with(txn, ReadMode::Serializable),
             self.scan(txn, ReadMode::Serializable, false)
         );
         let (config, leader, rows) = (config?, leader?, rows?);
         let lag = config.renewals_before_dead();
-        let protected: Vec<&CandidateId> = [&leader.owner, &leader.reservation, &leader.handover]
-            .into_iter()
-            .filter_map(|n| n.as_ref().map(|n| &n.id))
-            .collect();
+        let protected: Vec<&CandidateId> = [
+            leader.owner.as_ref().map(|o| &o.id),
+            leader
+                .reservation
+                .as_ref()
+                .and_then(Party::candidate)
+                .map(|n| &n.id),
+            leader
+                .handover
+                .as_ref()
+                .and_then(Party::candidate)
+                .map(|n| &n.id),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let mut evicted = Vec::new();
         for (id, rec) in rows {
             if !rec.is_live(leader.renewal, lag) && !protected.contains(&&id) {
@@ -511,6 +560,62 @@ impl LeaderElection {
         candidate: &Candidate,
     ) -> Result<Cycle, ElectionError> {
         self.cycle(txn, candidate, Mode::Cycle, true).await
+    }
+
+    /// Runs one election cycle in a transaction of its own, through `db`'s retry loop, and
+    /// adopts it only once its commit is confirmed: the safe flow in one call (DESIGN §10.7).
+    ///
+    /// Each attempt runs [`run_election_cycle`](Self::run_election_cycle); conflicts are
+    /// retried inside, a commit whose result is unknown is returned as an error (the next
+    /// `run_cycle` recognises it from the attempt id in the record), and the whole call is
+    /// bounded by the configuration's
+    /// [`transaction_timeout`](ElectionConfig::transaction_timeout) (the last configuration
+    /// this handle read; the default one before any). Call it once per heartbeat, or use the
+    /// [runner](crate::runner), which also keeps a guard and wakes on watches.
+    ///
+    /// ```
+    /// use fdb_leader_election::{Candidate, CandidateId, LeaderElection, MemDb, Priority};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fdb_leader_election::ElectionError> {
+    /// let db = MemDb::new();
+    /// let election = LeaderElection::new(Subspace::from("jobs"));
+    /// let me = Candidate::new(CandidateId::random("worker")?, Priority::new(1));
+    /// db.run(|txn, _| {
+    ///     let (election, me) = (election.clone(), me.clone());
+    ///     async move {
+    ///         election.initialize(&txn).await?;
+    ///         election.register_candidate(&txn, &me).await
+    ///     }
+    /// })
+    /// .await?;
+    /// let result = election.run_cycle(&db, &me).await?;
+    /// assert!(result.is_leader() && me.believes_it_leads());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`run_election_cycle`](Self::run_election_cycle), plus the database's errors that
+    /// its retry loop does not retry (unavailability, unknown commit results, timeouts).
+    pub async fn run_cycle<D: ElectionDatabase>(
+        &self,
+        db: &D,
+        candidate: &Candidate,
+    ) -> Result<ElectionResult, ElectionError> {
+        let timeout = self.cached_config().map_or_else(
+            || ElectionConfig::default().transaction_timeout(),
+            |c| c.transaction_timeout(),
+        );
+        let cycle = db
+            .transact(timeout, |txn| {
+                let (election, candidate) = (self.clone(), candidate.clone());
+                async move { election.run_election_cycle(&txn, &candidate).await }
+            })
+            .await?;
+        Ok(candidate.adopt(cycle))
     }
 
     /// Acquires or renews leadership as [`run_election_cycle`](Self::run_election_cycle) does,
@@ -549,6 +654,8 @@ impl LeaderElection {
         heartbeat: bool,
     ) -> Result<Cycle, ElectionError> {
         let key = self.keys.candidate(candidate.id())?;
+        // One unsettled cycle per candidate: dropped (settling the cycle) on any error below.
+        let settle = candidate.open_cycle()?;
         let started_at = candidate.now();
         let (config, leader, me) = tokio::join!(
             self.config_opt(txn),
@@ -564,8 +671,12 @@ impl LeaderElection {
                 candidate: candidate.id().clone(),
             });
         };
+        let read_version = txn.read_version().await?;
 
-        let mut ranked = false;
+        // Decide; look up what the decision asks for (at most the requester and the registry),
+        // and decide again.
+        let mut registry: Option<Vec<(CandidateId, CandidateRecord)>> = None;
+        let mut requester: Option<Option<CandidateRecord>> = None;
         let plan = loop {
             let decision = {
                 let mut local = candidate.lock();
@@ -574,36 +685,31 @@ impl LeaderElection {
                     config: &config,
                     leader: &leader,
                     priority: local.priority,
+                    registration: me.registration,
                     payload: local.payload.as_deref(),
                     started_at,
                     read_at,
+                    read_version,
                     mode,
+                    lookups: Lookups {
+                        registry: registry.as_deref(),
+                        requester: requester.as_ref().map(Option::as_ref),
+                    },
                 };
                 core::decide_cycle(&mut local.core, &input)?
             };
             match decision {
                 Decision::Plan(plan) => break plan,
-                Decision::NeedRank if !ranked => {
-                    ranked = true;
-                    let rows = self.scan(txn, ReadMode::Snapshot, true).await?;
-                    let exclude: Vec<&CandidateId> = [&leader.owner, &leader.reservation]
-                        .into_iter()
-                        .filter_map(|n| n.as_ref().map(|n| &n.id))
-                        .collect();
-                    let rank = core::rank_among(
-                        candidate.id(),
-                        candidate.priority(),
-                        me.registration,
-                        &rows,
-                        leader.renewal,
-                        config.renewals_before_dead(),
-                        &exclude,
-                    );
-                    candidate.lock().core.set_rank(rank);
+                Decision::Need(Lookup::Registry) if registry.is_none() => {
+                    registry = Some(self.scan(txn, ReadMode::Snapshot, true).await?);
                 }
-                // The observation changed under a concurrent cycle of the same candidate:
-                // decide nothing this attempt.
-                Decision::NeedRank => {
+                Decision::Need(Lookup::Requester(id)) if requester.is_none() => {
+                    let key = self.keys.candidate(&id)?;
+                    requester = Some(self.candidate_opt(txn, &key, ReadMode::Snapshot).await?);
+                }
+                Decision::Need(_) => {
+                    // The same fact asked for twice: a defect in the core, never a reason to
+                    // loop. Decide nothing this attempt.
                     break core::Plan {
                         action: core::Action::None,
                         write: None,
@@ -620,8 +726,7 @@ impl LeaderElection {
         }
         let record = match plan.write {
             Some(write) => {
-                txn.add_read_conflict_key(&self.keys.leader)?;
-                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
+                self.write_leader(txn, &write)?;
                 write
             }
             None => leader,
@@ -630,12 +735,30 @@ impl LeaderElection {
             self.write_heartbeat(txn, candidate, &key, &me, record.renewal)?;
         }
         Ok(Cycle {
+            candidate: candidate.id().clone(),
+            _settle: std::sync::Arc::new(settle),
             action: plan.action,
             record,
             adoption: plan.adopt,
             next_action_at: plan.next_action_at,
             config,
         })
+    }
+
+    /// Writes the leader record, conflict-checked: on the leader key, and on the registration
+    /// of a candidate the record reserves the vacancy for, so that a reservation never lands
+    /// for a candidate that unregistered concurrently (DESIGN §10.5).
+    fn write_leader<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        write: &LeaderRecord,
+    ) -> Result<(), ElectionError> {
+        txn.add_read_conflict_key(&self.keys.leader)?;
+        if let Some(holder) = write.reservation.as_ref().and_then(Party::candidate) {
+            txn.add_read_conflict_key(&self.keys.candidate(&holder.id)?)?;
+        }
+        txn.set(&self.keys.leader, &codec::encode_leader(write)?);
+        Ok(())
     }
 
     /// Resigns: writes a vacancy (same ballot) reserved for the best live candidate, so the
@@ -691,42 +814,46 @@ impl LeaderElection {
                 if let Some(fence) = plan.fence.as_ref() {
                     self.replace_fence(txn, &leader, fence).await?;
                 }
-                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
+                self.write_leader(txn, &write)?;
                 Ok(ResignOutcome::Resigned {
                     ballot: write.ballot,
-                    reserved_for: write.reservation,
+                    reserved_for: write.reservation().cloned(),
                 })
             }
         }
     }
 
-    /// Whether `candidate` leads: the record names it at the ballot it believes in, and its
-    /// local lease is valid now.
+    /// Whether `candidate` leads: it believes it leads now (its local lease is valid) and the
+    /// record read in `txn` names it at the ballot it believes in.
+    ///
+    /// A query: it never changes what the candidate believes or times (DESIGN §10.2). A record
+    /// read at an older version (a renewal behind the candidate's own) still counts; a record
+    /// showing this transaction's own uncommitted acquisition does not make a candidate that
+    /// has not adopted it a leader. Demotion happens in cycles and at the local deadline.
+    /// For the local check alone, without a read, see [`Candidate::believes_it_leads`].
     ///
     /// # Errors
     ///
-    /// Corrupt values; database errors.
+    /// [`ElectionError::NotInitialized`]; corrupt values; database errors.
     pub async fn is_leader<T: ElectionTxn>(
         &self,
         txn: &T,
         candidate: &Candidate,
     ) -> Result<bool, ElectionError> {
-        let (config, leader) = tokio::join!(
-            self.read_config(txn),
-            self.leader_with(txn, ReadMode::Snapshot)
-        );
-        let (config, leader) = (config?, leader?);
-        let now = candidate.now();
-        let mut local = candidate.lock();
-        local.core.recognize_own_write(&leader, &config);
-        local.core.check_tenure(&leader, now);
-        Ok(local.core.valid_tenure(now).is_some())
+        let leader = self.leader_with(txn, ReadMode::Snapshot).await?;
+        Ok(candidate
+            .fencing_token()
+            .is_some_and(|ballot| leader.ballot == ballot && leader.is_owned_by(candidate.id())))
     }
 
-    /// The leader named in the record, unless `observer` has watched the record unchanged for
-    /// a full lease (then the lease has lapsed and `None` is returned). An observer seeing the
-    /// record for the first time cannot tell a live leader from a crashed one and reports it;
-    /// call this repeatedly with the same observer to detect lapses.
+    /// The leader named in the record, unless `observer`'s own election cycles have seen the
+    /// record unchanged for a full lease (then the lease has lapsed and `None` is returned).
+    ///
+    /// A query: it never changes what the observer believes or times (DESIGN §10.2), so the
+    /// lapse is judged from the observation the observer's cycles made, with the same rule a
+    /// follower uses to take over. A candidate that does not run cycles therefore never sees
+    /// a lapse here; a process that only watches the election uses the runner's observer
+    /// mode ([`Runner::observer`](crate::Runner::observer)), which times its own reads.
     ///
     /// # Errors
     ///
@@ -738,14 +865,10 @@ impl LeaderElection {
     ) -> Result<Option<LeaderState>, ElectionError> {
         let leader = self.leader_with(txn, ReadMode::Snapshot).await?;
         let now = observer.now();
-        let lapsed = {
-            let mut local = observer.lock();
-            local.core.observe(&leader, now);
-            local
-                .core
-                .observed()
-                .is_some_and(|o| now >= o.first_seen.saturating_add(leader.lease))
-        };
+        let lapsed = observer.lock().core.observed().is_some_and(|o| {
+            (o.ballot, o.renewal) == (leader.ballot, leader.renewal)
+                && now >= core::lapse_at(o.first_seen, leader.lease)
+        });
         if lapsed {
             return Ok(None);
         }
@@ -766,9 +889,12 @@ impl LeaderElection {
 
     /// Operator override: fences the leader of ballot `expected` out at once. The ballot grows
     /// by one (so the old leader's fenced writes fail from this commit on) and the record
-    /// becomes a vacancy reserved for `operator`, who never fills it: candidates take over
-    /// with the next ballot after a full lease of unchanged observation, by which time the old
-    /// leader's own belief has ended. Use it for a leader that is wedged or misbehaving.
+    /// becomes a vacancy *held for the operator* ([`LeaderRecord::operator_hold`]). No
+    /// candidate can fill it, whatever id `operator` is (even a registered candidate's): every
+    /// candidate takes over with the next ballot only after a full lease of unchanged
+    /// observation, by which time the old leader's own belief has ended. Use it for a leader
+    /// that is wedged or misbehaving; [`request_resign`](Self::request_resign) is the
+    /// cooperative way.
     ///
     /// # Errors
     ///
@@ -789,7 +915,7 @@ impl LeaderElection {
             Ok(write) => {
                 self.replace_fence(txn, &leader, &FenceRecord::of(&write))
                     .await?;
-                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
+                self.write_leader(txn, &write)?;
                 Ok(OperatorOutcome::Done {
                     ballot: write.ballot,
                 })
@@ -797,12 +923,15 @@ impl LeaderElection {
         }
     }
 
-    /// Operator request: asks the leader of ballot `expected` to step down. It writes a
-    /// handover request at the highest priority; the leader honours it at its next cycle (at
-    /// once if it watches the record), after its minimum tenure and after draining its work
-    /// within the grace, and leaves a vacancy that candidates take over after a full lease.
-    /// Requires preemption to be enabled (otherwise the leader drops the request); see
-    /// [`force_vacate`](Self::force_vacate) for the unconditional override.
+    /// Operator request: asks the leader of ballot `expected` to step down
+    /// ([`LeaderRecord::operator_request`]). The leader honours it at its next cycle (at once
+    /// if it watches the record), whatever the priorities and the preemption setting, after
+    /// draining its in-flight work within the handover grace: it stops believing, then writes
+    /// a vacancy reserved for the best live candidate other than itself, who takes over in one
+    /// commit. With no other live candidate the vacancy is unreserved (and the old leader may
+    /// take it again, with a new ballot). The ballot, the observation identity and the
+    /// leader's attempt id are unchanged by the request. See
+    /// [`force_vacate`](Self::force_vacate) for a leader that does not cycle any more.
     ///
     /// # Errors
     ///
@@ -818,7 +947,7 @@ impl LeaderElection {
         match core::operator::request_resign(&leader, operator, expected) {
             Err(rejected) => Ok(OperatorOutcome::Rejected(rejected)),
             Ok(write) => {
-                txn.set(&self.keys.leader, &codec::encode_leader(&write)?);
+                self.write_leader(txn, &write)?;
                 Ok(OperatorOutcome::Done {
                     ballot: write.ballot,
                 })

@@ -15,11 +15,11 @@ pub enum DecodeError {
     #[error("empty value")]
     Empty,
     /// The value was written by a format version this build does not know.
-    #[error("unknown format version {found} (this build reads version {supported})")]
+    #[error("unknown format version {found} (this build reads versions 1 to {supported})")]
     UnknownVersion {
         /// The version byte found.
         found: u8,
-        /// The version this build reads.
+        /// The newest version this build reads (and the one it writes).
         supported: u8,
     },
     /// The body does not decode.
@@ -109,6 +109,19 @@ pub enum ElectionError {
     CounterExhausted {
         /// Which counter.
         what: &'static str,
+    },
+    /// A cycle of this candidate was started while another of its cycles was unsettled: its
+    /// [`Cycle`](crate::Cycle) is still alive, or the record read back is that cycle's own
+    /// uncommitted write (the same transaction). Inside one transaction a candidate runs at
+    /// most one cycle; adopt or drop the `Cycle` after its transaction ends, then run the next
+    /// one in a new transaction.
+    #[error(
+        "candidate {candidate} already has a cycle whose transaction has not ended (one cycle \
+         per transaction; adopt or drop its Cycle after the commit before the next cycle)"
+    )]
+    CycleInProgress {
+        /// The candidate.
+        candidate: CandidateId,
     },
     /// A fenced operation carried a token that no longer leads.
     #[error("stale fencing token {token}: the election is at ballot {current}{}", if *.vacant { " (vacant)" } else { "" })]

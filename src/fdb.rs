@@ -235,6 +235,12 @@ where
         Ok(())
     }
 
+    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        // Cached by the transaction once its first read has taken it.
+        let version = Transaction::get_read_version(self);
+        async move { Ok(u64::try_from(version.await?).ok()) }
+    }
+
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
         // FoundationDB reports watch errors (too many watches, the creating transaction
         // failed) through the future, never synchronously.

@@ -110,6 +110,7 @@
 
 mod clock;
 mod config;
+mod database;
 mod error;
 mod ids;
 pub mod memdb;
@@ -126,6 +127,7 @@ pub use config::{
     ConfigError, DEFAULT_CANDIDATE_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_DURATION,
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
 };
+pub use database::{ElectionDatabase, TransactionTimedOut};
 pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority};
 pub use memdb::{

@@ -89,9 +89,12 @@ impl DecideBench {
                 leader: &b.record,
                 priority: Priority::new(1),
                 payload: Some(b"10.0.0.1:7000"),
+                registration: 0,
                 started_at: b.t,
                 read_at: b.t,
+                read_version: None,
                 mode: Mode::Cycle,
+                lookups: core::Lookups::default(),
             };
             core::decide_cycle(&mut b.state, &input)?
         };
@@ -115,13 +118,16 @@ impl DecideBench {
             leader: &self.record,
             priority: Priority::new(1),
             payload: Some(b"10.0.0.1:7000"),
+            registration: 0,
             started_at: self.t,
             read_at: self.t,
+            read_version: None,
             mode: Mode::Cycle,
+            lookups: core::Lookups::default(),
         };
         Ok(match core::decide_cycle(&mut self.state, &input)? {
             Decision::Plan(plan) => plan.write.is_some(),
-            Decision::NeedRank => false,
+            Decision::Need(_) => false,
         })
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::config::MAX_DURATION;
 use crate::ids::{Ballot, CandidateId, Priority};
 
 /// The largest leader payload (for example, the leader's address), in bytes.
@@ -32,6 +33,49 @@ impl Named {
     /// Its priority.
     pub fn priority(&self) -> Priority {
         self.priority
+    }
+}
+
+/// Who a vacancy is held for, or who asked the leader to step down: a candidate, or an
+/// operator. An operator is not a candidate: no candidate can fill a vacancy held for an
+/// operator (every candidate waits a full lease of unchanged observation first), whatever id
+/// the operator gave (DESIGN §10.4).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Party {
+    /// A registered candidate, with the priority it had when named.
+    Candidate(Named),
+    /// An operator, by the id it gave for the record.
+    Operator(CandidateId),
+}
+
+impl Party {
+    /// The candidate, if the party is one.
+    pub(crate) fn candidate(&self) -> Option<&Named> {
+        match self {
+            Party::Candidate(n) => Some(n),
+            Party::Operator(_) => None,
+        }
+    }
+
+    /// The operator, if the party is one.
+    pub(crate) fn operator(&self) -> Option<&CandidateId> {
+        match self {
+            Party::Operator(id) => Some(id),
+            Party::Candidate(_) => None,
+        }
+    }
+
+    /// The id named, whoever it is.
+    pub(crate) fn id(&self) -> &CandidateId {
+        match self {
+            Party::Candidate(n) => &n.id,
+            Party::Operator(id) => id,
+        }
+    }
+
+    /// Whether this is the candidate `id` (an operator never is, whatever id it gave).
+    pub(crate) fn is_candidate(&self, id: &CandidateId) -> bool {
+        self.candidate().is_some_and(|n| &n.id == id)
     }
 }
 
@@ -65,8 +109,8 @@ pub struct LeaderRecord {
     pub(crate) owner: Option<Named>,
     pub(crate) renewal: u64,
     pub(crate) lease: Duration,
-    pub(crate) handover: Option<Named>,
-    pub(crate) reservation: Option<Named>,
+    pub(crate) handover: Option<Party>,
+    pub(crate) reservation: Option<Party>,
     pub(crate) payload: Option<Vec<u8>>,
     pub(crate) writer: Option<AttemptId>,
 }
@@ -108,14 +152,32 @@ impl LeaderRecord {
         self.lease
     }
 
-    /// A pending handover request from a strictly higher-priority candidate.
+    /// A pending handover request from a candidate (of a strictly higher priority than the
+    /// leader's when it was written). An operator's request is
+    /// [`operator_request`](Self::operator_request).
     pub fn handover_request(&self) -> Option<&Named> {
-        self.handover.as_ref()
+        self.handover.as_ref().and_then(Party::candidate)
     }
 
-    /// While vacant: the candidate the vacancy is reserved for.
+    /// A pending operator request that the leader step down
+    /// ([`LeaderElection::request_resign`](crate::LeaderElection::request_resign)), by the id
+    /// the operator gave. The leader honours it at its next cycle and reserves the vacancy for
+    /// the best live candidate.
+    pub fn operator_request(&self) -> Option<&CandidateId> {
+        self.handover.as_ref().and_then(Party::operator)
+    }
+
+    /// While vacant: the candidate the vacancy is reserved for. It takes over at once; every
+    /// other candidate waits a full lease of unchanged observation first.
     pub fn reservation(&self) -> Option<&Named> {
-        self.reservation.as_ref()
+        self.reservation.as_ref().and_then(Party::candidate)
+    }
+
+    /// While vacant after an operator's
+    /// [`force_vacate`](crate::LeaderElection::force_vacate): the operator's id. No candidate
+    /// fills the vacancy before it has seen it unchanged for a full lease.
+    pub fn operator_hold(&self) -> Option<&CandidateId> {
+        self.reservation.as_ref().and_then(Party::operator)
     }
 
     /// The leader's payload (for example, its address).
@@ -138,8 +200,22 @@ impl LeaderRecord {
         if self.lease.is_zero() {
             return Err("zero lease duration");
         }
+        if self.lease > MAX_DURATION {
+            return Err("lease above the longest duration a configuration allows");
+        }
         if self.owner.is_some() && self.ballot == Ballot::ZERO {
             return Err("owner at ballot 0");
+        }
+        if self.owner.is_some() && self.renewal == 0 {
+            return Err("owned record at renewal 0");
+        }
+        if self.reservation.is_some() && self.ballot == Ballot::ZERO {
+            return Err("reservation at ballot 0");
+        }
+        if let (Some(owner), Some(request)) = (&self.owner, &self.handover) {
+            if request.is_candidate(&owner.id) {
+                return Err("handover request from the owner itself");
+            }
         }
         if self.owner.is_some() && self.reservation.is_some() {
             return Err("reservation while owned");
@@ -157,10 +233,9 @@ impl LeaderRecord {
         {
             return Err("payload too large");
         }
-        let ids = [&self.owner, &self.handover, &self.reservation];
-        if ids
-            .iter()
-            .any(|n| n.as_ref().is_some_and(|n| !n.id.is_valid()))
+        let named = [&self.handover, &self.reservation].map(|p| p.as_ref().map(Party::id));
+        if self.owner.as_ref().is_some_and(|n| !n.id.is_valid())
+            || named.iter().flatten().any(|id| !id.is_valid())
             || self
                 .writer
                 .as_ref()
@@ -191,6 +266,8 @@ pub struct LeaderState {
     pub lease_duration: Duration,
     /// A pending handover request, if a higher-priority candidate asked for one.
     pub handover_requested_by: Option<Named>,
+    /// A pending operator request that the leader step down, by the operator's id.
+    pub operator_request: Option<CandidateId>,
     /// The leader's payload (for example, its address).
     pub payload: Option<Vec<u8>>,
 }
@@ -204,7 +281,8 @@ impl LeaderState {
             priority: owner.priority,
             renewal: r.renewal,
             lease_duration: r.lease,
-            handover_requested_by: r.handover.clone(),
+            handover_requested_by: r.handover_request().cloned(),
+            operator_request: r.operator_request().cloned(),
             payload: r.payload.clone(),
         })
     }

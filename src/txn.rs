@@ -77,6 +77,19 @@ pub trait ElectionTxn: Send + Sync {
     ///
     /// Whatever the database reports (for example, too many outstanding watches).
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError>;
+
+    /// The read version this transaction's reads observe, once a read has taken it; `None`
+    /// where the store cannot say.
+    ///
+    /// The election uses it to tell the leader record a transaction wrote itself, read back
+    /// through read-your-writes, from the same record committed: a commit always lands at a
+    /// version newer than its own transaction's read version, so a record naming an attempt,
+    /// read at that attempt's very read version, is still uncommitted (DESIGN §10.1). Stores
+    /// that return `None` rely on the [`Cycle`](crate::Cycle) being alive until the
+    /// transaction ends.
+    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        std::future::ready(Ok(None))
+    }
 }
 
 /// What went wrong with a transaction, as far as retrying it is concerned.

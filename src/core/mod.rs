@@ -24,7 +24,7 @@ use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{CandidateId, Priority};
-use crate::record::{AttemptId, CandidateRecord, FenceRecord, LeaderRecord, Named};
+use crate::record::{AttemptId, CandidateRecord, FenceRecord, LeaderRecord, Named, Party};
 
 /// What a cycle is allowed to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,13 +42,50 @@ pub(crate) struct CycleInput<'a> {
     pub(crate) leader: &'a LeaderRecord,
     /// This candidate's priority, as registered in this same transaction.
     pub(crate) priority: Priority,
+    /// This candidate's registration number (its own record, read in this transaction).
+    pub(crate) registration: u64,
     /// The payload to publish while leading.
     pub(crate) payload: Option<&'a [u8]>,
     /// A clock reading taken before the attempt's reads.
     pub(crate) started_at: LocalInstant,
     /// A clock reading taken after the attempt's reads.
     pub(crate) read_at: LocalInstant,
+    /// The read version this attempt's reads observed, when the store reports one.
+    pub(crate) read_version: Option<u64>,
     pub(crate) mode: Mode,
+    /// Registry facts, present once a [`Decision::Need`] asked for them.
+    pub(crate) lookups: Lookups<'a>,
+}
+
+/// Registry facts a decision may need, looked up only when it asks ([`Decision::Need`]): most
+/// cycles need none, so they read no more than three keys.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lookups<'a> {
+    /// Every registered candidate (a snapshot scan of the registry).
+    pub(crate) registry: Option<&'a [(CandidateId, CandidateRecord)]>,
+    /// The registration of the candidate whose handover request the record carries:
+    /// `Some(None)` when it is not registered.
+    pub(crate) requester: Option<Option<&'a CandidateRecord>>,
+}
+
+impl<'a> Lookups<'a> {
+    /// The registration of `id`, if known: from the requester lookup, or from the registry.
+    fn registration_of(&self, id: &CandidateId) -> Option<Option<&'a CandidateRecord>> {
+        if let Some(found) = self.requester {
+            return Some(found);
+        }
+        self.registry
+            .map(|rows| rows.iter().find(|(c, _)| c == id).map(|(_, r)| r))
+    }
+}
+
+/// A registry fact a decision needs before it can be taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Scan the registry (ranks, the best live candidate).
+    Registry,
+    /// Read this candidate's registration (the author of a handover request).
+    Requester(CandidateId),
 }
 
 /// What the attempt does to the leader record.
@@ -62,7 +99,8 @@ pub enum Action {
     Renewed,
     /// Asked the (lower-priority) leader to hand over.
     RequestedHandover,
-    /// Stepped down for a handover, reserving the vacancy for the requester.
+    /// Stepped down for a handover, reserving the vacancy for the requester (or, for an
+    /// operator's request, for the best live candidate).
     HandedOver,
     /// Stepped down because elections are disabled.
     SteppedDown,
@@ -78,9 +116,9 @@ pub enum Action {
               would only add an allocation per cycle"
 )]
 pub(crate) enum Decision {
-    /// Taking over is due but depends on this candidate's rank among live candidates: scan
-    /// the registry, store the rank with [`LocalState::set_rank`], and decide again.
-    NeedRank,
+    /// The decision depends on a registry fact: look it up, add it to the input's
+    /// [`Lookups`], and decide again. Nothing was changed locally.
+    Need(Lookup),
     /// The plan for this attempt.
     Plan(Plan),
 }
@@ -89,7 +127,8 @@ pub(crate) enum Decision {
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub(crate) action: Action,
-    /// The new leader record; when set, the leader key must also get a read-conflict range.
+    /// The new leader record; when set, the leader key must also get a read-conflict range
+    /// (and so must the registration of a candidate the record reserves the vacancy for).
     pub(crate) write: Option<LeaderRecord>,
     /// The new fence record, when ownership changes.
     pub(crate) fence: Option<FenceRecord>,
@@ -128,12 +167,25 @@ fn after(t: LocalInstant, d: Duration) -> LocalInstant {
     t.saturating_add(d)
 }
 
+/// **The lapse rule**, the one place it is written: an observation identity first seen at
+/// `first_seen` (a clock reading taken *after* the read that first saw it) has been unchanged
+/// for a full `lease` from the returned instant on. A follower may take over from then
+/// (comparing a reading taken *before* its attempt), and an observer reports the lease lapsed.
+/// Used by followers' cycles, [`LeaderElection::current_leader`](crate::LeaderElection) and
+/// the runner's observer mode.
+pub(crate) fn lapse_at(first_seen: LocalInstant, lease: Duration) -> LocalInstant {
+    after(first_seen, lease)
+}
+
 /// Decides one election cycle. Mutates `st` only with facts and demotions; promotions are
-/// returned in the plan for [`LocalState::adopt`].
+/// returned in the plan for [`LocalState::adopt`]. A [`Decision::Need`] changes nothing
+/// that deciding again with the same input would not change the same way.
 ///
 /// # Errors
 ///
-/// Only exhausted counters (ballot or renewal at `u64::MAX`).
+/// Exhausted counters (ballot or renewal at `u64::MAX`), and
+/// [`ElectionError::CycleInProgress`] when the record read is this candidate's own write from
+/// this same transaction (a cycle whose transaction had not ended).
 pub(crate) fn decide_cycle(
     st: &mut LocalState,
     input: &CycleInput<'_>,
@@ -142,17 +194,57 @@ pub(crate) fn decide_cycle(
     let cfg = input.config;
     let t0 = input.started_at;
 
-    st.recognize_own_write(rec, cfg);
+    st.recognize_own_write(rec, cfg, input.read_version)?;
     st.check_tenure(rec, t0);
     st.observe(rec, input.read_at);
 
     if let Some(tenure) = st.tenure().cloned() {
         return decide_as_leader(st, input, tenure);
     }
-    if input.mode == Mode::RefreshOnly || !cfg.election_enabled {
+    if input.mode == Mode::RefreshOnly {
+        return Ok(nothing(None));
+    }
+    if st.unwritten_release(rec) {
+        // This candidate stepped down, but its vacancy never landed: the record still names
+        // it (and nobody else believes), so write the vacancy again.
+        return release_again(st, input);
+    }
+    if !cfg.election_enabled {
         return Ok(nothing(None));
     }
     decide_as_follower(st, input)
+}
+
+/// Whether `reg` is a live registration, measured against the record's renewals.
+fn live(input: &CycleInput<'_>, reg: Option<&CandidateRecord>) -> bool {
+    reg.is_some_and(|r| r.is_live(input.leader.renewal, input.config.renewals_before_dead()))
+}
+
+/// A candidate's handover request, if this leader must honour it: preemption is on, the
+/// requester outranks this leader (in its request and in its registration), and it is
+/// registered and live. `Err` asks for the requester's registration first.
+fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Party>, Lookup> {
+    if !input.config.allow_preemption || req.priority <= input.priority {
+        return Ok(None);
+    }
+    let Some(reg) = input.lookups.registration_of(&req.id) else {
+        return Err(Lookup::Requester(req.id.clone()));
+    };
+    let outranks = reg.is_some_and(|r| r.priority > input.priority);
+    Ok((outranks && live(input, reg)).then(|| Party::Candidate(req.clone())))
+}
+
+/// The best live candidate other than this one, to reserve a vacancy for. `Err` asks for the
+/// registry first.
+fn best_live_reservation(st: &LocalState, input: &CycleInput<'_>) -> Result<Option<Party>, Lookup> {
+    let rows = input.lookups.registry.ok_or(Lookup::Registry)?;
+    Ok(best_live(
+        st.id(),
+        rows,
+        input.leader.renewal,
+        input.config.renewals_before_dead(),
+    )
+    .map(Party::Candidate))
 }
 
 fn decide_as_leader(
@@ -165,33 +257,49 @@ fn decide_as_leader(
     let t0 = input.started_at;
 
     if !cfg.election_enabled {
-        st.demote();
-        let write = vacancy(st, rec, None, cfg.lease_duration)?;
-        return Ok(release(st, write, Action::SteppedDown, t0));
+        return step_down(st, input, None, Action::SteppedDown);
     }
 
     let mut next_action_at = None;
     let mut keep_request = None;
-    if let Some(req) = rec.handover.as_ref() {
-        let honourable = cfg.allow_preemption && req.priority > input.priority;
-        if honourable {
-            let tenure_end = after(tenure.acquired_at, cfg.min_tenure);
-            if t0 >= tenure_end {
-                let seen = st.note_handover_request(t0);
-                let grace_end = after(seen, cfg.handover_grace);
-                if !st.busy() || t0 >= grace_end {
-                    st.demote();
-                    let write = vacancy(st, rec, Some(req.clone()), cfg.lease_duration)?;
-                    return Ok(release(st, write, Action::HandedOver, t0));
+    match rec.handover.as_ref() {
+        None => {}
+        Some(Party::Candidate(req)) => {
+            let reserve = match honourable_request(input, req) {
+                Ok(reserve) => reserve,
+                Err(need) => return Ok(Decision::Need(need)),
+            };
+            if let Some(reserve) = reserve {
+                let tenure_end = after(tenure.acquired_at, cfg.min_tenure);
+                if t0 < tenure_end {
+                    next_action_at = Some(tenure_end);
+                } else {
+                    let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
+                    if !st.busy() || t0 >= grace_end {
+                        return step_down(st, input, Some(reserve), Action::HandedOver);
+                    }
+                    next_action_at = Some(grace_end);
                 }
-                next_action_at = Some(grace_end);
-            } else {
-                next_action_at = Some(tenure_end);
+                keep_request = rec.handover.clone();
             }
-            keep_request = Some(req.clone());
+            // A request that is not honourable (preemption disabled, the requester no longer
+            // outranks this leader, or is gone) is dropped by the renewal below.
         }
-        // A request that is not honourable (preemption disabled, or the requester no longer
-        // outranks this leader) is dropped by the renewal below.
+        Some(Party::Operator(_)) => {
+            // An operator's request: step down whatever the priorities and the preemption
+            // setting, after draining in-flight work within the grace, and reserve for the
+            // best live candidate so leadership moves in one commit.
+            let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
+            if !st.busy() || t0 >= grace_end {
+                let reserve = match best_live_reservation(st, input) {
+                    Ok(reserve) => reserve,
+                    Err(need) => return Ok(Decision::Need(need)),
+                };
+                return step_down(st, input, reserve, Action::HandedOver);
+            }
+            next_action_at = Some(grace_end);
+            keep_request = rec.handover.clone();
+        }
     }
 
     // Renew: same ballot, new renewal, validity from this attempt's start.
@@ -211,6 +319,34 @@ fn decide_as_leader(
     Ok(Decision::Plan(plan))
 }
 
+/// Writes the vacancy again after a release whose write never landed (the record still
+/// names this candidate, which no longer believes). The reason and the reservation are chosen
+/// again from the record and the registry as they are now, as a leader would choose them:
+/// elections disabled: unreserved; an honourable candidate request: the requester; an
+/// operator's request: the best live candidate; no reason left (the request was withdrawn or
+/// is no longer honourable): a resignation, reserved for the best live candidate.
+fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, ElectionError> {
+    let rec = input.leader;
+    if !input.config.election_enabled {
+        return step_down(st, input, None, Action::SteppedDown);
+    }
+    if let Some(Party::Candidate(req)) = rec.handover.as_ref() {
+        match honourable_request(input, req) {
+            Ok(Some(reserve)) => return step_down(st, input, Some(reserve), Action::HandedOver),
+            Ok(None) => {}
+            Err(need) => return Ok(Decision::Need(need)),
+        }
+    }
+    let action = match rec.handover {
+        Some(Party::Operator(_)) => Action::HandedOver,
+        _ => Action::Resigned,
+    };
+    match best_live_reservation(st, input) {
+        Ok(reserve) => step_down(st, input, reserve, action),
+        Err(need) => Ok(Decision::Need(need)),
+    }
+}
+
 fn decide_as_follower(
     st: &mut LocalState,
     input: &CycleInput<'_>,
@@ -223,7 +359,10 @@ fn decide_as_follower(
     };
 
     // When may this candidate take over, and does it depend on rank?
-    let reserved_for_me = rec.reservation.as_ref().is_some_and(|r| &r.id == st.id());
+    let reserved_for_me = rec
+        .reservation
+        .as_ref()
+        .is_some_and(|r| r.is_candidate(st.id()));
     let takeover_at = if reserved_for_me {
         // The leader stepped down for this candidate: fill the reservation at once.
         return acquire(st, input);
@@ -235,27 +374,51 @@ fn decide_as_follower(
             (obs.first_seen, input.read_at)
         } else {
             // A lease held by someone (possibly this candidate's own lost record), or a
-            // vacancy reserved for someone else: a full lease of unchanged observation,
-            // counted from a reading taken after the read that first saw it, compared with
-            // a reading taken before this attempt (so before the belief would start).
-            (after(obs.first_seen, rec.lease), t0)
+            // vacancy held for someone else (a candidate or an operator): a full lease of
+            // unchanged observation, compared with a reading taken before this attempt (so
+            // before the belief would start).
+            (lapse_at(obs.first_seen, rec.lease), t0)
         };
         let at = if now < base || cfg.takeover_stagger.is_zero() {
             base // not due yet (the rank is looked up only when it is), or no stagger
         } else {
-            match obs.rank {
-                None => return Ok(Decision::NeedRank),
-                Some(rank) => {
-                    // Capped at one heartbeat: ranks are liveness only, and candidates that
-                    // died while renewals were frozen can still count as live, so the bound
-                    // "a leader within lease + 2 heartbeats" must not depend on them.
-                    let stagger = cfg
-                        .takeover_stagger
-                        .saturating_mul(rank)
-                        .min(cfg.heartbeat_interval);
-                    after(base, stagger)
+            let rank = match obs.rank {
+                Some(rank) => rank,
+                None => {
+                    let Some(rows) = input.lookups.registry else {
+                        return Ok(Decision::Need(Lookup::Registry));
+                    };
+                    let exclude: Vec<&CandidateId> = [
+                        rec.owner.as_ref().map(|o| &o.id),
+                        rec.reservation
+                            .as_ref()
+                            .and_then(Party::candidate)
+                            .map(|r| &r.id),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    let rank = rank_among(
+                        st.id(),
+                        input.priority,
+                        input.registration,
+                        rows,
+                        rec.renewal,
+                        cfg.renewals_before_dead(),
+                        &exclude,
+                    );
+                    st.set_rank(rank);
+                    rank
                 }
-            }
+            };
+            // Capped at one heartbeat: ranks are liveness only, and candidates that died
+            // while renewals were frozen can still count as live, so the bound "a leader
+            // within lease + 2 heartbeats" must not depend on them.
+            let stagger = cfg
+                .takeover_stagger
+                .saturating_mul(rank)
+                .min(cfg.heartbeat_interval);
+            after(base, stagger)
         };
         if now >= at {
             return acquire(st, input);
@@ -266,23 +429,22 @@ fn decide_as_follower(
     // Not taking over now: ask a lower-priority leader to hand over?
     if let Some(owner) = rec.owner.as_ref() {
         let outranks_owner = input.priority > owner.priority && &owner.id != st.id();
-        let outranks_request = rec
-            .handover
-            .as_ref()
-            .is_none_or(|h| input.priority > h.priority && &h.id != st.id());
+        // A candidate's request is replaced only by a strictly higher one; an operator's
+        // request is never replaced.
+        let outranks_request = match rec.handover.as_ref() {
+            None => true,
+            Some(Party::Candidate(h)) => input.priority > h.priority && &h.id != st.id(),
+            Some(Party::Operator(_)) => false,
+        };
         if cfg.allow_preemption && outranks_owner && outranks_request {
-            let seq = st.next_seq()?;
+            // The request changes neither the observation identity nor the attempt id, so
+            // followers keep timing a dead leader and the owner can still recognise its own
+            // unknown commit.
             let mut write = rec.clone();
-            write.handover = Some(Named::new(st.id().clone(), input.priority));
-            write.writer = Some(AttemptId {
-                candidate: st.id().clone(),
-                seq,
-            });
-            st.push_pending(PendingAttempt {
-                seq,
-                started_at: t0,
-                promotes: false,
-            });
+            write.handover = Some(Party::Candidate(Named::new(
+                st.id().clone(),
+                input.priority,
+            )));
             return Ok(Decision::Plan(Plan {
                 action: Action::RequestedHandover,
                 write: Some(write),
@@ -312,7 +474,7 @@ fn acquire(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, Elec
 /// What differs between renewing and acquiring an owned record.
 struct Owned {
     ballot: crate::ids::Ballot,
-    handover: Option<Named>,
+    handover: Option<Party>,
     acquired_at: LocalInstant,
     handover_seen_at: Option<LocalInstant>,
 }
@@ -320,6 +482,10 @@ struct Owned {
 /// The record this candidate writes as owner (renewal + 1, the configured lease, its payload,
 /// this attempt's id) and the tenure to adopt once that write is confirmed, dated from this
 /// attempt's start. The caller sets the action, the fence and the next action time.
+///
+/// A write that shortens the lease caps the belief held now, before the commit: if the
+/// commit's result is unknown but it applied, followers time the shorter lease, and the
+/// belief must already end as the shorter lease says (DESIGN §10.3).
 fn write_owned(
     st: &mut LocalState,
     input: &CycleInput<'_>,
@@ -327,6 +493,8 @@ fn write_owned(
 ) -> Result<Plan, ElectionError> {
     let t0 = input.started_at;
     let lease = input.config.lease_duration;
+    let valid_until = after(t0, input.config.local_validity(lease));
+    st.cap_belief(lease, valid_until);
     let seq = st.next_seq()?;
     let write = LeaderRecord {
         ballot: owned.ballot,
@@ -345,7 +513,7 @@ fn write_owned(
         ballot: write.ballot,
         renewal: write.renewal,
         lease,
-        valid_until: after(t0, input.config.local_validity(lease)),
+        valid_until,
         acquired_at: owned.acquired_at,
         handover_seen_at: owned.handover_seen_at,
     };
@@ -353,6 +521,7 @@ fn write_owned(
         seq,
         started_at: t0,
         promotes: true,
+        read_version: input.read_version,
     });
     Ok(Plan {
         action: Action::None,
@@ -363,39 +532,61 @@ fn write_owned(
     })
 }
 
-/// A vacancy written by the current owner: same ballot, new renewal, optionally reserved.
-fn vacancy(
+/// Stops believing at once, then plans the vacancy (same ballot, new renewal) reserved for
+/// `reserve`. Remembers the release, so a vacancy that never lands is written again.
+fn step_down(
+    st: &mut LocalState,
+    input: &CycleInput<'_>,
+    reserve: Option<Party>,
+    action: Action,
+) -> Result<Decision, ElectionError> {
+    st.demote();
+    release(
+        st,
+        input.leader,
+        reserve,
+        input.config,
+        action,
+        input.started_at,
+        input.read_version,
+    )
+    .map(Decision::Plan)
+}
+
+/// The vacancy plan of a candidate that has already stopped believing: same ballot, new
+/// renewal, optionally reserved, written by this attempt.
+fn release(
     st: &mut LocalState,
     rec: &LeaderRecord,
-    reserve_for: Option<Named>,
-    lease: Duration,
-) -> Result<LeaderRecord, ElectionError> {
+    reserve: Option<Party>,
+    cfg: &ElectionConfig,
+    action: Action,
+    t0: LocalInstant,
+    read_version: Option<u64>,
+) -> Result<Plan, ElectionError> {
     let seq = st.next_seq()?;
-    Ok(LeaderRecord {
+    let write = LeaderRecord {
         ballot: rec.ballot,
         owner: None,
         renewal: next_renewal(rec)?,
-        lease,
+        lease: cfg.lease_duration,
         handover: None,
-        reservation: reserve_for,
+        reservation: reserve,
         payload: None,
         writer: Some(AttemptId {
             candidate: st.id().clone(),
             seq,
         }),
-    })
-}
-
-fn release(st: &mut LocalState, write: LeaderRecord, action: Action, t0: LocalInstant) -> Decision {
-    if let Some(w) = write.writer.as_ref() {
-        st.push_pending(PendingAttempt {
-            seq: w.seq,
-            started_at: t0,
-            promotes: false,
-        });
-    }
+    };
+    st.push_pending(PendingAttempt {
+        seq,
+        started_at: t0,
+        promotes: false,
+        read_version,
+    });
+    st.note_release(rec.ballot);
     let fence = FenceRecord::of(&write);
-    Decision::Plan(Plan {
+    Ok(Plan {
         action,
         write: Some(write),
         fence: Some(fence),
@@ -448,11 +639,8 @@ pub(crate) fn decide_resign(
         }
     }
     st.demote();
-    let write = vacancy(st, rec, best, cfg.lease_duration)?;
-    match release(st, write, Action::Resigned, t0) {
-        Decision::Plan(plan) => Ok(Ok(plan)),
-        Decision::NeedRank => Ok(Err(ResignRejected::NotLeader { current: None })),
-    }
+    let reserve = best.map(Party::Candidate);
+    release(st, rec, reserve, cfg, Action::Resigned, t0, None).map(Ok)
 }
 
 /// This candidate's rank among the live candidates that could take over: how many of them

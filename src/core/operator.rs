@@ -1,13 +1,17 @@
 //! Operator overrides: decisions taken by a tool acting on the election from outside, not by
-//! a candidate. Neither may let two processes believe they lead at once, so both leave a
-//! vacancy reserved for the operator (who never fills it): every candidate then waits a full
-//! lease of unchanged observation before taking over, by which time the old leader's own
-//! belief has ended.
+//! a candidate. Neither may let two processes believe they lead at once (DESIGN §10.4):
+//!
+//! - `force_vacate` fences the leader out at once and leaves a vacancy *held for the
+//!   operator*, which no candidate can fill (an operator is not a candidate, whatever id it
+//!   gave): every candidate waits a full lease of unchanged observation first, by which time
+//!   the old leader's own belief has ended;
+//! - `request_resign` asks the leader to step down; the leader stops believing, then reserves
+//!   the vacancy for the best live candidate, so leadership moves in one commit.
 
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
-use crate::ids::{Ballot, CandidateId, Priority};
-use crate::record::{AttemptId, LeaderRecord, Named};
+use crate::ids::{Ballot, CandidateId};
+use crate::record::{AttemptId, LeaderRecord, Party};
 
 use super::{ResignRejected, next_renewal};
 
@@ -19,8 +23,8 @@ fn operator_attempt(operator: &CandidateId) -> Option<AttemptId> {
 }
 
 /// Fences the current leader out at once: the ballot grows by one, the record becomes a
-/// vacancy reserved for `operator`, and candidates wait a full lease (at least the old
-/// leader's) before taking over with the next ballot.
+/// vacancy held for `operator`, and candidates wait a full lease (at least the old leader's)
+/// before taking over with the next ballot.
 pub(crate) fn force_vacate(
     rec: &LeaderRecord,
     cfg: &ElectionConfig,
@@ -40,16 +44,18 @@ pub(crate) fn force_vacate(
         // Followers wait this long: never less than the lease the old leader believes in.
         lease: rec.lease.max(cfg.lease_duration),
         handover: None,
-        reservation: Some(Named::new(operator.clone(), Priority::new(i32::MIN))),
+        reservation: Some(Party::Operator(operator.clone())),
         payload: None,
         writer: operator_attempt(operator),
     }))
 }
 
-/// Asks the leader of `expected` to step down: a handover request at the highest priority.
-/// The leader honours it at its next cycle (after its minimum tenure, and after draining its
-/// work within the grace), if preemption is enabled, leaving a vacancy reserved for the
-/// operator. The observation identity does not change.
+/// Asks the leader of `expected` to step down: an operator's handover request. The leader
+/// honours it at its next cycle whatever the priorities and the preemption setting (after
+/// draining its work within the grace), leaving a vacancy reserved for the best live
+/// candidate. Neither the observation identity nor the owner's attempt id changes, so
+/// followers keep timing a dead leader and the owner can still recognise its own unknown
+/// commit.
 pub(crate) fn request_resign(
     rec: &LeaderRecord,
     operator: &CandidateId,
@@ -65,8 +71,7 @@ pub(crate) fn request_resign(
         });
     }
     let mut write = rec.clone();
-    write.handover = Some(Named::new(operator.clone(), Priority::new(i32::MAX)));
-    write.writer = operator_attempt(operator);
+    write.handover = Some(Party::Operator(operator.clone()));
     Ok(write)
 }
 
@@ -85,7 +90,10 @@ mod tests {
     fn owned(lease: Duration) -> LeaderRecord {
         LeaderRecord {
             ballot: Ballot::new(4),
-            owner: Some(Named::new(id("old"), Priority::new(1))),
+            owner: Some(crate::record::Named::new(
+                id("old"),
+                crate::ids::Priority::new(1),
+            )),
             renewal: 9,
             lease,
             handover: None,
@@ -110,7 +118,8 @@ mod tests {
             (Ballot::new(5), 10, None)
         );
         assert_eq!(w.lease, Duration::from_secs(30));
-        assert_eq!(w.reservation.map(|r| r.id), Some(id("ops")));
+        assert_eq!(w.operator_hold(), Some(&id("ops")));
+        assert_eq!(w.reservation(), None);
         assert!(w.payload.is_none() && w.handover.is_none());
         let short = owned(Duration::from_secs(2));
         let w = force_vacate(&short, &cfg, &id("ops"), Ballot::new(4))
@@ -132,10 +141,10 @@ mod tests {
             (w.ballot, w.renewal, w.owner.clone()),
             (rec.ballot, rec.renewal, rec.owner.clone())
         );
-        assert_eq!(
-            w.handover.map(|h| h.priority),
-            Some(Priority::new(i32::MAX))
-        );
+        assert_eq!(w.operator_request(), Some(&id("ops")));
+        assert_eq!(w.handover_request(), None);
+        // The owner's attempt id is kept: its unknown commit stays recognisable.
+        assert_eq!(w.writer, rec.writer);
         assert!(request_resign(&rec, &id("ops"), Ballot::new(5)).is_err());
         let mut vacant = rec.clone();
         vacant.owner = None;

@@ -55,6 +55,10 @@ pub(crate) struct PendingAttempt {
     pub(crate) started_at: LocalInstant,
     /// Whether finding it committed makes this candidate leader.
     pub(crate) promotes: bool,
+    /// The read version of the attempt's transaction, when the store reports one. A record
+    /// showing this attempt, read at this same version, is the transaction's own uncommitted
+    /// write (read-your-writes), never evidence that it committed.
+    pub(crate) read_version: Option<u64>,
 }
 
 /// Everything one candidate incarnation knows locally.
@@ -66,6 +70,11 @@ pub(crate) struct LocalState {
     pending: VecDeque<PendingAttempt>,
     next_seq: u64,
     busy: bool,
+    /// The ballot this candidate released (stepped down, handed over, resigned): until the
+    /// record stops naming it at this ballot, the vacancy has not landed and is written again.
+    released: Option<Ballot>,
+    /// A cycle of this candidate whose transaction has not ended (its `Cycle` is alive).
+    cycle_open: bool,
 }
 
 impl LocalState {
@@ -77,6 +86,58 @@ impl LocalState {
             pending: VecDeque::new(),
             next_seq: 1,
             busy: false,
+            released: None,
+            cycle_open: false,
+        }
+    }
+
+    /// Starts a cycle. At most one cycle of a candidate is unsettled at a time: a read inside
+    /// the transaction of an unsettled cycle may return that cycle's own uncommitted write
+    /// (DESIGN §10.1).
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::CycleInProgress`] while another cycle is unsettled.
+    pub(crate) fn open_cycle(&mut self) -> Result<(), ElectionError> {
+        if self.cycle_open {
+            return Err(ElectionError::CycleInProgress {
+                candidate: self.id.clone(),
+            });
+        }
+        self.cycle_open = true;
+        Ok(())
+    }
+
+    /// Settles the unsettled cycle: its transaction ended (it was adopted or dropped).
+    pub(crate) fn close_cycle(&mut self) {
+        self.cycle_open = false;
+    }
+
+    /// Remembers a release written at `ballot`, so that it is written again if it never lands.
+    pub(crate) fn note_release(&mut self, ballot: Ballot) {
+        self.released = Some(ballot);
+    }
+
+    /// Whether this candidate released `rec`'s ballot while the record still names it as
+    /// owner: the vacancy never landed. Forgets the release once the record has moved on.
+    pub(crate) fn unwritten_release(&mut self, rec: &LeaderRecord) -> bool {
+        let unwritten = self
+            .released
+            .is_some_and(|b| rec.ballot == b && rec.is_owned_by(&self.id));
+        if !unwritten {
+            self.released = None;
+        }
+        unwritten
+    }
+
+    /// Caps the belief held now (if any) when this leader is about to write a lease shorter
+    /// than the one the belief was computed from: it then ends no later than `valid_until`,
+    /// the end the shorter lease gives, whatever becomes of the write.
+    pub(crate) fn cap_belief(&mut self, lease: Duration, valid_until: LocalInstant) {
+        if let Role::Leader(t) = &mut self.role {
+            if lease < t.lease && valid_until < t.valid_until {
+                t.valid_until = valid_until;
+            }
         }
     }
 
@@ -141,19 +202,35 @@ impl LocalState {
 
     /// If the record was last written by one of this candidate's unconfirmed attempts, that
     /// attempt committed: adopt it, dated from the attempt's start.
-    pub(crate) fn recognize_own_write(&mut self, rec: &LeaderRecord, cfg: &ElectionConfig) {
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::CycleInProgress`] if the record was read at the very read version
+    /// of the attempt that wrote it: this is that transaction's own uncommitted write, read
+    /// back (the caller started a second cycle before the first one's transaction ended).
+    pub(crate) fn recognize_own_write(
+        &mut self,
+        rec: &LeaderRecord,
+        cfg: &ElectionConfig,
+        read_version: Option<u64>,
+    ) -> Result<(), ElectionError> {
         let Some(w) = rec.writer.as_ref() else {
-            return;
+            return Ok(());
         };
         if w.candidate != self.id {
-            return;
+            return Ok(());
         }
         let Some(p) = self.pending.iter().find(|p| p.seq == w.seq).cloned() else {
-            return;
+            return Ok(());
         };
+        if p.read_version.is_some() && p.read_version == read_version {
+            return Err(ElectionError::CycleInProgress {
+                candidate: self.id.clone(),
+            });
+        }
         self.pending.retain(|q| q.seq > w.seq);
         if !p.promotes || !rec.is_owned_by(&self.id) {
-            return;
+            return Ok(());
         }
         let same_term = self.tenure().filter(|t| t.ballot == rec.ballot).cloned();
         let tenure = Tenure {
@@ -165,6 +242,7 @@ impl LocalState {
             handover_seen_at: same_term.and_then(|t| t.handover_seen_at),
         };
         self.install(tenure);
+        Ok(())
     }
 
     /// Demotes unless the record still is exactly what this leader last wrote and the belief
@@ -232,6 +310,7 @@ impl LocalState {
             .is_none_or(|t| (tenure.ballot, tenure.renewal) > (t.ballot, t.renewal));
         if newer {
             self.role = Role::Leader(tenure);
+            self.released = None;
         }
         newer
     }

@@ -52,7 +52,7 @@ fn vacant(ballot: u64, renewal: u64, reserved: Option<(&str, i32)>) -> LeaderRec
         renewal,
         lease: LEASE,
         handover: None,
-        reservation: reserved.map(|(i, p)| Named::new(id(i), Priority::new(p))),
+        reservation: reserved.map(|(i, p)| Party::Candidate(Named::new(id(i), Priority::new(p)))),
         payload: None,
         writer: Some(AttemptId {
             candidate: id("someone"),
@@ -61,7 +61,109 @@ fn vacant(ballot: u64, renewal: u64, reserved: Option<(&str, i32)>) -> LeaderRec
     }
 }
 
-/// Runs one decision with t0 = `t0_ms` and the read finishing 1 ms later.
+/// A candidate's handover request.
+fn request(who: &str, prio: i32) -> Option<Party> {
+    Some(Party::Candidate(Named::new(id(who), Priority::new(prio))))
+}
+
+type Registry = Vec<(CandidateId, CandidateRecord)>;
+
+/// A live registration (it saw `seen` renewals) with this priority and registration number.
+fn cand(prio: i32, reg: u64, seen: u64) -> CandidateRecord {
+    CandidateRecord {
+        priority: Priority::new(prio),
+        registration: reg,
+        heartbeat: 0,
+        seen_renewal: seen,
+        metadata: None,
+    }
+}
+
+/// Everyone `rec` names, registered and live with the priority it names them with; `me` is
+/// registered (number 0) by the caller's cycle and is not listed.
+fn everyone(rec: &LeaderRecord) -> Registry {
+    let named = [
+        rec.owner.clone(),
+        rec.handover.as_ref().and_then(Party::candidate).cloned(),
+        rec.reservation.as_ref().and_then(Party::candidate).cloned(),
+    ];
+    named
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, n)| (n.id, cand(n.priority.get(), i as u64 + 1, rec.renewal)))
+        .collect()
+}
+
+/// The input of one attempt with t0 = `t0_ms` and the read finishing 1 ms later.
+fn input<'a>(
+    c: &'a ElectionConfig,
+    rec: &'a LeaderRecord,
+    prio: i32,
+    t0_ms: u64,
+    mode: Mode,
+    lookups: Lookups<'a>,
+) -> CycleInput<'a> {
+    CycleInput {
+        config: c,
+        leader: rec,
+        priority: Priority::new(prio),
+        registration: 0,
+        payload: Some(b"addr"),
+        started_at: at(t0_ms),
+        read_at: at(t0_ms + 1),
+        read_version: None,
+        mode,
+        lookups,
+    }
+}
+
+/// One decision, its lookups unanswered.
+fn run_raw(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+    t0_ms: u64,
+) -> Decision {
+    decide_cycle(
+        st,
+        &input(c, rec, prio, t0_ms, Mode::Cycle, Lookups::default()),
+    )
+    .unwrap()
+}
+
+/// One decision, its lookups answered from `registry` (each asked for at most once).
+fn run_in(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+    t0_ms: u64,
+    mode: Mode,
+    registry: &Registry,
+) -> Decision {
+    let mut lookups = Lookups::default();
+    let mut asked = Vec::new();
+    loop {
+        match decide_cycle(st, &input(c, rec, prio, t0_ms, mode, lookups)).unwrap() {
+            Decision::Need(need) => {
+                assert!(!asked.contains(&need), "{need:?} asked for twice");
+                match &need {
+                    Lookup::Registry => lookups.registry = Some(registry),
+                    Lookup::Requester(who) => {
+                        lookups.requester =
+                            Some(registry.iter().find(|(c, _)| c == who).map(|(_, r)| r));
+                    }
+                }
+                asked.push(need);
+            }
+            plan => return plan,
+        }
+    }
+}
+
+/// One decision, with everyone the record names registered and live.
 fn run(
     st: &mut LocalState,
     c: &ElectionConfig,
@@ -80,22 +182,13 @@ fn run_mode(
     t0_ms: u64,
     mode: Mode,
 ) -> Decision {
-    let input = CycleInput {
-        config: c,
-        leader: rec,
-        priority: Priority::new(prio),
-        payload: Some(b"addr"),
-        started_at: at(t0_ms),
-        read_at: at(t0_ms + 1),
-        mode,
-    };
-    decide_cycle(st, &input).unwrap()
+    run_in(st, c, rec, prio, t0_ms, mode, &everyone(rec))
 }
 
 fn plan(d: Decision) -> Plan {
     match d {
         Decision::Plan(p) => p,
-        Decision::NeedRank => panic!("unexpected NeedRank"),
+        Decision::Need(n) => panic!("unexpected lookup {n:?}"),
     }
 }
 
@@ -175,7 +268,7 @@ fn a_handover_request_does_not_restart_followers_timers() {
     let mut st = LocalState::new(id("me"));
     plan(run(&mut st, &c, &owned("old", 1, 7, 20), 1, 0));
     let mut with_request = owned("old", 1, 7, 20);
-    with_request.handover = Some(Named::new(id("hi"), Priority::new(9)));
+    with_request.handover = request("hi", 9);
     assert_eq!(
         plan(run(&mut st, &c, &with_request, 1, 10_001)).action,
         Action::Acquired
@@ -194,11 +287,20 @@ fn takeover_is_staggered_by_rank() {
     // Before the lease is up the rank is not even looked up.
     assert_eq!(plan(run(&mut st, &c, &rec, 1, 5_000)).action, Action::None);
     assert!(matches!(
-        run(&mut st, &c, &rec, 1, 10_001),
-        Decision::NeedRank
+        run_raw(&mut st, &c, &rec, 1, 10_001),
+        Decision::Need(Lookup::Registry)
     ));
-    st.set_rank(2);
-    let p = plan(run(&mut st, &c, &rec, 1, 10_001));
+    // Two live candidates rank ahead (higher priorities, one a renewal behind); the old owner,
+    // an equal one registered later and a dead higher one do not count.
+    let registry = vec![
+        (id("old"), cand(9, 0, 20)),
+        (id("higher"), cand(2, 5, 20)),
+        (id("higher-behind"), cand(3, 7, 19)),
+        (id("equal-later"), cand(1, 3, 20)),
+        (id("dead"), cand(9, 0, 1)),
+    ];
+    let p = plan(run_in(&mut st, &c, &rec, 1, 10_001, Mode::Cycle, &registry));
+    assert_eq!(st.observed().and_then(|o| o.rank), Some(2));
     assert_eq!(p.action, Action::None);
     assert_eq!(p.next_action_at, Some(at(10_001 + 600)));
     assert_eq!(plan(run(&mut st, &c, &rec, 1, 10_600)).action, Action::None);
@@ -218,11 +320,14 @@ fn the_stagger_is_capped_at_one_heartbeat() {
     let mut st = LocalState::new(id("me"));
     plan(run(&mut st, &c, &rec, 1, 0));
     assert!(matches!(
-        run(&mut st, &c, &rec, 1, 10_001),
-        Decision::NeedRank
+        run_raw(&mut st, &c, &rec, 1, 10_001),
+        Decision::Need(Lookup::Registry)
     ));
-    st.set_rank(1_000);
-    let p = plan(run(&mut st, &c, &rec, 1, 10_001));
+    let registry: Registry = (0..1_000)
+        .map(|i| (id(&format!("c{i}")), cand(5, i, 20)))
+        .collect();
+    let p = plan(run_in(&mut st, &c, &rec, 1, 10_001, Mode::Cycle, &registry));
+    assert_eq!(st.observed().and_then(|o| o.rank), Some(1_000));
     assert_eq!(p.next_action_at, Some(at(10_001 + 3_000)));
     assert_eq!(
         plan(run(&mut st, &c, &rec, 1, 13_001)).action,
@@ -237,27 +342,40 @@ fn rank_zero_takes_an_unreserved_vacancy_at_once_and_others_wait_their_step() {
         .build()
         .unwrap();
     let rec = vacant(4, 10, None);
+    // "first" registered before "second" (number 0 is the deciding candidate's own).
+    let registry = vec![
+        (id("first"), cand(1, 0, 10)),
+        (id("second"), cand(1, 1, 10)),
+    ];
     let mut first = LocalState::new(id("first"));
     assert!(matches!(
-        run(&mut first, &c, &rec, 1, 0),
-        Decision::NeedRank
+        run_raw(&mut first, &c, &rec, 1, 0),
+        Decision::Need(Lookup::Registry)
     ));
-    first.set_rank(0);
     assert_eq!(
-        plan(run(&mut first, &c, &rec, 1, 0)).action,
+        plan(run_in(&mut first, &c, &rec, 1, 0, Mode::Cycle, &registry)).action,
         Action::Acquired
     );
     let mut second = LocalState::new(id("second"));
-    assert!(matches!(
-        run(&mut second, &c, &rec, 1, 0),
-        Decision::NeedRank
-    ));
-    second.set_rank(1);
-    assert_eq!(plan(run(&mut second, &c, &rec, 1, 0)).action, Action::None);
-    assert_eq!(
-        plan(run(&mut second, &c, &rec, 1, 300)).action,
-        Action::Acquired
-    );
+    let later = |st: &mut LocalState, t0_ms| {
+        let input = CycleInput {
+            registration: 1,
+            ..input(
+                &c,
+                &rec,
+                1,
+                t0_ms,
+                Mode::Cycle,
+                Lookups {
+                    registry: Some(&registry),
+                    requester: None,
+                },
+            )
+        };
+        plan(decide_cycle(st, &input).unwrap())
+    };
+    assert_eq!(later(&mut second, 0).action, Action::None);
+    assert_eq!(later(&mut second, 300).action, Action::Acquired);
 }
 
 #[test]
@@ -291,7 +409,8 @@ fn a_strictly_higher_priority_follower_requests_a_handover_without_changing_the_
     let w = p.write.unwrap();
     assert_eq!((w.ballot, w.renewal), (rec.ballot, rec.renewal));
     assert_eq!(w.owner, rec.owner);
-    assert_eq!(w.handover, Some(Named::new(id("new"), Priority::new(2))));
+    assert_eq!(w.handover, request("new", 2));
+    assert_eq!(w.writer, rec.writer, "the owner's attempt id is kept");
     assert!(p.fence.is_none() && p.adopt.is_none());
     // Once requested, it does not write again.
     assert_eq!(plan(run(&mut st, &c, &w, 2, 100)).action, Action::None);
@@ -327,7 +446,7 @@ fn disabling_preemption_stops_new_requests() {
 fn a_request_is_replaced_only_by_a_strictly_higher_one() {
     let c = cfg();
     let mut rec = owned("old", 1, 7, 20);
-    rec.handover = Some(Named::new(id("mid"), Priority::new(5)));
+    rec.handover = request("mid", 5);
     let mut same = LocalState::new(id("same"));
     assert_eq!(plan(run(&mut same, &c, &rec, 5, 0)).action, Action::None);
     let mut higher = LocalState::new(id("higher"));
@@ -392,7 +511,7 @@ fn the_leader_hands_over_to_a_higher_priority_requester_stepping_down_before_the
     let c = cfg();
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
-    rec.handover = Some(Named::new(id("new"), Priority::new(2)));
+    rec.handover = request("new", 2);
     let p = plan(run(&mut st, &c, &rec, 1, 1_000));
     assert_eq!(p.action, Action::HandedOver);
     assert!(
@@ -404,7 +523,7 @@ fn the_leader_hands_over_to_a_higher_priority_requester_stepping_down_before_the
         (w.ballot, w.renewal, w.owner.clone()),
         (rec.ballot, rec.renewal + 1, None)
     );
-    assert_eq!(w.reservation, Some(Named::new(id("new"), Priority::new(2))));
+    assert_eq!(w.reservation, request("new", 2));
     assert_eq!((w.handover.clone(), w.payload.clone()), (None, None));
     assert_eq!(
         p.fence,
@@ -426,7 +545,7 @@ fn a_busy_leader_keeps_renewing_through_the_grace_then_hands_over() {
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     st.set_busy(true);
-    rec.handover = Some(Named::new(id("new"), Priority::new(2)));
+    rec.handover = request("new", 2);
     let p = plan(run(&mut st, &c, &rec, 1, 1_000));
     assert_eq!(p.action, Action::Renewed);
     assert_eq!(p.next_action_at, Some(at(3_000)));
@@ -451,7 +570,7 @@ fn an_idle_leader_finishes_draining_early() {
         .unwrap();
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
-    rec.handover = Some(Named::new(id("new"), Priority::new(2)));
+    rec.handover = request("new", 2);
     st.set_busy(true);
     assert_eq!(
         plan(run(&mut st, &c, &rec, 1, 1_000)).action,
@@ -473,7 +592,7 @@ fn min_tenure_delays_honouring_a_request() {
         .unwrap();
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
-    rec.handover = Some(Named::new(id("new"), Priority::new(2)));
+    rec.handover = request("new", 2);
     let p = plan(run(&mut st, &c, &rec, 1, 4_999));
     assert_eq!(
         (p.action, p.next_action_at),
@@ -495,7 +614,7 @@ fn requests_that_no_longer_outrank_or_with_preemption_off_are_dropped() {
             .unwrap();
         let mut st = LocalState::new(id("me"));
         let mut rec = lead(&mut st, &c, leader_prio, 0);
-        rec.handover = Some(Named::new(id("new"), Priority::new(2)));
+        rec.handover = request("new", 2);
         let p = plan(run(&mut st, &c, &rec, leader_prio, 1_000));
         assert_eq!(
             p.action,
@@ -619,7 +738,12 @@ fn resign_reserves_for_the_best_live_candidate_and_demotes_first() {
     let w = p.write.unwrap();
     assert_eq!(
         (w.ballot, w.renewal, w.owner.clone(), w.reservation.clone()),
-        (rec.ballot, rec.renewal + 1, None, best)
+        (
+            rec.ballot,
+            rec.renewal + 1,
+            None,
+            best.map(Party::Candidate)
+        )
     );
     assert_eq!(
         p.fence,
@@ -655,29 +779,12 @@ fn resign_is_rejected_for_non_owners_and_wrong_ballots() {
 fn exhausted_ballots_are_errors_not_wraps() {
     let mut st = LocalState::new(id("me"));
     let input_rec = vacant(u64::MAX, 10, None);
-    let input = CycleInput {
-        config: &cfg(),
-        leader: &input_rec,
-        priority: Priority::new(0),
-        payload: None,
-        started_at: at(0),
-        read_at: at(1),
-        mode: Mode::Cycle,
-    };
+    let c = cfg();
+    let input = input(&c, &input_rec, 0, 0, Mode::Cycle, Lookups::default());
     assert!(matches!(
         decide_cycle(&mut st, &input),
         Err(ElectionError::BallotExhausted)
     ));
-}
-
-fn cand(prio: i32, reg: u64, seen: u64) -> CandidateRecord {
-    CandidateRecord {
-        priority: Priority::new(prio),
-        registration: reg,
-        heartbeat: 0,
-        seen_renewal: seen,
-        metadata: None,
-    }
 }
 
 #[test]
@@ -719,4 +826,256 @@ fn rank_counts_live_higher_or_earlier_equal_candidates_only() {
 #[test]
 fn role_starts_as_follower() {
     assert_eq!(LocalState::new(id("x")).role(), &Role::Follower);
+}
+
+// --- The edges (DESIGN §10) ---
+
+/// A leader of ballot 5 (acquired at 0) whose record carries an operator's request.
+fn led_with_operator_request(st: &mut LocalState, c: &ElectionConfig, prio: i32) -> LeaderRecord {
+    let mut rec = lead(st, c, prio, 0);
+    rec.handover = Some(Party::Operator(id("ops")));
+    rec
+}
+
+#[test]
+fn an_operator_request_is_honoured_whatever_the_priorities_and_reserves_for_the_best_live() {
+    let c = ElectionConfig::builder()
+        .allow_preemption(false)
+        .min_tenure(Duration::from_secs(60))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let mut st = LocalState::new(id("me"));
+    let rec = led_with_operator_request(&mut st, &c, 9);
+    // The best live candidate is looked up in the registry first; nothing changes till then.
+    assert!(matches!(
+        run_raw(&mut st, &c, &rec, 9, 1_000),
+        Decision::Need(Lookup::Registry)
+    ));
+    assert!(st.tenure().is_some());
+    let registry = vec![
+        (id("me"), cand(9, 0, 11)),
+        (id("low"), cand(1, 1, 11)),
+        (id("best"), cand(3, 2, 11)),
+        (id("dead-higher"), cand(8, 3, 1)),
+    ];
+    let p = plan(run_in(&mut st, &c, &rec, 9, 1_000, Mode::Cycle, &registry));
+    assert_eq!(p.action, Action::HandedOver);
+    assert!(
+        st.tenure().is_none(),
+        "belief ends before the vacancy commits"
+    );
+    let w = p.write.unwrap();
+    assert_eq!(
+        w.reservation(),
+        Some(&Named::new(id("best"), Priority::new(3)))
+    );
+    assert_eq!((w.owner.clone(), w.handover.clone()), (None, None));
+    // With no other live candidate, the vacancy is unreserved.
+    let mut alone = LocalState::new(id("me"));
+    let rec = led_with_operator_request(&mut alone, &c, 9);
+    let p = plan(run_in(&mut alone, &c, &rec, 9, 1_000, Mode::Cycle, &vec![]));
+    assert_eq!(p.write.unwrap().reservation, None);
+}
+
+#[test]
+fn an_operator_request_waits_for_busy_work_within_the_grace() {
+    let c = ElectionConfig::builder()
+        .handover_grace(Duration::from_secs(2))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let mut st = LocalState::new(id("me"));
+    let rec = led_with_operator_request(&mut st, &c, 1);
+    st.set_busy(true);
+    let p = plan(run_in(&mut st, &c, &rec, 1, 1_000, Mode::Cycle, &vec![]));
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::Renewed, Some(at(3_000)))
+    );
+    let w = p.write.unwrap();
+    assert_eq!(
+        w.operator_request(),
+        Some(&id("ops")),
+        "kept while draining"
+    );
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
+    let p = plan(run_in(&mut st, &c, &w, 1, 3_000, Mode::Cycle, &vec![]));
+    assert_eq!(p.action, Action::HandedOver);
+}
+
+#[test]
+fn a_request_from_a_requester_that_is_gone_or_dead_is_dropped() {
+    let c = cfg();
+    for (case, registry) in [
+        ("not registered", vec![]),
+        ("dead", vec![(id("new"), cand(2, 1, 0))]),
+        ("no longer outranks", vec![(id("new"), cand(1, 1, 11))]),
+    ] {
+        let mut st = LocalState::new(id("me"));
+        let mut rec = lead(&mut st, &c, 1, 0);
+        rec.handover = request("new", 2);
+        assert!(
+            matches!(
+                run_raw(&mut st, &c, &rec, 1, 1_000),
+                Decision::Need(Lookup::Requester(ref who)) if who == &id("new")
+            ),
+            "{case}"
+        );
+        let p = plan(run_in(&mut st, &c, &rec, 1, 1_000, Mode::Cycle, &registry));
+        assert_eq!(p.action, Action::Renewed, "{case}");
+        assert_eq!(p.write.unwrap().handover, None, "{case}");
+        assert!(st.tenure().is_some(), "{case}");
+    }
+}
+
+#[test]
+fn no_candidate_fills_an_operator_hold_before_a_full_lease_even_with_the_operators_id() {
+    let c = cfg();
+    let mut hold = vacant(5, 11, None);
+    hold.reservation = Some(Party::Operator(id("me")));
+    let mut st = LocalState::new(id("me"));
+    let p = plan(run(&mut st, &c, &hold, 1, 0));
+    assert_eq!(p.action, Action::None);
+    assert_eq!(p.next_action_at, Some(at(1).saturating_add(LEASE)));
+    assert_eq!(
+        plan(run(&mut st, &c, &hold, 1, 10_000)).action,
+        Action::None
+    );
+    assert_eq!(
+        plan(run(&mut st, &c, &hold, 1, 10_001)).action,
+        Action::Acquired
+    );
+}
+
+#[test]
+fn followers_never_replace_an_operator_request() {
+    let c = cfg();
+    let mut rec = owned("old", 1, 7, 20);
+    rec.handover = Some(Party::Operator(id("ops")));
+    let mut st = LocalState::new(id("top"));
+    assert_eq!(plan(run(&mut st, &c, &rec, 100, 0)).action, Action::None);
+}
+
+#[test]
+fn writing_a_shorter_lease_caps_the_belief_before_the_commit() {
+    let long = cfg();
+    let short = ElectionConfig::builder()
+        .lease_duration(Duration::from_secs(1))
+        .heartbeat_interval(Duration::from_millis(300))
+        .candidate_timeout(Duration::from_secs(2))
+        .transaction_timeout(Duration::from_millis(200))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &long, 1, 0);
+    let before = st.tenure().unwrap().valid_until;
+    assert_eq!(before, at(0).saturating_add(long.local_validity(LEASE)));
+    let p = plan(run(&mut st, &short, &rec, 1, 1_000));
+    assert_eq!(p.action, Action::Renewed);
+    assert_eq!(p.write.as_ref().unwrap().lease, Duration::from_secs(1));
+    // Before any commit: the belief already ends as the shorter lease says.
+    let capped = at(1_000).saturating_add(short.local_validity(Duration::from_secs(1)));
+    assert_eq!(st.tenure().unwrap().valid_until, capped);
+    // The commit's result was unknown: the cap stays (it is judged as if committed).
+    drop(p);
+    assert!(st.valid_tenure(capped).is_none());
+    // Lengthening never extends a belief before the commit.
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &short, 1, 0);
+    let before = st.tenure().unwrap().valid_until;
+    let _ = plan(run(&mut st, &long, &rec, 1, 100));
+    assert_eq!(st.tenure().unwrap().valid_until, before);
+}
+
+#[test]
+fn a_record_read_back_in_the_transaction_that_wrote_it_is_never_recognised() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let before = vacant(4, 10, None);
+    let input0 = CycleInput {
+        read_version: Some(7),
+        ..input(&c, &before, 1, 0, Mode::Cycle, Lookups::default())
+    };
+    let p = plan(decide_cycle(&mut st, &input0).unwrap());
+    let written = p.write.unwrap();
+    // Read back at the same read version: the transaction's own uncommitted write.
+    let same = CycleInput {
+        read_version: Some(7),
+        ..input(&c, &written, 1, 5, Mode::Cycle, Lookups::default())
+    };
+    assert!(matches!(
+        decide_cycle(&mut st, &same),
+        Err(ElectionError::CycleInProgress { .. })
+    ));
+    assert!(st.tenure().is_none());
+    assert!(
+        st.observed().is_some_and(|o| o.renewal == 10),
+        "no timing from it"
+    );
+    // Read by a later transaction: the write committed; recognised, dated from its start.
+    let later = CycleInput {
+        read_version: Some(9),
+        ..input(&c, &written, 1, 5, Mode::Cycle, Lookups::default())
+    };
+    let p = plan(decide_cycle(&mut st, &later).unwrap());
+    assert_eq!(p.action, Action::Renewed);
+    assert_eq!(st.tenure().map(|t| t.acquired_at), Some(at(0)));
+}
+
+#[test]
+fn a_release_that_never_landed_is_written_again_while_the_record_names_the_old_leader() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    rec.handover = request("new", 2);
+    let first = plan(run(&mut st, &c, &rec, 1, 1_000));
+    assert_eq!(first.action, Action::HandedOver);
+    // Its commit failed: the record still names this (demoted) candidate.
+    let again = plan(run(&mut st, &c, &rec, 1, 1_500));
+    assert_eq!(again.action, Action::HandedOver);
+    assert!(st.tenure().is_none());
+    let w = again.write.unwrap();
+    assert_eq!(
+        (w.owner.clone(), w.reservation.clone()),
+        (None, request("new", 2))
+    );
+    assert_eq!(w.renewal, rec.renewal + 1);
+    // The requester left meanwhile (its request withdrawn): no reason is left, so it is a
+    // resignation, reserved for the best live.
+    rec.handover = None;
+    let registry = vec![(id("other"), cand(0, 1, rec.renewal))];
+    let p = plan(run_in(&mut st, &c, &rec, 1, 1_600, Mode::Cycle, &registry));
+    assert_eq!(p.action, Action::Resigned);
+    assert_eq!(
+        p.write.unwrap().reservation(),
+        Some(&Named::new(id("other"), Priority::new(0)))
+    );
+    // Once the vacancy has landed, the release is forgotten.
+    let landed = vacant(rec.ballot.get(), rec.renewal + 1, Some(("new", 2)));
+    assert_eq!(
+        plan(run(&mut st, &c, &landed, 1, 2_000)).action,
+        Action::None
+    );
+    assert_eq!(plan(run(&mut st, &c, &rec, 1, 2_100)).action, Action::None);
+}
+
+#[test]
+fn a_resignation_that_never_landed_is_written_again() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &c, 1, 0);
+    let _ = decide_resign(&mut st, &rec, &c, None, None, at(10))
+        .unwrap()
+        .unwrap();
+    let p = plan(run_in(&mut st, &c, &rec, 1, 500, Mode::Cycle, &vec![]));
+    assert_eq!(p.action, Action::Resigned);
+    assert_eq!(p.write.unwrap().owner, None);
+}
+
+#[test]
+fn the_lapse_rule_is_a_full_lease_after_the_first_sighting() {
+    assert_eq!(lapse_at(at(5), LEASE), at(10_005));
+    assert_eq!(lapse_at(at(5), Duration::ZERO), at(5));
 }

@@ -180,6 +180,14 @@ pub enum CommitFault {
     /// Nothing is applied; the commit fails with
     /// [`TxnErrorKind::CommitUnknown`](crate::TxnErrorKind::CommitUnknown) (code 1021).
     UnknownNotApplied,
+    /// The reply is lost at once ([`TxnErrorKind::CommitUnknown`](crate::TxnErrorKind::CommitUnknown),
+    /// code 1021) while the commit is still in flight: it **lands later**, just after the
+    /// next transaction on this database takes its read version (so that transaction reads the
+    /// state before it), or at [`MemDb::land_deferred_commits`](super::MemDb::land_deferred_commits).
+    /// It then applies unless it conflicts or has become too old, as FoundationDB's commit
+    /// would. FoundationDB can do this: a client told "unknown" may have started its next
+    /// transaction before the first one's commit is resolved.
+    UnknownAppliedLater,
     /// Nothing is applied; the commit fails with
     /// [`TxnErrorKind::Unavailable`](crate::TxnErrorKind::Unavailable).
     Unavailable,

@@ -194,6 +194,14 @@ impl MemDb {
             .unwrap_or_else(PoisonError::into_inner) = None;
     }
 
+    /// Lands every commit still in flight
+    /// ([`CommitFault::UnknownAppliedLater`]) now, as if the next transaction had started:
+    /// each applies unless it conflicts or has become too old.
+    pub fn land_deferred_commits(&self) {
+        let fired = self.shared.store().land_deferred(self.shared.clock.now());
+        stats::bump(&self.shared.counters.watches_fired, fired);
+    }
+
     /// The cumulative counters.
     pub fn stats(&self) -> MemDbStats {
         self.shared.counters.snapshot()

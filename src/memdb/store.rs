@@ -166,12 +166,46 @@ pub(super) struct Store {
     log: VecDeque<CommitRecord>,
     /// Armed watches.
     watches: WatchRegistry,
+    /// Commits whose reply was lost and that have not landed yet
+    /// ([`CommitFault::UnknownAppliedLater`](super::CommitFault::UnknownAppliedLater)).
+    deferred: Vec<Deferred>,
+}
+
+/// A commit in flight: what it writes, and what it read.
+#[derive(Debug)]
+pub(super) struct Deferred {
+    pub(super) read_version: u64,
+    pub(super) taken_at: LocalInstant,
+    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pub(super) conflicts: ReadConflicts,
 }
 
 impl Store {
     /// The latest committed version: the read version a transaction starting now gets.
     pub(super) fn version(&self) -> u64 {
         self.version
+    }
+
+    /// Keeps a commit in flight, to land later ([`land_deferred`](Self::land_deferred)).
+    pub(super) fn defer(&mut self, commit: Deferred) {
+        self.deferred.push(commit);
+    }
+
+    /// Lands the commits in flight, in order: each applies unless it conflicts or is too old
+    /// (as its commit would have). Returns how many watches fired.
+    pub(super) fn land_deferred(&mut self, now: LocalInstant) -> u64 {
+        let mut fired: u64 = 0;
+        for d in std::mem::take(&mut self.deferred) {
+            let too_old = now.saturating_duration_since(d.taken_at) >= super::MAX_TRANSACTION_AGE;
+            if too_old || self.conflicts(d.read_version, &d.conflicts) {
+                continue;
+            }
+            // A commit that cannot get a version is dropped, like any failed commit.
+            if let Ok(n) = self.apply(&d.writes, now) {
+                fired = fired.saturating_add(n);
+            }
+        }
+        fired
     }
 
     /// `key`'s value at `version`.

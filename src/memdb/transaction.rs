@@ -9,7 +9,7 @@ use super::faults::{
     CommitContext, CommitDecision, CommitFault, ReadContext, ReadTarget, WrittenKeys,
 };
 use super::stats::{MemTxnStats, bump};
-use super::store::{ReadConflicts, Store, buffer_write, overlay_range};
+use super::store::{Deferred, ReadConflicts, Store, buffer_write, overlay_range};
 use super::watch::PendingWatch;
 use super::{MAX_TRANSACTION_AGE, MemDb, Shared, errors};
 use crate::clock::LocalInstant;
@@ -86,12 +86,22 @@ impl TxnState {
     }
 
     /// Takes the read version if this is the first operation, and checks the transaction's
-    /// age. `now` must be read while `store` is locked.
-    fn read_version(&mut self, store: &Store, now: LocalInstant) -> Result<u64, TxnError> {
-        let rv = *self.read_version.get_or_insert(ReadVersion {
-            version: store.version(),
-            taken_at: now,
-        });
+    /// age. Commits in flight land just after a read version is taken (so this transaction
+    /// does not see them). `store` must be locked by the caller.
+    fn read_version(&mut self, store: &mut Store, db: &Shared) -> Result<u64, TxnError> {
+        let now = db.clock.now();
+        let rv = match self.read_version {
+            Some(rv) => rv,
+            None => {
+                let rv = ReadVersion {
+                    version: store.version(),
+                    taken_at: now,
+                };
+                self.read_version = Some(rv);
+                bump(&db.counters.watches_fired, store.land_deferred(now));
+                rv
+            }
+        };
         if now.saturating_duration_since(rv.taken_at) >= MAX_TRANSACTION_AGE {
             return Err(errors::too_old());
         }
@@ -214,6 +224,11 @@ impl MemTransaction {
                 bump(&db.counters.unknown_results, 1);
                 Err(errors::commit_unknown())
             }
+            Some(CommitFault::UnknownAppliedLater) => {
+                self.defer();
+                bump(&db.counters.unknown_results, 1);
+                Err(errors::commit_unknown())
+            }
         };
         let mut state = self.state();
         state.phase = Phase::Done;
@@ -225,14 +240,37 @@ impl MemTransaction {
         result
     }
 
+    /// Hands the commit to the store, to land later (its watches are never armed).
+    fn defer(&self) {
+        let db = &self.inner.db;
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let mut store = db.store();
+        let Ok(read_version) = state.read_version(&mut store, db) else {
+            return; // too old: it would never land
+        };
+        let Some(taken_at) = state.read_version.map(|rv| rv.taken_at) else {
+            return;
+        };
+        if state.writes.is_empty() {
+            return;
+        }
+        store.defer(Deferred {
+            read_version,
+            taken_at,
+            writes: std::mem::take(&mut state.writes),
+            conflicts: std::mem::take(&mut state.conflicts),
+        });
+    }
+
     /// The commit proper: age check, conflict check, apply, and (if `arm`) arm the watches.
     fn apply(&self, arm: bool) -> Result<(), TxnError> {
         let db = &self.inner.db;
         let mut guard = self.state();
         let state = &mut *guard;
         let mut store = db.store();
+        let rv = state.read_version(&mut store, db)?;
         let now = db.clock.now();
-        let rv = state.read_version(&store, now)?;
         let mut fired: u64 = 0;
         if !state.writes.is_empty() {
             if store.conflicts(rv, &state.conflicts) {
@@ -290,8 +328,8 @@ impl MemTransaction {
         let mut guard = self.state();
         let state = &mut *guard;
         state.ensure_open()?;
-        let store = db.store();
-        let rv = state.read_version(&store, db.clock.now())?;
+        let mut store = db.store();
+        let rv = state.read_version(&mut store, db)?;
         let value = match state.writes.get(key) {
             Some(own) => own.clone(),
             None => {
@@ -320,8 +358,8 @@ impl MemTransaction {
         let mut guard = self.state();
         let state = &mut *guard;
         state.ensure_open()?;
-        let store = db.store();
-        let rv = state.read_version(&store, db.clock.now())?;
+        let mut store = db.store();
+        let rv = state.read_version(&mut store, db)?;
         let result = if begin < end {
             let committed = store.range_at(begin, end, rv);
             drop(store);
@@ -399,6 +437,10 @@ impl ElectionTxn for MemTransaction {
     ///
     /// The watch fails with the commit's error if the commit fails, and with
     /// `transaction_cancelled` (1025) if the transaction is dropped without committing.
+    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        std::future::ready(Ok(MemTransaction::read_version(self)))
+    }
+
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
         errors::check_key(key)?;
         let db = &self.inner.db;
@@ -408,8 +450,8 @@ impl ElectionTxn for MemTransaction {
         let mut guard = self.state();
         let state = &mut *guard;
         state.ensure_open()?;
-        let store = db.store();
-        let rv = state.read_version(&store, db.clock.now())?;
+        let mut store = db.store();
+        let rv = state.read_version(&mut store, db)?;
         let value = match state.writes.get(key) {
             Some(own) => own.clone(),
             None => {

@@ -8,7 +8,6 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tracing::Instrument;
 
-use super::backend::ElectionDatabase;
 use super::driver::Driver;
 use super::events::ElectionCallbacks;
 use super::handle::{Runner, Shared};
@@ -16,6 +15,7 @@ use super::observer::Observer;
 use crate::candidate::Candidate;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{ElectionConfig, MAX_DURATION};
+use crate::database::ElectionDatabase;
 use crate::election::LeaderElection;
 use crate::error::{ElectionError, printable_key};
 use crate::ids::{CandidateId, Priority};

@@ -14,7 +14,6 @@ use rand::rngs::StdRng;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::ElectionDatabase;
 use super::builder::OnLoss;
 use super::events::{ChangeReason, Notice, StopReason};
 use super::guard::LeadershipGuard;
@@ -28,6 +27,7 @@ use crate::candidate::{Candidate, Cycle, ElectionResult};
 use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::core::{Action, ResignRejected};
+use crate::database::ElectionDatabase;
 use crate::election::{LeaderElection, ResignOutcome};
 use crate::error::ElectionError;
 use crate::ids::Ballot;

@@ -8,7 +8,6 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::ElectionDatabase;
 use super::builder::RunnerBuilder;
 use super::events::{ElectionCallbacks, LeaderChange, LeaderInfo, Publisher, spawn_dispatcher};
 use super::guard::{LeadershipGuard, Work};
@@ -16,6 +15,7 @@ use super::health::{HealthProblem, RunnerState, Status};
 use super::metrics::Metrics;
 use crate::candidate::Candidate;
 use crate::clock::Clock;
+use crate::database::ElectionDatabase;
 use crate::election::{LeaderElection, ResignOutcome};
 use crate::error::ElectionError;
 use crate::ids::CandidateId;

@@ -119,7 +119,7 @@ pub(crate) fn error_kind(e: &crate::ElectionError) -> &'static str {
             K::TooOld => "too_old",
             K::CommitUnknown => {
                 if std::error::Error::source(t)
-                    .is_some_and(|s| s.is::<super::backend::TransactionTimedOut>())
+                    .is_some_and(|s| s.is::<crate::database::TransactionTimedOut>())
                 {
                     "timeout"
                 } else {

@@ -86,7 +86,6 @@
 //! [`LeaderElection::run_election_cycle`]: crate::LeaderElection::run_election_cycle
 //! [`Cycle::next_action_at`]: crate::Cycle::next_action_at
 
-pub(crate) mod backend;
 mod builder;
 mod driver;
 mod events;
@@ -97,7 +96,7 @@ pub mod metrics;
 mod observer;
 mod pacing;
 
-pub use backend::{ElectionDatabase, TransactionTimedOut};
+pub use crate::database::{ElectionDatabase, TransactionTimedOut};
 pub use builder::{BuildError, DEFAULT_EVENT_CAPACITY, OnLoss, RunnerBuilder};
 pub use events::{ChangeReason, ElectionCallbacks, LeaderChange, LeaderInfo, StopReason};
 pub use guard::LeadershipGuard;

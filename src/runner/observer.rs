@@ -8,7 +8,6 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::ElectionDatabase;
 use super::driver::Alive;
 use super::events::ChangeReason;
 use super::handle::{Shared, ShutdownReport};
@@ -17,6 +16,7 @@ use super::metrics::error_kind;
 use super::pacing::{Backoff, WarnLimiter, error_chain, jittered, sleep_until_opt, tokio_instant};
 use crate::clock::{Clock, LocalInstant};
 use crate::config::ElectionConfig;
+use crate::database::ElectionDatabase;
 use crate::election::LeaderElection;
 use crate::error::ElectionError;
 use crate::ids::Ballot;

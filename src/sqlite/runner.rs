@@ -1,13 +1,12 @@
-//! The [runner](crate::runner) over SQLite: [`ElectionDatabase`] for [`SqliteDb`].
+//! [`ElectionDatabase`] for [`SqliteDb`]: the runner and `run_cycle` over SQLite.
 
 use std::future::Future;
 use std::time::Duration;
 
 use super::{SqliteDb, SqliteTransaction};
+use crate::database::{Attempt, ElectionDatabase, bounded};
 use crate::error::ElectionError;
 use crate::memdb::RunOptions;
-use crate::runner::ElectionDatabase;
-use crate::runner::backend::{Attempt, bounded};
 
 /// Runs the runner's transactions through [`SqliteDb::run_with`]: conflicts and
 /// `transaction_too_old` are retried inside, everything else is returned to the runner, and a

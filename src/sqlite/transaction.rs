@@ -454,6 +454,10 @@ impl ElectionTxn for SqliteTransaction {
     /// The watch fails with the commit's error if the commit fails, with
     /// `transaction_cancelled` (1025) if the transaction is dropped without committing, and
     /// with a fatal error once every handle of the database has been dropped.
+    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        std::future::ready(Ok(SqliteTransaction::read_version(self)))
+    }
+
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
         errors::check_key(key)?;
         let db = &self.inner.db;

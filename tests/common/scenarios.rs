@@ -60,7 +60,7 @@ impl World {
 pub fn assert_no_overlap(cands: &[&Candidate]) {
     let leaders: Vec<_> = cands
         .iter()
-        .filter(|c| c.is_leader())
+        .filter(|c| c.believes_it_leads())
         .map(|c| c.id().clone())
         .collect();
     assert!(leaders.len() <= 1, "overlapping leaders: {leaders:?}");
@@ -91,7 +91,7 @@ pub async fn several_candidates_elect_one_leader<B: Backend>(b: &B) {
     }
     let refs: Vec<&Candidate> = cands.iter().collect();
     assert_no_overlap(&refs);
-    let leaders: Vec<_> = cands.iter().filter(|c| c.is_leader()).collect();
+    let leaders: Vec<_> = cands.iter().filter(|c| c.believes_it_leads()).collect();
     assert_eq!(leaders.len(), 1);
     let rec = b.record().await.unwrap();
     assert_eq!(rec.ballot(), Ballot::new(1));
@@ -149,7 +149,7 @@ pub async fn crash_failover_waits_one_full_lease<B: Backend>(b: &B) {
     let (action, _) = b.cycle(&f).await.unwrap();
     assert_eq!(action, Action::None);
     assert!(
-        !a.is_leader(),
+        !a.believes_it_leads(),
         "the crashed leader's own belief ended before"
     );
     // Exactly the full lease: take over with the next ballot.
@@ -179,7 +179,7 @@ pub async fn resign_reserves_for_the_best_live_candidate<B: Backend>(b: &B) {
     b.register(&mid).await.unwrap();
     b.cycle(&best).await.unwrap();
     b.cycle(&mid).await.unwrap();
-    assert!(a.is_leader());
+    assert!(a.believes_it_leads());
     let out = b.resign(&a).await.unwrap();
     match out {
         ResignOutcome::Resigned {
@@ -194,7 +194,7 @@ pub async fn resign_reserves_for_the_best_live_candidate<B: Backend>(b: &B) {
         }
         other => panic!("resign rejected: {other:?}"),
     }
-    assert!(!a.is_leader());
+    assert!(!a.believes_it_leads());
     // No time passes: the middle candidate may not take it; the reserved one fills it at once.
     assert_eq!(b.cycle(&mid).await.unwrap().0, Action::None);
     let (action, res) = b.cycle(&best).await.unwrap();
@@ -238,7 +238,7 @@ pub async fn priority_handover_without_overlap<B: Backend>(b: &B) {
     }
     assert!(actions.contains(&Action::RequestedHandover), "{actions:?}");
     assert!(actions.contains(&Action::HandedOver), "{actions:?}");
-    assert!(new.is_leader() && !old.is_leader());
+    assert!(new.believes_it_leads() && !old.believes_it_leads());
     assert_eq!(new.fencing_token(), Some(Ballot::new(2)));
     assert_eq!(
         b.record().await.unwrap().owner().map(|o| o.id().clone()),
@@ -263,7 +263,7 @@ pub async fn equal_priority_never_preempts<B: Backend>(b: &B) {
     let rec = b.record().await.unwrap();
     assert_eq!(rec.ballot(), Ballot::new(1));
     assert!(rec.handover_request().is_none());
-    assert!(a.is_leader() && !peer.is_leader());
+    assert!(a.believes_it_leads() && !peer.believes_it_leads());
 }
 
 pub async fn preemption_disabled_stops_requests<B: Backend>(b: &B) {
@@ -286,7 +286,7 @@ pub async fn preemption_disabled_stops_requests<B: Backend>(b: &B) {
     let rec = b.record().await.unwrap();
     assert!(rec.handover_request().is_none());
     assert_eq!(rec.ballot(), Ballot::new(1));
-    assert!(a.is_leader());
+    assert!(a.believes_it_leads());
 }
 
 /// A paused ex-leader wakes up after a takeover: its fenced write is rejected, and the counter
@@ -328,6 +328,6 @@ pub async fn unregistered_candidates_cannot_claim<B: Backend>(b: &B) {
         b.cycle(&ghost).await,
         Err(ElectionError::NotRegistered { .. })
     ));
-    assert!(!ghost.is_leader());
+    assert!(!ghost.believes_it_leads());
     assert_eq!(b.record().await.unwrap().ballot(), Ballot::ZERO);
 }

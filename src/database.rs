@@ -1,5 +1,8 @@
-//! [`ElectionDatabase`]: how the runner runs its transactions, on [`MemDb`] and (behind `fdb`)
-//! on FoundationDB.
+//! [`ElectionDatabase`]: a database that runs a transaction with its own retry loop, bounded
+//! in time: the store layer beside [`ElectionTxn`]. [`MemDb`] implements it here, `SqliteDb`
+//! in its module, and (behind `fdb`) `Arc<foundationdb::Database>` below. The
+//! [runner](crate::runner) and [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle)
+//! drive elections through it.
 
 use std::fmt;
 use std::future::Future;
@@ -9,12 +12,13 @@ use crate::error::ElectionError;
 use crate::memdb::{MemDb, MemTransaction, RetryClassify, RunOptions};
 use crate::txn::{ElectionTxn, TxnError, TxnErrorKind};
 
-/// A database the [runner](crate::runner) can drive: it runs a closure in a transaction,
-/// commits it, and retries conflicts the way the database's own retry loop does, all within a
-/// time bound.
+/// A database the [runner](crate::runner) and
+/// [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle) can drive: it runs a
+/// closure in a transaction, commits it, and retries conflicts the way the database's own
+/// retry loop does, all within a time bound.
 ///
-/// Implemented for [`MemDb`] and, with the `fdb` feature, for
-/// `Arc<foundationdb::Database>`. Implement it to drive the runner over another
+/// Implemented for [`MemDb`], for `SqliteDb` (feature `sqlite`) and, with the `fdb` feature,
+/// for `Arc<foundationdb::Database>`. Implement it to drive the runner over another
 /// [`ElectionTxn`] implementation.
 ///
 /// # Contract

@@ -1,0 +1,729 @@
+//! Regression tests for the edges of the API (DESIGN §10, issue "Safety at the API's edges"):
+//! each test drives, through the public API over MemDb, a defect an adversarial review found,
+//! and fails on the code that had it.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::scenarios::{World, assert_no_overlap};
+use fdb_leader_election::{
+    Action, Ballot, Candidate, CandidateId, CommitFault, Cycle, ElectionConfig, ElectionError,
+    ElectionResult, ElectionTxn, LeaderElection, LeaderRecord, MemDb, MemTransaction,
+    OperatorOutcome, Priority, ReadMode, ResignOutcome, RunOptions, ScriptedFaults,
+};
+use foundationdb_tuple::Subspace;
+
+struct Env {
+    db: MemDb,
+    election: LeaderElection,
+    world: World,
+    faults: ScriptedFaults,
+}
+
+impl Env {
+    async fn new(config: &ElectionConfig) -> Self {
+        let env = Env {
+            db: MemDb::new(),
+            election: LeaderElection::new(Subspace::from("edges")),
+            world: World::new(),
+            faults: ScriptedFaults::new(),
+        };
+        env.db.set_fault_injector(Arc::new(env.faults.clone()));
+        let (e, c) = (env.election.clone(), config.clone());
+        env.db
+            .run(|txn, _| {
+                let (e, c) = (e.clone(), c.clone());
+                async move { e.initialize_with_config(&txn, &c).await }
+            })
+            .await
+            .unwrap();
+        env
+    }
+
+    async fn candidate(&self, label: &str, prio: i32) -> Candidate {
+        let c = self.world.candidate(label, prio);
+        self.register(&c).await;
+        c
+    }
+
+    async fn register(&self, c: &Candidate) {
+        let (e, c) = (self.election.clone(), c.clone());
+        self.db
+            .run(|txn, _| {
+                let (e, c) = (e.clone(), c.clone());
+                async move { e.register_candidate(&txn, &c).await }
+            })
+            .await
+            .unwrap();
+    }
+
+    /// One cycle through the helper that adopts only after the commit.
+    async fn cycle(&self, c: &Candidate) -> Result<ElectionResult, ElectionError> {
+        self.election.run_cycle(&self.db, c).await
+    }
+
+    /// One cycle, adopted after its commit; returns what it did.
+    async fn action(&self, c: &Candidate) -> Action {
+        let (e, cc) = (self.election.clone(), c.clone());
+        let cycle = self
+            .db
+            .run(|txn, _| {
+                let (e, c) = (e.clone(), cc.clone());
+                async move { e.run_election_cycle(&txn, &c).await }
+            })
+            .await
+            .unwrap();
+        let action = cycle.action();
+        c.adopt(cycle);
+        action
+    }
+
+    /// One cycle in a single attempt whose commit is hit by `fault`; the cycle is dropped.
+    async fn cycle_with_fault(&self, c: &Candidate, fault: CommitFault) -> ElectionError {
+        self.faults.push_commit_fault(fault);
+        let (e, c) = (self.election.clone(), c.clone());
+        self.db
+            .run_with(RunOptions::default().with_max_attempts(1), |txn, _| {
+                let (e, c) = (e.clone(), c.clone());
+                async move { e.run_election_cycle(&txn, &c).await }
+            })
+            .await
+            .map(drop)
+            .unwrap_err()
+    }
+
+    async fn record(&self) -> LeaderRecord {
+        let e = self.election.clone();
+        self.db
+            .run(|txn, _| {
+                let e = e.clone();
+                async move { e.leader_record(&txn).await }
+            })
+            .await
+            .unwrap()
+    }
+
+    async fn txn<T, F, Fut>(&self, f: F) -> Result<T, ElectionError>
+    where
+        F: Fn(LeaderElection, MemTransaction) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ElectionError>>,
+    {
+        self.db.run(|txn, _| f(self.election.clone(), txn)).await
+    }
+
+    fn advance(&self, d: Duration) {
+        self.world.advance(d);
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn no_stagger() -> ElectionConfig {
+    ElectionConfig::builder()
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+// --- Defect 1: read-your-writes adoption ---
+
+#[tokio::test]
+async fn is_leader_inside_the_acquiring_transaction_never_makes_a_believer() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    // A's application transaction: a cycle (acquires the vacancy), then is_leader, then the
+    // fence and a protected write, all before the commit.
+    let ta = env.db.create_transaction();
+    let cycle = env.election.run_election_cycle(&ta, &a).await.unwrap();
+    assert_eq!(cycle.action(), Action::Acquired);
+    assert!(!env.election.is_leader(&ta, &a).await.unwrap());
+    assert!(!a.believes_it_leads());
+    assert_eq!(a.fencing_token(), None);
+    // Meanwhile B acquires the same vacancy and commits first.
+    assert!(env.cycle(&b).await.unwrap().is_leader());
+    assert!(matches!(
+        ta.commit().await,
+        Err(e) if e.kind() == fdb_leader_election::TxnErrorKind::Conflict
+    ));
+    drop(cycle);
+    assert!(
+        !a.believes_it_leads(),
+        "A's commit failed: it never believed"
+    );
+    assert_no_overlap(&[&a, &b]);
+    // A's next cycle, in a new transaction, sees B's record: A follows.
+    assert!(!env.cycle(&a).await.unwrap().is_leader());
+    assert_eq!(b.fencing_token(), Some(Ballot::new(1)));
+}
+
+#[tokio::test]
+async fn a_second_cycle_in_the_same_transaction_is_a_typed_error() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let t = env.db.create_transaction();
+    let first = env.election.try_claim_leadership(&t, &a).await.unwrap();
+    assert_eq!(first.action(), Action::Acquired);
+    assert!(matches!(
+        env.election.run_election_cycle(&t, &a).await,
+        Err(ElectionError::CycleInProgress { .. })
+    ));
+    // Even with the first cycle dropped inside the transaction, the record read back is this
+    // transaction's own write (same read version): never recognised.
+    drop(first);
+    assert!(matches!(
+        env.election.run_election_cycle(&t, &a).await,
+        Err(ElectionError::CycleInProgress { .. })
+    ));
+    assert!(!a.believes_it_leads());
+    drop(t);
+    // Once the transaction is gone, cycles run again.
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+}
+
+#[tokio::test]
+async fn current_leader_after_an_uncommitted_acquire_starts_no_takeover_timer() {
+    let env = Env::new(&no_stagger()).await;
+    let f = env.candidate("f", 1).await;
+    let g = env.candidate("g", 1).await;
+    let tf = env.db.create_transaction();
+    let cycle = env.election.run_election_cycle(&tf, &f).await.unwrap();
+    assert_eq!(cycle.action(), Action::Acquired);
+    // The query reads F's own uncommitted acquisition.
+    let seen = env.election.current_leader(&tf, &f).await.unwrap();
+    assert_eq!(seen.map(|s| s.leader_id), Some(f.id().clone()));
+    // G acquires the same vacancy (same ballot and renewal) a second later and commits first.
+    env.advance(Duration::from_secs(1));
+    assert!(env.cycle(&g).await.unwrap().is_leader());
+    assert!(tf.commit().await.is_err());
+    drop(cycle);
+    // Ten seconds after F's query (nine into G's lease), F must not take over: its wait
+    // starts at its own cycle's first sighting of G's committed record, not at the query.
+    env.advance(Duration::from_secs(9));
+    assert_eq!(env.action(&f).await, Action::None);
+    assert!(!f.believes_it_leads() && g.believes_it_leads());
+    assert_no_overlap(&[&f, &g]);
+    // A full lease after F's own cycle first saw G's record, it may.
+    env.advance(Duration::from_secs(10));
+    assert_eq!(env.action(&f).await, Action::Acquired);
+}
+
+#[tokio::test]
+async fn adopting_inside_the_closure_before_the_commit_is_what_run_cycle_prevents() {
+    // The manual flow done wrong (DESIGN §10.7): adopt before the commit. Both believe, and
+    // the fence (which knows only the ballot) admits both. `run_cycle` adopts after.
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    let ta = env.db.create_transaction();
+    let cycle: Cycle = env.election.run_election_cycle(&ta, &a).await.unwrap();
+    let wrong = a.adopt(cycle); // the footgun
+    assert!(wrong.is_leader());
+    assert!(env.cycle(&b).await.unwrap().is_leader());
+    assert!(ta.commit().await.is_err());
+    assert!(
+        a.believes_it_leads() && b.believes_it_leads(),
+        "two believers"
+    );
+    assert_eq!(a.fencing_token(), b.fencing_token());
+    // The helper never does this.
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    env.faults.push_commit_fault(CommitFault::Conflict);
+    env.faults.push_commit_fault(CommitFault::UnknownNotApplied);
+    assert!(
+        env.cycle(&a).await.is_err(),
+        "the unknown result is an error"
+    );
+    assert!(!a.believes_it_leads());
+    assert!(env.cycle(&b).await.unwrap().is_leader());
+    assert!(!env.cycle(&a).await.unwrap().is_leader());
+    assert_no_overlap(&[&a, &b]);
+}
+
+#[tokio::test]
+async fn run_cycle_recognises_its_own_unknown_commit_next_time() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    env.faults.push_commit_fault(CommitFault::UnknownApplied);
+    assert!(
+        env.cycle(&a)
+            .await
+            .is_err_and(|e| e.is_maybe_committed() && !a.believes_it_leads())
+    );
+    let r = env.cycle(&a).await.unwrap();
+    assert!(r.is_leader());
+    assert_eq!(
+        a.fencing_token(),
+        Some(Ballot::new(1)),
+        "one claim, one ballot"
+    );
+}
+
+#[tokio::test]
+async fn a_cycle_adopted_by_another_candidate_is_not_adopted() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    let ta = env.db.create_transaction();
+    let cycle = env.election.run_election_cycle(&ta, &a).await.unwrap();
+    ta.commit().await.unwrap();
+    assert!(!b.adopt(cycle).is_leader());
+    assert!(!b.believes_it_leads() && !a.believes_it_leads());
+}
+
+// --- Defect 2: a shorter lease and an unknown commit ---
+
+#[tokio::test]
+async fn shortening_the_lease_caps_the_leaders_belief_even_if_the_commit_is_unknown() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    env.advance(Duration::from_secs(1));
+    let short = ElectionConfig::builder()
+        .lease_duration(Duration::from_secs(1))
+        .heartbeat_interval(ms(300))
+        .candidate_timeout(Duration::from_secs(2))
+        .transaction_timeout(ms(200))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    env.txn(|e, txn| {
+        let short = short.clone();
+        async move { e.write_config(&txn, &short).await }
+    })
+    .await
+    .unwrap();
+    // A renews with the 1 s lease; the commit applies but its result is unknown.
+    let err = env.cycle_with_fault(&a, CommitFault::UnknownApplied).await;
+    assert!(err.is_maybe_committed());
+    assert_eq!(env.record().await.lease_duration(), Duration::from_secs(1));
+    // B sees the 1 s lease unrenewed and takes over after a full (short) lease. At every
+    // step, at most one of them believes.
+    assert_eq!(env.action(&b).await, Action::None);
+    for _ in 0..12 {
+        env.advance(ms(100));
+        assert_no_overlap(&[&a, &b]);
+        let _ = env.action(&b).await;
+        assert_no_overlap(&[&a, &b]);
+    }
+    assert!(b.believes_it_leads(), "B took over the short lease");
+    assert!(!a.believes_it_leads());
+}
+
+// --- Defect 3: force_vacate with a registered candidate's id ---
+
+#[tokio::test]
+async fn force_vacate_with_a_registered_id_never_lets_that_candidate_in_early() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    let bid = b.id().clone();
+    let out = env
+        .txn(|e, txn| {
+            let bid = bid.clone();
+            async move { e.force_vacate(&txn, &bid, Ballot::new(1)).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        OperatorOutcome::Done {
+            ballot: Ballot::new(2)
+        }
+    );
+    let rec = env.record().await;
+    assert_eq!(rec.operator_hold(), Some(b.id()));
+    assert_eq!(
+        rec.reservation(),
+        None,
+        "an operator hold is not a reservation"
+    );
+    // B does not fill it at once: it waits a full lease like everyone, while A's belief runs
+    // out.
+    assert_eq!(env.action(&b).await, Action::None);
+    for _ in 0..9 {
+        env.advance(Duration::from_secs(1));
+        assert_eq!(env.action(&b).await, Action::None);
+        assert_no_overlap(&[&a, &b]);
+    }
+    env.advance(Duration::from_secs(1));
+    assert_eq!(env.action(&b).await, Action::Acquired);
+    assert_eq!(b.fencing_token(), Some(Ballot::new(3)));
+    assert!(!a.believes_it_leads());
+}
+
+// --- Defect 4: is_leader on an older read version ---
+
+#[tokio::test]
+async fn is_leader_on_an_older_read_version_never_demotes_the_leader() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    // The application's transaction takes its read version...
+    let app = env.db.create_transaction();
+    let _ = app.get(b"app/x", ReadMode::Snapshot).await.unwrap();
+    // ...the leader renews in its own transaction...
+    env.advance(Duration::from_secs(3));
+    assert_eq!(env.action(&a).await, Action::Renewed);
+    // ...then the application asks: the older renewal still names A at its ballot.
+    assert!(env.election.is_leader(&app, &a).await.unwrap());
+    assert!(a.believes_it_leads(), "a query never demotes");
+    assert_eq!(env.action(&a).await, Action::Renewed);
+}
+
+#[tokio::test]
+async fn queries_never_change_what_a_candidate_believes_or_times() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let f = env.candidate("f", 1).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    // F never cycled: its queries neither time the record nor report a lapse.
+    for _ in 0..30 {
+        env.advance(Duration::from_secs(1));
+        let t = env.db.create_transaction();
+        assert!(env.election.current_leader(&t, &f).await.unwrap().is_some());
+        assert!(!env.election.is_leader(&t, &f).await.unwrap());
+    }
+    // F's first cycle starts its wait now, not at its first query 30 s ago.
+    assert_eq!(env.action(&f).await, Action::None);
+    env.advance(Duration::from_secs(9));
+    assert_eq!(env.action(&f).await, Action::None);
+    env.advance(Duration::from_secs(1));
+    assert_eq!(env.action(&f).await, Action::Acquired);
+}
+
+// --- Defect 5: a handover to a requester that left ---
+
+#[tokio::test]
+async fn a_requester_that_unregisters_withdraws_its_request() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let h = env.candidate("h", 9).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    // H asks for a handover (its cycle commits, A has not cycled since)...
+    assert_eq!(env.action(&h).await, Action::RequestedHandover);
+    assert!(env.record().await.handover_request().is_some());
+    // ...then leaves (a rolled-back deploy).
+    let out = env
+        .txn(|e, txn| {
+            let h = h.clone();
+            async move { e.unregister_candidate(&txn, &h).await }
+        })
+        .await
+        .unwrap();
+    assert!(out.is_none());
+    assert_eq!(env.record().await.handover_request(), None);
+    // The leader keeps leading.
+    assert_eq!(env.action(&a).await, Action::Renewed);
+    assert!(a.believes_it_leads());
+}
+
+#[tokio::test]
+async fn a_leader_drops_a_request_whose_author_is_gone() {
+    // The request landed while its author was already unregistered (a raw record from an
+    // older version, or any path around the registry): the leader drops it.
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let h = env.candidate("h", 9).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    // H's request and its unregistration race: both transactions read before either commits.
+    let th = env.db.create_transaction();
+    let req = env.election.run_election_cycle(&th, &h).await.unwrap();
+    assert_eq!(req.action(), Action::RequestedHandover);
+    let tu = env.db.create_transaction();
+    env.election.unregister_candidate(&tu, &h).await.unwrap();
+    th.commit().await.unwrap();
+    drop(req);
+    // The unregistration read the leader record with a conflict range: it retries.
+    assert!(tu.commit().await.is_err());
+    env.txn(|e, txn| {
+        let h = h.clone();
+        async move { e.unregister_candidate(&txn, &h).await }
+    })
+    .await
+    .unwrap();
+    assert_eq!(env.record().await.handover_request(), None);
+    assert_eq!(env.action(&a).await, Action::Renewed);
+}
+
+#[tokio::test]
+async fn a_reservation_for_a_candidate_that_unregisters_is_withdrawn() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 5).await;
+    let c = env.candidate("c", 0).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    for x in [&b, &c] {
+        let _ = env.action(x).await;
+    }
+    // A resigns, reserving for B (the best live); B leaves before filling it.
+    let out = env
+        .txn(|e, txn| {
+            let a = a.clone();
+            async move { e.resign_leadership(&txn, &a, None).await }
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, ResignOutcome::Resigned { reserved_for: Some(ref n), .. } if n.id() == b.id())
+    );
+    env.txn(|e, txn| {
+        let b = b.clone();
+        async move { e.unregister_candidate(&txn, &b).await }
+    })
+    .await
+    .unwrap();
+    assert_eq!(env.record().await.reservation(), None);
+    // Nobody waits a lease for B: C takes the unreserved vacancy at once.
+    assert_eq!(env.action(&c).await, Action::Acquired);
+}
+
+#[tokio::test]
+async fn a_resignation_never_reserves_for_a_candidate_unregistering_concurrently() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 5).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    let _ = env.action(&b).await;
+    let tr = env.db.create_transaction();
+    let out = env.election.resign_leadership(&tr, &a, None).await.unwrap();
+    assert!(matches!(
+        out,
+        ResignOutcome::Resigned {
+            reserved_for: Some(_),
+            ..
+        }
+    ));
+    let tu = env.db.create_transaction();
+    env.election.unregister_candidate(&tu, &b).await.unwrap();
+    tu.commit().await.unwrap();
+    // The resignation conflicts on the reserved candidate's registration.
+    assert!(tr.commit().await.is_err());
+    let rec = env.record().await;
+    assert!(rec.reservation().is_none_or(|r| r.id() != b.id()));
+}
+
+// --- Defect 6: eviction races a claim ---
+
+#[tokio::test]
+async fn eviction_never_unregisters_a_candidate_that_claims_concurrently() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let x = env.candidate("x", 1).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    // A renews until X (who never heartbeats) looks dead.
+    for _ in 0..8 {
+        env.advance(Duration::from_secs(3));
+        assert_eq!(env.action(&a).await, Action::Renewed);
+    }
+    // A crashes. X claims without heartbeats (`try_claim_leadership`), so it still looks
+    // dead: its first claim only starts its wait.
+    let first = env
+        .txn(|e, txn| {
+            let x = x.clone();
+            async move { e.try_claim_leadership(&txn, &x).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.action(), Action::None);
+    drop(first);
+    env.advance(Duration::from_secs(11));
+    // The eviction reads (and means to remove X) while X's claim commits.
+    let te = env.db.create_transaction();
+    let tc = env.db.create_transaction();
+    let claim = env.election.try_claim_leadership(&tc, &x).await.unwrap();
+    assert_eq!(claim.action(), Action::Acquired);
+    let evicted = env.election.evict_dead_candidates(&te).await.unwrap();
+    assert!(evicted.contains(x.id()), "X looked dead to the eviction");
+    tc.commit().await.unwrap();
+    x.adopt(claim);
+    // Whatever the eviction saw, it read the leader record with a conflict range: it retries.
+    assert!(te.commit().await.is_err());
+    let evicted = env
+        .txn(|e, txn| async move { e.evict_dead_candidates(&txn).await })
+        .await
+        .unwrap();
+    assert!(!evicted.contains(x.id()), "the owner is never evicted");
+    let rec = env.record().await;
+    assert_eq!(rec.owner().map(|o| o.id()), Some(x.id()));
+    let reg = env
+        .txn(|e, txn| {
+            let id = x.id().clone();
+            async move { e.get_candidate(&txn, &id).await }
+        })
+        .await
+        .unwrap();
+    assert!(reg.is_some(), "the owner is registered");
+}
+
+// --- Defect 7: operator resign hands over in one commit ---
+
+#[tokio::test]
+async fn an_operator_resign_is_honoured_without_preemption_and_hands_over_at_once() {
+    let config = ElectionConfig::builder()
+        .allow_preemption(false)
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let env = Env::new(&config).await;
+    let a = env.candidate("a", 9).await;
+    let b = env.candidate("b", 1).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    let _ = env.action(&b).await;
+    let ops = CandidateId::random("operator").unwrap();
+    let out = env
+        .txn(|e, txn| {
+            let ops = ops.clone();
+            async move { e.request_resign(&txn, &ops, Ballot::new(1)).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        OperatorOutcome::Done {
+            ballot: Ballot::new(1)
+        }
+    );
+    let rec = env.record().await;
+    assert_eq!(rec.operator_request(), Some(&ops));
+    assert_eq!(rec.handover_request(), None);
+    assert_eq!(env.action(&a).await, Action::HandedOver);
+    assert_eq!(
+        env.record().await.reservation().map(|r| r.id()),
+        Some(b.id())
+    );
+    assert_eq!(env.action(&b).await, Action::Acquired);
+    assert_eq!(b.fencing_token(), Some(Ballot::new(2)));
+}
+
+// --- Defect 8: smaller gaps ---
+
+#[tokio::test]
+async fn a_handover_request_keeps_the_owners_attempt_id_so_its_unknown_commit_is_recognised() {
+    let config = ElectionConfig::builder()
+        .handover_grace(Duration::from_secs(2))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let env = Env::new(&config).await;
+    let a = env.candidate("a", 1).await;
+    let h = env.candidate("h", 9).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    env.advance(Duration::from_secs(1));
+    // A's renewal applies, but A is told "unknown".
+    assert!(
+        env.cycle_with_fault(&a, CommitFault::UnknownApplied)
+            .await
+            .is_maybe_committed()
+    );
+    let writer = env.record().await.writer().cloned();
+    // H's request lands on top of it.
+    assert_eq!(env.action(&h).await, Action::RequestedHandover);
+    assert_eq!(env.record().await.writer().cloned(), writer);
+    // A (busy, within the grace) recognises its renewal and keeps leading while it drains.
+    a.set_busy(true);
+    assert_eq!(env.action(&a).await, Action::Renewed);
+    assert!(a.believes_it_leads());
+}
+
+#[tokio::test]
+async fn a_vacancy_that_failed_to_land_is_written_again() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let h = env.candidate("h", 9).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    assert_eq!(env.action(&h).await, Action::RequestedHandover);
+    // A steps down; its vacancy does not land.
+    let err = env.cycle_with_fault(&a, CommitFault::Unavailable).await;
+    assert!(err.is_retryable());
+    assert!(!a.believes_it_leads());
+    assert!(env.record().await.owner().is_some_and(|o| o.id() == a.id()));
+    // Its next cycle writes the vacancy again (no lease lost), and H fills it at once.
+    assert_eq!(env.action(&a).await, Action::HandedOver);
+    assert_eq!(env.action(&h).await, Action::Acquired);
+    assert_no_overlap(&[&a, &h]);
+}
+
+#[tokio::test]
+async fn states_the_protocol_never_writes_fail_closed_through_the_api() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let h = env.candidate("h", 9).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    assert_eq!(env.action(&h).await, Action::RequestedHandover);
+    let good = env.record().await;
+    let key = {
+        let t = env.db.create_transaction();
+        let rows = t.get_range(b"", b"\xff", ReadMode::Snapshot).await.unwrap();
+        let bytes_of = |v: &[u8]| v.to_vec();
+        rows.into_iter()
+            .find(|(k, _)| k.ends_with(b"leader\x00"))
+            .map(|(k, v)| (k, bytes_of(&v)))
+            .unwrap()
+    };
+    assert_eq!(good.ballot(), Ballot::new(1));
+    // Flip the owner's id into the request (a request from the owner itself): the stored
+    // value is re-encoded by hand, byte for byte, replacing h's id with a's.
+    let (k, v) = key;
+    let (hid, aid) = (h.id().as_str().as_bytes(), a.id().as_str().as_bytes());
+    assert_eq!(hid.len(), aid.len());
+    let pos = v.windows(hid.len()).position(|w| w == hid).unwrap();
+    let mut bad = v.clone();
+    bad[pos..pos + hid.len()].copy_from_slice(aid);
+    let t = env.db.create_transaction();
+    t.set(&k, &bad);
+    t.commit().await.unwrap();
+    assert!(matches!(
+        env.cycle(&h).await,
+        Err(ElectionError::Corrupt { .. })
+    ));
+}
+
+#[tokio::test]
+async fn an_unknown_commit_that_lands_later_is_never_a_second_ballot() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    // A's acquisition is in flight when A is told "unknown".
+    let err = env
+        .cycle_with_fault(&a, CommitFault::UnknownAppliedLater)
+        .await;
+    assert!(err.is_maybe_committed());
+    // It lands just after B's next transaction takes its read version: B's acquisition of
+    // the same vacancy then conflicts, and A recognises its own write.
+    let tb = env.db.create_transaction();
+    let cb = env.election.run_election_cycle(&tb, &b).await.unwrap();
+    assert_eq!(cb.action(), Action::Acquired);
+    assert!(tb.commit().await.is_err());
+    drop(cb);
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    assert_eq!(a.fencing_token(), Some(Ballot::new(1)));
+    assert!(!env.cycle(&b).await.unwrap().is_leader());
+}
+
+#[tokio::test]
+async fn the_database_helper_and_the_local_check_have_distinct_names() {
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let r = env.cycle(&a).await.unwrap();
+    assert!(r.is_leader());
+    assert!(a.believes_it_leads());
+    let t = env.db.create_transaction();
+    assert!(env.election.is_leader(&t, &a).await.unwrap());
+    let _ = Priority::new(0);
+}
