@@ -9,7 +9,7 @@ use crate::config::ElectionConfig;
 use crate::core::{Action, Adoption, LocalState};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority};
-use crate::record::{LeaderRecord, LeaderState, MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES};
+use crate::record::{LeaderRecord, LeaderState, MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, Party};
 
 /// One process incarnation taking part in an election: its id, priority, payload and
 /// metadata, its injected clock, and its local election state (what it believes, what it is
@@ -284,6 +284,8 @@ pub struct Cycle {
     pub(crate) record: LeaderRecord,
     pub(crate) adoption: Option<Adoption>,
     pub(crate) next_action_at: Option<LocalInstant>,
+    /// The handover request this leader honoured (stepping down, or draining first).
+    pub(crate) honoured: Option<Party>,
     pub(crate) config: ElectionConfig,
 }
 

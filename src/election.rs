@@ -716,6 +716,7 @@ impl LeaderElection {
                         fence: None,
                         adopt: None,
                         next_action_at: None,
+                        honoured: None,
                     };
                 }
             }
@@ -741,6 +742,7 @@ impl LeaderElection {
             record,
             adoption: plan.adopt,
             next_action_at: plan.next_action_at,
+            honoured: plan.honoured,
             config,
         })
     }
@@ -865,10 +867,11 @@ impl LeaderElection {
     ) -> Result<Option<LeaderState>, ElectionError> {
         let leader = self.leader_with(txn, ReadMode::Snapshot).await?;
         let now = observer.now();
-        let lapsed = observer.lock().core.observed().is_some_and(|o| {
-            (o.ballot, o.renewal) == (leader.ballot, leader.renewal)
-                && now >= core::lapse_at(o.first_seen, leader.lease)
-        });
+        let lapsed = observer
+            .lock()
+            .core
+            .observed()
+            .is_some_and(|o| o.lapsed(&leader, now));
         if lapsed {
             return Ok(None);
         }

@@ -10,13 +10,14 @@
 //!   finding one's own attempt id in the record, and always dated from that attempt's start.
 
 pub(crate) mod operator;
+pub(crate) mod runner;
 mod state;
 #[cfg(test)]
 mod tests;
 
 #[cfg(test)]
 pub(crate) use state::Role;
-pub(crate) use state::{LocalState, PendingAttempt, Tenure};
+pub(crate) use state::{LocalState, Observed, PendingAttempt, Tenure};
 
 use std::time::Duration;
 
@@ -137,6 +138,9 @@ pub(crate) struct Plan {
     /// The earliest local instant at which this candidate could act without any change to the
     /// record (takeover eligibility, end of a handover grace).
     pub(crate) next_action_at: Option<LocalInstant>,
+    /// The handover request (a candidate's or an operator's) this leader honours: it steps
+    /// down now, or drains its work first (then the renewal keeps the request).
+    pub(crate) honoured: Option<Party>,
 }
 
 /// Leadership prepared by an attempt, to adopt only after its commit is confirmed.
@@ -153,6 +157,7 @@ fn nothing(next_action_at: Option<LocalInstant>) -> Decision {
         fence: None,
         adopt: None,
         next_action_at,
+        honoured: None,
     })
 }
 
@@ -276,7 +281,8 @@ fn decide_as_leader(
                 } else {
                     let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
                     if !st.busy() || t0 >= grace_end {
-                        return step_down(st, input, Some(reserve), Action::HandedOver);
+                        return step_down(st, input, Some(reserve), Action::HandedOver)
+                            .map(|d| honouring(d, rec.handover.clone()));
                     }
                     next_action_at = Some(grace_end);
                 }
@@ -295,7 +301,8 @@ fn decide_as_leader(
                     Ok(reserve) => reserve,
                     Err(need) => return Ok(Decision::Need(need)),
                 };
-                return step_down(st, input, reserve, Action::HandedOver);
+                return step_down(st, input, reserve, Action::HandedOver)
+                    .map(|d| honouring(d, rec.handover.clone()));
             }
             next_action_at = Some(grace_end);
             keep_request = rec.handover.clone();
@@ -313,10 +320,23 @@ fn decide_as_leader(
         // Read back after noting the request, so the grace is not restarted by renewals.
         handover_seen_at,
     };
+    let honoured = owned.handover.clone();
     let mut plan = write_owned(st, input, owned)?;
     plan.action = Action::Renewed;
     plan.next_action_at = next_action_at;
+    plan.honoured = honoured;
     Ok(Decision::Plan(plan))
+}
+
+/// The decision, noting the request it honours.
+fn honouring(d: Decision, request: Option<Party>) -> Decision {
+    match d {
+        Decision::Plan(mut plan) => {
+            plan.honoured = request;
+            Decision::Plan(plan)
+        }
+        need => need,
+    }
 }
 
 /// Writes the vacancy again after a release whose write never landed (the record still
@@ -451,6 +471,7 @@ fn decide_as_follower(
                 fence: None,
                 adopt: None,
                 next_action_at: takeover_at,
+                honoured: None,
             }));
         }
     }
@@ -529,6 +550,7 @@ fn write_owned(
         fence: None,
         adopt: Some(Adoption { seq, tenure }),
         next_action_at: None,
+        honoured: None,
     })
 }
 
@@ -592,6 +614,7 @@ fn release(
         fence: Some(fence),
         adopt: None,
         next_action_at: None,
+        honoured: None,
     })
 }
 

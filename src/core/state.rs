@@ -48,6 +48,31 @@ pub(crate) struct Observed {
     pub(crate) rank: Option<u32>,
 }
 
+impl Observed {
+    /// Notes that a read returned `rec`, `read_at` being a reading taken after the read: the
+    /// timing restarts whenever the observation identity changed.
+    pub(crate) fn note(slot: &mut Option<Observed>, rec: &LeaderRecord, read_at: LocalInstant) {
+        let same = slot
+            .as_ref()
+            .is_some_and(|o| o.ballot == rec.ballot && o.renewal == rec.renewal);
+        if !same {
+            *slot = Some(Observed {
+                ballot: rec.ballot,
+                renewal: rec.renewal,
+                first_seen: read_at,
+                rank: None,
+            });
+        }
+    }
+
+    /// Whether `rec`, observed as this, has been unchanged for a full lease at `now`: the
+    /// lapse rule ([`lapse_at`](super::lapse_at)) applied to this observation.
+    pub(crate) fn lapsed(&self, rec: &LeaderRecord, now: LocalInstant) -> bool {
+        (self.ballot, self.renewal) == (rec.ballot, rec.renewal)
+            && now >= super::lapse_at(self.first_seen, rec.lease)
+    }
+}
+
 /// A write whose commit is not (yet) confirmed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PendingAttempt {
@@ -261,18 +286,7 @@ impl LocalState {
 
     /// Records that the read returned `rec`; `read_at` was taken after the read.
     pub(crate) fn observe(&mut self, rec: &LeaderRecord, read_at: LocalInstant) {
-        let same = self
-            .observed
-            .as_ref()
-            .is_some_and(|o| o.ballot == rec.ballot && o.renewal == rec.renewal);
-        if !same {
-            self.observed = Some(Observed {
-                ballot: rec.ballot,
-                renewal: rec.renewal,
-                first_seen: read_at,
-                rank: None,
-            });
-        }
+        Observed::note(&mut self.observed, rec, read_at);
     }
 
     /// Stores the takeover rank for the current observation.

@@ -4,35 +4,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use foundationdb_tuple::Subspace;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
+use rand::TryRngCore;
 use tracing::Instrument;
 
-use super::driver::Driver;
 use super::events::ElectionCallbacks;
-use super::handle::{Runner, Shared};
-use super::observer::Observer;
+use super::executor::{Executor, Setup};
+use super::handle::Runner;
+use super::shared::Shared;
 use crate::candidate::Candidate;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{ElectionConfig, MAX_DURATION};
+use crate::core::runner::{Machine, OnLoss, Settings};
 use crate::database::ElectionDatabase;
 use crate::election::LeaderElection;
 use crate::error::{ElectionError, printable_key};
 use crate::ids::{CandidateId, Priority};
-
-/// What a runner does after losing leadership (other than by resigning or shutting down).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OnLoss {
-    /// Keep competing (the default). The runner first waits (within the stop timeout) for the
-    /// lost leadership's guarded tasks to end.
-    #[default]
-    Recampaign,
-    /// Leave the election (wait for guarded tasks, unregister) and stop: the runner's state
-    /// becomes [`Stopped`](super::RunnerState::Stopped). For services that prefer to restart
-    /// after losing leadership.
-    Exit,
-}
 
 /// A runner setting that was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -308,9 +294,10 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             .name
             .take()
             .unwrap_or_else(|| printable_key(self.subspace.bytes()));
-        let rng = match self.seed {
-            Some(seed) => StdRng::seed_from_u64(seed),
-            None => StdRng::from_os_rng(),
+        // The machine's jitter: seeded for reproducible runs, from the OS otherwise.
+        let seed = match self.seed {
+            Some(seed) => seed,
+            None => rand::rngs::OsRng.try_next_u64().unwrap_or_default(),
         };
         let election = LeaderElection::new(self.subspace.clone());
         let (shared, parts) = Shared::new(
@@ -326,42 +313,51 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             Some(c) => tracing::info_span!("election", election = %name, candidate = %c.id()),
             None => tracing::info_span!("election", election = %name, observer = true),
         };
-        let task = match candidate.clone() {
-            Some(me) => {
-                let driver = Driver::new(super::driver::Setup {
-                    db: self.db,
-                    election: election.clone(),
-                    me,
-                    config,
-                    rng,
-                    on_loss: self.on_loss,
-                    stop_timeout,
-                    shared: Arc::clone(&shared),
-                    commands: parts.commands_rx,
-                    shutdown: parts.shutdown.clone(),
-                });
-                runtime.spawn(driver.run().instrument(span))
-            }
-            None => {
-                let observer = Observer::new(
-                    self.db,
-                    election.clone(),
-                    config,
-                    rng,
-                    Arc::clone(&shared),
-                    parts.shutdown.clone(),
-                );
-                runtime.spawn(observer.run().instrument(span))
-            }
-        };
+        let machine = Machine::new(
+            Settings {
+                me: candidate.as_ref().map(|c| c.id().clone()),
+                config: config.clone(),
+                on_loss: self.on_loss,
+                stop_timeout,
+                seed,
+            },
+            shared.clock.now(),
+        );
+        let executor = Executor::new(Setup {
+            db: self.db,
+            election: election.clone(),
+            me: candidate.clone(),
+            clock: Arc::clone(&shared.clock),
+            init_config: config,
+            machine,
+            shared: Arc::clone(&shared),
+            requests: parts.requests_rx,
+            shutdown: parts.shutdown.clone(),
+        });
+        let task = runtime.spawn(executor.run().instrument(span));
         Ok(Runner::new(
             shared,
             candidate,
             election,
             name,
-            parts.commands_tx,
+            parts.requests_tx,
             parts.shutdown,
             task.abort_handle(),
         ))
+    }
+}
+
+impl Runner {
+    /// A builder for a candidate competing in the election under `subspace`.
+    pub fn builder<D: ElectionDatabase>(db: D, subspace: Subspace) -> RunnerBuilder<D> {
+        RunnerBuilder::new(db, subspace, false)
+    }
+
+    /// A builder for an observer of the election under `subspace`: it never registers or
+    /// competes, and follows the leader (and its payload) through watches, with polling as
+    /// the fallback. It reports a leader as gone once it has seen its record unchanged for a
+    /// full lease.
+    pub fn observer<D: ElectionDatabase>(db: D, subspace: Subspace) -> RunnerBuilder<D> {
+        RunnerBuilder::new(db, subspace, true)
     }
 }

@@ -8,145 +8,9 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::guard::LeadershipGuard;
 use super::metrics::Metrics;
-use crate::ids::{Ballot, CandidateId, Priority};
-use crate::record::{LeaderRecord, Named};
-
-/// A leader as this process knows it: the owner named in the leader record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaderInfo {
-    /// The leader's ballot: its term, and the fencing token its work carries.
-    pub ballot: Ballot,
-    /// The leader.
-    pub id: CandidateId,
-    /// The leader's priority.
-    pub priority: Priority,
-    /// The payload the leader publishes (for example, the address where it serves).
-    pub payload: Option<Vec<u8>>,
-}
-
-impl LeaderInfo {
-    fn of(record: &LeaderRecord) -> Option<Self> {
-        record.owner().map(|owner| LeaderInfo {
-            ballot: record.ballot(),
-            id: owner.id().clone(),
-            priority: owner.priority(),
-            payload: record.payload().map(<[u8]>::to_vec),
-        })
-    }
-
-    /// The payload as UTF-8 text, if it is.
-    pub fn payload_str(&self) -> Option<&str> {
-        self.payload
-            .as_deref()
-            .and_then(|p| std::str::from_utf8(p).ok())
-    }
-}
-
-/// Why the leader changed, as far as this process observed (a process that misses an
-/// intermediate record, for example between two polls, reports the change it saw).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ChangeReason {
-    /// The first leader this process saw (or a leader seen again after it was reported gone).
-    Discovered,
-    /// A candidate filled an unreserved vacancy.
-    Acquired,
-    /// A candidate filled the vacancy its predecessor reserved for it (a cooperative handover
-    /// or a resignation).
-    HandedOver,
-    /// A new ballot replaced the leader this process last saw: a takeover of a lease that had
-    /// lapsed (its leader crashed, or stopped renewing), or a handover whose vacancy this
-    /// process did not see.
-    Replaced,
-    /// The leader stepped down (handover, resignation, shutdown, elections disabled): the
-    /// record is vacant, possibly reserved for a successor.
-    SteppedDown {
-        /// The candidate the vacancy is reserved for, if any.
-        reserved_for: Option<CandidateId>,
-    },
-    /// The leader's lease lapsed: an observer saw the record unchanged for a full lease, or
-    /// this process's own lease ran out locally.
-    LeaseLapsed,
-    /// The same leader published a new payload.
-    PayloadChanged,
-}
-
-impl ChangeReason {
-    /// A short, stable name (used as a metric label and in logs).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ChangeReason::Discovered => "discovered",
-            ChangeReason::Acquired => "acquired",
-            ChangeReason::HandedOver => "handed_over",
-            ChangeReason::Replaced => "replaced",
-            ChangeReason::SteppedDown { .. } => "stepped_down",
-            ChangeReason::LeaseLapsed => "lease_lapsed",
-            ChangeReason::PayloadChanged => "payload_changed",
-        }
-    }
-}
-
-/// A change of leader, delivered to every runner (followers and observers included).
-///
-/// Consecutive changes chain: each one's `old` is the previous one's `new`, and `old != new`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaderChange {
-    /// The leader before the change (`None`: none known, vacant, or lapsed).
-    pub old: Option<LeaderInfo>,
-    /// The leader after the change.
-    pub new: Option<LeaderInfo>,
-    /// Why it changed.
-    pub reason: ChangeReason,
-}
-
-/// Why this process's leadership ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StopReason {
-    /// It handed over to a higher-priority candidate that asked for it.
-    HandedOver {
-        /// The candidate the vacancy was reserved for.
-        to: Option<CandidateId>,
-    },
-    /// The application asked it to resign ([`Runner::resign`](super::Runner::resign)).
-    Resigned,
-    /// Another candidate owns the record now (this process's lease had lapsed).
-    Superseded,
-    /// The lease ran out locally before a renewal succeeded (for example, the database was
-    /// unreachable).
-    LeaseExpired,
-    /// Elections were disabled in the configuration.
-    ElectionsDisabled,
-    /// The candidate's registration disappeared (it was evicted as dead).
-    Unregistered,
-    /// The runner is shutting down.
-    Shutdown,
-    /// The runner task ended without shutting down (aborted, or its runtime was dropped).
-    RunnerStopped,
-}
-
-impl StopReason {
-    /// A short, stable name (used as a metric label and in logs).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            StopReason::HandedOver { .. } => "handed_over",
-            StopReason::Resigned => "resigned",
-            StopReason::Superseded => "superseded",
-            StopReason::LeaseExpired => "lease_expired",
-            StopReason::ElectionsDisabled => "elections_disabled",
-            StopReason::Unregistered => "unregistered",
-            StopReason::Shutdown => "shutdown",
-            StopReason::RunnerStopped => "runner_stopped",
-        }
-    }
-
-    /// Whether the application asked for it (resign, shutdown), rather than losing it.
-    pub fn is_requested(&self) -> bool {
-        matches!(self, StopReason::Resigned | StopReason::Shutdown)
-    }
-}
+use crate::core::runner::{LeaderChange, LeaderInfo, StopReason};
+use crate::ids::{Ballot, CandidateId};
+use crate::record::Named;
 
 /// Callbacks for one runner. Every method has an empty default.
 ///
@@ -179,6 +43,15 @@ pub trait ElectionCallbacks: Send + Sync + 'static {
     fn on_handover_requested(&self, requester: &Named, guard: &LeadershipGuard) {
         let _ = (requester, guard);
     }
+
+    /// An operator asked this leader to step down
+    /// ([`LeaderElection::request_resign`](crate::LeaderElection::request_resign)), giving
+    /// `operator` as its id. As for a handover, the runner accepts no new guarded work, and
+    /// steps down (reserving the vacancy for the best live candidate) once the work in flight
+    /// is done or the grace has passed.
+    fn on_operator_request(&self, operator: &CandidateId, guard: &LeadershipGuard) {
+        let _ = (operator, guard);
+    }
 }
 
 /// One callback to deliver.
@@ -187,6 +60,7 @@ pub(crate) enum Notice {
     Stopped(Ballot, StopReason),
     Changed(LeaderChange),
     HandoverRequested(Named, LeadershipGuard),
+    OperatorRequest(CandidateId, LeadershipGuard),
 }
 
 /// Starts the task that delivers callbacks, in order. It ends when the sender is dropped.
@@ -202,6 +76,7 @@ pub(crate) fn spawn_dispatcher(
                 Notice::Stopped(ballot, reason) => cb.on_stopped(*ballot, reason),
                 Notice::Changed(change) => cb.on_leader_changed(change),
                 Notice::HandoverRequested(by, guard) => cb.on_handover_requested(by, guard),
+                Notice::OperatorRequest(by, guard) => cb.on_operator_request(by, guard),
             }));
             if outcome.is_err() {
                 tracing::error!(
@@ -213,42 +88,30 @@ pub(crate) fn spawn_dispatcher(
     tx
 }
 
-/// The leader as this process knows it, and the channels that publish its changes.
-pub(crate) struct Publisher {
-    me: Option<CandidateId>,
-    record: Option<LeaderRecord>,
-    leader: Option<LeaderInfo>,
+/// The channels that publish leader changes: the current leader, the change stream, and the
+/// callbacks. What changed, and why, is the machine's decision ([`LeaderView`]).
+///
+/// [`LeaderView`]: crate::core::runner::LeaderView
+pub(crate) struct Channels {
     leader_tx: watch::Sender<Option<LeaderInfo>>,
     changes: Option<broadcast::Sender<LeaderChange>>,
     notices: Option<mpsc::UnboundedSender<Notice>>,
     metrics: Metrics,
-    /// Set when the leader changed; the runner refreshes the candidate count then.
-    pub(crate) changed: bool,
 }
 
-impl Publisher {
+impl Channels {
     pub(crate) fn new(
-        me: Option<CandidateId>,
         leader_tx: watch::Sender<Option<LeaderInfo>>,
         changes: broadcast::Sender<LeaderChange>,
         notices: Option<mpsc::UnboundedSender<Notice>>,
         metrics: Metrics,
     ) -> Self {
-        Publisher {
-            me,
-            record: None,
-            leader: None,
+        Channels {
             leader_tx,
             changes: Some(changes),
             notices,
             metrics,
-            changed: false,
         }
-    }
-
-    /// The last leader record seen.
-    pub(crate) fn record(&self) -> Option<&LeaderRecord> {
-        self.record.as_ref()
     }
 
     /// Closes the change stream and the callbacks (the runner stopped): subscribers see the
@@ -266,83 +129,9 @@ impl Publisher {
         }
     }
 
-    /// A leader record was read (or written). `leading` is the ballot this process leads, if
-    /// any; `lapsed` says the record's owner is known to have lapsed. `fallback` is the reason
-    /// reported when this process's own record no longer counts as leading.
-    pub(crate) fn observe(
-        &mut self,
-        record: &LeaderRecord,
-        leading: Option<Ballot>,
-        lapsed: bool,
-        fallback: ChangeReason,
-    ) {
-        self.observe_written(record, leading, lapsed, fallback, ChangeReason::Discovered);
-    }
-
-    /// As [`observe`](Self::observe); `first` is the reason reported when no earlier record
-    /// was seen (the writer of the record knows what it did).
-    pub(crate) fn observe_written(
-        &mut self,
-        record: &LeaderRecord,
-        leading: Option<Ballot>,
-        lapsed: bool,
-        fallback: ChangeReason,
-        first: ChangeReason,
-    ) {
-        let own = record
-            .owner()
-            .is_some_and(|o| Some(o.id()) == self.me.as_ref());
-        let new = if lapsed || (own && leading != Some(record.ballot())) {
-            None
-        } else {
-            LeaderInfo::of(record)
-        };
-        let reason = match (&self.record, &new) {
-            _ if new.is_none() && record.owner().is_none() => ChangeReason::SteppedDown {
-                reserved_for: record.reservation().map(|r| r.id().clone()),
-            },
-            (_, None) => {
-                if lapsed {
-                    ChangeReason::LeaseLapsed
-                } else {
-                    fallback
-                }
-            }
-            (None, Some(_)) => first,
-            (Some(prev), Some(n)) => {
-                if n.ballot > prev.ballot() {
-                    if prev.reservation().map(Named::id) == Some(&n.id) {
-                        ChangeReason::HandedOver
-                    } else if prev.owner().is_some() {
-                        ChangeReason::Replaced
-                    } else {
-                        ChangeReason::Acquired
-                    }
-                } else if self.leader.as_ref().is_some_and(|l| l.id == n.id) {
-                    ChangeReason::PayloadChanged
-                } else {
-                    ChangeReason::Discovered
-                }
-            }
-        };
-        self.metrics.ballot.set(u64_to_f64(record.ballot().get()));
-        self.record = Some(record.clone());
-        self.set(new, reason);
-    }
-
-    /// Re-evaluates the last record (after this process's own leadership ended).
-    pub(crate) fn refresh(&mut self, leading: Option<Ballot>, fallback: ChangeReason) {
-        if let Some(record) = self.record.clone() {
-            self.observe(&record, leading, false, fallback);
-        }
-    }
-
-    fn set(&mut self, new: Option<LeaderInfo>, reason: ChangeReason) {
-        if new == self.leader {
-            return;
-        }
-        let old = std::mem::replace(&mut self.leader, new.clone());
-        let change = LeaderChange { old, new, reason };
+    /// Publishes a leader change everywhere: the current leader, the stream, the callbacks,
+    /// the metrics and the log.
+    pub(crate) fn publish(&self, change: LeaderChange) {
         tracing::info!(
             old_leader = change.old.as_ref().map(|l| tracing::field::display(&l.id)),
             old_ballot = change.old.as_ref().map(|l| l.ballot.get()),
@@ -358,11 +147,5 @@ impl Publisher {
             let _ = changes.send(change.clone());
         }
         self.notify(Notice::Changed(change));
-        self.changed = true;
     }
-}
-
-/// A gauge value (exact below 2^53, which ballots do not reach in practice).
-fn u64_to_f64(n: u64) -> f64 {
-    n as f64
 }

@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
 
-use super::events::StopReason;
 use crate::candidate::Candidate;
 use crate::clock::LocalInstant;
+use crate::core::runner::StopReason;
 use crate::ids::Ballot;
 
 /// One leadership (one ballot) of this process, handed to the application when it is
@@ -192,9 +192,10 @@ impl LeadershipGuard {
         self.reason().clone()
     }
 
-    /// Whether a higher-priority candidate asked this leader to hand over. From then on the
-    /// guard accepts no new work; the leader steps down once the work in flight is done, or
-    /// the configured grace has passed.
+    /// Whether this leader is about to step down: a higher-priority candidate (or an
+    /// operator) asked it to hand over, or the application asked it to resign. From then on
+    /// the guard accepts no new work; the leader steps down once the work in flight is done,
+    /// or the configured grace has passed.
     pub fn is_handover_requested(&self) -> bool {
         self.inner.handover.is_cancelled()
     }
@@ -210,7 +211,9 @@ impl LeadershipGuard {
     /// waits for them, at most the configured `handover_grace`.
     ///
     /// The task's output is `Some` if `work` ran to completion, and `None` if it was cancelled
-    /// or never started (the guard was already cancelled, or a handover was requested).
+    /// or never started: the guard was already cancelled or no longer valid, or a handover
+    /// was requested, when `spawn` was called *or* when the task first ran (a task scheduled
+    /// late never starts work on a leadership that ended meanwhile).
     ///
     /// Must be called within a tokio runtime.
     pub fn spawn<F>(&self, work: F) -> JoinHandle<Option<F::Output>>
@@ -218,10 +221,15 @@ impl LeadershipGuard {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let token = self.inner.token.clone();
+        let guard = self.clone();
         let busy = self.accepts_work().then(|| self.inner.work.begin());
         self.inner.tracker.spawn(async move {
             let _busy = busy?;
+            if !guard.is_valid() {
+                return None;
+            }
+            let token = guard.inner.token.clone();
+            drop(guard);
             tokio::select! {
                 biased;
                 () = token.cancelled() => None,
@@ -254,25 +262,15 @@ impl LeadershipGuard {
         self.inner.token.cancel();
     }
 
-    /// Revokes the guard if the candidate no longer believes in its ballot.
-    pub(crate) fn revoke_unless_believed(&self, reason: impl FnOnce() -> StopReason) {
-        if self.inner.candidate.fencing_token() != Some(self.inner.ballot) {
-            self.revoke(reason());
-        }
+    /// Sets the deadline: the belief's (a renewal moves it forward; writing a shorter lease
+    /// moves it back).
+    pub(crate) fn set_deadline(&self, deadline: LocalInstant) {
+        self.inner.deadline.store(nanos(deadline), Ordering::SeqCst);
     }
 
-    /// Moves the deadline to `deadline` after a renewal.
-    pub(crate) fn renew(&self, deadline: LocalInstant) {
-        self.inner
-            .deadline
-            .fetch_max(nanos(deadline), Ordering::SeqCst);
-    }
-
-    /// Marks a handover as requested; returns whether this is the first time.
-    pub(crate) fn request_handover(&self) -> bool {
-        let first = !self.inner.handover.is_cancelled();
+    /// Accepts no new work from now on: a handover or a resignation is pending.
+    pub(crate) fn close(&self) {
         self.inner.handover.cancel();
-        first
     }
 
     /// Stops accepting tasks and waits for the ones in flight, at most `bound`. Returns

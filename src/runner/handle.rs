@@ -1,42 +1,20 @@
 //! [`Runner`]: the handle of a running election participant (or observer).
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
-use foundationdb_tuple::Subspace;
-use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::builder::RunnerBuilder;
-use super::events::{ElectionCallbacks, LeaderChange, LeaderInfo, Publisher, spawn_dispatcher};
-use super::guard::{LeadershipGuard, Work};
-use super::health::{HealthProblem, RunnerState, Status};
-use super::metrics::Metrics;
+use super::guard::LeadershipGuard;
+use super::health::HealthProblem;
+use super::shared::{Request, Shared, ShutdownReport};
 use crate::candidate::Candidate;
-use crate::clock::Clock;
-use crate::database::ElectionDatabase;
+use crate::core::runner::{LeaderChange, LeaderInfo, RunnerState, StopReason};
 use crate::election::{LeaderElection, ResignOutcome};
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
-
-/// What a runner reports when it has left the election.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// Whether this process led at shutdown and resigned: then the vacancy (with the same
-    /// ballot) is reserved for the best live candidate, if there was one.
-    pub resigned: Option<ResignOutcome>,
-    /// Whether the candidate's registration was removed.
-    pub unregistered: bool,
-    /// Whether every guarded task ended within the stop timeout.
-    pub tasks_finished: bool,
-    /// The error that prevented resigning or unregistering, if any (the leadership still ended
-    /// locally, and the lease lapses by itself).
-    pub error: Option<String>,
-    /// False if the runner task ended without shutting down (it was aborted or panicked).
-    pub clean: bool,
-}
 
 /// Why a runner request failed.
 #[derive(Debug, thiserror::Error)]
@@ -51,107 +29,6 @@ pub enum RunnerError {
     /// The election operation failed.
     #[error("election operation failed")]
     Election(#[from] ElectionError),
-}
-
-/// A request from a handle to the runner task.
-pub(crate) enum Command {
-    Resign(oneshot::Sender<Result<ResignOutcome, ElectionError>>),
-}
-
-/// The state shared by the runner task and its handles.
-pub(crate) struct Shared {
-    pub(crate) status: Status,
-    publisher: Mutex<Publisher>,
-    pub(crate) guard_tx: watch::Sender<Option<LeadershipGuard>>,
-    pub(crate) leader_rx: watch::Receiver<Option<LeaderInfo>>,
-    changes: Mutex<Option<broadcast::Sender<LeaderChange>>>,
-    pub(crate) report_tx: watch::Sender<Option<ShutdownReport>>,
-    /// Woken when guarded work goes idle.
-    pub(crate) wake: Arc<Notify>,
-    pub(crate) work: Option<Arc<Work>>,
-    pub(crate) metrics: Metrics,
-    pub(crate) clock: Arc<dyn Clock>,
-}
-
-/// The ends of the channels between a handle and the task.
-pub(crate) struct Parts {
-    pub(crate) commands_tx: mpsc::UnboundedSender<Command>,
-    pub(crate) commands_rx: mpsc::UnboundedReceiver<Command>,
-    pub(crate) shutdown: CancellationToken,
-}
-
-impl Shared {
-    pub(crate) fn new(
-        name: &str,
-        candidate: Option<Candidate>,
-        clock: Arc<dyn Clock>,
-        lease: std::time::Duration,
-        capacity: usize,
-        callbacks: Option<Arc<dyn ElectionCallbacks>>,
-    ) -> (Arc<Shared>, Parts) {
-        let (leader_tx, leader_rx) = watch::channel(None);
-        let (changes, _) = broadcast::channel(capacity);
-        let notices = callbacks.map(spawn_dispatcher);
-        let metrics = Metrics::new(name);
-        let publisher = Publisher::new(
-            candidate.as_ref().map(|c| c.id().clone()),
-            leader_tx,
-            changes.clone(),
-            notices,
-            metrics.clone(),
-        );
-        let wake = Arc::new(Notify::new());
-        let work = candidate
-            .as_ref()
-            .map(|c| Arc::new(Work::new(c.clone(), Arc::clone(&wake))));
-        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            status: Status::new(lease),
-            publisher: Mutex::new(publisher),
-            guard_tx: watch::Sender::new(None),
-            leader_rx,
-            changes: Mutex::new(Some(changes)),
-            report_tx: watch::Sender::new(None),
-            wake,
-            work,
-            metrics,
-            clock,
-        });
-        let parts = Parts {
-            commands_tx,
-            commands_rx,
-            shutdown: CancellationToken::new(),
-        };
-        (shared, parts)
-    }
-
-    pub(crate) fn publisher(&self) -> MutexGuard<'_, Publisher> {
-        self.publisher
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A receiver of the change stream (already closed once the runner stopped).
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<LeaderChange> {
-        let changes = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
-        match changes.as_ref() {
-            Some(tx) => tx.subscribe(),
-            None => broadcast::channel(1).1,
-        }
-    }
-
-    /// Ends the change stream and the callbacks: the runner stopped.
-    pub(crate) fn close(&self) {
-        self.publisher().close();
-        self.changes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-    }
-
-    pub(crate) fn guard(&self) -> Option<LeadershipGuard> {
-        self.guard_tx.borrow().clone()
-    }
 }
 
 /// A running election participant (or observer): the handle an application keeps.
@@ -203,7 +80,7 @@ struct HandleInner {
     candidate: Option<Candidate>,
     election: LeaderElection,
     name: String,
-    commands: mpsc::UnboundedSender<Command>,
+    requests: mpsc::UnboundedSender<Request>,
     shutdown: CancellationToken,
     abort: AbortHandle,
 }
@@ -226,25 +103,12 @@ impl fmt::Debug for Runner {
 }
 
 impl Runner {
-    /// A builder for a candidate competing in the election under `subspace`.
-    pub fn builder<D: ElectionDatabase>(db: D, subspace: Subspace) -> RunnerBuilder<D> {
-        RunnerBuilder::new(db, subspace, false)
-    }
-
-    /// A builder for an observer of the election under `subspace`: it never registers or
-    /// competes, and follows the leader (and its payload) through watches, with polling as
-    /// the fallback. It reports a leader as gone once it has seen its record unchanged for a
-    /// full lease.
-    pub fn observer<D: ElectionDatabase>(db: D, subspace: Subspace) -> RunnerBuilder<D> {
-        RunnerBuilder::new(db, subspace, true)
-    }
-
     pub(crate) fn new(
         shared: Arc<Shared>,
         candidate: Option<Candidate>,
         election: LeaderElection,
         name: String,
-        commands: mpsc::UnboundedSender<Command>,
+        requests: mpsc::UnboundedSender<Request>,
         shutdown: CancellationToken,
         abort: AbortHandle,
     ) -> Self {
@@ -254,7 +118,7 @@ impl Runner {
                 candidate,
                 election,
                 name,
-                commands,
+                requests,
                 shutdown,
                 abort,
             }),
@@ -362,10 +226,9 @@ impl Runner {
         }
         let (tx, rx) = oneshot::channel();
         self.inner
-            .commands
-            .send(Command::Resign(tx))
+            .requests
+            .send(Request::Resign(tx))
             .map_err(|_| RunnerError::Stopped)?;
-        self.inner.shared.wake.notify_one();
         Ok(rx.await.map_err(|_| RunnerError::Stopped)??)
     }
 
@@ -398,7 +261,7 @@ impl Runner {
         self.inner.abort.abort();
         // The task ends at its next poll; the leadership ends now.
         if let Some(guard) = self.inner.shared.guard() {
-            guard.revoke(super::events::StopReason::RunnerStopped);
+            guard.revoke(StopReason::RunnerStopped);
         }
     }
 }

@@ -1,48 +1,12 @@
 //! The runner's explicit state and its health check.
 
-use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::clock::LocalInstant;
-
-/// What a runner is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RunnerState {
-    /// Not competing: an observer, or a candidate not registered yet.
-    NotParticipating,
-    /// Competing, and another candidate leads (or nobody does yet).
-    Follower,
-    /// This process leads.
-    Leader,
-    /// The last attempt failed (for example, the database is unreachable); the runner keeps
-    /// retrying. A leader whose lease is still valid stays [`Leader`](Self::Leader).
-    Error,
-    /// The runner has stopped (shut down, exited after a loss, or its task ended).
-    Stopped,
-}
-
-impl RunnerState {
-    /// A short, stable name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunnerState::NotParticipating => "not_participating",
-            RunnerState::Follower => "follower",
-            RunnerState::Leader => "leader",
-            RunnerState::Error => "error",
-            RunnerState::Stopped => "stopped",
-        }
-    }
-}
-
-impl fmt::Display for RunnerState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::core::runner::RunnerState;
 
 /// Why the health check fails.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -108,31 +108,3 @@ impl Metrics {
         metrics::counter!(name, "election" => self.election.clone(), label => value)
     }
 }
-
-/// A short, stable name for an error, for the `kind` label.
-pub(crate) fn error_kind(e: &crate::ElectionError) -> &'static str {
-    use crate::ElectionError as E;
-    use crate::TxnErrorKind as K;
-    match e {
-        E::Database(t) => match t.kind() {
-            K::Conflict => "conflict",
-            K::TooOld => "too_old",
-            K::CommitUnknown => {
-                if std::error::Error::source(t)
-                    .is_some_and(|s| s.is::<crate::database::TransactionTimedOut>())
-                {
-                    "timeout"
-                } else {
-                    "unknown_result"
-                }
-            }
-            K::Unavailable => "unavailable",
-            K::OtherRetryable => "retryable",
-            _ => "fatal",
-        },
-        E::NotInitialized => "not_initialized",
-        E::NotRegistered { .. } => "not_registered",
-        E::Corrupt { .. } | E::InvalidStoredConfig { .. } => "corrupt",
-        _ => "other",
-    }
-}

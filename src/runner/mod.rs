@@ -87,18 +87,22 @@
 //! [`Cycle::next_action_at`]: crate::Cycle::next_action_at
 
 mod builder;
-mod driver;
 mod events;
+mod executor;
 mod guard;
 mod handle;
 mod health;
 pub mod metrics;
-mod observer;
-mod pacing;
+mod shared;
+mod timers;
 
+pub use crate::core::runner::{
+    ChangeReason, LeaderChange, LeaderInfo, OnLoss, RunnerState, StopReason,
+};
 pub use crate::database::{ElectionDatabase, TransactionTimedOut};
-pub use builder::{BuildError, DEFAULT_EVENT_CAPACITY, OnLoss, RunnerBuilder};
-pub use events::{ChangeReason, ElectionCallbacks, LeaderChange, LeaderInfo, StopReason};
+pub use builder::{BuildError, DEFAULT_EVENT_CAPACITY, RunnerBuilder};
+pub use events::ElectionCallbacks;
 pub use guard::LeadershipGuard;
-pub use handle::{Runner, RunnerError, ShutdownReport};
-pub use health::{HealthProblem, RunnerState};
+pub use handle::{Runner, RunnerError};
+pub use health::HealthProblem;
+pub use shared::ShutdownReport;

@@ -1,13 +1,12 @@
-//! Timing helpers: heartbeat jitter, back-off after failures, rate-limited warnings, and the
-//! mapping from the candidate's clock to tokio's timers.
+//! Timing rules of the runner: heartbeat jitter, back-off after failures, and rate-limited
+//! warnings. Pure: the randomness is the machine's own seeded generator.
 
 use std::time::Duration;
 
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use crate::clock::{Clock, LocalInstant};
-use crate::config::MAX_DURATION;
+use crate::clock::LocalInstant;
 
 /// `d × factor`, or `d` if that is not representable.
 pub(crate) fn scale(d: Duration, factor: f64) -> Duration {
@@ -28,21 +27,6 @@ pub(crate) fn jittered(rng: &mut StdRng, heartbeat: Duration) -> Duration {
 /// `t - d`, saturating at the clock's origin.
 pub(crate) fn before(t: LocalInstant, d: Duration) -> LocalInstant {
     LocalInstant::from_origin(t.since_origin().saturating_sub(d))
-}
-
-/// The tokio instant at which `clock` shows `t` (now, if `t` has passed).
-pub(crate) fn tokio_instant(clock: &dyn Clock, t: LocalInstant) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    let wait = t.saturating_duration_since(clock.now()).min(MAX_DURATION);
-    now.checked_add(wait).unwrap_or(now)
-}
-
-/// Sleeps until `at`, or forever if `at` is `None`.
-pub(crate) async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Capped exponential back-off with jitter: from 1/32 of a heartbeat (at least 1 ms),
@@ -106,18 +90,6 @@ impl WarnLimiter {
     }
 }
 
-/// An error and its sources, joined with ": ".
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +129,13 @@ mod tests {
             let d = jittered(&mut rng, Duration::from_secs(1));
             assert!(d >= Duration::from_millis(800) && d <= Duration::from_secs(1));
         }
+        assert_eq!(part(Duration::from_secs(1), 4), Duration::from_millis(250));
+        assert_eq!(
+            before(
+                LocalInstant::from_origin(Duration::from_secs(1)),
+                Duration::from_secs(2)
+            ),
+            LocalInstant::ZERO
+        );
     }
 }
