@@ -102,7 +102,7 @@ impl Steady {
             followers: all[1..].to_vec(),
         };
         s.cycle(&s.leader).await?;
-        if !s.leader.is_leader() {
+        if s.leader.leadership().is_none() {
             return Err("the first candidate was not elected".into());
         }
         Ok(s)
@@ -322,7 +322,9 @@ async fn failover(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) ->
         let mut leader = None;
         while leader.is_none() {
             tokio::time::sleep(Duration::from_millis(5)).await;
-            leader = rs.iter().position(Runner::is_leader);
+            leader = rs
+                .iter()
+                .position(|r| r.leadership().is_some_and(|g| g.is_valid()));
         }
         let l = leader.ok_or("no leader")?;
         // Steady state, then crash at a pseudo-random phase of the heartbeat.
