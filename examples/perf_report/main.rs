@@ -1,10 +1,15 @@
 //! The performance report: what one election cycle costs the database, and how fast
-//! leadership moves, measured in one run on MemDb.
+//! leadership moves, measured in one run on MemDb; then the same measurements, side by side,
+//! for a re-implementation of the `foundationdb` 0.11 recipe (`v011.rs`, for measurement
+//! only) on the same store, with the same transactions, clocks and schedules.
 //!
 //! `cargo run --release --example perf_report`
 //!
-//! It prints a table (each figure with its target) and, as its last line, one JSON object.
-//! It measures; it never fails because a machine is slow.
+//! It prints a table (each figure with its target), the side-by-side table, a capacity table
+//! (what N candidates × M elections put on a cluster), and, as its last line, one JSON object.
+//! It measures; it never fails because a machine is slow. It does fail if a side-by-side
+//! scenario did not do what it is meant to (no takeover, no handover): such a figure would be
+//! vacuous.
 
 #![allow(
     clippy::arithmetic_side_effects,
@@ -19,11 +24,19 @@ use std::time::{Duration, Instant};
 
 use fdb_leader_election::runner::Runner;
 use fdb_leader_election::{
-    Candidate, CandidateId, ElectionConfig, ElectionError, ElectionTxn, LeaderElection,
-    ManualClock, MemDb, MemDbStats, Priority, ReadMode, ScriptedFaults,
+    Candidate, CandidateId, Clock, ElectionConfig, ElectionError, ElectionTxn, LeaderElection,
+    ManualClock, MemDb, MemDbStats, Priority, ReadMode, ScriptedFaults, SystemClock,
 };
 use foundationdb_tuple::Subspace;
 use serde::Serialize;
+
+mod clocks;
+mod probe;
+mod v011;
+
+use clocks::HostClock;
+use probe::{Counts, Probe, Tally};
+use v011::{ElectionResult as V011Result, V011Config, V011Election, V011Host};
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -44,6 +57,12 @@ struct Report {
     preempt_handover_no_watch_over_heartbeat: f64,
     overlap_instants: u64,
     cycles_per_sec_10k_elections: f64,
+    round_trips_per_cycle: u64,
+    v011_reads_per_cycle_follower: u64,
+    v011_writes_per_cycle_follower: u64,
+    v011_round_trips_per_cycle: u64,
+    v011_follower_aborts_per_1k_cycles: f64,
+    v011_failover_over_lease: f64,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -119,28 +138,131 @@ impl Steady {
         c.adopt(cycle);
         Ok(())
     }
+
+    /// One cycle, its transaction probed (`probe.rs`).
+    async fn cycle_probed(&self, c: &Candidate, tally: &Tally) -> Res<()> {
+        let cycle = self
+            .db
+            .run(|txn, _| {
+                let (e, c) = (self.election.clone(), c.clone());
+                let txn = Probe::new(txn, tally, Duration::ZERO);
+                async move { e.run_election_cycle(&txn, &c).await }
+            })
+            .await?;
+        c.adopt(cycle);
+        Ok(())
+    }
 }
 
-fn io(d: MemDbStats) -> (u64, u64, u64) {
-    (d.point_reads, d.sets + d.clears, d.range_reads)
+/// What one cycle costs: MemDb's own counters, and the probe's view of what a FoundationDB
+/// cluster would serve (see `probe.rs`).
+#[derive(Clone, Copy, Debug, Default)]
+struct CycleCost {
+    /// `get` calls, as MemDb counts them.
+    reads: u64,
+    /// `set` and `clear` calls.
+    writes: u64,
+    /// Range reads.
+    range_reads: u64,
+    /// Storage reads, read rounds and conflict ranges.
+    probe: Counts,
+    /// For a follower cycle: its read conflict ranges that a leader renewal writes, so that
+    /// a renewal committing first aborts it.
+    exposed_to_renewals: u64,
 }
 
-async fn io_counts(r: &mut Report) -> Res<()> {
+impl CycleCost {
+    fn new(d: MemDbStats, tally: &Tally) -> Self {
+        CycleCost {
+            reads: d.point_reads,
+            writes: d.sets + d.clears,
+            range_reads: d.range_reads,
+            probe: tally.counts(),
+            exposed_to_renewals: 0,
+        }
+    }
+}
+
+/// One follower cycle and one leader renewal of this crate, 100 candidates registered.
+async fn io_counts(r: &mut Report) -> Res<(CycleCost, CycleCost)> {
     let s = Steady::new(MemDb::new(), "io", 100).await?;
     let f = &s.followers[0];
     s.cycle(f).await?; // first sight
+    let (f_tally, l_tally) = (Tally::default(), Tally::default());
     let before = s.db.stats();
-    s.cycle(f).await?;
-    let (reads, writes, ranges_f) = io(s.db.stats().since(&before));
-    r.reads_per_cycle_follower = reads;
-    r.writes_per_cycle_follower = writes;
+    s.cycle_probed(f, &f_tally).await?;
+    let mut follower = CycleCost::new(s.db.stats().since(&before), &f_tally);
     let before = s.db.stats();
-    s.cycle(&s.leader).await?;
-    let (reads, writes, ranges_l) = io(s.db.stats().since(&before));
-    r.reads_per_cycle_leader = reads;
-    r.writes_per_cycle_leader = writes;
-    r.range_reads_per_cycle = ranges_f.max(ranges_l);
-    Ok(())
+    s.cycle_probed(&s.leader, &l_tally).await?;
+    let leader = CycleCost::new(s.db.stats().since(&before), &l_tally);
+    follower.exposed_to_renewals = f_tally.conflicts_with_writes_of(&l_tally);
+    r.reads_per_cycle_follower = follower.reads;
+    r.writes_per_cycle_follower = follower.writes;
+    r.reads_per_cycle_leader = leader.reads;
+    r.writes_per_cycle_leader = leader.writes;
+    r.range_reads_per_cycle = follower.range_reads.max(leader.range_reads);
+    r.round_trips_per_cycle = follower.probe.rounds.max(leader.probe.rounds);
+    Ok((follower, leader))
+}
+
+/// An election of the v0.11 recipe with `n` registered hosts on exact clocks over `truth`.
+async fn v011_setup(
+    db: &MemDb,
+    name: &str,
+    n: usize,
+    config: V011Config,
+    truth: Arc<dyn Clock>,
+) -> Res<(V011Election, Vec<V011Host>)> {
+    let election = V011Election::new(&Subspace::from(name));
+    db.run(|txn, _| {
+        let e = election.clone();
+        async move { e.initialize_with_config(&txn, config).await }
+    })
+    .await?;
+    let mut hosts = Vec::with_capacity(n);
+    for i in 0..n {
+        let clock = Arc::new(HostClock::exact(truth.clone()));
+        let host = V011Host::new(format!("{name}-{i}"), 1, clock);
+        host.register(db, &election).await?;
+        hosts.push(host);
+    }
+    Ok((election, hosts))
+}
+
+/// The same two cycles of the v0.11 recipe: 100 hosts registered, clocks frozen so the lease
+/// never lapses.
+async fn v011_io_counts(r: &mut Report) -> Res<(CycleCost, CycleCost)> {
+    let truth = ManualClock::new();
+    let db = MemDb::with_clock(Arc::new(truth.clone()));
+    let (e, hosts) =
+        v011_setup(&db, "v011-io", 100, V011Config::default(), Arc::new(truth)).await?;
+    let (leader, follower_host) = (&hosts[0], &hosts[1]);
+    if !matches!(leader.cycle(&db, &e).await?, V011Result::Leader(_)) {
+        return Err("v0.11: the first host was not elected".into());
+    }
+    follower_host.cycle(&db, &e).await?; // first sight
+    let (f_tally, l_tally) = (Tally::default(), Tally::default());
+    let before = db.stats();
+    let seen = follower_host
+        .cycle_with(&db, &e, |txn| Probe::new(txn, &f_tally, Duration::ZERO))
+        .await?;
+    if !matches!(seen, V011Result::Follower(Some(_))) {
+        return Err("v0.11: the follower did not see the leader".into());
+    }
+    let mut follower = CycleCost::new(db.stats().since(&before), &f_tally);
+    let before = db.stats();
+    let renewed = leader
+        .cycle_with(&db, &e, |txn| Probe::new(txn, &l_tally, Duration::ZERO))
+        .await?;
+    if !matches!(renewed, V011Result::Leader(_)) {
+        return Err("v0.11: the leader did not refresh".into());
+    }
+    let leader = CycleCost::new(db.stats().since(&before), &l_tally);
+    follower.exposed_to_renewals = f_tally.conflicts_with_writes_of(&l_tally);
+    r.v011_reads_per_cycle_follower = follower.reads;
+    r.v011_writes_per_cycle_follower = follower.writes;
+    r.v011_round_trips_per_cycle = follower.probe.rounds.max(leader.probe.rounds);
+    Ok((follower, leader))
 }
 
 /// Time per call of `op` over one batch.
@@ -253,6 +375,74 @@ async fn follower_aborts(r: &mut Report) -> Res<u64> {
     Ok(renewals)
 }
 
+/// The same contention for the v0.11 recipe: 100 hosts (99 followers cycling concurrently,
+/// 40 cycles each, while the leader refreshes 160 times), clocks frozen so the lease never
+/// lapses. Each read that reaches the store takes 200 µs, as above; repeated reads of a key
+/// are served by the transaction's cache, as FoundationDB's read-your-writes cache serves
+/// them (`probe.rs`). Counts follower attempts that had to be retried.
+async fn v011_follower_aborts(r: &mut Report) -> Res<u64> {
+    const CYCLES: u64 = 40;
+    const LATENCY: Duration = Duration::from_micros(200);
+    let truth = ManualClock::new();
+    let db = MemDb::with_clock(Arc::new(truth.clone()));
+    let (e, hosts) = v011_setup(
+        &db,
+        "v011-aborts",
+        100,
+        V011Config::default(),
+        Arc::new(truth),
+    )
+    .await?;
+    if !matches!(hosts[0].cycle(&db, &e).await?, V011Result::Leader(_)) {
+        return Err("v0.11: the first host was not elected".into());
+    }
+    let attempts = Arc::new(AtomicU64::new(0));
+    let tally = Tally::default();
+    let mut tasks = Vec::new();
+    for h in &hosts[1..] {
+        let (db, e, h, attempts, tally) = (
+            db.clone(),
+            e.clone(),
+            h.clone(),
+            Arc::clone(&attempts),
+            tally.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..CYCLES {
+                h.cycle_with(&db, &e, |txn| {
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                    Probe::new(txn, &tally, LATENCY)
+                })
+                .await?;
+            }
+            Ok::<(), v011::V011Error>(())
+        }));
+    }
+    let leader = {
+        let (db, e, h, tally) = (db.clone(), e.clone(), hosts[0].clone(), tally.clone());
+        tokio::spawn(async move {
+            let mut refreshes = 0u64;
+            for _ in 0..CYCLES * 4 {
+                if let V011Result::Leader(_) = h
+                    .cycle_with(&db, &e, |txn| Probe::new(txn, &tally, LATENCY))
+                    .await?
+                {
+                    refreshes += 1;
+                }
+            }
+            Ok::<u64, v011::V011Error>(refreshes)
+        })
+    };
+    for t in tasks {
+        t.await??;
+    }
+    let refreshes = leader.await??;
+    let cycles = CYCLES * (hosts.len() as u64 - 1);
+    let aborted = attempts.load(Ordering::Relaxed).saturating_sub(cycles);
+    r.v011_follower_aborts_per_1k_cycles = aborted as f64 * 1000.0 / cycles as f64;
+    Ok(refreshes)
+}
+
 /// Samples every live runner's guard every millisecond; counts instants with two valid.
 #[derive(Clone, Default)]
 struct OverlapMonitor {
@@ -359,6 +549,79 @@ async fn failover(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) ->
     Ok(())
 }
 
+/// The v0.11 recipe's documented loop: after `delay`, one `run_election_cycle` every
+/// heartbeat, until an error (or until the task is aborted: a crash).
+async fn v011_loop(
+    db: MemDb,
+    e: V011Election,
+    h: V011Host,
+    delay: Duration,
+    heartbeat: Duration,
+) -> Result<(), v011::V011Error> {
+    tokio::time::sleep(delay).await;
+    let mut tick = tokio::time::interval(heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        h.cycle(&db, &e).await?;
+    }
+}
+
+/// The same crash schedule for the v0.11 recipe: three hosts, each calling
+/// `run_election_cycle` every heartbeat (its documented loop) on exact wall clocks, lease
+/// 300 ms and heartbeat 100 ms (`with_lease_duration`), 25 trials; the leader's task is
+/// aborted at the same phases; failover ends when another host acts as leader.
+async fn v011_failover(r: &mut Report, lease: Duration) -> Res<()> {
+    let config = V011Config::with_lease_duration(lease);
+    let heartbeat = config.heartbeat_interval;
+    let mut ratios = Vec::new();
+    for trial in 0..25u32 {
+        let db = MemDb::new();
+        let name = format!("v011-failover-{trial}");
+        let (e, hosts) = v011_setup(&db, &name, 3, config, Arc::new(SystemClock)).await?;
+        let tasks: Vec<_> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let (db, e, h) = (db.clone(), e.clone(), h.clone());
+                tokio::spawn(v011_loop(db, e, h, heartbeat * i as u32 / 3, heartbeat))
+            })
+            .collect();
+        let started = Instant::now();
+        let mut leader = None;
+        while leader.is_none() {
+            if started.elapsed() > Duration::from_secs(5) {
+                return Err("v0.11: no leader within 5 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            leader = hosts.iter().position(|h| h.leadership().is_some());
+        }
+        let l = leader.ok_or("no leader")?;
+        tokio::time::sleep(lease + Duration::from_millis(u64::from(trial * 37 % 100))).await;
+        let crashed = Instant::now();
+        tasks[l].abort();
+        loop {
+            if hosts
+                .iter()
+                .enumerate()
+                .any(|(i, h)| i != l && h.leadership().is_some())
+            {
+                break;
+            }
+            if crashed.elapsed() > lease * 5 {
+                return Err("v0.11: no takeover within five leases".into());
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        ratios.push(crashed.elapsed().as_secs_f64() / lease.as_secs_f64());
+        for t in &tasks {
+            t.abort();
+        }
+    }
+    r.v011_failover_over_lease = median(&mut ratios);
+    Ok(())
+}
+
 async fn handovers(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) -> Res<()> {
     let mut resign_ms = Vec::new();
     let mut preempt_ms = Vec::new();
@@ -460,12 +723,84 @@ fn row(name: &str, value: String, target: &str, met: bool) {
     );
 }
 
+/// One row of the side-by-side table. `defect`: whether the row is one where this crate must
+/// show 0 and the v0.11 recipe more than 0.
+fn side(name: &str, ours: String, v011: String, defect: Option<(bool, bool)>) {
+    let check = match defect {
+        None => String::new(),
+        Some((ours_zero, v011_positive)) => format!(
+            "0 / > 0     {}",
+            if ours_zero && v011_positive {
+                "ok"
+            } else {
+                "UNEXPECTED"
+            }
+        ),
+    };
+    println!("{name:<52} {ours:>12} {v011:>12}  {check}");
+}
+
+fn defect(ours: u64, v011: u64) -> Option<(bool, bool)> {
+    Some((ours == 0, v011 > 0))
+}
+
+/// A rate for the capacity table.
+fn rate(x: f64) -> String {
+    if x < 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// The capacity table, in Markdown: what `n` candidates in each of `m` elections put on a
+/// cluster per second when every candidate runs one cycle per heartbeat (one leader renewal
+/// and `n − 1` follower cycles per election and heartbeat), from the per-cycle counts.
+fn capacity_table(ours: (&CycleCost, &CycleCost), v011: (&CycleCost, &CycleCost), hb: Duration) {
+    println!();
+    println!(
+        "capacity: N candidates x M elections, one cycle per candidate per heartbeat ({} s), per second",
+        hb.as_secs_f64()
+    );
+    println!(
+        "| N × M | design | reads/s | writes/s | read conflict ranges/s | write conflict ranges/s | follower commits a renewal can abort/s |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for (n, m) in [(3u64, 1u64), (3, 1_000), (100, 100)] {
+        for (design, (f, l)) in [("this crate", ours), ("v0.11 recipe", v011)] {
+            let per_s = |follower: u64, leader: u64| {
+                (leader as f64 + (n - 1) as f64 * follower as f64) * m as f64 / hb.as_secs_f64()
+            };
+            println!(
+                "| {n} × {m} | {design} | {} | {} | {} | {} | {} |",
+                rate(per_s(f.probe.storage_reads, l.probe.storage_reads)),
+                rate(per_s(f.writes, l.writes)),
+                rate(per_s(
+                    f.probe.read_conflict_ranges,
+                    l.probe.read_conflict_ranges
+                )),
+                rate(per_s(
+                    f.probe.write_conflict_ranges,
+                    l.probe.write_conflict_ranges
+                )),
+                rate(per_s(f.exposed_to_renewals, 0)),
+            );
+        }
+    }
+    println!(
+        "reads: reads the cluster serves (a repeated get of a key is served by the transaction's cache); \
+         conflict ranges: distinct keys per transaction"
+    );
+}
+
 #[tokio::main]
 async fn main() -> Res<()> {
     let mut r = Report::default();
-    io_counts(&mut r).await?;
+    let (ours_follower, ours_leader) = io_counts(&mut r).await?;
+    let (v011_follower, v011_leader) = v011_io_counts(&mut r).await?;
     let (bare, c1, c10k) = cycle_costs(&mut r).await?;
     let renewals = follower_aborts(&mut r).await?;
+    let v011_refreshes = v011_follower_aborts(&mut r).await?;
 
     let cfg = ElectionConfig::with_lease_duration(Duration::from_millis(300))?;
     let mon = OverlapMonitor::default();
@@ -475,6 +810,8 @@ async fn main() -> Res<()> {
     sampler.abort();
     r.overlap_instants = mon.overlaps.load(Ordering::Relaxed);
     let samples = mon.samples.load(Ordering::Relaxed);
+    v011_failover(&mut r, cfg.lease_duration()).await?;
+
     many_elections(&mut r).await?;
 
     println!(
@@ -574,6 +911,105 @@ async fn main() -> Res<()> {
         format!("{:.0}", r.cycles_per_sec_10k_elections),
         "",
         true,
+    );
+
+    println!();
+    println!(
+        "side by side with the v0.11 recipe (examples/perf_report/v011.rs): same MemDb, same transactions, same clocks and schedules"
+    );
+    println!(
+        "{:<52} {:>12} {:>12}  defect (ours / v0.11)",
+        "figure", "this crate", "v0.11 recipe"
+    );
+    let num = |n: u64| n.to_string();
+    side(
+        "key reads per follower cycle (get calls)",
+        num(r.reads_per_cycle_follower),
+        num(r.v011_reads_per_cycle_follower),
+        None,
+    );
+    side(
+        "key writes per follower cycle",
+        num(r.writes_per_cycle_follower),
+        num(r.v011_writes_per_cycle_follower),
+        None,
+    );
+    side(
+        "key reads per leader cycle (get calls)",
+        num(ours_leader.reads),
+        num(v011_leader.reads),
+        None,
+    );
+    side(
+        "key writes per leader cycle",
+        num(ours_leader.writes),
+        num(v011_leader.writes),
+        None,
+    );
+    side(
+        "reads the cluster serves, follower cycle",
+        num(ours_follower.probe.storage_reads),
+        num(v011_follower.probe.storage_reads),
+        None,
+    );
+    side(
+        "sequential read round trips per cycle",
+        num(r.round_trips_per_cycle),
+        num(r.v011_round_trips_per_cycle),
+        None,
+    );
+    side(
+        "read / write conflict ranges, follower cycle",
+        format!(
+            "{} / {}",
+            ours_follower.probe.read_conflict_ranges, ours_follower.probe.write_conflict_ranges
+        ),
+        format!(
+            "{} / {}",
+            v011_follower.probe.read_conflict_ranges, v011_follower.probe.write_conflict_ranges
+        ),
+        None,
+    );
+    side(
+        "read / write conflict ranges, leader cycle",
+        format!(
+            "{} / {}",
+            ours_leader.probe.read_conflict_ranges, ours_leader.probe.write_conflict_ranges
+        ),
+        format!(
+            "{} / {}",
+            v011_leader.probe.read_conflict_ranges, v011_leader.probe.write_conflict_ranges
+        ),
+        None,
+    );
+    side(
+        "follower conflict ranges a renewal writes",
+        num(ours_follower.exposed_to_renewals),
+        num(v011_follower.exposed_to_renewals),
+        defect(
+            ours_follower.exposed_to_renewals,
+            v011_follower.exposed_to_renewals,
+        ),
+    );
+    side(
+        &format!("follower aborts / 1k cycles ({renewals} / {v011_refreshes} renewals)"),
+        format!("{:.2}", r.follower_aborts_per_1k_cycles),
+        format!("{:.2}", r.v011_follower_aborts_per_1k_cycles),
+        Some((
+            r.follower_aborts_per_1k_cycles == 0.0,
+            r.v011_follower_aborts_per_1k_cycles > 0.0,
+        )),
+    );
+    side(
+        "crash failover / lease, median (25 trials)",
+        format!("{:.3}", r.failover_over_lease),
+        format!("{:.3}", r.v011_failover_over_lease),
+        None,
+    );
+    capacity_table(
+        (&ours_follower, &ours_leader),
+        (&v011_follower, &v011_leader),
+        fdb_leader_election::DEFAULT_HEARTBEAT_INTERVAL,
     );
     println!("{}", serde_json::to_string(&r)?);
     Ok(())
