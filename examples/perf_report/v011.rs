@@ -356,6 +356,21 @@ impl V011Election {
         Ok(self.leader(txn).await?.filter(|l| l.is_lease_valid(now)))
     }
 
+    /// Deletes the leader key if the record names `id`.
+    pub(crate) async fn resign_leadership<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        id: &str,
+    ) -> Result<bool, V011Error> {
+        match self.leader(txn).await? {
+            Some(l) if l.leader_id == id => {
+                txn.clear(&self.leader_key);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// Heartbeat, then claim; a follower then reads the leader again.
     pub(crate) async fn run_election_cycle<T: ElectionTxn>(
         &self,
@@ -461,5 +476,20 @@ impl V011Host {
         election: &V011Election,
     ) -> Result<ElectionResult, V011Error> {
         self.cycle_with(db, election, |txn| txn).await
+    }
+
+    /// Resigns (deletes the leader key if it names this process) and stops acting as leader.
+    pub(crate) async fn resign(
+        &self,
+        db: &MemDb,
+        election: &V011Election,
+    ) -> Result<bool, V011Error> {
+        let resigned = db
+            .run(|txn, _| async move { election.resign_leadership(&txn, &self.id).await })
+            .await?;
+        if resigned {
+            *self.lock() = None;
+        }
+        Ok(resigned)
     }
 }
