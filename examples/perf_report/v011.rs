@@ -2,8 +2,8 @@
 //! **for measurement only**, so `perf_report` can run it beside this crate on the same store.
 //!
 //! It is not this crate's code and must never move into `src/`: it reproduces, on purpose, the
-//! behaviour the crate was built to replace (see `shared/research/features.md` §2 and the
-//! recipe's own documentation):
+//! behaviour the crate was built to replace, as the recipe's documentation and the README's
+//! "Migrating from the v0.11 recipe" describe it:
 //!
 //! - **Wall-clock leases.** The caller passes `current_time` (its wall clock, a duration since
 //!   the UNIX epoch); a claim or refresh stores `lease_expiry_nanos = current_time + lease`,
