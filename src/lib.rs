@@ -125,6 +125,7 @@ pub use clock::{Clock, LocalInstant, ManualClock, SystemClock, TokioClock};
 pub use config::{
     ConfigError, DEFAULT_CANDIDATE_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_DURATION,
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
+    MIN_TRANSACTION_TIMEOUT,
 };
 pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority};
