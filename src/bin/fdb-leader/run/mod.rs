@@ -171,8 +171,15 @@ pub(crate) async fn run<D: ElectionDatabase>(
         && (stored.lease_duration() != desired.lease_duration()
             || stored.heartbeat_interval() != desired.heartbeat_interval())
     {
-        let lease = show(desired.lease_duration());
-        let heartbeat = show(desired.heartbeat_interval());
+        // Every timing the new lease constrains, rounded down to the millisecond (rounding
+        // up could break "at most a third"), so that the command works as printed.
+        let ms = |d: Duration| format!("{}ms", d.as_millis());
+        let (lease, heartbeat, candidate, transaction) = (
+            ms(desired.lease_duration()),
+            ms(desired.heartbeat_interval()),
+            ms(desired.candidate_timeout()),
+            ms(desired.transaction_timeout()),
+        );
         tracing::warn!(
             "election {} already exists with lease {} and heartbeat {}: the stored \
              configuration wins over --lease/--heartbeat (change it with {})",
@@ -185,7 +192,11 @@ pub(crate) async fn run<D: ElectionDatabase>(
                 "--lease",
                 &lease,
                 "--heartbeat",
-                &heartbeat
+                &heartbeat,
+                "--candidate-timeout",
+                &candidate,
+                "--transaction-timeout",
+                &transaction,
             ]),
         );
     }
