@@ -128,7 +128,7 @@ struct Session<'a, D: ElectionDatabase> {
     backoff: ChildBackoff,
 }
 
-/// `run`, with the configuration [`preflight`] returned.
+/// `run`, with the configuration [`preflight()`] returned.
 pub(crate) async fn run<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,
