@@ -221,6 +221,12 @@ impl ElectionConfig {
         if c.transaction_timeout.is_zero() {
             return Err(ConfigError::ZeroTransactionTimeout);
         }
+        if c.transaction_timeout < MIN_TRANSACTION_TIMEOUT {
+            return Err(ConfigError::TransactionTimeoutTooShort {
+                transaction_timeout: c.transaction_timeout,
+                min: MIN_TRANSACTION_TIMEOUT,
+            });
+        }
         if c.transaction_timeout >= c.heartbeat_interval {
             return Err(ConfigError::TransactionTimeoutTooLong {
                 transaction_timeout: c.transaction_timeout,
@@ -230,6 +236,11 @@ impl ElectionConfig {
         Ok(c)
     }
 }
+
+/// The shortest per-attempt transaction timeout (1 ms): no store commits faster, so a shorter
+/// bound only turns every attempt into an unknown result, retried forever. Since the heartbeat
+/// must be longer and the lease at least three heartbeats, this also bounds those from below.
+pub const MIN_TRANSACTION_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// The longest duration any setting may take (one year): keeps every sum of durations and
 /// instants far from overflow.
@@ -362,6 +373,17 @@ pub enum ConfigError {
     /// The per-attempt transaction timeout must be longer than zero.
     #[error("transaction_timeout must be greater than zero")]
     ZeroTransactionTimeout,
+    /// No store commits within less than [`MIN_TRANSACTION_TIMEOUT`]: a shorter bound fails
+    /// every attempt.
+    #[error(
+        "transaction_timeout ({transaction_timeout:?}) must be at least {min:?}: no store commits faster"
+    )]
+    TransactionTimeoutTooShort {
+        /// The configured transaction timeout.
+        transaction_timeout: Duration,
+        /// The shortest allowed, [`MIN_TRANSACTION_TIMEOUT`].
+        min: Duration,
+    },
     /// A transaction attempt must end before the next heartbeat is due.
     #[error(
         "transaction_timeout ({transaction_timeout:?}) must be shorter than heartbeat_interval ({heartbeat:?})"
@@ -433,6 +455,20 @@ mod tests {
         assert!(matches!(
             b().transaction_timeout(s(3)).build(),
             Err(ConfigError::TransactionTimeoutTooLong { .. })
+        ));
+        assert!(matches!(
+            b().transaction_timeout(Duration::from_micros(999)).build(),
+            Err(ConfigError::TransactionTimeoutTooShort { .. })
+        ));
+        assert!(
+            b().transaction_timeout(MIN_TRANSACTION_TIMEOUT)
+                .build()
+                .is_ok()
+        );
+        // v0.11's scaling of a 1 ms lease gives a 111 µs transaction timeout: refused.
+        assert!(matches!(
+            ElectionConfig::with_lease_duration(Duration::from_millis(1)),
+            Err(ConfigError::TransactionTimeoutTooShort { .. })
         ));
         assert!(matches!(
             b().lease_duration(s(400 * 24 * 3600)).build(),

@@ -126,6 +126,7 @@ pub use clock::{Clock, LocalInstant, ManualClock, SystemClock, TokioClock};
 pub use config::{
     ConfigError, DEFAULT_CANDIDATE_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_DURATION,
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
+    MIN_TRANSACTION_TIMEOUT,
 };
 pub use database::{ElectionDatabase, TransactionTimedOut};
 pub use error::{DecodeError, ElectionError, printable_key};

@@ -37,7 +37,12 @@ fn status_json_has_leader_ballot_and_candidates_with_priorities() {
     );
     let out = world.cli(&["--election", "other", "status", "--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("does not exist"));
+    let expected = format!("no election at {} (name other)", world.db().display());
+    assert!(
+        text(&out.stderr).contains(&expected),
+        "{}",
+        text(&out.stderr)
+    );
 
     let mut a = world.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
     let (leader, _) = world
@@ -98,16 +103,20 @@ fn status_json_has_leader_ballot_and_candidates_with_priorities() {
 #[test]
 fn watch_prints_one_line_per_leader_change() {
     let mut world = World::new();
+    // Started before the store exists: --wait waits for it, creating nothing.
     let mut watch = Command::new(bin())
         .arg("--sqlite")
         .arg(world.db())
-        .args(["watch", "--json"])
+        .args(["watch", "--json", "--wait"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let lines = lines_of(watch.stdout.take().unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!world.db().exists(), "watch created the store");
+    assert!(watch.try_wait().unwrap().is_none(), "watch --wait gave up");
     let next = |what: &str| -> Value {
         let line = lines
             .recv_timeout(PATIENCE)
@@ -234,7 +243,11 @@ fn config_set_and_get_round_trip_and_the_stored_config_wins() {
     // An invalid change names the rule and changes nothing.
     let out = world.cli(&["config", "set", "--heartbeat", "1s"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("at most a third of lease_duration"));
+    assert!(
+        text(&out.stderr).contains("--heartbeat (1s) must be at most a third of --lease (900ms)"),
+        "{}",
+        text(&out.stderr)
+    );
     let again: Value =
         serde_json::from_slice(&world.cli(&["config", "get", "--json"]).stdout).unwrap();
     assert_eq!(again, config);

@@ -90,7 +90,7 @@ fn an_unwritable_path_is_refused_clearly() {
             assert_fails(&out, 3, "cannot open or create the SQLite database");
         }
         // Commands that only read do not create a store.
-        assert_fails(&on(&path, &["status"]), 3, "no election store at");
+        assert_fails(&on(&path, &["status"]), 1, "no election at");
     }
 }
 
@@ -166,7 +166,23 @@ fn usage_errors_exit_2_with_the_rule_named() {
         (&["config", "set"], "nothing to set"),
         (
             &["config", "set", "--heartbeat", "5s"],
-            "at most a third of lease_duration",
+            "--heartbeat (5s) must be at most a third of --lease (10s)",
+        ),
+        (
+            &["run", "--lease", "1ms", "--", "true"],
+            "--lease 1ms is too short",
+        ),
+        (
+            &["run", "--lease", "2s", "--heartbeat", "10ms", "--", "true"],
+            "--heartbeat 10ms is too short",
+        ),
+        (
+            &["config", "set", "--heartbeat", "1ms"],
+            "--heartbeat 1ms is too short",
+        ),
+        (
+            &["config", "set", "--transaction-timeout", "1ms"],
+            "--transaction-timeout 1ms is too short",
         ),
         (
             &["config", "set", "--max-clock-rate-error-ppm", "600000"],

@@ -1,5 +1,6 @@
 //! `fdb-leader run` with real processes on one SQLite file: exactly one child runs; a leader
-//! killed with SIGKILL is replaced within lease + heartbeat + 1 s with a higher ballot; SIGTERM
+//! killed with SIGKILL takes its child's whole process group with it within a second, and is
+//! replaced within lease + heartbeat + 1 s with a higher ballot, after that; SIGTERM
 //! hands over within 1 s with no overlap; begin/end commands run in order around each
 //! leadership; a higher-priority candidate takes over only after the old child has stopped.
 //!
@@ -20,10 +21,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    Event, HEARTBEAT_DUR, LEASE_DUR, PATIENCE, World, is_label, signal, wait_exit,
+    Event, HEARTBEAT_DUR, LEASE_DUR, PATIENCE, World, is_label, running, signal, wait_exit,
     wait_live_candidates,
 };
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 /// One timing-sensitive test at a time.
@@ -88,15 +89,41 @@ fn two_runs_on_one_file_run_exactly_one_child() {
 }
 
 #[test]
-fn sigkill_of_the_leader_fails_over_within_lease_plus_heartbeat_plus_one_second() {
+fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_it() {
     let _serial = serial();
     let mut world = World::new();
-    let (mut a, mut b, first) = leader_and_follower(&mut world, &[]);
-    // SIGKILL the leader and, as a supervisor killing its process group or cgroup would, its
-    // child's process group (fdb-leader cannot stop its child when killed with SIGKILL).
+    // The children start a grandchild too: the whole group must go.
+    let env = [("GRANDCHILD", "1")];
+    let mut a = world.start_run_with("a", &[], "0", &env);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run_with("b", &[], "0", &env);
+    wait_live_candidates(&world, 2);
+    let grandchild = world
+        .events()
+        .into_iter()
+        .find(|e| e.kind == "grandchild" && e.id == first.id)
+        .expect("a's child started a grandchild");
+    assert!(running(first.pid) && running(grandchild.pid));
+
+    // SIGKILL the supervisor only: nothing else is killed by the test.
     let start = Instant::now();
-    killpg(cli_support::pid_of(&a), Signal::SIGKILL).unwrap();
-    killpg(Pid::from_raw(first.pid), Signal::SIGKILL).unwrap();
+    signal(&a, Signal::SIGKILL);
+    let gone = cli_support::poll(PATIENCE, || {
+        (!running(first.pid) && !running(grandchild.pid)).then(Instant::now)
+    })
+    .unwrap_or_else(|| panic!("a's child group outlived it: {:?}", world.log_lines()));
+    let orphan_gone = gone - start;
+    eprintln!(
+        "orphans gone {} ms after SIGKILL of the supervisor",
+        orphan_gone.as_millis()
+    );
+    assert!(
+        orphan_gone < Duration::from_secs(1),
+        "the child group was gone only after {orphan_gone:?}"
+    );
+
     let (next, seen) = world
         .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
         .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
@@ -106,6 +133,11 @@ fn sigkill_of_the_leader_fails_over_within_lease_plus_heartbeat_plus_one_second(
         failover <= bound,
         "failover took {failover:?}, more than {bound:?}"
     );
+    // The successor's child started only after the old group was gone.
+    assert!(
+        seen > gone,
+        "b's child started before a's child group was gone"
+    );
     assert!(next.ballot > first.ballot, "{next:?} after {first:?}");
     eprintln!("failover after SIGKILL: {failover:?} (bound {bound:?})");
     assert!(wait_exit(&mut a, PATIENCE).is_some());
@@ -113,6 +145,36 @@ fn sigkill_of_the_leader_fails_over_within_lease_plus_heartbeat_plus_one_second(
 
     signal(&b, Signal::SIGTERM);
     assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
+    assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
+}
+
+#[test]
+fn killing_the_supervisor_and_its_watchdog_together_still_ends_the_child() {
+    let _serial = serial();
+    let mut world = World::new();
+    let mut a = world.start_run("a", &[]);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start")
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    // The child's parent is the watchdog (as `pkill -9 fdb-leader` would, kill both).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", first.pid)).unwrap();
+    let watchdog: i32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert_ne!(watchdog, cli_support::pid_of(&a).as_raw());
+    let start = Instant::now();
+    nix::sys::signal::kill(Pid::from_raw(watchdog), Signal::SIGKILL).unwrap();
+    signal(&a, Signal::SIGKILL);
+    let gone = cli_support::poll(PATIENCE, || (!running(first.pid)).then(Instant::now))
+        .unwrap_or_else(|| panic!("the child outlived both"));
+    eprintln!(
+        "child gone {} ms after SIGKILL of the supervisor and the watchdog (parent-death signal)",
+        (gone - start).as_millis()
+    );
+    assert!(gone - start < Duration::from_secs(1));
+    assert!(wait_exit(&mut a, PATIENCE).is_some());
 }
 
 #[test]

@@ -32,10 +32,16 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The child the tests run while leading: logs `start ID BALLOT PID` when it starts and
 /// `stop ID BALLOT PID` when it gets SIGTERM, to the log file given as its first argument. The
-/// second argument, if any, is how long it takes to stop (it logs `stop` when done).
+/// second argument, if any, is how long it takes to stop (it logs `stop` when done). With
+/// `GRANDCHILD` set in its environment, it first starts a long `sleep` in the background and
+/// logs `grandchild ID BALLOT PID`.
 const CHILD: &str = r#"#!/bin/sh
 log="$1"
 delay="${2:-0}"
+if [ -n "$GRANDCHILD" ]; then
+    sleep 1000 &
+    echo "grandchild $FDB_LEADER_ID $FDB_LEADER_BALLOT $!" >> "$log"
+fi
 echo "start $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"
 trap 'sleep "$delay"; echo "stop $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"; exit 0' TERM
 while :; do sleep 0.05; done
@@ -97,7 +103,19 @@ impl World {
     /// As [`start_run`](Self::start_run), with a child that takes `delay` (seconds, for
     /// `sleep`) to stop after SIGTERM.
     pub fn start_run_stopping_in(&mut self, name: &str, extra: &[&str], delay: &str) -> Child {
+        self.start_run_with(name, extra, delay, &[])
+    }
+
+    /// As [`start_run_stopping_in`](Self::start_run_stopping_in), with more environment.
+    pub fn start_run_with(
+        &mut self,
+        name: &str,
+        extra: &[&str],
+        delay: &str,
+        env: &[(&str, &str)],
+    ) -> Child {
         let mut command = Command::new(bin());
+        command.envs(env.iter().copied());
         command
             .arg("--sqlite")
             .arg(self.db())
@@ -170,6 +188,17 @@ impl World {
         }
     }
 
+    /// The processes of the log (children and grandchildren) still running.
+    pub fn running_pids(&self) -> Vec<i32> {
+        let events = self.events();
+        events
+            .iter()
+            .filter(|e| e.kind != "stop")
+            .map(|e| e.pid)
+            .filter(|pid| running(*pid))
+            .collect()
+    }
+
     /// The children that started and have neither logged a stop nor died.
     pub fn active(&self) -> Vec<Event> {
         let events = self.events();
@@ -190,6 +219,7 @@ impl Drop for World {
         }
         for e in self.events() {
             let _ = killpg(Pid::from_raw(e.pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(e.pid), Signal::SIGKILL);
         }
     }
 }
@@ -212,7 +242,7 @@ pub fn running(pid: i32) -> bool {
 fn parse_event(line: &str) -> Option<Event> {
     let mut f = line.split_whitespace();
     let kind = f.next()?.to_owned();
-    if kind != "start" && kind != "stop" {
+    if kind != "start" && kind != "stop" && kind != "grandchild" {
         return None;
     }
     Some(Event {

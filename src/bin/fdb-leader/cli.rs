@@ -1,6 +1,7 @@
 //! The command line, as clap parses it.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,12 +13,18 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success; for `run` and `watch`, a clean shutdown after SIGINT, SIGTERM or SIGHUP
   1  refused or not found: an operator override was rejected (ballot mismatch, no leader,
-     preemption disabled), or the election does not exist
+     preemption disabled), or the election (or its store file) does not exist
   2  usage error: bad arguments, an invalid configuration, an option this build lacks
-  3  store error: the store cannot be opened or created, is corrupt or of an unknown schema,
-     a transaction failed, or the outcome of a write is unknown
-  4  command error: the begin-command failed, or the child or a hook could not be started
-  N  with `run --on-child-exit exit`: the child's exit code (128 + signal if it was killed)";
+  3  store error: the store cannot be opened, created or written (permissions, read-only,
+     not a database, a newer schema, a network file system), is corrupt, was deleted or
+     replaced while in use, a transaction failed, or the outcome of a write is unknown
+  4  command error: CMD is not an executable command, the begin-command failed (unless
+     --error-timeout), or the child or a hook could not be started
+  5  not elected: `run --timeout` ran out, or `run --try` found the leadership taken
+  N  with `run --on-child-exit exit`: the child's exit code (128 + signal if it was killed)
+
+Every flag can also be set by the environment variable shown beside it; a flag on the
+command line wins over the variable.";
 
 const ABOUT: &str =
     "Leader election from the shell: run a command on exactly one machine of a group";
@@ -48,8 +55,20 @@ pub(crate) struct Cli {
     pub(crate) store: StoreArgs,
 
     /// The election's name: elections with different names are independent.
-    #[arg(long, global = true, value_name = "NAME", default_value = "default")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME",
+        default_value = "default",
+        env = "FDB_LEADER_ELECTION"
+    )]
     pub(crate) election: String,
+
+    /// Accept a SQLite store on a network file system (NFS, SMB/CIFS, FUSE, 9p, ...). SQLite's
+    /// locking is unreliable there, so two leaders could both commit; only for a file system
+    /// known to lock correctly.
+    #[arg(long, global = true, env = "FDB_LEADER_ALLOW_NETWORK_FS")]
+    pub(crate) allow_network_fs: bool,
 
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -61,15 +80,20 @@ pub(crate) struct Cli {
 pub(crate) struct StoreArgs {
     /// A SQLite file shared by the processes of one host (the embedded default store). It
     /// must be on a local file system, in a writable directory.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", env = "FDB_LEADER_SQLITE")]
     pub(crate) sqlite: Option<PathBuf>,
 
     /// A FoundationDB cluster file (needs a build with an fdb-7_* feature and libfdb_c).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        env = "FDB_LEADER_CLUSTER_FILE"
+    )]
     pub(crate) cluster_file: Option<PathBuf>,
 
     /// An in-process store, gone when the process exits: a single-process demo.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "FDB_LEADER_MEMORY")]
     pub(crate) memory: bool,
 }
 
@@ -113,37 +137,68 @@ pub(crate) enum Command {
     #[command(name = "force-vacate", after_help = FORCE_VACATE_AFTER_HELP)]
     ForceVacate(OperatorArgs),
     /// Read or change the election's stored configuration.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = CONFIG_AFTER_HELP)]
     Config(ConfigCommand),
 }
 
 const RUN_AFTER_HELP: &str = "\
+Before campaigning, run checks that CMD is an executable command (for --shell: that the
+script parses and its first command exists) and that the store is usable; a problem ends it
+at once (exit 4 or 3) without taking part in the election.
+
 While this process leads, CMD runs with FDB_LEADER_BALLOT (the ballot: a fencing token that
 only grows), FDB_LEADER_ID (this candidate's id) and FDB_LEADER_ELECTION (the election's name)
 in its environment, in a process group of its own, with standard input from /dev/null.
+
+The child never outlives fdb-leader: a small watchdog process (fdb-leader itself, in the
+child's process group) holds a pipe from this process and kills the group with SIGKILL as
+soon as the pipe closes, that is when this process dies for any reason, SIGKILL included.
+On Linux the child also gets a parent-death signal, so that killing the supervisor and the
+watchdog together still ends it.
 
 The child's whole process group is stopped (SIGTERM, then SIGKILL after --grace) when:
   - the leadership is lost, or the local lease runs out (say the store is unreachable);
   - a higher-priority candidate or an operator asks for a handover: the child is stopped
     while this process still leads, and the leadership moves only afterwards (the store's
     handover_grace bounds the wait, so keep --grace below it);
+  - the store fails in a way that cannot heal (permission denied, read-only, not a
+    database, a newer schema) or its file is deleted or replaced: then fdb-leader exits 3;
   - this process receives SIGINT, SIGTERM or SIGHUP: it then stops the child, runs the
     end-command, resigns (reserving the leadership for the best live candidate, so it moves
     at once) and exits 0. A second signal skips the grace.
 
+When the child exits by itself (--on-child-exit resign or restart), the next campaign (or
+restart) waits a back-off: 1s after the first exit, doubling up to 1m, back to 1s once a
+child has run for 1m. With `resign`, this process leaves the election during the back-off,
+so a child that fails at once costs one ballot per back-off, not one per millisecond.
+Non-zero exits and deaths by signal are logged as warnings.
+
 --begin-command runs (sh -c, to completion) after each election, before the child starts; if
-it fails, the child is not started and fdb-leader shuts down with exit code 4.
+it fails, the child is not started and fdb-leader shuts down with exit code 4, or, with
+--error-timeout, leaves the election, waits that long and campaigns again.
 --end-command runs (sh -c, to completion) after the child has stopped, after every
 begin-command that started: while this process still leads when it gives the leadership up
 itself, after the loss otherwise. Both get the same environment as the child.
 
-If fdb-leader itself is killed with SIGKILL it cannot stop the child: kill the process group
-or cgroup (systemd does), or fence the child's work with FDB_LEADER_BALLOT. Leadership is not
-authority: a paused process can act late, so external effects should carry the ballot and
-be rejected when a higher one was seen.
+--timeout gives up (exit 5) if this process is not elected within that time of its start;
+--try gives up at once if another candidate holds or has reserved the leadership, and after
+one lease otherwise. Both apply to the first election only.
+
+--metrics-listen ADDR serves, over plain HTTP on one listener, /metrics (Prometheus text:
+the runner's fdb_leader_* metrics) and /healthz (200 `ok`, or 503 naming the problem when
+the runner is wedged or dead; a follower is healthy). Prefer a loopback address.
+
+Leadership is not authority: a paused process can act late, so external effects should
+carry the ballot and be rejected when a higher one was seen.
 
 Exit codes: 0 after a signal; the child's code with --on-child-exit exit; 2 usage; 3 store;
-4 begin-command failed or the child could not be started.";
+4 CMD not executable, begin-command failed or the child could not be started; 5 not elected
+in time (--timeout, --try).";
+
+const CONFIG_AFTER_HELP: &str = "\
+The flags of `config set` read FDB_LEADER_CONFIG_* variables (not FDB_LEADER_LEASE and the
+like, which `run` reads), so that an environment set up for `run` never changes the stored
+configuration by accident.";
 
 const STATUS_AFTER_HELP: &str = "\
 The lease state is what one observation shows: `owned` (a leader holds the ballot), `vacant`,
@@ -180,20 +235,33 @@ Exit codes: 0 vacated; 1 rejected (ballot mismatch).";
 /// What `--on-child-exit` does when the child exits by itself while this process leads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub(crate) enum OnChildExit {
-    /// Run the end-command, resign (reserving for the best live candidate) and campaign again.
+    /// Run the end-command, leave the election (resigning, reserving for the best live
+    /// candidate), wait the back-off, and campaign again.
     #[default]
     Resign,
     /// Run the end-command, shut down (resign, unregister) and exit with the child's code.
     Exit,
-    /// Restart the child (after 1 s) while still leading; the begin-command does not run again.
+    /// Restart the child after the back-off while still leading; the begin-command does not
+    /// run again.
     Restart,
+}
+
+impl OnChildExit {
+    /// The policy's name, as typed.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            OnChildExit::Resign => "resign",
+            OnChildExit::Exit => "exit",
+            OnChildExit::Restart => "restart",
+        }
+    }
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// The candidate's label (random bits are appended: each start is a new candidate).
     /// Default: the host name.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", env = "FDB_LEADER_NAME")]
     pub(crate) name: Option<String>,
 
     /// The candidate's priority: higher wins, and a strictly higher priority asks the leader
@@ -202,44 +270,76 @@ pub(crate) struct RunArgs {
         long,
         value_name = "N",
         default_value_t = 0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        env = "FDB_LEADER_PRIORITY"
     )]
     pub(crate) priority: i32,
 
-    /// The lease, used when this process creates the election (an existing election keeps
-    /// its stored configuration). Default 10s.
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    /// The lease (at least 150ms), used when this process creates the election (an existing
+    /// election keeps its stored configuration). Default 10s.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_LEASE")]
     pub(crate) lease: Option<Duration>,
 
-    /// The heartbeat (at most a third of the lease), used when this process creates the
-    /// election. Default: a third of the lease (3s with the default lease).
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    /// The heartbeat (at least 50ms, at most a third of the lease), used when this process
+    /// creates the election. Default: a third of the lease (3s with the default lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_HEARTBEAT")]
     pub(crate) heartbeat: Option<Duration>,
 
     /// Published in the leader record while this process leads (for example its address).
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", env = "FDB_LEADER_PAYLOAD")]
     pub(crate) payload: Option<String>,
 
     /// Runs (sh -c) before the child starts, after each election.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", env = "FDB_LEADER_BEGIN_COMMAND")]
     pub(crate) begin_command: Option<String>,
 
     /// Runs (sh -c) after the child stops, after each leadership.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", env = "FDB_LEADER_END_COMMAND")]
     pub(crate) end_command: Option<String>,
 
     /// Run CMD ARGS… through `sh -c` (joined with spaces).
-    #[arg(long)]
+    #[arg(long, env = "FDB_LEADER_SHELL")]
     pub(crate) shell: bool,
 
     /// How long the child (and the begin/end commands) get between SIGTERM and SIGKILL. Keep
     /// it below the election's handover grace (5s by default).
-    #[arg(long, value_name = "DUR", value_parser = durations::parse, default_value = "3s")]
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = durations::parse,
+        default_value = "3s",
+        env = "FDB_LEADER_GRACE"
+    )]
     pub(crate) grace: Duration,
 
     /// What to do when the child exits by itself while this process leads.
-    #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnChildExit::Resign)]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        default_value_t = OnChildExit::Resign,
+        env = "FDB_LEADER_ON_CHILD_EXIT"
+    )]
     pub(crate) on_child_exit: OnChildExit,
+
+    /// Give up (exit 5) unless elected within DUR of the start.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_TIMEOUT")]
+    pub(crate) timeout: Option<Duration>,
+
+    /// Give up (exit 5) at once if another candidate leads or holds a reservation, and after
+    /// one lease if another candidate wins the vacancy.
+    #[arg(long = "try", conflicts_with = "timeout", env = "FDB_LEADER_TRY")]
+    pub(crate) try_once: bool,
+
+    /// After the begin-command fails (or the child cannot be started), leave the election,
+    /// wait DUR and campaign again, instead of exiting with code 4.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_ERROR_TIMEOUT")]
+    pub(crate) error_timeout: Option<Duration>,
+
+    /// Serve /metrics (Prometheus) and /healthz over HTTP on this address, e.g.
+    /// 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR", env = "FDB_LEADER_METRICS_LISTEN")]
+    pub(crate) metrics_listen: Option<SocketAddr>,
 
     /// The command to run while leader, and its arguments (after `--`).
     #[arg(
@@ -255,22 +355,27 @@ pub(crate) struct RunArgs {
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
     /// Print one JSON object.
-    #[arg(long)]
+    #[arg(long, env = "FDB_LEADER_JSON")]
     pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct WatchArgs {
     /// Print one JSON object per line.
-    #[arg(long)]
+    #[arg(long, env = "FDB_LEADER_JSON")]
     pub(crate) json: bool,
+
+    /// Wait for the store file and the election to be created (by a `run` or `config set`)
+    /// instead of exiting with code 1. Nothing is created either way.
+    #[arg(long, env = "FDB_LEADER_WAIT")]
+    pub(crate) wait: bool,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct OperatorArgs {
     /// The ballot of the leader to act on (see `status`): nothing happens if the election has
     /// moved on.
-    #[arg(long, value_name = "B")]
+    #[arg(long, value_name = "B", env = "FDB_LEADER_EXPECTED_BALLOT")]
     pub(crate) expected_ballot: u64,
 }
 
@@ -279,7 +384,7 @@ pub(crate) enum ConfigCommand {
     /// Print the stored configuration.
     Get {
         /// Print one JSON object (durations in milliseconds).
-        #[arg(long)]
+        #[arg(long, env = "FDB_LEADER_JSON")]
         json: bool,
     },
     /// Change the stored configuration (creating the election if needed): the flags given
@@ -304,37 +409,41 @@ impl Switch {
 
 #[derive(Debug, Args)]
 pub(crate) struct ConfigSetArgs {
-    /// How long a leader holds the lease without renewing (> 0).
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    /// How long a leader holds the lease without renewing (at least 150ms).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_LEASE")]
     pub(crate) lease: Option<Duration>,
-    /// How often each participant runs a cycle (> 0, at most lease / 3).
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    /// How often each participant runs a cycle (at least 50ms, at most a third of the lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_HEARTBEAT")]
     pub(crate) heartbeat: Option<Duration>,
     /// How long a candidate may miss heartbeats before it counts as dead (> lease).
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_CANDIDATE_TIMEOUT")]
     pub(crate) candidate_timeout: Option<Duration>,
     /// Whether elections run: when off, nobody acquires and the leader steps down.
-    #[arg(long, value_name = "on|off")]
+    #[arg(long, value_name = "on|off", env = "FDB_LEADER_CONFIG_ELECTIONS")]
     pub(crate) elections: Option<Switch>,
     /// Whether a strictly higher-priority candidate (or `resign`) may ask the leader to hand
     /// over.
-    #[arg(long, value_name = "on|off")]
+    #[arg(long, value_name = "on|off", env = "FDB_LEADER_CONFIG_PREEMPTION")]
     pub(crate) preemption: Option<Switch>,
     /// The largest clock rate error assumed of any participant, in parts per million
     /// (< 500000).
-    #[arg(long, value_name = "PPM")]
+    #[arg(
+        long,
+        value_name = "PPM",
+        env = "FDB_LEADER_CONFIG_MAX_CLOCK_RATE_ERROR_PPM"
+    )]
     pub(crate) max_clock_rate_error_ppm: Option<u32>,
     /// How long a leader keeps leadership before it honours a handover request.
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_MIN_TENURE")]
     pub(crate) min_tenure: Option<Duration>,
     /// How long a leader asked to hand over may finish its work (the child's stop) first.
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_HANDOVER_GRACE")]
     pub(crate) handover_grace: Option<Duration>,
     /// The delay per priority rank when followers take over a lapsed lease.
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_TAKEOVER_STAGGER")]
     pub(crate) takeover_stagger: Option<Duration>,
-    /// The bound on each transaction attempt (> 0, < heartbeat).
-    #[arg(long, value_name = "DUR", value_parser = durations::parse)]
+    /// The bound on each transaction attempt (at least 10ms, shorter than the heartbeat).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_TRANSACTION_TIMEOUT")]
     pub(crate) transaction_timeout: Option<Duration>,
 }
 

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::cli::ConfigSetArgs;
 use crate::durations::{millis_json, show};
 use crate::exit::Failure;
+use crate::limits;
 use crate::output;
 use crate::store::{Ctx, Retry, once};
 
@@ -111,6 +112,20 @@ pub(crate) fn apply(
     b.build()
 }
 
+/// The command line's lower bounds on the timing flags given.
+fn check_bounds(set: &ConfigSetArgs) -> Result<(), String> {
+    if let Some(d) = set.lease {
+        limits::at_least("--lease", d, limits::MIN_LEASE)?;
+    }
+    if let Some(d) = set.heartbeat {
+        limits::at_least("--heartbeat", d, limits::MIN_HEARTBEAT)?;
+    }
+    if let Some(d) = set.transaction_timeout {
+        limits::at_least("--transaction-timeout", d, limits::MIN_TRANSACTION_TIMEOUT)?;
+    }
+    Ok(())
+}
+
 fn nothing_set(set: &ConfigSetArgs) -> bool {
     set.lease.is_none()
         && set.heartbeat.is_none()
@@ -136,6 +151,7 @@ pub(crate) async fn set<D: ElectionDatabase>(
             "nothing to set: give at least one setting (see `fdb-leader config set --help`)",
         ));
     }
+    check_bounds(set).map_err(Failure::usage)?;
     let election = ctx.election.clone();
     let outcome = once(db, ctx, Retry::Idempotent, move |txn| {
         let election = election.clone();
@@ -159,8 +175,12 @@ pub(crate) async fn set<D: ElectionDatabase>(
         }
     })
     .await?;
-    let (base, new) = outcome
-        .map_err(|e| Failure::usage(format!("invalid configuration, nothing was changed: {e}")))?;
+    let (base, new) = outcome.map_err(|e| {
+        Failure::usage(format!(
+            "invalid configuration, nothing was changed: {}",
+            limits::describe(&e)
+        ))
+    })?;
     if base == new {
         tracing::info!(election = %ctx.name, "the configuration already had these settings");
     } else {
@@ -213,6 +233,12 @@ mod tests {
             apply(&base, &bad),
             Err(ConfigError::HeartbeatTooLong { .. })
         ));
+        let tiny = ConfigSetArgs {
+            heartbeat: Some(Duration::from_millis(5)),
+            ..none()
+        };
+        assert!(check_bounds(&tiny).is_err_and(|e| e.starts_with("--heartbeat 5ms is too short")));
+        assert!(check_bounds(&set).is_ok());
     }
 
     #[test]

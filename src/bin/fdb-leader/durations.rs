@@ -28,9 +28,23 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A duration as people write it: `10s`, `600ms`, `1m 30s`.
+/// A duration as people write it: `10s`, `600ms`, `1m 30s`, rounded to the millisecond
+/// (to the microsecond below one millisecond): a third of 2s shows as `667ms`, not
+/// `666ms 666us 666ns`.
 pub(crate) fn show(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
+    let unit: u128 = if d >= Duration::from_millis(1) {
+        1_000_000
+    } else {
+        1_000
+    };
+    let nanos = d.as_nanos();
+    let rounded = nanos
+        .saturating_add(unit / 2)
+        .checked_div(unit)
+        .unwrap_or(0)
+        .saturating_mul(unit);
+    let rounded = Duration::from_nanos(u64::try_from(rounded).unwrap_or(u64::MAX));
+    humantime::format_duration(if rounded.is_zero() { d } else { rounded }).to_string()
 }
 
 /// A duration in milliseconds for JSON: an integer when exact, a fraction otherwise.
@@ -83,6 +97,11 @@ mod tests {
         assert_eq!(show(Duration::from_millis(600)), "600ms");
         assert_eq!(show(Duration::from_secs(10)), "10s");
         assert_eq!(show(Duration::from_secs(90)), "1m 30s");
+        assert_eq!(show(Duration::from_secs(2) / 3), "667ms");
+        assert_eq!(show(Duration::from_nanos(1_500_400_000)), "1s 500ms");
+        assert_eq!(show(Duration::from_nanos(166_666)), "167us");
+        assert_eq!(show(Duration::from_nanos(40)), "40ns");
+        assert_eq!(show(Duration::ZERO), "0s");
         assert_eq!(
             millis_json(Duration::from_millis(600)),
             serde_json::json!(600)

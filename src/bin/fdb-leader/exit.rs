@@ -7,6 +7,10 @@ use std::process::ExitCode;
 
 use fdb_leader_election::ElectionError;
 
+use crate::classify::{Healing, classify, message};
+use crate::limits;
+use crate::store::Ctx;
+
 /// The documented exit codes (see `fdb-leader --help`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -20,9 +24,28 @@ pub(crate) enum Exit {
     /// The store failed: it cannot be opened or created, it is corrupt or of an unknown
     /// schema, a transaction failed, or the outcome of a write is unknown.
     Store = 3,
-    /// A command failed: the begin-command exited non-zero, or the child or a hook could not
-    /// be started.
+    /// A command failed: the command is not executable, the begin-command exited non-zero,
+    /// or the child or a hook could not be started.
     Command = 4,
+    /// Not elected in time: `run --timeout` ran out, or `run --try` found the leadership
+    /// taken.
+    NotElected = 5,
+}
+
+impl Exit {
+    /// The documented code `code` stands for, if any.
+    pub(crate) fn from_code(code: u8) -> Option<Exit> {
+        [
+            Exit::Ok,
+            Exit::Rejected,
+            Exit::Usage,
+            Exit::Store,
+            Exit::Command,
+            Exit::NotElected,
+        ]
+        .into_iter()
+        .find(|e| *e as u8 == code)
+    }
 }
 
 impl From<Exit> for ExitCode {
@@ -71,17 +94,56 @@ impl Failure {
         Failure::new(Exit::Command, message)
     }
 
-    /// An election operation failed on election `name`.
-    pub(crate) fn election(name: &str, e: &ElectionError) -> Self {
+    pub(crate) fn not_elected(message: impl Into<String>) -> Self {
+        Failure::new(Exit::NotElected, message)
+    }
+
+    /// An election operation failed on the election of `ctx`.
+    pub(crate) fn election(ctx: &Ctx, e: &ElectionError) -> Self {
+        let name = &ctx.name;
         match e {
-            ElectionError::NotInitialized => Failure::rejected(format!(
-                "election {name:?} does not exist in this store (a `run` or `config set` creates it)"
+            ElectionError::NotInitialized => ctx.no_election(),
+            ElectionError::InvalidConfig(config) => Failure::usage(format!(
+                "invalid configuration: {}",
+                limits::describe(config)
             )),
-            ElectionError::InvalidConfig(_) => {
-                Failure::usage(format!("invalid configuration: {}", chain(e)))
-            }
-            _ => Failure::store(format!("election {name:?}: {}", chain(e))),
+            _ => match classify(e) {
+                Healing::Never(cause) => match &ctx.path {
+                    Some(path) => Failure::store(message(e, cause, path)),
+                    None => Failure::store(format!("election {name}: {}", chain(e))),
+                },
+                Healing::Heals => Failure::store(format!("election {name}: {}", chain(e))),
+            },
         }
+    }
+}
+
+/// How `run` ended, to be turned into an exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunEnd {
+    /// A signal asked it to stop, and it left cleanly.
+    Signal,
+    /// The child exited by itself under `--on-child-exit exit`, with this shell-style code.
+    ChildExit(u8),
+    /// The store failed for good.
+    StoreFailed,
+    /// `--timeout` or `--try` gave up.
+    NotElected,
+    /// The command could not run, or the begin-command failed.
+    CommandFailed,
+}
+
+/// The exit code of a `run` that ended as `end` (and whose leaving the election failed, if
+/// `leave_failed`): a pure decision.
+pub(crate) fn run_exit_code(end: RunEnd, leave_failed: bool) -> u8 {
+    match end {
+        // A clean stop that could not resign is a store problem, not a success.
+        RunEnd::Signal if leave_failed => Exit::Store as u8,
+        RunEnd::Signal => Exit::Ok as u8,
+        RunEnd::ChildExit(code) => code,
+        RunEnd::StoreFailed => Exit::Store as u8,
+        RunEnd::NotElected => Exit::NotElected as u8,
+        RunEnd::CommandFailed => Exit::Command as u8,
     }
 }
 
@@ -138,9 +200,29 @@ mod tests {
             chain(&e),
             "invalid configuration: lease_duration must be greater than zero"
         );
-        let f = Failure::election("x", &e);
+        let ctx = Ctx::new("x", &crate::cli::StoreChoice::Sqlite("/srv/e.db".into()));
+        let f = Failure::election(&ctx, &e);
         assert_eq!(f.code, Exit::Usage);
-        let f = Failure::election("x", &ElectionError::NotInitialized);
+        assert_eq!(
+            f.to_string(),
+            "invalid configuration: --lease must be longer than zero"
+        );
+        let f = Failure::election(&ctx, &ElectionError::NotInitialized);
         assert_eq!(f.code, Exit::Rejected);
+        assert!(
+            f.to_string()
+                .starts_with("no election at /srv/e.db (name x)")
+        );
+    }
+
+    #[test]
+    fn run_endings_map_to_the_documented_codes() {
+        assert_eq!(run_exit_code(RunEnd::Signal, false), 0);
+        assert_eq!(run_exit_code(RunEnd::Signal, true), 3);
+        assert_eq!(run_exit_code(RunEnd::ChildExit(7), false), 7);
+        assert_eq!(run_exit_code(RunEnd::ChildExit(137), true), 137);
+        assert_eq!(run_exit_code(RunEnd::StoreFailed, false), 3);
+        assert_eq!(run_exit_code(RunEnd::CommandFailed, false), 4);
+        assert_eq!(run_exit_code(RunEnd::NotElected, false), 5);
     }
 }

@@ -45,13 +45,20 @@ pub(crate) fn open(path: &Path) -> Result<std::sync::Arc<foundationdb::Database>
         })
 }
 
+/// The command that installs an `fdb-leader` with FoundationDB support, suggested by builds
+/// without it (a test checks it against the package's manifest: the binary's required
+/// features plus an API version).
+#[cfg(not(feature = "fdb"))]
+pub(crate) const INSTALL_WITH_FDB: &str =
+    "cargo install fdb-leader-election --features cli,fdb-7_3";
+
 /// This build has no FoundationDB support.
 #[cfg(not(feature = "fdb"))]
 pub(crate) fn unsupported(path: &Path) -> Failure {
     Failure::usage(format!(
         "--cluster-file {}: this fdb-leader was built without FoundationDB support; rebuild \
-         it with an API version feature, e.g. `cargo install fdb-leader-election --features \
-         sqlite,fdb-7_3` (needs libfdb_c), or use --sqlite PATH",
+         it with an API version feature, e.g. `{INSTALL_WITH_FDB}` (needs FoundationDB's \
+         client, libfdb_c, and its headers), or use --sqlite PATH",
         path.display()
     ))
 }

@@ -3,36 +3,51 @@
 //! watch, operator overrides, configuration. See `fdb-leader --help` and the README section
 //! "Run a command on one machine only".
 
+mod backoff;
+mod classify;
 mod cli;
 mod config_cmd;
 mod durations;
 mod exit;
 mod fdb;
+mod guarded;
+mod identity;
+mod limits;
 mod operator;
 mod output;
+mod preflight;
 mod process;
 mod run;
+mod serve;
 mod signals;
 mod status;
 mod store;
 mod watch;
+mod watchdog;
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use fdb_leader_election::MemDb;
 use fdb_leader_election::runner::ElectionDatabase;
+use fdb_leader_election::{ElectionConfig, MemDb};
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::cli::{Cli, Command, ConfigCommand, StoreChoice};
 use crate::exit::{Exit, Failure};
-use crate::signals::Signals;
+use crate::guarded::Guarded;
+use crate::signals::{Fatal, Signals};
 use crate::store::Ctx;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // The watchdog and exec shim of `run`'s children (see `watchdog`): not commands a user
+    // types, so not in the command line's grammar.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = watchdog::hidden_mode(&argv) {
+        return code;
+    }
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout (exit 0); usage errors to stderr (exit 2).
@@ -102,7 +117,8 @@ fn start(cli: Cli) -> Result<ExitCode, Failure> {
         .build()
         .map_err(|e| Failure::command(format!("cannot start the async runtime: {e}")))?;
     let ctx = Ctx::new(&cli.election, &store);
-    let body = || runtime.block_on(open_and_execute(store, ctx, cli.command));
+    let allow_network_fs = cli.allow_network_fs;
+    let body = || runtime.block_on(open_and_execute(store, ctx, cli.command, allow_network_fs));
     let result = if matches!(cli.store.choice(), Some(StoreChoice::ClusterFile(_))) {
         fdb::with_network(body)
     } else {
@@ -117,39 +133,102 @@ async fn open_and_execute(
     store: StoreChoice,
     ctx: Ctx,
     command: Command,
+    allow_network_fs: bool,
 ) -> Result<ExitCode, Failure> {
+    // `run` checks its settings and its command before anything is opened or created.
+    let desired = match &command {
+        Command::Run(args) => Some(run::preflight(args)?),
+        _ => None,
+    };
+    let fatal = Fatal::new();
+    let mut signals = match command {
+        Command::Run(_) | Command::Watch(_) => Some(listen(&fatal)?),
+        _ => None,
+    };
     match store {
         StoreChoice::Sqlite(path) => {
-            // Commands that only read or act on an existing election do not create a file.
+            // Only `run` and `config set` create a store; the others answer "no election".
             let create = matches!(
                 command,
-                Command::Run(_) | Command::Watch(_) | Command::Config(ConfigCommand::Set(_))
+                Command::Run(_) | Command::Config(ConfigCommand::Set(_))
             );
-            let db = store::open_sqlite(&path, create).await?;
-            execute(db, &ctx, command).await
+            if let (Command::Watch(args), Some(signals)) = (&command, signals.as_mut()) {
+                if args.wait && !path.exists() {
+                    if let Some(code) = wait_for_file(&path, signals).await {
+                        return Ok(code);
+                    }
+                }
+            }
+            let db = store::open_sqlite(&path, create, allow_network_fs, &ctx).await?;
+            if matches!(command, Command::Run(_) | Command::Watch(_)) {
+                let Some(id) = identity::opened(&path) else {
+                    return Err(Failure::store(format!(
+                        "the store {} changed while it was being opened ({})",
+                        path.display(),
+                        classify::fix(classify::Cause::Moved, &path)
+                    )));
+                };
+                tokio::spawn(identity::monitor(
+                    path.clone(),
+                    id,
+                    identity::PERIOD,
+                    fatal.clone(),
+                ));
+            }
+            let db = Guarded::new(db, Some(path), fatal);
+            execute(db, &ctx, command, desired, signals).await
         }
-        StoreChoice::Memory => execute(MemDb::new(), &ctx, command).await,
+        StoreChoice::Memory => {
+            let db = Guarded::new(MemDb::new(), None, fatal);
+            execute(db, &ctx, command, desired, signals).await
+        }
         #[cfg(feature = "fdb")]
-        StoreChoice::ClusterFile(path) => execute(fdb::open(&path)?, &ctx, command).await,
+        StoreChoice::ClusterFile(path) => {
+            let db = Guarded::new(fdb::open(&path)?, None, fatal);
+            execute(db, &ctx, command, desired, signals).await
+        }
         #[cfg(not(feature = "fdb"))]
         StoreChoice::ClusterFile(path) => Err(fdb::unsupported(&path)),
     }
+}
+
+/// `watch --wait`: waits for the store file to appear (creating nothing). `Some(0)` if a
+/// signal came first.
+async fn wait_for_file(path: &std::path::Path, signals: &mut Signals) -> Option<ExitCode> {
+    tracing::info!(store = %path.display(), "no store file yet: waiting for a run or config set to create it (--wait)");
+    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
+    while !path.exists() {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            stop = signals.recv() => {
+                tracing::info!(reason = stop.as_str(), "stopping");
+                return Some(ExitCode::SUCCESS);
+            }
+        }
+    }
+    None
 }
 
 async fn execute<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,
     command: Command,
+    desired: Option<ElectionConfig>,
+    signals: Option<Signals>,
 ) -> Result<ExitCode, Failure> {
     let done = |r: Result<(), Failure>| r.map(|()| ExitCode::SUCCESS);
+    let listening = |signals: Option<Signals>| {
+        signals.ok_or_else(|| Failure::command("internal error: not listening for signals"))
+    };
     match command {
         Command::Run(args) => {
-            let mut signals = listen()?;
-            run::run(db, ctx, &args, &mut signals).await
+            let mut signals = listening(signals)?;
+            let desired = desired.unwrap_or_default();
+            run::run(db, ctx, &args, desired, &mut signals).await
         }
         Command::Watch(args) => {
-            let mut signals = listen()?;
-            watch::watch(db, ctx, args.json, &mut signals).await
+            let mut signals = listening(signals)?;
+            watch::watch(db, ctx, &args, &mut signals).await
         }
         Command::Status(args) => done(status::status(&db, ctx, args.json).await),
         Command::Resign(args) => done(operator::resign(&db, ctx, args.expected_ballot).await),
@@ -161,6 +240,7 @@ async fn execute<D: ElectionDatabase>(
     }
 }
 
-fn listen() -> Result<Signals, Failure> {
-    Signals::new().map_err(|e| Failure::command(format!("cannot listen for signals: {e}")))
+fn listen(fatal: &Fatal) -> Result<Signals, Failure> {
+    Signals::new(fatal.clone())
+        .map_err(|e| Failure::command(format!("cannot listen for signals: {e}")))
 }

@@ -15,15 +15,16 @@ fn operator_id() -> Result<CandidateId, Failure> {
 }
 
 /// Why an override was rejected, in words.
-fn rejected(r: &ResignRejected) -> String {
+fn rejected(ctx: &Ctx, r: &ResignRejected) -> String {
     match r {
         ResignRejected::BallotMismatch { expected, current } => format!(
-            "rejected: the election is at ballot {current}, not {expected} (see `fdb-leader status`)"
+            "rejected: the election is at ballot {current}, not {expected} (see {})",
+            ctx.suggest(&["status"])
         ),
         ResignRejected::NotLeader { .. } => {
             "rejected: no leader holds the ballot (the election is vacant)".to_owned()
         }
-        other => format!("rejected: {other:?}"),
+        _ => "rejected by the election".to_owned(),
     }
 }
 
@@ -52,11 +53,12 @@ pub(crate) async fn resign<D: ElectionDatabase>(
     })
     .await?;
     match outcome {
-        None => Err(Failure::rejected(
+        None => Err(Failure::rejected(format!(
             "rejected: preemption is disabled in this election's configuration, so the leader \
-             would ignore the request; enable it (`fdb-leader config set --preemption on`) or \
-             use `fdb-leader force-vacate`",
-        )),
+             would ignore the request; enable it ({}) or fence the leader out ({})",
+            ctx.suggest(&["config", "set", "--preemption", "on"]),
+            ctx.suggest(&["force-vacate", "--expected-ballot", &expected.to_string()]),
+        ))),
         Some(OperatorOutcome::Done { ballot }) => {
             let leader = record
                 .owner()
@@ -70,8 +72,10 @@ pub(crate) async fn resign<D: ElectionDatabase>(
                 show(config.lease_duration()),
             ))
         }
-        Some(OperatorOutcome::Rejected(r)) => Err(Failure::rejected(rejected(&r))),
-        Some(other) => Err(Failure::rejected(format!("rejected: {other:?}"))),
+        Some(OperatorOutcome::Rejected(r)) => Err(Failure::rejected(rejected(ctx, &r))),
+        Some(_) => Err(Failure::rejected(
+            "rejected: the election did not accept the request",
+        )),
     }
 }
 
@@ -105,7 +109,9 @@ pub(crate) async fn force_vacate<D: ElectionDatabase>(
                 show(record.lease_duration()),
             ))
         }
-        OperatorOutcome::Rejected(r) => Err(Failure::rejected(rejected(&r))),
-        other => Err(Failure::rejected(format!("rejected: {other:?}"))),
+        OperatorOutcome::Rejected(r) => Err(Failure::rejected(rejected(ctx, &r))),
+        _ => Err(Failure::rejected(
+            "rejected: the election did not accept the request",
+        )),
     }
 }

@@ -1,8 +1,10 @@
 //! The processes `run` starts — the child and the begin/end commands — each in a process group
-//! of its own, so that stopping one stops everything it started.
+//! of its own, so that stopping one stops everything it started, and each under a watchdog
+//! (see [`crate::watchdog`]) that kills that group if `fdb-leader` dies first.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -13,7 +15,8 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::signals::Signals;
+use crate::signals::{Signals, Stop};
+use crate::watchdog;
 
 /// How often a stop checks whether the process group is empty.
 const GROUP_POLL: Duration = Duration::from_millis(20);
@@ -69,15 +72,19 @@ impl Spec {
 pub(crate) struct Stopped {
     /// The child's exit status.
     pub(crate) status: io::Result<ExitStatus>,
-    /// A signal from the `signals` given to [`Proc::stop`] that arrived meanwhile (and made
+    /// A stop from the `signals` given to [`Proc::stop`] that arrived meanwhile (and made
     /// the stop skip the rest of the grace).
-    pub(crate) signal: Option<&'static str>,
+    pub(crate) signal: Option<Stop>,
 }
 
-/// A running process, leader of its own process group.
+/// A running process, leader of its own process group: the watchdog, and under it (in the same
+/// group) the command.
 #[derive(Debug)]
 pub(crate) struct Proc {
     child: Child,
+    /// The write end of the watchdog's lifeline: dropping it (or dying) makes the watchdog
+    /// kill the group.
+    _lifeline: OwnedFd,
     /// The process group (the child's pid); `None` once the group is known to be empty.
     group: Option<Pid>,
     /// The exit status, once the child has been reaped.
@@ -86,15 +93,32 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
-    /// Starts `spec` in a new process group, standard input from /dev/null (a process outside
-    /// the terminal's foreground group that reads the terminal would be stopped), standard
-    /// output and error inherited.
+    /// Starts `spec` under a watchdog, in a new process group, standard input from /dev/null (a
+    /// process outside the terminal's foreground group that reads the terminal would be
+    /// stopped), standard output and error inherited.
     pub(crate) fn spawn(spec: &Spec, what: &'static str) -> io::Result<Proc> {
-        let mut command = Command::new(&spec.program);
+        Self::launch(spec, what, true)
+    }
+
+    /// Starts `spec` under a watchdog, or (in this module's unit tests, whose executable is
+    /// the test harness, not `fdb-leader`) directly.
+    fn launch(spec: &Spec, what: &'static str, under_watchdog: bool) -> io::Result<Proc> {
+        let (read, write) = watchdog::lifeline()?;
+        let mut command;
+        if under_watchdog {
+            command = Command::new(watchdog::self_exe());
+            command
+                .arg0("fdb-leader")
+                .args(watchdog::watchdog_args(&spec.program, &spec.args))
+                // The watchdog reads its lifeline on standard input; the command gets
+                // /dev/null.
+                .stdin(Stdio::from(read));
+        } else {
+            command = Command::new(&spec.program);
+            command.args(&spec.args).stdin(Stdio::null());
+        }
         command
-            .args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
             .process_group(0)
             // If fdb-leader unwinds without stopping it, the child does not outlive the handle.
             .kill_on_drop(true);
@@ -103,16 +127,19 @@ impl Proc {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
-        tracing::debug!(what, pid = ?group, command = %spec.display(), "started");
+        if let Some(group) = group {
+            tracing::debug!(what, group = group.as_raw(), command = %spec.display(), "started");
+        }
         Ok(Proc {
             child,
+            _lifeline: write,
             group,
             status: None,
             what,
         })
     }
 
-    /// The child's pid.
+    /// The process group (the watchdog's pid).
     pub(crate) fn pid(&self) -> Option<i32> {
         self.group.map(Pid::as_raw)
     }
@@ -139,7 +166,7 @@ impl Proc {
                 false
             }
             Err(e) => {
-                tracing::warn!(what = self.what, error = %e, signal = ?signal, "could not signal the process group");
+                tracing::warn!(what = self.what, error = %e, signal = signal.as_str(), "could not signal the process group");
                 true
             }
         }
@@ -176,12 +203,12 @@ impl Proc {
         &mut self,
         grace: Duration,
         mut signals: Option<&mut Signals>,
-        received: &mut Option<&'static str>,
+        received: &mut Option<Stop>,
     ) -> io::Result<ExitStatus> {
         let deadline = Instant::now().checked_add(grace);
         let sent_term = self.signal_group(Signal::SIGTERM);
         if sent_term {
-            tracing::info!(what = self.what, pid = ?self.pid(), grace = %crate::durations::show(grace), "sent SIGTERM to the process group");
+            tracing::info!(what = self.what, group = self.pid().unwrap_or(0), grace = %crate::durations::show(grace), "sent SIGTERM to the process group");
         }
         let mut killed = false;
         loop {
@@ -213,13 +240,13 @@ impl Proc {
                 }
                 () = sleep(GROUP_POLL), if self.status.is_some() => {}
                 () = expire => {
-                    tracing::warn!(what = self.what, pid = ?self.pid(), "still running after the grace: sending SIGKILL");
+                    tracing::warn!(what = self.what, group = self.pid().unwrap_or(0), "still running after the grace: sending SIGKILL");
                     self.kill();
                     killed = true;
                 }
-                name = interrupt => {
-                    *received = Some(name);
-                    tracing::warn!(what = self.what, signal = name, "signal received while stopping: sending SIGKILL");
+                stop = interrupt => {
+                    *received = Some(stop);
+                    tracing::warn!(what = self.what, reason = stop.as_str(), "asked to stop while stopping: sending SIGKILL");
                     self.kill();
                     killed = true;
                 }
@@ -272,6 +299,18 @@ fn parse_stat(stat: &str) -> Option<(char, i32)> {
     Some((state, pgrp))
 }
 
+/// How a process ended, in words: `exit code 3`, `killed by SIGSEGV`.
+pub(crate) fn describe_exit(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(number)) => match Signal::try_from(number) {
+            Ok(signal) => format!("killed by {}", signal.as_str()),
+            Err(_) => format!("killed by signal {number}"),
+        },
+        (None, None) => "an unknown status".to_owned(),
+    }
+}
+
 /// The exit code a shell would report: the code, or 128 + the signal.
 pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
@@ -293,7 +332,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_environment_reaches_the_child_and_codes_come_back() {
-        let mut p = Proc::spawn(&spec("exit $FDB_LEADER_BALLOT"), "test").unwrap();
+        let mut p = Proc::launch(&spec("exit $FDB_LEADER_BALLOT"), "test", false).unwrap();
         let status = p.wait().await.unwrap();
         assert_eq!(exit_code(status), 7);
         let stopped = p.stop(Duration::from_secs(1), None).await;
@@ -301,10 +340,21 @@ mod tests {
         assert!(stopped.signal.is_none());
     }
 
+    #[test]
+    fn exits_read_as_words() {
+        assert_eq!(describe_exit(ExitStatus::from_raw(3 << 8)), "exit code 3");
+        assert_eq!(describe_exit(ExitStatus::from_raw(11)), "killed by SIGSEGV");
+    }
+
     #[tokio::test]
     async fn stop_ends_the_whole_group_and_escalates_after_the_grace() {
         // A child that ignores SIGTERM, with a grandchild: both must be gone.
-        let mut p = Proc::spawn(&spec("trap '' TERM; sleep 30 & sleep 30; wait"), "test").unwrap();
+        let mut p = Proc::launch(
+            &spec("trap '' TERM; sleep 30 & sleep 30; wait"),
+            "test",
+            false,
+        )
+        .unwrap();
         let group = p.group.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let start = std::time::Instant::now();
@@ -331,7 +381,7 @@ mod tests {
 
     #[tokio::test]
     async fn stop_returns_once_a_polite_group_has_exited() {
-        let mut p = Proc::spawn(&spec("sleep 30 & sleep 30; wait"), "test").unwrap();
+        let mut p = Proc::launch(&spec("sleep 30 & sleep 30; wait"), "test", false).unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let start = std::time::Instant::now();
         let status = p.stop(Duration::from_secs(20), None).await.status.unwrap();

@@ -1,36 +1,120 @@
-//! The signals that ask `run` and `watch` to shut down: SIGINT, SIGTERM, SIGHUP.
+//! What asks `run` and `watch` to stop: SIGINT, SIGTERM, SIGHUP, and a store failure that
+//! cannot heal (see [`crate::classify`]), which ends the command with exit code 3.
 
 use std::io;
+use std::sync::Arc;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::watch;
+
+/// Why a command is asked to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// A signal, by name.
+    Signal(&'static str),
+    /// The store failed for good ([`Signals::failure`] says how).
+    StoreFailed,
+}
+
+impl Stop {
+    /// For logs: the signal's name, or `store failure`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Stop::Signal(name) => name,
+            Stop::StoreFailed => "store failure",
+        }
+    }
+}
+
+/// Reports a store failure that cannot heal; the first report wins. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct Fatal {
+    tx: Arc<watch::Sender<Option<String>>>,
+}
+
+impl Fatal {
+    pub(crate) fn new() -> Self {
+        Fatal {
+            tx: Arc::new(watch::Sender::new(None)),
+        }
+    }
+
+    /// Reports `message` (what failed and the fix), unless a failure was reported already.
+    pub(crate) fn raise(&self, message: String) {
+        self.tx.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            *slot = Some(message);
+            true
+        });
+    }
+
+    /// The failure reported, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.tx.borrow().clone()
+    }
+
+    fn subscribe(&self) -> watch::Receiver<Option<String>> {
+        self.tx.subscribe()
+    }
+}
 
 /// Listens for SIGINT, SIGTERM and SIGHUP from creation on (their default action, ending the
-/// process at once, no longer applies).
+/// process at once, no longer applies), and for a store failure.
 #[derive(Debug)]
 pub(crate) struct Signals {
     interrupt: Signal,
     terminate: Signal,
     hangup: Signal,
+    fatal: Fatal,
+    /// The failure channel, until the failure has been delivered once.
+    failures: Option<watch::Receiver<Option<String>>>,
 }
 
 impl Signals {
-    pub(crate) fn new() -> io::Result<Self> {
+    pub(crate) fn new(fatal: Fatal) -> io::Result<Self> {
+        let failures = Some(fatal.subscribe());
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
             hangup: signal(SignalKind::hangup())?,
+            fatal,
+            failures,
         })
     }
 
-    /// The next signal received (its name). Cancel-safe: a signal received while nobody waits
-    /// is delivered at the next call.
-    pub(crate) async fn recv(&mut self) -> &'static str {
-        tokio::select! {
-            Some(()) = self.interrupt.recv() => "SIGINT",
-            Some(()) = self.terminate.recv() => "SIGTERM",
-            Some(()) = self.hangup.recv() => "SIGHUP",
+    /// The store failure reported, if any (it decides the exit code).
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.fatal.failure()
+    }
+
+    /// The next reason to stop. Cancel-safe: a signal received while nobody waits is
+    /// delivered at the next call. A store failure is delivered once (a stop already under way
+    /// is not cut short again by it).
+    pub(crate) async fn recv(&mut self) -> Stop {
+        let failures = &mut self.failures;
+        let failed = async move {
+            match failures.as_mut() {
+                Some(rx) => {
+                    if rx.wait_for(Option::is_some).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let stop = tokio::select! {
+            () = failed => Stop::StoreFailed,
+            Some(()) = self.interrupt.recv() => Stop::Signal("SIGINT"),
+            Some(()) = self.terminate.recv() => Stop::Signal("SIGTERM"),
+            Some(()) = self.hangup.recv() => Stop::Signal("SIGHUP"),
             // Every stream ended (the runtime is shutting down): nothing more will come.
             else => std::future::pending().await,
+        };
+        if stop == Stop::StoreFailed {
+            self.failures = None;
         }
+        stop
     }
 }

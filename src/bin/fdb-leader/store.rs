@@ -2,7 +2,7 @@
 //! that are not a runner (status, config, operator overrides).
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fdb_leader_election::runner::ElectionDatabase;
@@ -10,8 +10,10 @@ use fdb_leader_election::sqlite::SqliteOpenError;
 use fdb_leader_election::{ElectionError, LeaderElection, SqliteDb};
 use foundationdb_tuple::Subspace;
 
+use crate::classify::{Healing, classify, fix};
 use crate::cli::StoreChoice;
 use crate::exit::{Failure, chain, outer_and_root};
+use crate::preflight;
 
 /// The first element of every election's subspace: `("fdb-leader", NAME)`.
 pub(crate) const SUBSPACE_PREFIX: &str = "fdb-leader";
@@ -27,22 +29,84 @@ pub(crate) struct Ctx {
     /// The election's name (`--election`).
     pub(crate) name: String,
     pub(crate) election: LeaderElection,
-    /// The store, for messages.
+    /// The store, for logs: `sqlite PATH`, `foundationdb PATH`, `memory`.
     pub(crate) store: String,
+    /// The store, for messages: the path, or what it is.
+    pub(crate) location: String,
+    /// The SQLite file, if the store is one.
+    pub(crate) path: Option<PathBuf>,
+    /// The flags that select this store and election, for suggested commands.
+    flags: Vec<String>,
 }
 
 impl Ctx {
     pub(crate) fn new(name: &str, store: &StoreChoice) -> Self {
-        let store = match store {
-            StoreChoice::Sqlite(path) => format!("sqlite {}", path.display()),
-            StoreChoice::ClusterFile(path) => format!("foundationdb {}", path.display()),
-            StoreChoice::Memory => "memory".to_owned(),
+        let (store_text, location, mut flags) = match store {
+            StoreChoice::Sqlite(path) => (
+                format!("sqlite {}", path.display()),
+                path.display().to_string(),
+                vec!["--sqlite".to_owned(), path.display().to_string()],
+            ),
+            StoreChoice::ClusterFile(path) => (
+                format!("foundationdb {}", path.display()),
+                format!("the FoundationDB cluster of {}", path.display()),
+                vec!["--cluster-file".to_owned(), path.display().to_string()],
+            ),
+            StoreChoice::Memory => (
+                "memory".to_owned(),
+                "the in-memory store".to_owned(),
+                vec!["--memory".to_owned()],
+            ),
+        };
+        if name != "default" {
+            flags.extend(["--election".to_owned(), name.to_owned()]);
+        }
+        let path = match store {
+            StoreChoice::Sqlite(path) => Some(path.clone()),
+            _ => None,
         };
         Ctx {
             name: name.to_owned(),
             election: LeaderElection::new(subspace(name)),
-            store,
+            store: store_text,
+            location,
+            path,
+            flags,
         }
+    }
+
+    /// A command to suggest, quoted for a shell and in backticks, acting on this store and
+    /// election: `fdb-leader --sqlite PATH ARGS…`.
+    pub(crate) fn suggest(&self, args: &[&str]) -> String {
+        let words = std::iter::once("fdb-leader")
+            .chain(self.flags.iter().map(String::as_str))
+            .chain(args.iter().copied())
+            .map(shell_quote)
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!("`{words}`")
+    }
+
+    /// "no election at PATH (name NAME)", the answer of the commands that read an election
+    /// that does not exist.
+    pub(crate) fn no_election(&self) -> Failure {
+        Failure::rejected(format!(
+            "no election at {} (name {}); a run or a config set command creates it",
+            self.location, self.name
+        ))
+    }
+}
+
+/// `word`, quoted for a POSIX shell if it needs to be.
+pub(crate) fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./:=@%+,".contains(&b));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -55,14 +119,20 @@ pub(crate) fn subspace(name: &str) -> Subspace {
 /// processes creating a new file at once, say).
 const OPEN_RETRY_FOR: Duration = Duration::from_secs(10);
 
-/// Opens (`create`: or creates) the SQLite store at `path`.
-pub(crate) async fn open_sqlite(path: &Path, create: bool) -> Result<SqliteDb, Failure> {
+/// Opens (`create`: or creates) the SQLite store at `path`, after checking that it is on a
+/// local file system (unless `allow_network_fs`) and that this user may read and write it. A
+/// command that must not create it answers "no election" for a missing file.
+pub(crate) async fn open_sqlite(
+    path: &Path,
+    create: bool,
+    allow_network_fs: bool,
+    ctx: &Ctx,
+) -> Result<SqliteDb, Failure> {
     if !create && !path.exists() {
-        return Err(Failure::store(format!(
-            "no election store at {} (a `run` or `config set` creates one)",
-            path.display()
-        )));
+        return Err(ctx.no_election());
     }
+    preflight::check_local_fs(path, allow_network_fs)?;
+    preflight::check_store_access(path)?;
     let start = tokio::time::Instant::now();
     let mut delay = Duration::from_millis(20);
     loop {
@@ -95,16 +165,12 @@ fn is_busy(e: &SqliteOpenError) -> bool {
 }
 
 fn open_failure(e: &SqliteOpenError) -> Failure {
-    let hint = match e {
-        SqliteOpenError::CannotOpen { .. } => {
-            " (does the directory exist, and may this user write to it?)"
+    match classify(e) {
+        Healing::Never(cause) => {
+            Failure::store(format!("{} ({})", outer_and_root(e), fix(cause, e.path())))
         }
-        SqliteOpenError::NotADatabase { .. } | SqliteOpenError::Corrupt { .. } => {
-            " (was the path mistyped? the file is left untouched)"
-        }
-        _ => "",
-    };
-    Failure::store(format!("{}{hint}", outer_and_root(e)))
+        Healing::Heals => Failure::store(outer_and_root(e)),
+    }
 }
 
 /// How a one-shot command may retry.
@@ -137,8 +203,9 @@ where
             Ok(value) => return Ok(value),
             Err(e) if retry == Retry::NotAfterUnknown && e.is_maybe_committed() => {
                 return Err(Failure::store(format!(
-                    "the outcome is unknown: {} (the write may have applied; check with `fdb-leader status`)",
-                    chain(&e)
+                    "the outcome is unknown: {} (the write may have applied; check with {})",
+                    chain(&e),
+                    ctx.suggest(&["status"])
                 )));
             }
             Err(e) if e.is_retryable() && start.elapsed().saturating_add(delay) < RETRY_FOR => {
@@ -146,7 +213,25 @@ where
                 tokio::time::sleep(delay).await;
                 delay = delay.saturating_mul(2).min(Duration::from_secs(1));
             }
-            Err(e) => return Err(Failure::election(&ctx.name, &e)),
+            Err(e) => return Err(Failure::election(ctx, &e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_carry_the_store_and_quote_what_needs_it() {
+        let ctx = Ctx::new("jobs", &StoreChoice::Sqlite("/tmp/my dir/e.db".into()));
+        assert_eq!(
+            ctx.suggest(&["config", "set", "--preemption", "on"]),
+            "`fdb-leader --sqlite '/tmp/my dir/e.db' --election jobs config set --preemption on`"
+        );
+        let ctx = Ctx::new("default", &StoreChoice::Memory);
+        assert_eq!(ctx.suggest(&["status"]), "`fdb-leader --memory status`");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
     }
 }

@@ -9,10 +9,11 @@ use fdb_leader_election::runner::{
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::cli::WatchArgs;
 use crate::durations::now_rfc3339;
 use crate::exit::{Failure, chain};
 use crate::output;
-use crate::signals::Signals;
+use crate::signals::{Signals, Stop};
 use crate::store::{Ctx, Retry, once};
 
 /// A leader change as printed: the change the observer reported, or the current leader after
@@ -103,23 +104,34 @@ impl<'a> Line<'a> {
 pub(crate) async fn watch<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,
-    as_json: bool,
+    args: &WatchArgs,
     signals: &mut Signals,
 ) -> Result<ExitCode, Failure> {
-    // Refuse a corrupt election at once (the observer would retry forever); an election that
-    // does not exist yet is fine: the observer waits for it.
+    let as_json = args.json;
+    // Refuse a corrupt election at once (the observer would retry forever), and one that does
+    // not exist unless asked to wait for it.
     let election = ctx.election.clone();
-    let checked = once(&db, ctx, Retry::Idempotent, move |txn| {
+    let exists = once(&db, ctx, Retry::Idempotent, move |txn| {
         let election = election.clone();
         async move {
             match election.leader_record(&txn).await {
-                Ok(_) | Err(ElectionError::NotInitialized) => Ok(()),
+                Ok(_) => Ok(true),
+                Err(ElectionError::NotInitialized) => Ok(false),
                 Err(e) => Err(e),
             }
         }
     })
-    .await;
-    checked?;
+    .await?;
+    if !exists {
+        if !args.wait {
+            return Err(ctx.no_election());
+        }
+        tracing::info!(
+            election = %ctx.name,
+            store = %ctx.store,
+            "no such election yet: waiting for a run or config set to create it (--wait)"
+        );
+    }
     let runner = Runner::observer(db, ctx.election.subspace().clone())
         .election_name(ctx.name.clone())
         .start()
@@ -128,10 +140,16 @@ pub(crate) async fn watch<D: ElectionDatabase>(
     tracing::info!(election = %ctx.name, store = %ctx.store, "watching");
     let result = loop {
         let change = tokio::select! {
-            name = signals.recv() => {
-                tracing::info!(signal = name, "stopping");
-                break Ok(ExitCode::SUCCESS);
-            }
+            stop = signals.recv() => match stop {
+                Stop::Signal(name) => {
+                    tracing::info!(signal = name, "stopping");
+                    break Ok(ExitCode::SUCCESS);
+                }
+                Stop::StoreFailed => {
+                    let message = signals.failure().unwrap_or_else(|| "the store failed".to_owned());
+                    break Err(Failure::store(message));
+                }
+            },
             change = changes.recv() => change,
         };
         let printed = match change {

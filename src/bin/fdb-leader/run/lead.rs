@@ -1,15 +1,18 @@
 //! One leadership of `run`: the begin-command, the child (stopped when the leadership ends,
-//! restarted if asked), the end-command.
+//! restarted after a back-off if asked), the end-command.
 
-use fdb_leader_election::runner::LeadershipGuard;
+use fdb_leader_election::runner::{ElectionDatabase, LeadershipGuard};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
-use super::{Ended, RESTART_DELAY, Session};
+use super::{Ended, Session};
 use crate::cli::OnChildExit;
+use crate::durations::show;
 use crate::exit::Failure;
-use crate::process::{Proc, Spec, exit_code};
+use crate::process::{Proc, Spec, describe_exit};
+use crate::signals::Stop;
 
-impl Session<'_> {
+impl<D: ElectionDatabase> Session<'_, D> {
     /// The environment of the child and the hooks.
     fn env(&self, guard: &LeadershipGuard) -> Vec<(&'static str, String)> {
         vec![
@@ -44,7 +47,7 @@ impl Session<'_> {
                 // Could not be started: nothing ran, so no end-command either.
                 Err(None) => {
                     return Ended::Failed(Failure::command(format!(
-                        "cannot start the begin-command {script:?}"
+                        "cannot start the begin-command ({script})"
                     )));
                 }
             }
@@ -53,23 +56,20 @@ impl Session<'_> {
             Some(e) => e,
             None => self.supervise(guard, &env).await,
         };
-        let signal = self.end(&env).await;
+        let stop = self.end(&env).await;
         drop(busy);
-        match (ended, signal) {
+        match (ended, stop) {
             (Ended::Lost, None) => self.await_end(guard).await,
-            (Ended::Lost | Ended::ChildExited(_), Some(_)) => Ended::Signal,
+            (Ended::Lost | Ended::ChildExited { .. }, Some(stop)) => Ended::Stop(stop),
             (ended, _) => ended,
         }
     }
 
-    /// Waits until the guard is cancelled (the runner has stepped down), unless a signal comes.
+    /// Waits until the guard is cancelled (the runner has stepped down), unless asked to stop.
     async fn await_end(&mut self, guard: &LeadershipGuard) -> Ended {
         tokio::select! {
             () = guard.cancelled() => Ended::Lost,
-            name = self.signals.recv() => {
-                tracing::info!(signal = name, "shutting down");
-                Ended::Signal
-            }
+            stop = self.signals.recv() => Ended::Stop(stop),
         }
     }
 
@@ -77,12 +77,12 @@ impl Session<'_> {
     async fn begin(&mut self, guard: &LeadershipGuard, spec: &Spec) -> Result<(), Option<Ended>> {
         let grace = self.args.grace;
         let mut proc = Proc::spawn(spec, "begin-command").map_err(|e| {
-            tracing::error!(error = %e, "cannot start the begin-command");
+            tracing::warn!(error = %e, "cannot start the begin-command");
             None
         })?;
         let outcome = tokio::select! {
             biased;
-            name = self.signals.recv() => Err((Ended::Signal, Some(name))),
+            stop = self.signals.recv() => Err((Ended::Stop(stop), Some(stop))),
             () = guard.handover_requested() => Err((Ended::Lost, None)),
             status = proc.wait() => Ok(status),
         };
@@ -94,39 +94,37 @@ impl Session<'_> {
                         "begin-command: {e}"
                     ))))
                 })?;
-                if stopped.signal.is_some() {
-                    return Err(Some(Ended::Signal));
+                if let Some(stop) = stopped.signal {
+                    return Err(Some(Ended::Stop(stop)));
                 }
                 if status.success() {
                     Ok(())
                 } else {
-                    tracing::error!(
-                        code = exit_code(status),
-                        "the begin-command failed: not starting the child"
-                    );
                     Err(Some(Ended::Failed(Failure::command(format!(
-                        "the begin-command failed (exit code {})",
-                        exit_code(status)
+                        "the begin-command failed ({}): the child was not started",
+                        describe_exit(status)
                     )))))
                 }
             }
-            Err((ended, signal)) => {
-                match signal {
-                    Some(name) => tracing::info!(signal = name, "stopping the begin-command"),
+            Err((ended, stop)) => {
+                match stop {
+                    Some(stop) => {
+                        tracing::info!(reason = stop.as_str(), "stopping the begin-command");
+                    }
                     None => {
-                        tracing::warn!(reason = %describe(guard), "leadership ending: stopping the begin-command")
+                        tracing::warn!(reason = %describe(guard), "leadership ending: stopping the begin-command");
                     }
                 }
                 let stopped = proc.stop(grace, Some(self.signals)).await;
-                if stopped.signal.is_some() {
-                    return Err(Some(Ended::Signal));
+                if let Some(stop) = stopped.signal {
+                    return Err(Some(Ended::Stop(stop)));
                 }
                 Err(Some(ended))
             }
         }
     }
 
-    /// Runs the child while leading; restarts it if asked to.
+    /// Runs the child while leading; restarts it (after the back-off) if asked to.
     async fn supervise(
         &mut self,
         guard: &LeadershipGuard,
@@ -145,46 +143,49 @@ impl Session<'_> {
             let mut child = match Proc::spawn(&spec, "child") {
                 Ok(child) => child,
                 Err(e) => {
-                    tracing::error!(error = %e, command = %spec.display(), "cannot start the child");
                     return Ended::Failed(Failure::command(format!(
                         "cannot start {}: {e}",
                         spec.display()
                     )));
                 }
             };
+            let started = Instant::now();
             tracing::info!(
                 ballot = guard.ballot().get(),
-                pid = child.pid(),
+                group = child.pid().unwrap_or(0),
                 command = %spec.display(),
                 "leading: child started"
             );
             let event = tokio::select! {
                 biased;
-                name = self.signals.recv() => Err(Some(name)),
+                stop = self.signals.recv() => Err(Some(stop)),
                 () = guard.handover_requested() => Err(None),
                 status = child.wait() => Ok(status),
             };
             match event {
-                Err(signal) => {
-                    match signal {
-                        Some(name) => {
-                            tracing::info!(signal = name, "shutting down: stopping the child")
+                Err(stop) => {
+                    match stop {
+                        Some(Stop::Signal(name)) => {
+                            tracing::info!(signal = name, "shutting down: stopping the child");
+                        }
+                        Some(Stop::StoreFailed) => {
+                            tracing::warn!("the store cannot be used any more: stopping the child");
                         }
                         None => {
-                            tracing::warn!(reason = %describe(guard), "leadership ending: stopping the child")
+                            tracing::warn!(reason = %describe(guard), "leadership ending: stopping the child");
                         }
                     }
                     let stopped = child.stop(grace, Some(self.signals)).await;
                     if let Ok(status) = stopped.status {
-                        tracing::info!(code = exit_code(status), "child stopped");
+                        tracing::info!(how = %describe_exit(status), "child stopped");
                     }
-                    return if signal.is_some() || stopped.signal.is_some() {
-                        Ended::Signal
-                    } else {
-                        Ended::Lost
+                    return match stop.or(stopped.signal) {
+                        Some(stop) => Ended::Stop(stop),
+                        None => Ended::Lost,
                     };
                 }
                 Ok(status) => {
+                    let ran = started.elapsed();
                     // Clear whatever the child left in its process group.
                     let stopped = child.stop(grace, Some(self.signals)).await;
                     let status = match status.or(stopped.status) {
@@ -193,48 +194,51 @@ impl Session<'_> {
                             return Ended::Failed(Failure::command(format!("child: {e}")));
                         }
                     };
-                    if stopped.signal.is_some() {
-                        return Ended::Signal;
+                    if let Some(stop) = stopped.signal {
+                        return Ended::Stop(stop);
                     }
-                    tracing::info!(
-                        code = exit_code(status),
-                        policy = ?self.args.on_child_exit,
-                        "the child exited while leading"
-                    );
+                    let policy = self.args.on_child_exit.as_str();
+                    if status.success() {
+                        tracing::info!(ran = %show(ran), policy, "the child exited (exit code 0) while leading");
+                    } else {
+                        tracing::warn!(ran = %show(ran), policy, "the child exited ({}) while leading", describe_exit(status));
+                    }
                     if self.args.on_child_exit != OnChildExit::Restart {
-                        return Ended::ChildExited(status);
+                        return Ended::ChildExited { status, ran };
                     }
+                    let wait = self.backoff.after_exit(ran);
+                    tracing::info!("restarting the child in {} (back-off)", show(wait));
                     tokio::select! {
                         biased;
-                        _ = self.signals.recv() => return Ended::Signal,
+                        stop = self.signals.recv() => return Ended::Stop(stop),
                         () = guard.handover_requested() => return Ended::Lost,
-                        () = tokio::time::sleep(RESTART_DELAY) => {}
+                        () = tokio::time::sleep(wait) => {}
                     }
                 }
             }
         }
     }
 
-    /// Runs the end-command to completion, if there is one. A signal meanwhile is returned
+    /// Runs the end-command to completion, if there is one. A stop meanwhile is returned
     /// (and a second one stops the end-command).
-    async fn end(&mut self, env: &[(&'static str, String)]) -> Option<&'static str> {
+    async fn end(&mut self, env: &[(&'static str, String)]) -> Option<Stop> {
         let script = self.args.end_command.as_ref()?;
         let spec = Spec::shell(script, env.to_vec());
         let mut proc = match Proc::spawn(&spec, "end-command") {
             Ok(proc) => proc,
             Err(e) => {
-                tracing::error!(error = %e, "cannot start the end-command");
+                tracing::warn!(error = %e, "cannot start the end-command");
                 return None;
             }
         };
-        let signal = tokio::select! {
+        let stop = tokio::select! {
             _ = proc.wait() => None,
-            name = self.signals.recv() => Some(name),
+            stop = self.signals.recv() => Some(stop),
         };
-        if let Some(name) = signal {
+        if let Some(stop) = stop {
             tracing::info!(
-                signal = name,
-                "waiting for the end-command to finish (another signal stops it)"
+                reason = stop.as_str(),
+                "waiting for the end-command to finish (a signal stops it)"
             );
             tokio::select! {
                 _ = proc.wait() => {}
@@ -245,7 +249,7 @@ impl Session<'_> {
             }
         }
         // Returns at once if it has exited and left nothing behind in its process group.
-        let listening = if signal.is_none() {
+        let listening = if stop.is_none() {
             Some(&mut *self.signals)
         } else {
             None
@@ -253,10 +257,10 @@ impl Session<'_> {
         let stopped = proc.stop(self.args.grace, listening).await;
         match stopped.status {
             Ok(status) if status.success() => {}
-            Ok(status) => tracing::warn!(code = exit_code(status), "the end-command failed"),
+            Ok(status) => tracing::warn!("the end-command failed ({})", describe_exit(status)),
             Err(e) => tracing::warn!(error = %e, "the end-command failed"),
         }
-        signal.or(stopped.signal)
+        stop.or(stopped.signal)
     }
 }
 

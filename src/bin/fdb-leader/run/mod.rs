@@ -5,28 +5,37 @@ mod lead;
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
-use fdb_leader_election::runner::{ElectionDatabase, Runner};
-use fdb_leader_election::{ElectionConfig, Priority, ResignOutcome};
+use fdb_leader_election::runner::{ElectionDatabase, HealthProblem, Runner};
+use fdb_leader_election::{Candidate, ElectionConfig, LeaderRecord, Priority, ResignOutcome};
+use tokio::sync::watch;
+use tokio::time::Instant;
 
+use crate::backoff::ChildBackoff;
 use crate::cli::{OnChildExit, RunArgs};
 use crate::durations::show;
-use crate::exit::{Failure, chain};
-use crate::process::exit_code;
-use crate::signals::Signals;
+use crate::exit::{Failure, RunEnd, chain, run_exit_code};
+use crate::limits::{self, MIN_HEARTBEAT, MIN_LEASE};
+use crate::preflight;
+use crate::serve;
+use crate::signals::{Signals, Stop};
 use crate::store::{Ctx, Retry, once};
-
-/// How long `--on-child-exit restart` waits before starting the child again.
-const RESTART_DELAY: Duration = Duration::from_secs(1);
 
 /// The configuration this process creates the election with: the defaults, scaled to
 /// `--lease` (heartbeat a third of it), with `--heartbeat` if given, and a transaction bound
-/// of half a heartbeat (at most 1 s).
+/// of half a heartbeat (at most 1 s). Refuses settings below the command line's lower bounds,
+/// naming the flag.
 pub(crate) fn desired_config(
     lease: Option<Duration>,
     heartbeat: Option<Duration>,
 ) -> Result<ElectionConfig, Failure> {
+    if let Some(lease) = lease {
+        limits::at_least("--lease", lease, MIN_LEASE).map_err(Failure::usage)?;
+    }
+    if let Some(heartbeat) = heartbeat {
+        limits::at_least("--heartbeat", heartbeat, MIN_HEARTBEAT).map_err(Failure::usage)?;
+    }
     let invalid = |e: fdb_leader_election::ConfigError| {
-        Failure::usage(format!("invalid --lease/--heartbeat: {e}"))
+        Failure::usage(format!("invalid settings: {}", limits::describe(&e)))
     };
     let base = match lease {
         Some(lease) => ElectionConfig::with_lease_duration(lease).map_err(invalid)?,
@@ -47,6 +56,24 @@ pub(crate) fn desired_config(
         .map_err(invalid)
 }
 
+/// The checks `run` makes before it opens the store: its settings, and that the command and
+/// the hooks can run. Nothing is created or campaigned for if they fail.
+pub(crate) fn preflight(args: &RunArgs) -> Result<ElectionConfig, Failure> {
+    if args.command.is_empty() {
+        return Err(Failure::usage("run: no command given"));
+    }
+    let desired = desired_config(args.lease, args.heartbeat)?;
+    preflight::check_commands(
+        &args.command,
+        args.shell,
+        &[
+            ("--begin-command", args.begin_command.as_ref()),
+            ("--end-command", args.end_command.as_ref()),
+        ],
+    )?;
+    Ok(desired)
+}
+
 /// The host name, the default candidate label.
 fn host_name() -> String {
     nix::unistd::gethostname()
@@ -61,69 +88,133 @@ fn host_name() -> String {
 enum Ended {
     /// The leadership ended (lost, expired, handed over); campaign again.
     Lost,
-    /// A signal asked this process to shut down.
-    Signal,
-    /// The child exited by itself while this process led (not with `restart`).
-    ChildExited(ExitStatus),
+    /// A signal or a store failure asked this process to stop.
+    Stop(Stop),
+    /// The child exited by itself while this process led (not with `restart`), after running
+    /// for `ran`.
+    ChildExited { status: ExitStatus, ran: Duration },
     /// The begin-command failed, or the child could not be started.
     Failed(Failure),
 }
 
+/// A health problem in words, durations as people write them.
+fn health_text(problem: &HealthProblem) -> String {
+    match problem {
+        HealthProblem::Wedged {
+            since_renewal,
+            lease,
+        } => format!(
+            "wedged: leading, but the last renewal started {} ago (lease {})",
+            show(*since_renewal),
+            show(*lease)
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// One `run`: the runner, the options, the signals.
-struct Session<'a> {
+struct Session<'a, D: ElectionDatabase> {
+    db: D,
     runner: Runner,
+    /// The candidate every runner of this session drives (one id for the whole run).
+    candidate: Candidate,
+    desired: ElectionConfig,
+    /// The current runner, for `/healthz` (`None` while backing off).
+    current: watch::Sender<Option<Runner>>,
     args: &'a RunArgs,
     ctx: &'a Ctx,
     signals: &'a mut Signals,
     id: String,
+    backoff: ChildBackoff,
 }
 
-/// `run`.
+/// `run`, with the configuration [`preflight()`] returned.
 pub(crate) async fn run<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,
     args: &RunArgs,
+    desired: ElectionConfig,
     signals: &mut Signals,
 ) -> Result<ExitCode, Failure> {
-    if args.command.is_empty() {
-        return Err(Failure::usage("run: no command given"));
+    let current = watch::Sender::new(None::<Runner>);
+    if let Some(addr) = args.metrics_listen {
+        let runners = current.subscribe();
+        let health: serve::HealthCheck = std::sync::Arc::new(move || match &*runners.borrow() {
+            Some(runner) => runner
+                .health()
+                .map(|()| runner.state().to_string())
+                .map_err(|p| health_text(&p)),
+            None => Ok("not campaigning now (waiting before the next campaign)".to_owned()),
+        });
+        serve::start(addr, health).await?;
     }
-    let desired = desired_config(args.lease, args.heartbeat)?;
     let election = ctx.election.clone();
     let wanted = desired.clone();
-    let stored = once(&db, ctx, Retry::Idempotent, move |txn| {
+    let (stored, record) = once(&db, ctx, Retry::Idempotent, move |txn| {
         let (election, wanted) = (election.clone(), wanted.clone());
         async move {
             election.initialize_with_config(&txn, &wanted).await?;
-            election.read_config(&txn).await
+            let config = election.read_config(&txn).await?;
+            let record = election.leader_record(&txn).await?;
+            Ok((config, record))
         }
     })
     .await?;
+    if args.try_once {
+        if let Some(taken) = taken_by(&record) {
+            return Err(Failure::not_elected(format!(
+                "not elected (--try): {taken}; nothing was changed"
+            )));
+        }
+    }
     if (args.lease.is_some() || args.heartbeat.is_some())
         && (stored.lease_duration() != desired.lease_duration()
             || stored.heartbeat_interval() != desired.heartbeat_interval())
     {
+        // Every timing the new lease constrains, rounded down to the millisecond (rounding
+        // up could break "at most a third"), so that the command works as printed.
+        let ms = |d: Duration| format!("{}ms", d.as_millis());
+        let (lease, heartbeat, candidate, transaction) = (
+            ms(desired.lease_duration()),
+            ms(desired.heartbeat_interval()),
+            ms(desired.candidate_timeout()),
+            ms(desired.transaction_timeout()),
+        );
         tracing::warn!(
-            "election {:?} already exists with lease {} and heartbeat {}: the stored \
-             configuration wins over --lease/--heartbeat (change it with `fdb-leader config set`)",
+            "election {} already exists with lease {} and heartbeat {}: the stored \
+             configuration wins over --lease/--heartbeat (change it with {})",
             ctx.name,
             show(stored.lease_duration()),
             show(stored.heartbeat_interval()),
+            ctx.suggest(&[
+                "config",
+                "set",
+                "--lease",
+                &lease,
+                "--heartbeat",
+                &heartbeat,
+                "--candidate-timeout",
+                &candidate,
+                "--transaction-timeout",
+                &transaction,
+            ]),
         );
     }
     if args.grace >= stored.handover_grace() {
+        let longer = show(args.grace.saturating_add(Duration::from_secs(2)));
         tracing::warn!(
             "--grace {} is not shorter than the election's handover grace {}: a handover may \
-             complete before the child has stopped (`fdb-leader config set --handover-grace`)",
+             complete before the child has stopped (raise it with {})",
             show(args.grace),
             show(stored.handover_grace()),
+            ctx.suggest(&["config", "set", "--handover-grace", &longer]),
         );
     }
     let label = args.name.clone().unwrap_or_else(host_name);
-    let mut builder = Runner::builder(db, ctx.election.subspace().clone())
+    let mut builder = Runner::builder(db.clone(), ctx.election.subspace().clone())
         .label(label)
         .priority(Priority::new(args.priority))
-        .config(desired)
+        .config(desired.clone())
         .election_name(ctx.name.clone());
     if let Some(payload) = &args.payload {
         builder = builder.payload(payload.as_bytes().to_vec());
@@ -131,7 +222,11 @@ pub(crate) async fn run<D: ElectionDatabase>(
     let runner = builder
         .start()
         .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;
-    let id = runner.id().map(ToString::to_string).unwrap_or_default();
+    let Some(candidate) = runner.candidate().cloned() else {
+        return Err(Failure::usage("run: the runner has no candidate"));
+    };
+    current.send_replace(Some(runner.clone()));
+    let id = candidate.id().to_string();
     tracing::info!(
         candidate = %id,
         election = %ctx.name,
@@ -140,53 +235,99 @@ pub(crate) async fn run<D: ElectionDatabase>(
         heartbeat = %show(stored.heartbeat_interval()),
         "campaigning"
     );
+    let deadline = if args.try_once {
+        Some(stored.lease_duration())
+    } else {
+        args.timeout
+    };
     let mut session = Session {
+        db,
         runner,
+        candidate,
+        desired,
+        current,
         args,
         ctx,
         signals,
         id,
+        backoff: ChildBackoff::default(),
     };
-    session.campaign().await
+    session.campaign(deadline).await
 }
 
-impl Session<'_> {
-    async fn campaign(&mut self) -> Result<ExitCode, Failure> {
+/// Who holds the leadership in `record`, in words, or `None` if it is free.
+fn taken_by(record: &LeaderRecord) -> Option<String> {
+    if let Some(owner) = record.owner() {
+        return Some(format!("{} leads (ballot {})", owner.id(), record.ballot()));
+    }
+    record
+        .reservation()
+        .map(|r| format!("the leadership is reserved for {}", r.id()))
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<D: ElectionDatabase> Session<'_, D> {
+    /// Campaigns and leads until a stop; `give_up_after`: the first election's deadline.
+    async fn campaign(&mut self, give_up_after: Option<Duration>) -> Result<ExitCode, Failure> {
+        let mut give_up_at = give_up_after.and_then(|d| Instant::now().checked_add(d));
         loop {
             let guard = tokio::select! {
                 biased;
-                name = self.signals.recv() => {
-                    tracing::info!(signal = name, "shutting down");
-                    return self.shutdown(Ok(ExitCode::SUCCESS)).await;
+                stop = self.signals.recv() => return self.finish(end_of(stop), None).await,
+                () = sleep_until_opt(give_up_at) => {
+                    let why = if self.args.try_once { "--try" } else { "--timeout" };
+                    let after = give_up_after.map(show).unwrap_or_default();
+                    let leader = self
+                        .runner
+                        .leader()
+                        .map_or_else(|| "no leader".to_owned(), |l| format!("leader {} (ballot {})", l.id, l.ballot));
+                    let message = format!("not elected within {after} ({why}); {leader}");
+                    return self.finish(RunEnd::NotElected, Some(Failure::not_elected(message))).await;
                 }
                 guard = self.runner.elected() => guard,
             };
             let Some(guard) = guard else {
-                return Err(Failure::store("the election runner stopped unexpectedly"));
+                let failure = Failure::store("the election runner stopped unexpectedly");
+                return self.finish(RunEnd::StoreFailed, Some(failure)).await;
             };
+            give_up_at = None;
             match self.lead(&guard).await {
                 Ended::Lost => {}
-                Ended::Signal => return self.shutdown(Ok(ExitCode::SUCCESS)).await,
-                Ended::Failed(failure) => return self.shutdown(Err(failure)).await,
-                Ended::ChildExited(status) => match self.args.on_child_exit {
+                Ended::Stop(stop) => return self.finish(end_of(stop), None).await,
+                Ended::Failed(failure) => match self.args.error_timeout {
+                    None => return self.finish(RunEnd::CommandFailed, Some(failure)).await,
+                    Some(wait) => {
+                        tracing::warn!(
+                            "{failure}: leaving the election, campaigning again in {} \
+                             (--error-timeout)",
+                            show(wait)
+                        );
+                        if let Some(stop) = self.pause(wait).await {
+                            return self.finish(end_of(stop), None).await;
+                        }
+                    }
+                },
+                Ended::ChildExited { status, ran } => match self.args.on_child_exit {
                     OnChildExit::Exit => {
-                        let code = ExitCode::from(exit_code(status));
-                        return self.shutdown(Ok(code)).await;
+                        let code = crate::process::exit_code(status);
+                        return self.finish(RunEnd::ChildExit(code), None).await;
                     }
                     OnChildExit::Resign | OnChildExit::Restart => {
-                        match self.runner.resign().await {
-                            Ok(ResignOutcome::Resigned {
-                                ballot,
-                                reserved_for,
-                            }) => tracing::info!(
-                                ballot = ballot.get(),
-                                reserved_for = reserved_for.as_ref().map(|n| n.id().to_string()),
-                                "resigned; campaigning again"
-                            ),
-                            Ok(_) => tracing::info!("no longer leading; campaigning again"),
-                            Err(e) => {
-                                tracing::warn!(error = %chain(&e), "could not resign; the leadership lapses by itself")
-                            }
+                        let wait = self.backoff.after_exit(ran);
+                        tracing::info!(
+                            "leaving the election; campaigning again in {} (back-off after the \
+                             child exited)",
+                            show(wait)
+                        );
+                        if let Some(stop) = self.pause(wait).await {
+                            return self.finish(end_of(stop), None).await;
                         }
                     }
                 },
@@ -194,22 +335,112 @@ impl Session<'_> {
         }
     }
 
-    /// Leaves the election: resign (reserving for the best live candidate) and unregister.
-    async fn shutdown(&mut self, result: Result<ExitCode, Failure>) -> Result<ExitCode, Failure> {
+    /// Leaves the election (resigning, reserving for the best live candidate), waits `wait`,
+    /// and joins again with the same candidate. A stop during the wait is returned.
+    async fn pause(&mut self, wait: Duration) -> Option<Stop> {
+        let report = self.runner.shutdown().await;
+        self.current.send_replace(None);
+        match (&report.resigned, &report.error) {
+            (_, Some(error)) => tracing::warn!(
+                %error,
+                "could not leave the election cleanly; the lease lapses by itself"
+            ),
+            (
+                Some(ResignOutcome::Resigned {
+                    ballot,
+                    reserved_for,
+                }),
+                None,
+            ) => match reserved_for {
+                Some(next) => tracing::info!(
+                    ballot = ballot.get(),
+                    reserved_for = %next.id(),
+                    "resigned"
+                ),
+                None => tracing::info!(ballot = ballot.get(), "resigned"),
+            },
+            _ => {}
+        }
+        let stop = tokio::select! {
+            biased;
+            stop = self.signals.recv() => Some(stop),
+            () = tokio::time::sleep(wait) => None,
+        };
+        if stop.is_some() {
+            return stop;
+        }
+        let runner = Runner::builder(self.db.clone(), self.ctx.election.subspace().clone())
+            .candidate(self.candidate.clone())
+            .config(self.desired.clone())
+            .election_name(self.ctx.name.clone())
+            .start();
+        match runner {
+            Ok(runner) => {
+                self.current.send_replace(Some(runner.clone()));
+                self.runner = runner;
+                tracing::info!(candidate = %self.id, "campaigning again");
+                None
+            }
+            Err(e) => {
+                tracing::error!(error = %chain(&e), "cannot campaign again");
+                Some(Stop::StoreFailed)
+            }
+        }
+    }
+
+    /// Leaves the election (resign, reserving for the best live candidate, and unregister)
+    /// and turns `end` into the exit code (see [`run_exit_code`]). `failure`: the message of
+    /// an end that is a failure.
+    async fn finish(&mut self, end: RunEnd, failure: Option<Failure>) -> Result<ExitCode, Failure> {
         // The runner logs the resignation (and whom it reserved the leadership for).
         let report = self.runner.shutdown().await;
-        match (&report.error, result) {
-            (Some(error), Ok(code)) if code == ExitCode::SUCCESS => Err(Failure::store(format!(
-                "could not leave the election cleanly ({error}); the lease lapses by itself"
-            ))),
-            (Some(error), result) => {
-                tracing::warn!(%error, "could not leave the election cleanly; the lease lapses by itself");
-                result
+        self.current.send_replace(None);
+        let leave_error = report.error.clone();
+        if leave_error.is_none() {
+            tracing::info!(unregistered = report.unregistered, "left the election");
+        }
+        let code = run_exit_code(end, leave_error.is_some());
+        let failure = match end {
+            RunEnd::StoreFailed => Some(Failure::store(
+                self.signals
+                    .failure()
+                    .or_else(|| failure.and_then(|f| f.message))
+                    .unwrap_or_else(|| "the store failed".to_owned()),
+            )),
+            RunEnd::Signal => leave_error.as_ref().map(|error| {
+                Failure::store(format!(
+                    "could not leave the election cleanly ({error}); the lease lapses by itself"
+                ))
+            }),
+            RunEnd::ChildExit(_) => {
+                if let Some(error) = &leave_error {
+                    tracing::warn!(%error, "could not leave the election cleanly; the lease lapses by itself");
+                }
+                None
             }
-            (None, result) => {
-                tracing::info!(unregistered = report.unregistered, "left the election");
-                result
+            RunEnd::NotElected | RunEnd::CommandFailed => failure,
+        };
+        match failure {
+            Some(mut failure) => {
+                // The code comes from the one mapping; the message from the failure.
+                failure.code = crate::exit::Exit::from_code(code).unwrap_or(failure.code);
+                Err(failure)
             }
+            None => Ok(ExitCode::from(code)),
+        }
+    }
+}
+
+/// The run's end after a stop.
+fn end_of(stop: Stop) -> RunEnd {
+    match stop {
+        Stop::Signal(name) => {
+            tracing::info!(signal = name, "shutting down");
+            RunEnd::Signal
+        }
+        Stop::StoreFailed => {
+            tracing::warn!("the store cannot be used any more: shutting down");
+            RunEnd::StoreFailed
         }
     }
 }
@@ -237,6 +468,23 @@ mod tests {
         let lease_only = desired_config(Some(Duration::from_secs(3)), None);
         assert!(lease_only.is_ok_and(|c| c.heartbeat_interval() == Duration::from_secs(1)));
         let bad = desired_config(Some(Duration::from_secs(3)), Some(Duration::from_secs(2)));
-        assert!(bad.is_err_and(|f| f.to_string().contains("at most a third")));
+        assert!(bad.is_err_and(|f| {
+            f.to_string()
+                .contains("--heartbeat (2s) must be at most a third of --lease (3s)")
+        }));
+    }
+
+    #[test]
+    fn absurd_timings_are_refused_naming_the_flag() {
+        let tiny = desired_config(Some(Duration::from_millis(1)), None);
+        assert!(tiny.is_err_and(|f| f.to_string().starts_with("--lease 1ms is too short")));
+        let fast = desired_config(
+            Some(Duration::from_secs(2)),
+            Some(Duration::from_millis(10)),
+        );
+        assert!(fast.is_err_and(|f| f.to_string().starts_with("--heartbeat 10ms is too short")));
+        // The least lease gives the least heartbeat.
+        let least = desired_config(Some(MIN_LEASE), None);
+        assert!(least.is_ok_and(|c| c.heartbeat_interval() == MIN_HEARTBEAT));
     }
 }

@@ -1,0 +1,171 @@
+//! `--metrics-listen`: one plain HTTP/1.1 listener serving `/metrics` (Prometheus text format,
+//! from `metrics-exporter-prometheus`'s recorder) and `/healthz` (the runner's health check),
+//! like Kubernetes' leader-election health adaptor.
+//!
+//! The exporter's own listener serves metrics only (and brings hyper); two GET routes need
+//! no more than this: one request per connection, bounded in size and time.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::exit::Failure;
+
+/// The largest request head read.
+const MAX_REQUEST: usize = 8 * 1024;
+/// How long a client may take to send its request, and to read the answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The health as `/healthz` reports it: `Ok(note)` is 200, `Err(problem)` 503.
+pub(crate) type HealthCheck = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
+/// An HTTP answer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) content_type: &'static str,
+    pub(crate) body: String,
+}
+
+/// Routes one request head: a pure function of the request line and the two sources.
+pub(crate) fn route(
+    head: &str,
+    metrics: impl FnOnce() -> String,
+    health: impl FnOnce() -> Result<String, String>,
+) -> Answer {
+    let text = "text/plain; charset=utf-8";
+    let answer = |status, body: String| Answer {
+        status,
+        content_type: text,
+        body,
+    };
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    if method != "GET" && method != "HEAD" {
+        return answer(405, "only GET and HEAD\n".to_owned());
+    }
+    let path = target.split('?').next().unwrap_or("");
+    match path {
+        "/metrics" => Answer {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: metrics(),
+        },
+        "/healthz" => match health() {
+            Ok(note) => answer(200, format!("ok: {note}\n")),
+            Err(problem) => answer(503, format!("unhealthy: {problem}\n")),
+        },
+        _ => answer(404, "not found: try /metrics or /healthz\n".to_owned()),
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        503 => "Service Unavailable",
+        _ => "Bad Request",
+    }
+}
+
+/// Installs the Prometheus recorder (before any runner records a metric) and binds `addr`.
+pub(crate) async fn start(addr: SocketAddr, health: HealthCheck) -> Result<(), Failure> {
+    let listener = TcpListener::bind(addr).await.map_err(|e| {
+        Failure::usage(format!("--metrics-listen {addr}: cannot listen there: {e}"))
+    })?;
+    let handle = PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| Failure::usage(format!("--metrics-listen: {e}")))?;
+    tracing::info!(address = %addr, "serving /metrics and /healthz");
+    tokio::spawn(accept(listener, handle, health));
+    Ok(())
+}
+
+async fn accept(listener: TcpListener, handle: PrometheusHandle, health: HealthCheck) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::debug!(error = %e, "metrics listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (handle, health) = (handle.clone(), Arc::clone(&health));
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(IO_TIMEOUT, answer(stream, &handle, &health)).await;
+        });
+    }
+}
+
+async fn answer(
+    mut stream: TcpStream,
+    handle: &PrometheusHandle,
+    health: &HealthCheck,
+) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(buf.get(..n).unwrap_or_default());
+    }
+    let head = String::from_utf8_lossy(&head);
+    let answer = route(
+        &head,
+        || {
+            handle.run_upkeep();
+            handle.render()
+        },
+        || health(),
+    );
+    let body = if head.starts_with("HEAD ") {
+        ""
+    } else {
+        answer.body.as_str()
+    };
+    let response = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        answer.status,
+        reason(answer.status),
+        answer.content_type,
+        answer.body.len(),
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_metrics_health_and_the_rest() {
+        let metrics = || "fdb_leader_is_leader 1\n".to_owned();
+        let healthy = || Ok("leader".to_owned());
+        let wedged = || Err("wedged".to_owned());
+        let a = route("GET /metrics HTTP/1.1\r\nHost: x\r\n", metrics, healthy);
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (200, "fdb_leader_is_leader 1\n")
+        );
+        assert!(a.content_type.contains("version=0.0.4"));
+        let a = route("GET /healthz?verbose HTTP/1.1\r\n", metrics, healthy);
+        assert_eq!((a.status, a.body.as_str()), (200, "ok: leader\n"));
+        let a = route("GET /healthz HTTP/1.1\r\n", metrics, wedged);
+        assert_eq!((a.status, a.body.as_str()), (503, "unhealthy: wedged\n"));
+        assert_eq!(route("GET / HTTP/1.1", metrics, healthy).status, 404);
+        assert_eq!(
+            route("POST /metrics HTTP/1.1", metrics, healthy).status,
+            405
+        );
+        assert_eq!(route("", metrics, healthy).status, 405);
+    }
+}

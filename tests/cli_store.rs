@@ -1,0 +1,217 @@
+//! `fdb-leader` against stores that cannot work: a file this user may not write (exit 3 at
+//! once, nothing created), a store file deleted or replaced under a running election (the
+//! child stopped, exit 3), a network file system (refused), and read-only commands on a
+//! missing store (nothing created, "no election", exit 1).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation
+)]
+
+mod cli_support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use cli_support::{PATIENCE, World, assert_no_panic, bin, is_label, output_of, wait_exit};
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The files in the test's directory whose names start with `prefix`.
+fn files_like(world: &World, prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(world.path(""))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_store_this_user_may_not_write_exits_3_at_once_and_creates_nothing() {
+    let world = World::new();
+    // A store created by its owner, in a directory everyone may write (as /tmp): another user
+    // could create -wal and -shm files beside it, but must not.
+    let dir = world.path("shared");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let db = dir.join("election.db");
+    let mut setup = Command::new(bin());
+    setup
+        .arg("--sqlite")
+        .arg(&db)
+        .args(["config", "set", "--preemption", "on"]);
+    assert!(output_of(setup).status.success());
+    fs::set_permissions(&db, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
+
+    let root = nix::unistd::geteuid().is_root();
+    // The other user must be able to reach the binary: a link (or copy) in this directory.
+    let exe = if root {
+        let exe = world.path("fdb-leader");
+        if fs::hard_link(bin(), &exe).is_err() {
+            fs::copy(bin(), &exe).unwrap();
+        }
+        exe
+    } else {
+        std::path::PathBuf::from(bin())
+    };
+    let mut run = Command::new(&exe);
+    run.arg("--sqlite")
+        .arg(&db)
+        .args(["run", "--lease", "600ms", "--", "sleep", "100"]);
+    if root {
+        // Root may write anything: run as an unprivileged user, as in the report.
+        run.uid(65534).gid(65534);
+    } else {
+        // The owner is this user: take the write permission away instead.
+        fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    let start = Instant::now();
+    let out = output_of(run);
+    let took = start.elapsed();
+    let err = stderr(&out);
+    eprintln!(
+        "read-only store ({}): exit {:?} after {} ms",
+        if root { "as uid 65534" } else { "mode 0444" },
+        out.status.code(),
+        took.as_millis()
+    );
+    assert_no_panic(&err);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(err.contains(&db.display().to_string()), "{err}");
+    assert!(
+        err.contains("give it read and write access") || err.contains("make it writable"),
+        "no fix in: {err}"
+    );
+    // Nothing created: no -wal or -shm owned by the other user.
+    let left: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["election.db"], "{err}");
+}
+
+#[test]
+fn a_deleted_store_file_stops_the_child_and_exits_3() {
+    for replace in [false, true] {
+        let mut world = World::new();
+        let mut a = world.start_run("a", &[]);
+        let (first, _) = world
+            .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+            .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+        let start = Instant::now();
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = fs::remove_file(world.path(&format!("election.db{suffix}")));
+        }
+        if replace {
+            // Another store at the same path (as a new `run` would create).
+            let mut other = Command::new(bin());
+            other
+                .arg("--sqlite")
+                .arg(world.db())
+                .args(["config", "set", "--preemption", "on"]);
+            assert!(output_of(other).status.success());
+        }
+        let status = wait_exit(&mut a, PATIENCE).expect("a exits");
+        let took = start.elapsed();
+        let err = world.stderr_of("a");
+        assert_no_panic(&err);
+        assert_eq!(status.code(), Some(3), "{err}");
+        let what = if replace {
+            "was replaced by another file"
+        } else {
+            "was deleted"
+        };
+        assert!(err.contains(what), "{err}");
+        assert!(err.contains("restart ballots at 1"), "{err}");
+        // The child was stopped (it logs its stop on SIGTERM), and nothing of it runs.
+        assert!(
+            world
+                .events()
+                .iter()
+                .any(|e| e.kind == "stop" && e.pid == first.pid),
+            "{:?}",
+            world.log_lines()
+        );
+        assert!(world.running_pids().is_empty());
+        eprintln!(
+            "store {}: child stopped and exit 3 after {} ms",
+            if replace { "replaced" } else { "deleted" },
+            took.as_millis()
+        );
+        // Within a heartbeat (200 ms) plus the child's stop, with slack for a loaded host.
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+    }
+}
+
+#[test]
+fn a_network_file_system_is_refused_unless_allowed() {
+    let world = World::new();
+    // Tests cannot mount NFS: debug builds read the file system type from this variable.
+    let nfs = ("FDB_LEADER_DEBUG_FS_MAGIC", "0x6969");
+    let mut run = Command::new(bin());
+    run.env(nfs.0, nfs.1)
+        .arg("--sqlite")
+        .arg(world.db())
+        .args(["run", "--", "true"]);
+    let out = output_of(run);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("network file system (NFS)"), "{err}");
+    assert!(err.contains("--allow-network-fs"), "{err}");
+    assert!(!world.db().exists());
+
+    let mut allowed = Command::new(bin());
+    allowed
+        .env(nfs.0, nfs.1)
+        .env("FDB_LEADER_ALLOW_NETWORK_FS", "true")
+        .arg("--sqlite")
+        .arg(world.db())
+        .args(["config", "set", "--preemption", "on"]);
+    let out = output_of(allowed);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("network file system"));
+}
+
+#[test]
+fn read_only_commands_never_create_a_store() {
+    let world = World::new();
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["watch"],
+        &["config", "get"],
+        &["resign", "--expected-ballot", "1"],
+        &["force-vacate", "--expected-ballot", "1"],
+    ] {
+        let out = world.cli(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let expected = format!("no election at {} (name default)", world.db().display());
+        assert!(err.contains(&expected), "{args:?}: {err}");
+        assert_eq!(files_like(&world, "election.db"), Vec::<String>::new());
+    }
+    // An existing store without that election: the same answer.
+    assert!(
+        world
+            .cli(&["config", "set", "--preemption", "on"])
+            .status
+            .success()
+    );
+    let out = world.cli(&["--election", "typo", "watch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("(name typo)"), "{}", stderr(&out));
+}
