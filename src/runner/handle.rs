@@ -258,6 +258,10 @@ impl Runner {
     /// unregistration (the lease lapses, the registration goes stale). The guard is cancelled
     /// and [`health`](Self::health) reports [`HealthProblem::RunnerDied`]. For tests and demos.
     pub fn abort(&self) {
+        self.inner
+            .shared
+            .aborted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.inner.abort.abort();
         // The task ends at its next poll; the leadership ends now.
         if let Some(guard) = self.inner.shared.guard() {

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) work: Option<Arc<Work>>,
     pub(crate) metrics: Metrics,
     pub(crate) clock: Arc<dyn Clock>,
+    /// Set by [`Runner::abort`](super::Runner::abort): the task's end is deliberate.
+    pub(crate) aborted: std::sync::atomic::AtomicBool,
 }
 
 /// The ends of the channels between a handle and the task.
@@ -90,6 +92,7 @@ impl Shared {
             work,
             metrics,
             clock,
+            aborted: std::sync::atomic::AtomicBool::new(false),
         });
         let parts = Parts {
             requests_tx,
