@@ -194,6 +194,15 @@ impl Machine {
         // Inside a transaction, reconciling would end a leadership on bookkeeping the commit
         // has not confirmed: only the revoke (which the decided events issue) may happen then.
         let inside_transaction = matches!(event, Event::CycleDecided(_) | Event::ResignDecided);
+        if !self.expects(&event) {
+            // The result of an operation that is not the one in flight (abandoned at
+            // shutdown): nothing to do with it but look again.
+            if !inside_transaction {
+                self.reconcile(&ctx, &mut out);
+            }
+            self.next(&ctx, &mut out);
+            return out;
+        }
         match event {
             Event::Start => {
                 if self.phase == Phase::Idle {
@@ -240,6 +249,22 @@ impl Machine {
         }
         self.next(&ctx, &mut out);
         out
+    }
+
+    /// Whether `event` is the result of the operation in flight (other events always are).
+    fn expects(&self, event: &Event) -> bool {
+        let wanted = match event {
+            Event::Registered(_) => InFlight::Register,
+            Event::CycleDecided(_) | Event::CycleCommitted(_) | Event::CycleFailed(_) => {
+                return matches!(self.in_flight, Some(InFlight::Cycle { .. }));
+            }
+            Event::RecordRead(_) => InFlight::Read,
+            Event::ResignDecided | Event::ResignDone => InFlight::Resign,
+            Event::Drained(_) => InFlight::Drain,
+            Event::Left(_) => InFlight::Leave,
+            _ => return true,
+        };
+        self.in_flight == Some(wanted)
     }
 
     // ----- what to do next ------------------------------------------------------------------

@@ -1,1 +1,906 @@
+//! Table tests of the runner machine: one test per transition, no I/O.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+use std::time::Duration;
+
+use super::*;
+use crate::ids::Priority;
+use crate::record::Named;
+
+const HB: Duration = Duration::from_millis(100);
+const LEASE: Duration = Duration::from_millis(300);
+
+fn id(s: &str) -> CandidateId {
+    CandidateId::parse(s).unwrap()
+}
+
+fn at(ms: u64) -> LocalInstant {
+    LocalInstant::from_origin(Duration::from_millis(ms))
+}
+
+fn config() -> ElectionConfig {
+    ElectionConfig::builder()
+        .lease_duration(LEASE)
+        .heartbeat_interval(HB)
+        .candidate_timeout(Duration::from_millis(600))
+        .transaction_timeout(Duration::from_millis(30))
+        .handover_grace(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+fn owned(owner: &str, ballot: u64, renewal: u64) -> LeaderRecord {
+    LeaderRecord {
+        ballot: Ballot::new(ballot),
+        owner: Some(Named::new(id(owner), Priority::new(1))),
+        renewal,
+        lease: LEASE,
+        handover: None,
+        reservation: None,
+        payload: None,
+        writer: Some(crate::record::AttemptId {
+            candidate: id(owner),
+            seq: 1,
+        }),
+    }
+}
+
+fn vacant(ballot: u64, renewal: u64, reserved: Option<&str>) -> LeaderRecord {
+    LeaderRecord {
+        owner: None,
+        reservation: reserved.map(|r| Party::Candidate(Named::new(id(r), Priority::new(2)))),
+        ..owned("someone", ballot, renewal)
+    }
+}
+
+fn failure(kind: &'static str) -> Failure {
+    Failure {
+        kind,
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    }
+}
+
+/// A machine and the belief the executor would report.
+struct Run {
+    m: Machine,
+    now: LocalInstant,
+    belief: Option<Belief>,
+    busy: bool,
+}
+
+impl Run {
+    fn candidate() -> Self {
+        Self::new(Some(id("me")), OnLoss::Recampaign)
+    }
+
+    fn new(me: Option<CandidateId>, on_loss: OnLoss) -> Self {
+        Run {
+            m: Machine::new(
+                Settings {
+                    me,
+                    config: config(),
+                    on_loss,
+                    stop_timeout: None,
+                    seed: 7,
+                },
+                at(0),
+            ),
+            now: at(0),
+            belief: None,
+            busy: false,
+        }
+    }
+
+    fn feed(&mut self, event: Event) -> Vec<Command> {
+        let ctx = Ctx {
+            now: self.now,
+            belief: self.belief,
+            work_in_flight: self.busy,
+        };
+        self.m.handle(event, ctx)
+    }
+
+    fn at(&mut self, ms: u64) -> &mut Self {
+        self.now = at(ms);
+        self
+    }
+
+    fn believe(&mut self, ballot: u64, until_ms: u64) {
+        self.belief = Some(Belief {
+            ballot: Ballot::new(ballot),
+            valid_until: at(until_ms),
+        });
+    }
+
+    /// A cycle is in flight, started now.
+    fn cycling(&mut self) -> &mut Self {
+        self.m.in_flight = Some(InFlight::Cycle {
+            started: self.now,
+            leading: self.m.live_guard().is_some(),
+        });
+        self
+    }
+
+    /// The watch is armed (and nothing is in flight).
+    fn watching(&mut self, record: LeaderRecord) -> Vec<Command> {
+        self.feed(Event::RecordRead(Ok(RecordRead {
+            record,
+            config: None,
+            watch: Some(true),
+        })))
+    }
+
+    /// Started, registered, and its first cycle in flight.
+    fn registered() -> Self {
+        let mut r = Self::candidate();
+        assert_eq!(r.feed(Event::Start), vec![Command::Register]);
+        let out = r.feed(Event::Registered(Ok(config())));
+        assert!(out.contains(&Command::RunCycle), "{out:?}");
+        r
+    }
+
+    /// A leader of ballot 1 (its first cycle acquired at 0, belief until 294 ms).
+    fn leader() -> Self {
+        let mut r = Self::registered();
+        r.believe(1, 294);
+        let out = r.feed(Event::CycleCommitted(report(
+            Action::Acquired,
+            owned("me", 1, 1),
+            Some(1),
+        )));
+        assert!(
+            out.contains(&Command::IssueGuard {
+                ballot: Ballot::new(1),
+                deadline: at(294)
+            }),
+            "{out:?}"
+        );
+        // Then it arms its watch; idle from there.
+        r.watching(owned("me", 1, 1));
+        r
+    }
+}
+
+fn report(action: Action, record: LeaderRecord, leading: Option<u64>) -> CycleReport {
+    CycleReport {
+        action,
+        record,
+        config: config(),
+        next_action_at: None,
+        leading: leading.map(Ballot::new),
+        honoured: None,
+    }
+}
+
+fn sleeps(out: &[Command]) -> Option<LocalInstant> {
+    out.iter().find_map(|c| match c {
+        Command::SleepUntil(t) => Some(*t),
+        _ => None,
+    })
+}
+
+fn has(out: &[Command], f: impl Fn(&Command) -> bool) -> bool {
+    out.iter().any(f)
+}
+
+#[test]
+fn a_candidate_registers_first_then_cycles_at_once() {
+    let mut r = Run::candidate();
+    assert_eq!(r.feed(Event::Start), vec![Command::Register]);
+    let out = r.feed(Event::Registered(Ok(config())));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::State(RunnerState::Follower)
+    )));
+    assert_eq!(out.last(), Some(&Command::RunCycle));
+}
+
+#[test]
+fn a_failed_registration_backs_off_and_is_retried() {
+    let mut r = Run::candidate();
+    r.feed(Event::Start);
+    let out = r.feed(Event::Registered(Err(failure("unavailable"))));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::Failed {
+            kind: "unavailable",
+            warn: Some(0),
+            ..
+        }
+    )));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::State(RunnerState::Error)
+    )));
+    let wake = sleeps(&out).unwrap();
+    assert!(wake > at(0) && wake <= at(50), "{wake:?}");
+    // Nothing happens before the back-off ends; then it registers again.
+    assert_eq!(r.at(1).feed(Event::Tick), vec![Command::SleepUntil(wake)]);
+    let ms = u64::try_from(wake.since_origin().as_millis()).unwrap() + 1;
+    assert_eq!(r.at(ms).feed(Event::Tick), vec![Command::Register]);
+}
+
+#[test]
+fn a_committed_acquisition_issues_a_guard_with_the_beliefs_deadline_and_publishes() {
+    let mut r = Run::registered();
+    r.believe(1, 294);
+    let out = r.feed(Event::CycleCommitted(report(
+        Action::Acquired,
+        owned("me", 1, 1),
+        Some(1),
+    )));
+    assert!(has(
+        &out,
+        |c| matches!(c, Command::IssueGuard { ballot, deadline } if *ballot == Ballot::new(1) && *deadline == at(294))
+    ));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::Renewed { took: Some(_), .. }
+    )));
+    assert!(has(
+        &out,
+        |c| matches!(c, Command::Publish(ch) if ch.reason == ChangeReason::Acquired)
+    ));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::State(RunnerState::Leader)
+    )));
+    // Then a watch is armed (a read-only transaction).
+    assert_eq!(
+        out.last(),
+        Some(&Command::ReadRecord {
+            watch: true,
+            config: false
+        })
+    );
+}
+
+#[test]
+fn a_commit_that_did_not_make_the_candidate_believe_issues_no_guard() {
+    let mut r = Run::registered();
+    let out = r.feed(Event::CycleCommitted(report(
+        Action::Acquired,
+        owned("me", 1, 1),
+        Some(1),
+    )));
+    assert!(
+        !has(&out, |c| matches!(c, Command::IssueGuard { .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_leader_renews_before_its_deadline_leaving_room_for_one_attempt() {
+    let mut r = Run::leader();
+    r.feed(Event::RecordRead(Ok(RecordRead {
+        record: owned("me", 1, 1),
+        config: None,
+        watch: Some(true),
+    })));
+    let out = r.at(10).feed(Event::Tick);
+    // 294 - (30 ms attempt + 25 ms slack) = 239 ms, or the jittered heartbeat (80-100 ms).
+    let wake = sleeps(&out).unwrap();
+    assert!(wake >= at(80) && wake <= at(100), "{wake:?}");
+    // With the heartbeat pushed out, the renewal margin decides.
+    r.m.next_cycle_at = at(1_000);
+    assert_eq!(sleeps(&r.feed(Event::Tick)), Some(at(239)));
+    assert_eq!(r.at(239).feed(Event::Tick), vec![Command::RunCycle]);
+}
+
+#[test]
+fn a_renewal_moves_the_guard_deadline_to_the_new_belief() {
+    let mut r = Run::leader();
+    r.at(100).believe(1, 394);
+    let out = r.cycling().feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 2),
+        Some(1),
+    )));
+    assert!(has(&out, |c| *c == Command::SetGuardDeadline(at(394))));
+    assert!(!has(&out, |c| matches!(c, Command::IssueGuard { .. })));
+}
+
+#[test]
+fn a_shorter_belief_shortens_the_guard_even_when_the_commit_failed() {
+    let mut r = Run::leader();
+    // The cycle wrote a shorter lease and its result is unknown: the belief was capped.
+    r.at(100).believe(1, 150);
+    let out = r
+        .cycling()
+        .feed(Event::CycleFailed(failure("unknown_result")));
+    assert!(
+        has(&out, |c| *c == Command::SetGuardDeadline(at(150))),
+        "{out:?}"
+    );
+    // At the capped deadline the guard ends.
+    let out = r.at(150).feed(Event::Tick);
+    assert!(has(&out, |c| *c
+        == Command::RevokeGuard(StopReason::LeaseExpired)));
+    assert!(has(&out, |c| matches!(c, Command::EndLeadership { .. })));
+}
+
+#[test]
+fn stepping_down_revokes_the_guard_inside_the_transaction_before_its_commit() {
+    let mut r = Run::leader();
+    r.at(100).cycling();
+    r.belief = None; // the cycle decided to hand over: belief lost at once
+    let mut vac = vacant(1, 2, Some("new"));
+    vac.writer = owned("me", 1, 1).writer;
+    let out = r.feed(Event::CycleDecided(Ok((Action::HandedOver, vac.clone()))));
+    assert_eq!(
+        out,
+        vec![Command::RevokeGuard(StopReason::HandedOver {
+            to: Some(id("new"))
+        })],
+        "only the revoke: the rest waits for the commit"
+    );
+    let out = r.feed(Event::CycleCommitted(report(Action::HandedOver, vac, None)));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::EndLeadership {
+            reason: StopReason::HandedOver { .. },
+            ..
+        }
+    )));
+    assert!(has(
+        &out,
+        |c| matches!(c, Command::Publish(ch) if matches!(ch.reason, ChangeReason::SteppedDown { .. }))
+    ));
+    // Its guarded tasks are drained before anything else.
+    assert!(has(&out, |c| matches!(c, Command::DrainTasks { .. })));
+}
+
+#[test]
+fn a_cycle_that_keeps_the_belief_revokes_nothing_before_its_commit() {
+    let mut r = Run::leader();
+    let out = r.at(100).cycling().feed(Event::CycleDecided(Ok((
+        Action::Renewed,
+        owned("me", 1, 2),
+    ))));
+    assert!(out.is_empty(), "{out:?}");
+}
+
+#[test]
+fn stop_reasons_follow_what_the_cycle_saw() {
+    let cases = [
+        (
+            Ok((Action::SteppedDown, vacant(1, 2, None))),
+            StopReason::ElectionsDisabled,
+        ),
+        (
+            Ok((Action::None, owned("thief", 2, 3))),
+            StopReason::Superseded,
+        ),
+        (
+            Ok((Action::None, owned("me", 1, 1))),
+            StopReason::LeaseExpired,
+        ),
+        (
+            Err(Failure {
+                not_registered: true,
+                ..failure("not_registered")
+            }),
+            StopReason::Unregistered,
+        ),
+        (Err(failure("unavailable")), StopReason::LeaseExpired),
+    ];
+    for (decided, reason) in cases {
+        let mut r = Run::leader();
+        r.belief = None;
+        assert_eq!(
+            r.at(50).cycling().feed(Event::CycleDecided(decided)),
+            vec![Command::RevokeGuard(reason)]
+        );
+    }
+}
+
+#[test]
+fn a_renewal_that_lands_after_the_leadership_ended_is_not_resumed() {
+    let mut r = Run::leader();
+    r.belief = None;
+    let out = r.at(300).feed(Event::Tick);
+    assert!(has(&out, |c| *c
+        == Command::RevokeGuard(StopReason::LeaseExpired)));
+    r.feed(Event::Drained(true));
+    r.believe(1, 500);
+    let out = r.cycling().feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 2),
+        Some(1),
+    )));
+    assert!(has(&out, |c| *c
+        == Command::LateRenewal {
+            ballot: Ballot::new(1)
+        }));
+    assert!(!has(&out, |c| matches!(c, Command::IssueGuard { .. })));
+}
+
+#[test]
+fn an_honoured_request_closes_the_guard_and_idle_work_triggers_the_handover() {
+    let mut r = Run::leader();
+    let mut rec = owned("me", 1, 2);
+    let req = Named::new(id("new"), Priority::new(5));
+    rec.handover = Some(Party::Candidate(req.clone()));
+    r.at(100).believe(1, 394);
+    r.busy = true;
+    let mut rep = report(Action::Renewed, rec, Some(1));
+    rep.honoured = Some(Party::Candidate(req.clone()));
+    rep.next_action_at = Some(at(1_100));
+    r.watching(owned("me", 1, 1));
+    let out = r.cycling().feed(Event::CycleCommitted(rep.clone()));
+    assert!(has(&out, |c| *c == Command::CloseGuard));
+    assert!(has(&out, |c| *c == Command::HandoverRequested(req.clone())));
+    // Told once only.
+    r.at(150);
+    let again = r.cycling().feed(Event::CycleCommitted(rep));
+    assert!(!has(&again, |c| matches!(c, Command::HandoverRequested(_))));
+    // Work goes idle: cycle now.
+    r.busy = false;
+    assert!(has(&r.at(160).feed(Event::WorkIdle), |c| *c
+        == Command::RunCycle));
+}
+
+#[test]
+fn an_operator_request_is_reported_as_such() {
+    let mut r = Run::leader();
+    let mut rep = report(Action::HandedOver, vacant(1, 2, Some("best")), None);
+    rep.honoured = Some(Party::Operator(id("ops")));
+    r.watching(owned("me", 1, 1));
+    r.belief = None;
+    r.at(100).cycling().feed(Event::CycleDecided(Ok((
+        Action::HandedOver,
+        rep.record.clone(),
+    ))));
+    let out = r.feed(Event::CycleCommitted(rep));
+    let told = out
+        .iter()
+        .position(|c| *c == Command::OperatorRequest(id("ops")))
+        .unwrap();
+    let ended = out
+        .iter()
+        .position(|c| matches!(c, Command::EndLeadership { .. }))
+        .unwrap();
+    assert!(told < ended, "the leader is told before it stops: {out:?}");
+}
+
+#[test]
+fn resigning_without_leading_is_rejected_naming_the_leader() {
+    let mut r = Run::registered();
+    r.feed(Event::CycleCommitted(report(
+        Action::None,
+        owned("other", 3, 9),
+        None,
+    )));
+    let out = r.at(10).feed(Event::ResignRequested);
+    assert!(has(&out, |c| *c
+        == Command::RejectResign {
+            current: Some(id("other"))
+        }));
+}
+
+#[test]
+fn a_resignation_waits_for_busy_work_within_the_grace() {
+    let mut r = Run::leader();
+    r.busy = true;
+    let out = r.at(10).feed(Event::ResignRequested);
+    assert!(has(&out, |c| *c == Command::CloseGuard));
+    assert!(!has(&out, |c| matches!(c, Command::Resign { .. })));
+    // Idle: resign now.
+    r.busy = false;
+    let out = r.at(20).feed(Event::WorkIdle);
+    assert!(
+        has(&out, |c| *c
+            == Command::Resign {
+                expected: Ballot::new(1)
+            }),
+        "{out:?}"
+    );
+    // Inside the resignation's transaction, the belief is gone: revoke before the commit.
+    r.belief = None;
+    assert_eq!(
+        r.feed(Event::ResignDecided),
+        vec![Command::RevokeGuard(StopReason::Resigned)]
+    );
+    let out = r.feed(Event::ResignDone);
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::EndLeadership {
+            reason: StopReason::Resigned,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn a_resignation_goes_ahead_when_the_grace_ends_even_while_busy() {
+    let mut r = Run::leader();
+    r.believe(1, 5_000);
+    r.busy = true;
+    let out = r.at(10).feed(Event::ResignRequested);
+    assert_eq!(sleeps(&out).map(|t| t <= at(1_010)), Some(true));
+    assert!(has(&r.at(1_010).feed(Event::Tick), |c| matches!(
+        c,
+        Command::Resign { .. }
+    )));
+}
+
+#[test]
+fn shutdown_ends_the_leadership_drains_then_resigns_and_unregisters_with_retries() {
+    let mut r = Run::leader();
+    let out = r.at(10).feed(Event::ShutdownRequested);
+    let want = [
+        Command::RevokeGuard(StopReason::Shutdown),
+        Command::DisarmWatch,
+        Command::DrainTasks { bound: HB },
+    ];
+    for w in &want {
+        assert!(out.contains(w), "{w:?} in {out:?}");
+    }
+    assert_eq!(r.feed(Event::Drained(false)), vec![Command::Leave]);
+    let out = r.at(20).feed(Event::Left(Err(failure("unavailable"))));
+    let wake = sleeps(&out).unwrap();
+    assert!(!has(&out, |c| matches!(c, Command::Leave)));
+    let ms = u64::try_from(wake.since_origin().as_millis()).unwrap() + 1;
+    assert_eq!(r.at(ms).feed(Event::Tick), vec![Command::Leave]);
+    let out = r.feed(Event::Left(Ok(())));
+    assert!(has(&out, |c| *c == Command::StepDownLocally));
+    assert!(has(&out, |c| *c
+        == Command::Stop {
+            tasks_finished: false
+        }));
+    assert!(has(&out, |c| *c == Command::State(RunnerState::Stopped)));
+    assert!(
+        r.feed(Event::Tick).is_empty(),
+        "a stopped machine does nothing"
+    );
+}
+
+#[test]
+fn leaving_gives_up_after_three_attempts() {
+    let mut r = Run::registered();
+    r.feed(Event::ShutdownRequested);
+    r.feed(Event::Drained(true));
+    for attempt in 1..=3u64 {
+        let out = r
+            .at(attempt * 1_000)
+            .feed(Event::Left(Err(failure("unavailable"))));
+        if attempt < 3 {
+            assert!(sleeps(&out).is_some());
+            assert_eq!(
+                r.at(attempt * 1_000 + 500).feed(Event::Tick),
+                vec![Command::Leave]
+            );
+        } else {
+            assert!(has(&out, |c| matches!(c, Command::Stop { .. })));
+        }
+    }
+}
+
+#[test]
+fn exit_on_loss_leaves_after_a_lost_leadership_but_not_after_a_resignation() {
+    let mut r = Run::new(Some(id("me")), OnLoss::Exit);
+    r.feed(Event::Start);
+    r.feed(Event::Registered(Ok(config())));
+    r.believe(1, 294);
+    r.feed(Event::CycleCommitted(report(
+        Action::Acquired,
+        owned("me", 1, 1),
+        Some(1),
+    )));
+    r.watching(owned("me", 1, 1));
+    r.belief = None;
+    let out = r.at(300).feed(Event::Tick);
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::EndLeadership {
+            reason: StopReason::LeaseExpired,
+            ..
+        }
+    )));
+    let out = r.feed(Event::Drained(true));
+    assert!(
+        has(&out, |c| matches!(c, Command::DrainTasks { .. })
+            || matches!(c, Command::Leave)),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_relevant_change_seen_through_the_watch_runs_a_cycle_at_once_and_a_renewal_does_not() {
+    let mut r = Run::registered();
+    r.feed(Event::CycleCommitted(report(
+        Action::None,
+        owned("other", 3, 9),
+        None,
+    )));
+    // A plain renewal: nothing to do before the next heartbeat.
+    let out = r.at(5).feed(Event::RecordRead(Ok(RecordRead {
+        record: owned("other", 3, 10),
+        config: None,
+        watch: Some(true),
+    })));
+    assert!(sleeps(&out).is_some() && !has(&out, |c| *c == Command::RunCycle));
+    // A vacancy: cycle now.
+    let out = r.at(6).feed(Event::WatchFired(Ok(())));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::ReadRecord { watch: true, .. }
+    )));
+    let out = r.feed(Event::RecordRead(Ok(RecordRead {
+        record: vacant(3, 11, None),
+        config: None,
+        watch: Some(true),
+    })));
+    assert_eq!(out.last(), Some(&Command::RunCycle));
+}
+
+#[test]
+fn a_refused_or_failed_watch_is_retried_only_after_ten_heartbeats() {
+    for refused in [true, false] {
+        let mut r = Run::registered();
+        r.feed(Event::CycleCommitted(report(
+            Action::None,
+            owned("other", 3, 9),
+            None,
+        )));
+        if refused {
+            r.at(5).feed(Event::RecordRead(Ok(RecordRead {
+                record: owned("other", 3, 9),
+                config: None,
+                watch: Some(false),
+            })));
+        } else {
+            r.at(5).feed(Event::RecordRead(Ok(RecordRead {
+                record: owned("other", 3, 9),
+                config: None,
+                watch: Some(true),
+            })));
+            r.feed(Event::WatchFired(Err(failure("retryable"))));
+        }
+        // Cycles go on every heartbeat, without a watch, until 10 heartbeats have passed.
+        let out = r.at(200).feed(Event::Tick);
+        assert!(
+            !has(&out, |c| matches!(c, Command::ReadRecord { .. })),
+            "{out:?}"
+        );
+        r.feed(Event::CycleCommitted(report(
+            Action::None,
+            owned("other", 3, 9),
+            None,
+        )));
+        let out = r.at(1_006).feed(Event::Tick);
+        assert!(
+            has(&out, |c| matches!(
+                c,
+                Command::ReadRecord { watch: true, .. }
+            ) || *c == Command::RunCycle),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
+fn a_candidate_awaiting_its_handover_without_a_watch_polls_eight_times_a_heartbeat() {
+    let mut r = Run::registered();
+    let mut rec = owned("other", 3, 9);
+    rec.handover = Some(Party::Candidate(Named::new(id("me"), Priority::new(9))));
+    r.feed(Event::CycleCommitted(report(
+        Action::RequestedHandover,
+        rec.clone(),
+        None,
+    )));
+    // No watch (refused).
+    let out = r.at(1).feed(Event::RecordRead(Ok(RecordRead {
+        record: rec,
+        config: None,
+        watch: Some(false),
+    })));
+    assert_eq!(
+        sleeps(&out),
+        Some(at(0).saturating_add(HB / 8)),
+        "last cycle at 0 + 100/8 ms: {out:?}"
+    );
+}
+
+#[test]
+fn failures_back_off_exponentially_and_warn_at_a_limited_rate() {
+    let mut r = Run::registered();
+    r.m.watch_armed = true;
+    let mut last = Duration::ZERO;
+    let mut warned = 0;
+    for i in 0..8u64 {
+        let now = i * 10;
+        let out = r.at(now).feed(Event::CycleFailed(failure("unavailable")));
+        warned += out
+            .iter()
+            .filter(|c| matches!(c, Command::Failed { warn: Some(_), .. }))
+            .count();
+        let wake = sleeps(&out).unwrap_or(at(now));
+        last = wake.saturating_duration_since(at(now));
+        // The next attempt fails too.
+        r.at(now + 1).cycling();
+    }
+    assert!(last <= HB / 2 && last >= HB / 8, "{last:?}");
+    assert_eq!(warned, 1, "one warning within WARN_INTERVAL");
+    let out = r.at(100).cycling().feed(Event::CycleCommitted(report(
+        Action::None,
+        owned("x", 1, 1),
+        None,
+    )));
+    assert!(has(&out, |c| *c == Command::Recovered { failures: 8 }));
+}
+
+#[test]
+fn an_evicted_candidate_registers_again() {
+    let mut r = Run::registered();
+    let out = r.feed(Event::CycleFailed(Failure {
+        not_registered: true,
+        ..failure("not_registered")
+    }));
+    let wake = sleeps(&out).unwrap();
+    let ms = u64::try_from(wake.since_origin().as_millis()).unwrap() + 1;
+    assert_eq!(r.at(ms).feed(Event::Tick), vec![Command::Register]);
+}
+
+#[test]
+fn an_observer_polls_and_reports_a_lapse_by_the_lapse_rule() {
+    let mut r = Run::new(None, OnLoss::Recampaign);
+    assert_eq!(
+        r.feed(Event::Start),
+        vec![Command::ReadRecord {
+            watch: true,
+            config: true
+        }]
+    );
+    let out = r.at(10).feed(Event::RecordRead(Ok(RecordRead {
+        record: owned("a", 1, 4),
+        config: Some(config()),
+        watch: Some(true),
+    })));
+    assert!(has(
+        &out,
+        |c| matches!(c, Command::Publish(ch) if ch.reason == ChangeReason::Discovered)
+    ));
+    // It wakes at the next poll (80-100 ms later).
+    let wake = sleeps(&out).unwrap();
+    assert!(wake >= at(90) && wake <= at(110));
+    // Polls that see the same identity: a full lease after the first sighting, lapsed.
+    let out = r.at(200).feed(Event::Tick);
+    assert!(has(&out, |c| matches!(c, Command::ReadRecord { .. })));
+    let out = r.feed(Event::RecordRead(Ok(RecordRead {
+        record: owned("a", 1, 4),
+        config: Some(config()),
+        watch: None,
+    })));
+    assert!(!has(&out, |c| matches!(c, Command::Publish(_))));
+    let out = r.at(310).feed(Event::Tick);
+    assert!(has(&out, |c| matches!(c, Command::ReadRecord { .. })));
+    let out = r.feed(Event::RecordRead(Ok(RecordRead {
+        record: owned("a", 1, 4),
+        config: Some(config()),
+        watch: None,
+    })));
+    assert!(has(
+        &out,
+        |c| matches!(c, Command::Publish(ch) if ch.reason == ChangeReason::LeaseLapsed)
+    ));
+    // A watch that fires makes it read at once.
+    let out = r.at(320).feed(Event::WatchFired(Ok(())));
+    assert!(has(&out, |c| matches!(c, Command::ReadRecord { .. })));
+}
+
+#[test]
+fn an_observer_waits_quietly_for_an_election_that_does_not_exist_yet() {
+    let mut r = Run::new(None, OnLoss::Recampaign);
+    r.feed(Event::Start);
+    let out = r.feed(Event::RecordRead(Err(Failure {
+        not_initialized: true,
+        ..failure("not_initialized")
+    })));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::Failed { warn: None, .. }
+    )));
+    assert!(!has(&out, |c| matches!(
+        c,
+        Command::State(RunnerState::Error)
+    )));
+    let out = r.feed(Event::ShutdownRequested);
+    assert!(has(&out, |c| matches!(c, Command::Stop { .. })));
+}
+
+#[test]
+fn leader_changes_are_classified_from_what_was_seen() {
+    let mut v = LeaderView::new(Some(id("me")));
+    let lapsed = ChangeReason::LeaseLapsed;
+    let disc = ChangeReason::Discovered;
+    let first = v.observe(&owned("a", 1, 1), None, false, lapsed.clone(), disc.clone());
+    assert_eq!(first.map(|c| c.reason), Some(ChangeReason::Discovered));
+    // Same leader, new payload.
+    let mut paid = owned("a", 1, 2);
+    paid.payload = Some(b"x".to_vec());
+    let c = v.observe(&paid, None, false, lapsed.clone(), disc.clone());
+    assert_eq!(c.map(|c| c.reason), Some(ChangeReason::PayloadChanged));
+    // A plain renewal publishes nothing.
+    let mut renewed = paid.clone();
+    renewed.renewal = 3;
+    assert!(
+        v.observe(&renewed, None, false, lapsed.clone(), disc.clone())
+            .is_none()
+    );
+    // Stepped down, reserved for b; then b fills it: a handover.
+    let c = v.observe(
+        &vacant(1, 4, Some("b")),
+        None,
+        false,
+        lapsed.clone(),
+        disc.clone(),
+    );
+    assert_eq!(
+        c.map(|c| c.reason),
+        Some(ChangeReason::SteppedDown {
+            reserved_for: Some(id("b"))
+        })
+    );
+    let c = v.observe(&owned("b", 2, 5), None, false, lapsed.clone(), disc.clone());
+    assert_eq!(c.map(|c| c.reason), Some(ChangeReason::HandedOver));
+    // A takeover of a lapsed lease.
+    let c = v.observe(&owned("c", 3, 6), None, false, lapsed.clone(), disc.clone());
+    assert_eq!(c.map(|c| c.reason), Some(ChangeReason::Replaced));
+    // An operator forces the vacancy.
+    let mut hold = vacant(4, 7, None);
+    hold.reservation = Some(Party::Operator(id("ops")));
+    let c = v.observe(&hold, None, false, lapsed.clone(), disc.clone());
+    assert_eq!(
+        c.map(|c| c.reason),
+        Some(ChangeReason::ForcedVacant {
+            operator: id("ops")
+        })
+    );
+    // An unreserved vacancy filled: acquired.
+    let c = v.observe(&owned("d", 5, 8), None, false, lapsed.clone(), disc.clone());
+    assert_eq!(c.map(|c| c.reason), Some(ChangeReason::Acquired));
+    // This process's own record counts only while it leads that ballot.
+    let c = v.observe(
+        &owned("me", 6, 9),
+        None,
+        false,
+        lapsed.clone(),
+        disc.clone(),
+    );
+    assert_eq!(c.map(|c| c.reason), Some(ChangeReason::LeaseLapsed));
+    let c = v.observe(
+        &owned("me", 6, 10),
+        Some(Ballot::new(6)),
+        false,
+        lapsed,
+        disc,
+    );
+    assert!(c.is_some_and(|c| c.new.is_some_and(|n| n.id == id("me"))));
+}
+
+#[test]
+fn the_view_tells_relevant_changes_from_plain_renewals() {
+    let mut v = LeaderView::new(None);
+    assert!(v.differs(&owned("a", 1, 1)));
+    v.observe(
+        &owned("a", 1, 1),
+        None,
+        false,
+        ChangeReason::LeaseLapsed,
+        ChangeReason::Discovered,
+    );
+    assert!(!v.differs(&owned("a", 1, 2)));
+    let mut req = owned("a", 1, 2);
+    req.handover = Some(Party::Operator(id("ops")));
+    assert!(v.differs(&req));
+    assert!(v.differs(&owned("b", 2, 3)));
+}

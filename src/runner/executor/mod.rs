@@ -72,7 +72,11 @@ impl Drop for Alive {
                 .channels()
                 .notify(Notice::Stopped(guard.ballot(), reason));
         }
-        if self.shared.aborted.load(std::sync::atomic::Ordering::SeqCst) {
+        if self
+            .shared
+            .aborted
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             tracing::warn!("the election runner was aborted: it left without resigning");
         } else {
             tracing::error!("the election runner task ended without shutting down");
