@@ -727,3 +727,46 @@ async fn the_database_helper_and_the_local_check_have_distinct_names() {
     assert!(env.election.is_leader(&t, &a).await.unwrap());
     let _ = Priority::new(0);
 }
+
+#[tokio::test]
+async fn a_candidate_value_that_never_held_the_ballot_cannot_hand_it_over_at_once() {
+    // An operator builds a `Candidate` for a registered id to unregister it; that id owns the
+    // record and its real process still believes. The resignation must not let anyone in
+    // before the real owner's belief has ended.
+    let env = Env::new(&no_stagger()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 9).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    let _ = env.action(&b).await; // (b asks for a handover; a has not cycled since)
+    let stranger = Candidate::with_clock(
+        a.id().clone(),
+        Priority::new(1),
+        Arc::new(env.world.clock.clone()),
+    );
+    let out = env
+        .txn(|e, txn| {
+            let s = stranger.clone();
+            async move { e.unregister_candidate(&txn, &s).await }
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        out,
+        Some(ResignOutcome::Resigned {
+            reserved_for: None,
+            ..
+        })
+    ));
+    let rec = env.record().await;
+    assert_eq!(rec.operator_hold(), Some(a.id()), "held, not reserved");
+    // B waits a full lease, while A's belief runs out.
+    assert_eq!(env.action(&b).await, Action::None);
+    for _ in 0..9 {
+        env.advance(Duration::from_secs(1));
+        let _ = env.action(&b).await;
+        assert_no_overlap(&[&a, &b]);
+    }
+    env.advance(Duration::from_secs(1));
+    assert_eq!(env.action(&b).await, Action::Acquired);
+    assert!(!a.believes_it_leads());
+}

@@ -639,7 +639,8 @@ pub enum ResignRejected {
 /// Decides a resignation. On success the candidate has already stopped believing it leads.
 ///
 /// `best` is the best live candidate other than this one, if any; the vacancy is reserved
-/// for it so leadership moves in one commit instead of one lease.
+/// for it so leadership moves in one commit instead of one lease, if this candidate held the
+/// ballot itself (otherwise the vacancy waits a full lease: see below).
 pub(crate) fn decide_resign(
     st: &mut LocalState,
     rec: &LeaderRecord,
@@ -661,8 +662,15 @@ pub(crate) fn decide_resign(
             }));
         }
     }
+    // Only a candidate that held this ballot itself knows that nobody believes in it once it
+    // stops: another process (or another `Candidate` value) with the same id may still do.
+    // Then the vacancy is held like an operator's, so successors wait a full lease.
+    let reserve = if st.held(rec.ballot) {
+        best.map(Party::Candidate)
+    } else {
+        Some(Party::Operator(st.id().clone()))
+    };
     st.demote();
-    let reserve = best.map(Party::Candidate);
     release(st, rec, reserve, cfg, Action::Resigned, t0, None).map(Ok)
 }
 

@@ -98,6 +98,9 @@ pub(crate) struct LocalState {
     /// The ballot this candidate released (stepped down, handed over, resigned): until the
     /// record stops naming it at this ballot, the vacancy has not landed and is written again.
     released: Option<Ballot>,
+    /// The last ballot this candidate believed it led (kept after a demotion): a
+    /// resignation may hand over only a ballot this very candidate held.
+    held: Option<Ballot>,
     /// A cycle of this candidate whose transaction has not ended (its `Cycle` is alive).
     cycle_open: bool,
 }
@@ -112,6 +115,7 @@ impl LocalState {
             next_seq: 1,
             busy: false,
             released: None,
+            held: None,
             cycle_open: false,
         }
     }
@@ -136,6 +140,11 @@ impl LocalState {
     /// Settles the unsettled cycle: its transaction ended (it was adopted or dropped).
     pub(crate) fn close_cycle(&mut self) {
         self.cycle_open = false;
+    }
+
+    /// Whether this candidate believed, at some point, that it led `ballot`.
+    pub(crate) fn held(&self, ballot: Ballot) -> bool {
+        self.held == Some(ballot)
     }
 
     /// Remembers a release written at `ballot`, so that it is written again if it never lands.
@@ -323,6 +332,7 @@ impl LocalState {
             .tenure()
             .is_none_or(|t| (tenure.ballot, tenure.renewal) > (t.ballot, t.renewal));
         if newer {
+            self.held = Some(tenure.ballot);
             self.role = Role::Leader(tenure);
             self.released = None;
         }

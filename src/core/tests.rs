@@ -1079,3 +1079,17 @@ fn the_lapse_rule_is_a_full_lease_after_the_first_sighting() {
     assert_eq!(lapse_at(at(5), LEASE), at(10_005));
     assert_eq!(lapse_at(at(5), Duration::ZERO), at(5));
 }
+
+#[test]
+fn a_resignation_by_a_candidate_that_never_held_the_ballot_holds_the_vacancy() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let rec = owned("me", 1, 7, 20);
+    let best = Some(Named::new(id("heir"), Priority::new(4)));
+    let p = decide_resign(&mut st, &rec, &c, None, best, at(0))
+        .unwrap()
+        .unwrap();
+    let w = p.write.unwrap();
+    assert_eq!(w.operator_hold(), Some(&id("me")));
+    assert_eq!(w.reservation(), None);
+}

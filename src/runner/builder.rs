@@ -314,13 +314,13 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             None => tracing::info_span!("election", election = %name, observer = true),
         };
         let machine = Machine::new(
-            Settings {
-                me: candidate.as_ref().map(|c| c.id().clone()),
-                config: config.clone(),
-                on_loss: self.on_loss,
-                stop_timeout,
+            Settings::new(
+                candidate.as_ref().map(|c| c.id().clone()),
+                config.clone(),
                 seed,
-            },
+            )
+            .on_loss(self.on_loss)
+            .stop_timeout(stop_timeout),
             shared.clock.now(),
         );
         let executor = Executor::new(Setup {

@@ -175,7 +175,7 @@ impl Runner {
 
     /// The stream of leader changes from now on. It ends (`RecvError::Closed`) after the
     /// runner stops; a receiver that falls more than the
-    /// [event capacity](RunnerBuilder::event_capacity) behind gets `RecvError::Lagged` and
+    /// [event capacity](super::RunnerBuilder::event_capacity) behind gets `RecvError::Lagged` and
     /// should read [`leader`](Self::leader) to resynchronise.
     pub fn subscribe(&self) -> broadcast::Receiver<LeaderChange> {
         self.inner.shared.subscribe()

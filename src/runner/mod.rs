@@ -99,6 +99,15 @@ mod timers;
 pub use crate::core::runner::{
     ChangeReason, LeaderChange, LeaderInfo, OnLoss, RunnerState, StopReason,
 };
+
+/// The runner's decisions as a pure state machine, without I/O, clocks or tokio: the
+/// [`Runner`] executes it, and so can any other event loop (the crate's simulation drives it
+/// in simulated time). See [`Machine`](machine::Machine).
+pub mod machine {
+    pub use crate::core::runner::{
+        Belief, Command, Ctx, CycleReport, Event, Failure, Machine, RecordRead, Settings,
+    };
+}
 pub use crate::database::{ElectionDatabase, TransactionTimedOut};
 pub use builder::{BuildError, DEFAULT_EVENT_CAPACITY, RunnerBuilder};
 pub use events::ElectionCallbacks;

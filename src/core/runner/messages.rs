@@ -4,33 +4,64 @@
 use std::time::Duration;
 
 use super::types::{LeaderChange, RunnerState, StopReason};
-use crate::clock::LocalInstant;
+use crate::candidate::{Candidate, Cycle, ElectionResult};
+use crate::clock::{Clock, LocalInstant};
 use crate::config::ElectionConfig;
 use crate::core::Action;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
 use crate::record::{LeaderRecord, Named, Party};
 
-/// What the candidate believes about its own leadership at the moment of an event.
+/// What the candidate believes about its own leadership at the moment of an event
+/// ([`Candidate::leadership`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Belief {
-    pub(crate) ballot: Ballot,
-    pub(crate) valid_until: LocalInstant,
+pub struct Belief {
+    /// The ballot it believes it leads.
+    pub ballot: Ballot,
+    /// When the belief ends, on the candidate's clock.
+    pub valid_until: LocalInstant,
 }
 
 /// The moment an event happens at: the clock reading, the candidate's belief then, and
 /// whether guarded work is in flight.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Ctx {
+pub struct Ctx {
     pub(crate) now: LocalInstant,
     pub(crate) belief: Option<Belief>,
     pub(crate) work_in_flight: bool,
 }
 
+impl Ctx {
+    /// The moment `now`, with `belief` and whether guarded work is in flight.
+    pub fn new(now: LocalInstant, belief: Option<Belief>, work_in_flight: bool) -> Self {
+        Ctx {
+            now,
+            belief,
+            work_in_flight,
+        }
+    }
+
+    /// Now, for `candidate` (its clock and its belief), or for an observer (`None`, on
+    /// `clock`).
+    pub fn of(candidate: Option<&Candidate>, clock: &dyn Clock, work_in_flight: bool) -> Self {
+        Ctx {
+            now: clock.now(),
+            belief: candidate.and_then(|c| {
+                c.leadership().map(|l| Belief {
+                    ballot: l.ballot,
+                    valid_until: l.valid_until,
+                })
+            }),
+            work_in_flight,
+        }
+    }
+}
+
 /// A failed transaction, as far as decisions go (the error itself stays with the executor,
-/// which logs it and hands it to whoever asked).
+/// which logs it and hands it to whoever asked). Built from the error with
+/// [`Failure::of`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Failure {
+pub struct Failure {
     /// The error kind, for metrics (`conflict`, `timeout`, `unavailable`, ...).
     pub(crate) kind: &'static str,
     /// Whether running the transaction again may succeed.
@@ -43,8 +74,13 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
+    /// The error's kind, a short stable name (`conflict`, `timeout`, `unavailable`, ...).
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
     /// What the machine needs to know of `e`.
-    pub(crate) fn of(e: &ElectionError) -> Self {
+    pub fn of(e: &ElectionError) -> Self {
         Failure {
             kind: error_kind(e),
             retryable: e.is_retryable(),
@@ -81,9 +117,10 @@ fn error_kind(e: &ElectionError) -> &'static str {
     }
 }
 
-/// What a committed cycle did, for the machine.
+/// What a committed cycle did, for the machine: built from the [`Cycle`] and what adopting it
+/// gave ([`CycleReport::new`]).
 #[derive(Clone, Debug)]
-pub(crate) struct CycleReport {
+pub struct CycleReport {
     pub(crate) action: Action,
     /// The leader record as the cycle left it.
     pub(crate) record: LeaderRecord,
@@ -98,20 +135,50 @@ pub(crate) struct CycleReport {
     pub(crate) honoured: Option<Party>,
 }
 
+impl CycleReport {
+    /// The report of `cycle`, whose commit was confirmed and which was adopted with the
+    /// result `adopted`.
+    pub fn new(cycle: &Cycle, adopted: &ElectionResult) -> Self {
+        CycleReport {
+            action: cycle.action(),
+            record: cycle.record().clone(),
+            config: cycle.config().clone(),
+            next_action_at: cycle.next_action_at(),
+            leading: match adopted {
+                ElectionResult::Leader(state) => Some(state.ballot),
+                ElectionResult::Follower(_) => None,
+            },
+            honoured: cycle.honoured.clone(),
+        }
+    }
+
+    /// What the cycle did.
+    pub fn action(&self) -> Action {
+        self.action
+    }
+
+    /// The leader record as the cycle left it.
+    pub fn record(&self) -> &LeaderRecord {
+        &self.record
+    }
+}
+
 /// A read of the leader record outside a cycle (arming a watch, or an observer's poll).
 #[derive(Clone, Debug)]
-pub(crate) struct RecordRead {
-    pub(crate) record: LeaderRecord,
+pub struct RecordRead {
+    /// The record read.
+    pub record: LeaderRecord,
     /// The stored configuration, when the read included it (observers).
-    pub(crate) config: Option<ElectionConfig>,
+    pub config: Option<ElectionConfig>,
     /// Whether a watch was asked for and armed: `None` if not asked for, `Some(false)` if the
     /// database refused it.
-    pub(crate) watch: Option<bool>,
+    pub watch: Option<bool>,
 }
 
 /// Something that happened to the runner.
 #[derive(Clone, Debug)]
-pub(crate) enum Event {
+#[non_exhaustive]
+pub enum Event {
     /// The runner starts.
     Start,
     /// A wake-up: a time the machine asked to sleep until has come (or any other reason to
@@ -150,30 +217,47 @@ pub(crate) enum Event {
 
 /// Something the runner must do.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Command {
+#[non_exhaustive]
+pub enum Command {
     /// Create the election if needed, register, and read the configuration.
     Register,
     /// Run one election cycle (feeding [`Event::CycleDecided`] before its commit).
     RunCycle,
     /// Read the leader record, and arm a watch on it if `watch`, in one read-only
     /// transaction; observers also read the configuration (`config`).
-    ReadRecord { watch: bool, config: bool },
+    ReadRecord {
+        /// Arm a watch too.
+        watch: bool,
+        /// Read the configuration too.
+        config: bool,
+    },
     /// Forget the armed watch.
     DisarmWatch,
     /// Resign the leadership of `expected` (feeding [`Event::ResignDecided`] before its
     /// commit).
-    Resign { expected: Ballot },
+    Resign {
+        /// The ballot led.
+        expected: Ballot,
+    },
     /// Reject a resignation: this process does not lead (`current` does, if anyone).
-    RejectResign { current: Option<CandidateId> },
+    RejectResign {
+        /// The leader named in the record, if any.
+        current: Option<CandidateId>,
+    },
     /// Resign (if leading) and unregister, in one transaction.
     Leave,
     /// Wait for the tasks of ended leaderships, at most `bound`.
-    DrainTasks { bound: Duration },
+    DrainTasks {
+        /// The longest to wait.
+        bound: Duration,
+    },
     /// Nothing to do until `at` (or until something happens).
     SleepUntil(LocalInstant),
     /// Hand the application a leadership guard for `ballot`, valid until `deadline`.
     IssueGuard {
+        /// The ballot led.
         ballot: Ballot,
+        /// The belief's end, on the candidate's clock.
         deadline: LocalInstant,
     },
     /// Move the guard's deadline to `deadline` (a renewal, or a shorter belief).
@@ -184,17 +268,28 @@ pub(crate) enum Command {
     RevokeGuard(StopReason),
     /// The leadership of `ballot` ended (after [`Command::RevokeGuard`]): publish it, wait
     /// for its tasks.
-    EndLeadership { ballot: Ballot, reason: StopReason },
+    EndLeadership {
+        /// The ballot whose leadership ended.
+        ballot: Ballot,
+        /// Why.
+        reason: StopReason,
+    },
     /// A cycle whose attempt started at `started` committed this leadership, with `lease`;
     /// `took` is how long a renewal (or acquisition) took, for the renewal-latency metric.
     Renewed {
+        /// When the cycle's attempt started.
         started: LocalInstant,
+        /// The lease it wrote.
         lease: Duration,
+        /// How long it took, if it renewed or acquired.
         took: Option<Duration>,
     },
     /// A renewal of `ballot` committed after that leadership had ended locally: a ballot is
     /// handed out (and stopped) once, so stop believing; the lease lapses.
-    LateRenewal { ballot: Ballot },
+    LateRenewal {
+        /// The ballot renewed too late.
+        ballot: Ballot,
+    },
     /// Stop believing in any leadership (the runner leaves).
     StepDownLocally,
     /// A candidate asked this leader to hand over, and the leader honours it (waiting for its
@@ -216,13 +311,23 @@ pub(crate) enum Command {
     /// A transaction failed: count it (`leading`: a renewal failed), and log it if `warn`
     /// (with the failures suppressed since the last warning).
     Failed {
+        /// What failed, for the log.
         what: &'static str,
+        /// The error's kind.
         kind: &'static str,
+        /// Whether this process led (a renewal failed).
         leading: bool,
+        /// `Some(suppressed)` if the failure is to be logged now.
         warn: Option<u64>,
     },
     /// Transactions succeed again after `failures` failures.
-    Recovered { failures: u64 },
+    Recovered {
+        /// How many failures preceded.
+        failures: u64,
+    },
     /// The runner stopped. `tasks_finished`: the guarded tasks ended within the bound.
-    Stop { tasks_finished: bool },
+    Stop {
+        /// Whether the guarded tasks ended within the bound.
+        tasks_finished: bool,
+    },
 }

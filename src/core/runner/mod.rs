@@ -37,7 +37,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-pub(crate) use messages::{Belief, Command, Ctx, CycleReport, Event, Failure, RecordRead};
+pub use messages::{Belief, Command, Ctx, CycleReport, Event, Failure, RecordRead};
 pub(crate) use pacing::part;
 pub use types::{ChangeReason, LeaderChange, LeaderInfo, OnLoss, RunnerState, StopReason};
 pub(crate) use view::LeaderView;
@@ -96,9 +96,16 @@ enum Phase {
     Stopped,
 }
 
-/// The runner's decisions for one candidate (or observer).
+/// The runner's decisions for one candidate (or observer): feed it [`Event`]s with
+/// [`handle`](Self::handle) and carry out the [`Command`]s it returns, in order.
+///
+/// The tokio [`Runner`](crate::Runner) is one executor of this machine; the simulation is
+/// another. Write your own to drive an election from another runtime or event loop: run each
+/// transaction through your store's retry loop, feed `CycleDecided` (or `ResignDecided`)
+/// *inside* the transaction after the election call and before the commit, and carry out a
+/// `RevokeGuard` it returns at once.
 #[derive(Debug)]
-pub(crate) struct Machine {
+pub struct Machine {
     /// `None` for an observer.
     me: Option<CandidateId>,
     config: ElectionConfig,
@@ -134,20 +141,48 @@ pub(crate) struct Machine {
 
 /// The settings a machine starts with.
 #[derive(Clone, Debug)]
-pub(crate) struct Settings {
+pub struct Settings {
     /// The candidate (`None`: an observer).
-    pub(crate) me: Option<CandidateId>,
+    me: Option<CandidateId>,
     /// The configuration to start with (the stored one replaces it once read).
-    pub(crate) config: ElectionConfig,
-    pub(crate) on_loss: OnLoss,
+    config: ElectionConfig,
+    on_loss: OnLoss,
     /// How long to wait for the tasks of an ended leadership (default: a heartbeat).
-    pub(crate) stop_timeout: Option<Duration>,
+    stop_timeout: Option<Duration>,
     /// The seed of the machine's jitter.
-    pub(crate) seed: u64,
+    seed: u64,
+}
+
+impl Settings {
+    /// The settings of candidate `me` (`None`: an observer), starting with `config` (the
+    /// stored configuration replaces it once read), with jitter drawn from `seed`; the
+    /// runner recampaigns after a loss and waits a heartbeat for ended leaderships' tasks.
+    pub fn new(me: Option<CandidateId>, config: ElectionConfig, seed: u64) -> Self {
+        Settings {
+            me,
+            config,
+            on_loss: OnLoss::default(),
+            stop_timeout: None,
+            seed,
+        }
+    }
+
+    /// What to do after a lost leadership.
+    pub fn on_loss(mut self, on_loss: OnLoss) -> Self {
+        self.on_loss = on_loss;
+        self
+    }
+
+    /// How long to wait for the tasks of an ended leadership.
+    pub fn stop_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.stop_timeout = timeout;
+        self
+    }
 }
 
 impl Machine {
-    pub(crate) fn new(s: Settings, now: LocalInstant) -> Self {
+    /// A machine with `settings`, created at `now`; feed it [`Event::Start`].
+    pub fn new(s: Settings, now: LocalInstant) -> Self {
         Machine {
             view: LeaderView::new(s.me.clone()),
             me: s.me,
@@ -181,12 +216,12 @@ impl Machine {
     }
 
     /// The configuration in use.
-    pub(crate) fn config(&self) -> &ElectionConfig {
+    pub fn config(&self) -> &ElectionConfig {
         &self.config
     }
 
-    /// Feeds one event; returns the commands to carry out, in order.
-    pub(crate) fn handle(&mut self, event: Event, ctx: Ctx) -> Vec<Command> {
+    /// Feeds one event, which happened at `ctx`; returns the commands to carry out, in order.
+    pub fn handle(&mut self, event: Event, ctx: Ctx) -> Vec<Command> {
         let mut out = Vec::new();
         if self.phase == Phase::Stopped {
             return out;

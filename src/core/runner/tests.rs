@@ -83,16 +83,7 @@ impl Run {
 
     fn new(me: Option<CandidateId>, on_loss: OnLoss) -> Self {
         Run {
-            m: Machine::new(
-                Settings {
-                    me,
-                    config: config(),
-                    on_loss,
-                    stop_timeout: None,
-                    seed: 7,
-                },
-                at(0),
-            ),
+            m: Machine::new(Settings::new(me, config(), 7).on_loss(on_loss), at(0)),
             now: at(0),
             belief: None,
             busy: false,

@@ -23,11 +23,11 @@ use super::events::Notice;
 use super::guard::LeadershipGuard;
 use super::shared::{Request, Shared, ShutdownReport};
 use super::timers::{error_chain, sleep_until_opt, tokio_instant};
-use crate::candidate::{Candidate, ElectionResult};
+use crate::candidate::Candidate;
 use crate::clock::{Clock, LocalInstant};
 use crate::config::ElectionConfig;
 use crate::core::runner::{
-    Belief, Command, Ctx, CycleReport, Event, Failure, Machine, RecordRead, RunnerState, StopReason,
+    Command, Ctx, CycleReport, Event, Failure, Machine, RecordRead, RunnerState, StopReason,
 };
 use crate::database::ElectionDatabase;
 use crate::election::{LeaderElection, ResignOutcome};
@@ -102,17 +102,8 @@ impl Brain {
     }
 
     fn ctx(&self) -> Ctx {
-        let now = self.clock.now();
-        Ctx {
-            now,
-            belief: self.me.as_ref().and_then(|me| {
-                me.leadership().map(|l| Belief {
-                    ballot: l.ballot,
-                    valid_until: l.valid_until,
-                })
-            }),
-            work_in_flight: self.shared.work.as_ref().is_some_and(|w| w.in_flight() > 0),
-        }
+        let busy = self.shared.work.as_ref().is_some_and(|w| w.in_flight() > 0);
+        Ctx::of(self.me.as_ref(), self.clock.as_ref(), busy)
     }
 
     fn feed(&self, event: Event) -> Vec<Command> {

@@ -62,21 +62,8 @@ impl<D: ElectionDatabase> Executor<D> {
                 .await;
             match result {
                 Ok(cycle) => {
-                    let (action, record) = (cycle.action(), cycle.record().clone());
-                    let (config, next_action_at) = (cycle.config().clone(), cycle.next_action_at());
-                    let honoured = cycle.honoured.clone();
-                    let adopted = me.adopt(cycle);
-                    Outcome::Cycled(CycleReport {
-                        action,
-                        record,
-                        config,
-                        next_action_at,
-                        leading: match adopted {
-                            ElectionResult::Leader(state) => Some(state.ballot),
-                            ElectionResult::Follower(_) => None,
-                        },
-                        honoured,
-                    })
+                    let adopted = me.adopt(cycle.clone());
+                    Outcome::Cycled(CycleReport::new(&cycle, &adopted))
                 }
                 Err(e) => Outcome::CycleFailed(e),
             }
