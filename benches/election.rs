@@ -74,14 +74,22 @@ fn benches(cr: &mut Criterion) {
         .enable_time()
         .build()
         .unwrap();
-    let mut follower = fdb_leader_election::private::DecideBench::follower().unwrap();
-    cr.bench_function("core/decide/follower", |b| {
-        b.iter(|| black_box(follower.decide().unwrap()))
-    });
-    let mut leader = fdb_leader_election::private::DecideBench::leader().unwrap();
-    cr.bench_function("core/decide/leader_renewal", |b| {
-        b.iter(|| black_box(leader.decide().unwrap()))
-    });
+    // The runner machine's decision at a wake-up with nothing due (every sleep of every
+    // runner ends in one).
+    {
+        use fdb_leader_election::runner::machine::{Ctx, Event, Machine, Settings};
+        use fdb_leader_election::{CandidateId, ElectionConfig, LocalInstant};
+        let id = CandidateId::parse("bench-0000000000000001").unwrap();
+        let mut m = Machine::new(
+            Settings::new(Some(id), ElectionConfig::default(), 1),
+            LocalInstant::ZERO,
+        );
+        let ctx = Ctx::new(LocalInstant::ZERO, None, false);
+        let _ = m.handle(Event::Start, ctx);
+        cr.bench_function("core/machine/tick", |b| {
+            b.iter(|| black_box(m.handle(Event::Tick, ctx)))
+        });
+    }
 
     let record = {
         let s = setup(&rt, 2);
@@ -91,18 +99,18 @@ fn benches(cr: &mut Criterion) {
         }))
         .unwrap()
     };
-    let bytes = fdb_leader_election::private::encode_leader_record(&record).unwrap();
+    let bytes = fdb_leader_election::raw::encode_leader(&record).unwrap();
     cr.bench_function("codec/leader/encode", |b| {
         b.iter(|| {
             black_box(
-                fdb_leader_election::private::encode_leader_record(black_box(&record)).unwrap(),
+                fdb_leader_election::raw::encode_leader(black_box(&record)).unwrap(),
             )
         })
     });
     cr.bench_function("codec/leader/decode", |b| {
         b.iter(|| {
             black_box(
-                fdb_leader_election::private::decode_leader_record(black_box(&bytes)).unwrap(),
+                fdb_leader_election::raw::decode_leader(black_box(&bytes)).unwrap(),
             )
         })
     });

@@ -81,13 +81,36 @@ impl LeaderElection {
         }
     }
 
-    pub(crate) fn keys(&self) -> &Keys {
-        &self.keys
-    }
-
     /// The election's subspace.
     pub fn subspace(&self) -> &Subspace {
         &self.subspace
+    }
+
+    /// The key of the leader record (for tools, and for fault injection with [`raw`]
+    /// records).
+    ///
+    /// [`raw`]: crate::raw
+    pub fn leader_key(&self) -> &[u8] {
+        &self.keys.leader
+    }
+
+    /// The key of the fence record.
+    pub fn fence_key(&self) -> &[u8] {
+        &self.keys.fence
+    }
+
+    /// The key of the configuration.
+    pub fn config_key(&self) -> &[u8] {
+        &self.keys.config
+    }
+
+    /// The key of `id`'s registration.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::TooLarge`] beyond FoundationDB's key size limit.
+    pub fn candidate_key(&self, id: &CandidateId) -> Result<Vec<u8>, ElectionError> {
+        self.keys.candidate(id)
     }
 
     /// Creates the election with the default configuration if it does not exist. Idempotent;

@@ -151,8 +151,7 @@ mod candidate;
 mod core;
 mod election;
 mod fence;
-#[doc(hidden)]
-pub mod private;
+pub mod raw;
 pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};
 pub use core::{Action, ResignRejected};
 pub use election::{LeaderElection, OperatorOutcome, ResignOutcome};

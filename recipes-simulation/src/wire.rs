@@ -2,12 +2,12 @@
 //!
 //! - The application's keys (protected register, fenced counter, unfenced shadow counter) and
 //!   the history log, outside the election's subspace.
-//! - For the planted fault `takeover-after-half-lease` only: the election's leader and fence
-//!   keys and raw records in the library's own encoding (its hidden `private` hooks), so a
-//!   rogue follower can write a takeover record with a raw transaction. A unit test checks
-//!   that the library decodes what this module writes.
+//! - For planted faults only: the election's leader and fence keys and raw records in the
+//!   library's own encoding (its public `raw` module, meant for fault injection), so a rogue
+//!   can write a record with a raw transaction. A unit test checks that the library decodes
+//!   what this module writes.
 
-use fdb_leader_election::private;
+use fdb_leader_election::raw;
 use fdb_leader_election::{Ballot, CandidateId, Priority};
 use foundationdb_tuple::Subspace;
 
@@ -68,12 +68,12 @@ fn election() -> fdb_leader_election::LeaderElection {
 
 /// The election's leader key.
 pub fn leader_key() -> Vec<u8> {
-    private::leader_key(&election())
+    election().leader_key().to_vec()
 }
 
 /// The election's fence key.
 pub fn fence_key() -> Vec<u8> {
-    private::fence_key(&election())
+    election().fence_key().to_vec()
 }
 
 /// The raw leader record of a takeover by `owner`: `ballot`, owned, `renewal`, no request,
@@ -86,7 +86,7 @@ pub fn takeover_record(
     lease_nanos: u64,
     seq: u64,
 ) -> Option<Vec<u8>> {
-    private::owned_record(
+    raw::owned_record(
         ballot,
         owner,
         priority,
@@ -94,12 +94,34 @@ pub fn takeover_record(
         std::time::Duration::from_nanos(lease_nanos),
         seq,
     )
+    .and_then(|r| raw::encode_leader(&r))
     .ok()
 }
 
 /// The raw fence record of an owned ballot.
 pub fn owned_fence(ballot: Ballot) -> Option<Vec<u8>> {
-    private::fence_record(ballot, false).ok()
+    raw::fence_record(ballot, false).ok()
+}
+
+/// The raw vacancy record a faulty operator override would write: `ballot`, reserved for a
+/// *candidate* `holder` (which then fills it at once), written by `operator`.
+pub fn vacancy_reserved_for(
+    ballot: Ballot,
+    renewal: u64,
+    lease_nanos: u64,
+    holder: &CandidateId,
+    priority: Priority,
+    operator: &CandidateId,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    let record = raw::vacancy_record(
+        ballot,
+        renewal,
+        std::time::Duration::from_nanos(lease_nanos),
+        Some((holder, priority)),
+        (operator, 0),
+    )
+    .ok()?;
+    Some((raw::encode_leader(&record).ok()?, raw::fence_of(&record).ok()?))
 }
 
 #[cfg(test)]
