@@ -101,18 +101,10 @@ fn benches(cr: &mut Criterion) {
     };
     let bytes = fdb_leader_election::raw::encode_leader(&record).unwrap();
     cr.bench_function("codec/leader/encode", |b| {
-        b.iter(|| {
-            black_box(
-                fdb_leader_election::raw::encode_leader(black_box(&record)).unwrap(),
-            )
-        })
+        b.iter(|| black_box(fdb_leader_election::raw::encode_leader(black_box(&record)).unwrap()))
     });
     cr.bench_function("codec/leader/decode", |b| {
-        b.iter(|| {
-            black_box(
-                fdb_leader_election::raw::decode_leader(black_box(&bytes)).unwrap(),
-            )
-        })
+        b.iter(|| black_box(fdb_leader_election::raw::decode_leader(black_box(&bytes)).unwrap()))
     });
 
     for n in [1usize, 100, 10_000] {

@@ -170,6 +170,18 @@ impl CampaignReport {
                 t.preemption_toggles
             ),
             format!(
+                "workload: timeouts={} config_changes={} force_vacates={} operator_resigns={} \
+                 operator_unregisters={} stale_queries={} composed_cycles={} guarded_tasks={}",
+                t.timeouts,
+                t.config_changes,
+                t.force_vacates,
+                t.operator_resigns,
+                t.operator_unregisters,
+                t.stale_queries,
+                t.composed_cycles,
+                t.guarded_tasks
+            ),
+            format!(
                 "fenced_vs_unfenced: fenced_increments={} fenced_lost={} fenced_rejected_stale={} \
                  | unfenced_increments={} unfenced_lost={}",
                 t.fenced_committed,

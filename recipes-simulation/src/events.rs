@@ -19,6 +19,12 @@ pub(crate) enum Event {
     },
     /// Commit the pending transaction with this token.
     Commit { token: u64 },
+    /// The executor's transaction timeout for operation `op` of a process.
+    Timeout { pid: usize, op: u64 },
+    /// A process's watch fired (`ok`) or failed.
+    WatchFired { pid: usize, ok: bool },
+    /// The bound of a process's wait for guarded work (`epoch` of the wait).
+    DrainBound { pid: usize, epoch: u64 },
     /// A chaos or workload action.
     Chaos(Chaos),
     /// An operator transaction step (configuration, eviction).
@@ -38,6 +44,9 @@ pub(crate) enum WorkStep {
     Check,
     /// Act on the token obtained by the check: open the fenced and unfenced transactions.
     Act { token: u64 },
+    /// An await point inside a running task (between two of its pieces of work): it stops
+    /// if its guard was cancelled, else acts again.
+    Next { token: u64 },
 }
 
 /// Chaos and workload actions, each scheduled at a random time by the one before it.

@@ -154,6 +154,9 @@ pub struct FaultCounts {
     pub unknown_applied: u64,
     /// Commits that did not apply and whose reply was lost.
     pub unknown_not_applied: u64,
+    /// Commits whose reply was lost while they were still in flight: they land after the
+    /// client's next transaction has started.
+    pub unknown_lands_later: u64,
     /// Injected conflicts.
     pub conflicts: u64,
     /// Commits failed as unavailable (injected singly, besides partitions and outages).
@@ -166,7 +169,7 @@ pub struct FaultCounts {
 
 impl FaultCounts {
     /// Every fault, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 11] {
+    pub fn named(&self) -> [(&'static str, u64); 12] {
         [
             ("crash", self.crashes),
             ("pause", self.pauses),
@@ -175,6 +178,7 @@ impl FaultCounts {
             ("outage", self.outages),
             ("unknown_applied", self.unknown_applied),
             ("unknown_not_applied", self.unknown_not_applied),
+            ("unknown_lands_later", self.unknown_lands_later),
             ("injected_conflict", self.conflicts),
             ("injected_unavailable", self.unavailable),
             ("slow_commit", self.slow_commits),
@@ -191,7 +195,7 @@ impl FaultCounts {
 
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &FaultCounts) {
-        let pairs: [(&mut u64, u64); 11] = [
+        let pairs: [(&mut u64, u64); 12] = [
             (&mut self.crashes, other.crashes),
             (&mut self.pauses, other.pauses),
             (&mut self.check_act_pauses, other.check_act_pauses),
@@ -199,6 +203,7 @@ impl FaultCounts {
             (&mut self.outages, other.outages),
             (&mut self.unknown_applied, other.unknown_applied),
             (&mut self.unknown_not_applied, other.unknown_not_applied),
+            (&mut self.unknown_lands_later, other.unknown_lands_later),
             (&mut self.conflicts, other.conflicts),
             (&mut self.unavailable, other.unavailable),
             (&mut self.slow_commits, other.slow_commits),

@@ -34,6 +34,10 @@ pub struct RecordView {
     pub handover: Option<NamedView>,
     /// A reservation, while vacant.
     pub reservation: Option<NamedView>,
+    /// An operator's request that the leader step down (the operator's id).
+    pub operator_request: Option<String>,
+    /// While vacant after `force_vacate`: the operator's id.
+    pub operator_hold: Option<String>,
     /// The attempt that wrote it: (candidate, sequence).
     pub writer: Option<(String, u64)>,
 }
@@ -48,6 +52,8 @@ impl RecordView {
             lease: crate::time::nanos(r.lease_duration()),
             handover: named(r.handover_request()),
             reservation: named(r.reservation()),
+            operator_request: r.operator_request().map(ToString::to_string),
+            operator_hold: r.operator_hold().map(ToString::to_string),
             writer: r.writer().map(|w| (w.candidate().to_string(), w.seq())),
         }
     }
@@ -121,6 +127,8 @@ pub enum Op {
     Cycle(CycleAction),
     /// `resign_leadership` that resigned.
     Resign,
+    /// `resign_leadership` that was rejected (nothing written).
+    ResignRejected,
     /// `unregister_candidate` (resigning first if `resigned`).
     Unregister {
         /// Whether it resigned the leadership in the same transaction.
@@ -136,6 +144,15 @@ pub enum Op {
     Shadow,
     /// The planted rogue takeover (raw write of the leader record).
     RogueTakeover,
+    /// An operator's `force_vacate`.
+    ForceVacate,
+    /// An operator's `request_resign`.
+    RequestResign,
+    /// The operator removed a registration (`unregister_candidate` of a `Candidate` value it
+    /// built for a registered id).
+    OperatorUnregister,
+    /// A planted raw write of the leader record by a faulty operator override.
+    RogueOperator,
 }
 
 /// [`fdb_leader_election::Action`], serialisable.

@@ -21,16 +21,32 @@ pub enum Plant {
     TakeoverAfterHalfLease,
     /// The history log loses about one entry in a hundred.
     HistoryDropsEntry,
+    /// The executor revokes a guard after the stepping-down transaction commits instead of
+    /// before (inside the transaction).
+    RevokeGuardAfterCommit,
+    /// A candidate adopts its cycle inside the transaction, when a query there reads back
+    /// its own write (the read-your-writes adoption defect).
+    RywAdoption,
+    /// A leader that writes a shorter lease keeps the belief of the longer one (no cap before
+    /// the commit).
+    UncappedShorterLease,
+    /// The operator's `force_vacate` reserves the vacancy for the id it was given, a
+    /// registered candidate's, which then fills it at once.
+    OperatorReservesForCandidate,
 }
 
 impl Plant {
     /// Every plant, in listing order.
-    pub const ALL: [Plant; 5] = [
+    pub const ALL: [Plant; 9] = [
         Plant::ClockDriftBeyondRho,
         Plant::ActWithoutLeaseCheck,
         Plant::UnfencedLeaderWork,
         Plant::TakeoverAfterHalfLease,
         Plant::HistoryDropsEntry,
+        Plant::RevokeGuardAfterCommit,
+        Plant::RywAdoption,
+        Plant::UncappedShorterLease,
+        Plant::OperatorReservesForCandidate,
     ];
 
     /// The name used on the command line.
@@ -41,6 +57,10 @@ impl Plant {
             Plant::UnfencedLeaderWork => "unfenced-leader-work",
             Plant::TakeoverAfterHalfLease => "takeover-after-half-lease",
             Plant::HistoryDropsEntry => "history-drops-entry",
+            Plant::RevokeGuardAfterCommit => "revoke-guard-after-commit",
+            Plant::RywAdoption => "ryw-adoption",
+            Plant::UncappedShorterLease => "uncapped-shorter-lease",
+            Plant::OperatorReservesForCandidate => "operator-reserves-for-candidate",
         }
     }
 
@@ -51,6 +71,10 @@ impl Plant {
             Plant::UnfencedLeaderWork => OracleId::Fencing,
             Plant::TakeoverAfterHalfLease => OracleId::Preemption,
             Plant::HistoryDropsEntry => OracleId::History,
+            Plant::RevokeGuardAfterCommit => OracleId::Guard,
+            Plant::RywAdoption
+            | Plant::UncappedShorterLease
+            | Plant::OperatorReservesForCandidate => OracleId::BeliefOverlap,
         }
     }
 }

@@ -49,12 +49,28 @@ pub struct SeedStats {
     pub priority_changes: u64,
     /// Preemption toggles written by the operator.
     pub preemption_toggles: u64,
+    /// Operations the executor timed out (maybe committed).
+    pub timeouts: u64,
+    /// Configuration writes by the operator (every field).
+    pub config_changes: u64,
+    /// Operator `force_vacate`s that committed.
+    pub force_vacates: u64,
+    /// Operator `request_resign`s that committed.
+    pub operator_resigns: u64,
+    /// Registrations the operator removed.
+    pub operator_unregisters: u64,
+    /// Queries made on a read version older than the leader's last renewal.
+    pub stale_queries: u64,
+    /// Cycles composed with other operations in their transaction.
+    pub composed_cycles: u64,
+    /// Guarded tasks started under a leadership guard.
+    pub guarded_tasks: u64,
 }
 
 impl SeedStats {
     /// Adds `o` into `self`.
     pub fn add(&mut self, o: &SeedStats) {
-        let pairs: [(&mut u64, u64); 21] = [
+        let pairs: [(&mut u64, u64); 29] = [
             (&mut self.events, o.events),
             (&mut self.sim_ns, o.sim_ns),
             (&mut self.elections, o.elections),
@@ -76,6 +92,14 @@ impl SeedStats {
             (&mut self.reregistrations, o.reregistrations),
             (&mut self.priority_changes, o.priority_changes),
             (&mut self.preemption_toggles, o.preemption_toggles),
+            (&mut self.timeouts, o.timeouts),
+            (&mut self.config_changes, o.config_changes),
+            (&mut self.force_vacates, o.force_vacates),
+            (&mut self.operator_resigns, o.operator_resigns),
+            (&mut self.operator_unregisters, o.operator_unregisters),
+            (&mut self.stale_queries, o.stale_queries),
+            (&mut self.composed_cycles, o.composed_cycles),
+            (&mut self.guarded_tasks, o.guarded_tasks),
         ];
         for (mine, theirs) in pairs {
             *mine = mine.saturating_add(theirs);

@@ -121,7 +121,10 @@ pub fn vacancy_reserved_for(
         (operator, 0),
     )
     .ok()?;
-    Some((raw::encode_leader(&record).ok()?, raw::fence_of(&record).ok()?))
+    Some((
+        raw::encode_leader(&record).ok()?,
+        raw::fence_of(&record).ok()?,
+    ))
 }
 
 #[cfg(test)]

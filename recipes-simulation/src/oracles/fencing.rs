@@ -9,7 +9,6 @@
 //! expected counter is exact.
 
 use super::{CommitFacts, DbState, OracleId, Violation};
-use crate::history::Op;
 
 /// Oracle 2.
 #[derive(Debug, Default)]
@@ -23,7 +22,8 @@ pub struct Fencing {
 impl Fencing {
     /// Notes a committed transaction.
     pub fn on_commit(&mut self, c: &CommitFacts<'_>) -> Option<Violation> {
-        if !c.applied || c.entry.op != Op::Work {
+        // Fenced work: a work transaction, or leader work composed into a cycle's.
+        if !c.applied || c.entry.register.is_none() {
             return None;
         }
         self.committed = self.committed.saturating_add(1);
@@ -75,7 +75,7 @@ impl Fencing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::{ConfigView, Entry, RecordView};
+    use crate::history::{ConfigView, Entry, Op, RecordView};
 
     fn work(ballot: u64, seq: u64, counter: u64) -> Entry {
         let mut e = Entry::new("p", None, 0, Op::Work);

@@ -49,11 +49,14 @@ pub enum OracleId {
     Progress,
     /// 7. The commit-ordered history replays to the database state.
     History,
+    /// 8. No guarded work runs outside its guard's validity (the candidate believes in the
+    ///    guard's ballot whenever a guarded task runs).
+    Guard,
 }
 
 impl OracleId {
     /// Every oracle, in order.
-    pub const ALL: [OracleId; 7] = [
+    pub const ALL: [OracleId; 8] = [
         OracleId::BeliefOverlap,
         OracleId::Fencing,
         OracleId::Ballots,
@@ -61,6 +64,7 @@ impl OracleId {
         OracleId::Liveness,
         OracleId::Progress,
         OracleId::History,
+        OracleId::Guard,
     ];
 
     /// The oracle's name in reports.
@@ -73,6 +77,7 @@ impl OracleId {
             OracleId::Liveness => "liveness",
             OracleId::Progress => "progress",
             OracleId::History => "history",
+            OracleId::Guard => "guard",
         }
     }
 
@@ -86,6 +91,7 @@ impl OracleId {
             OracleId::Liveness => 5,
             OracleId::Progress => 6,
             OracleId::History => 7,
+            OracleId::Guard => 8,
         }
     }
 }

@@ -165,21 +165,7 @@ impl World {
             }
             Chaos::Shutdown { pid } => {
                 self.deploys_in_flight = self.deploys_in_flight.saturating_sub(1);
-                let Some(p) = self.procs.get_mut(pid) else {
-                    return;
-                };
-                if p.status == Status::Dead {
-                    return;
-                }
-                p.shutdown = true;
-                // Leader work stops first.
-                p.work_epoch = p.work_epoch.saturating_add(1);
-                let inflight = p.ctl_inflight;
-                let label = p.label.clone();
-                self.log(format!("{label} graceful shutdown (replaced)"));
-                if !inflight {
-                    self.schedule_control(pid, 0);
-                }
+                self.request_shutdown(pid);
             }
             Chaos::Reprioritize => {
                 let live = self.live();
@@ -322,6 +308,8 @@ impl World {
                             entry,
                             zombie: false,
                             faultless: false,
+                            op: None,
+                            landing: false,
                         });
                     }
                     Err(_) => self.retry_operator(step),
@@ -340,6 +328,8 @@ impl World {
                             entry,
                             zombie: false,
                             faultless: false,
+                            op: None,
+                            landing: false,
                         });
                     }
                     _ => {}

@@ -2,12 +2,15 @@
 //! what each committer learns.
 
 use fdb_leader_election::memdb::CommitFault;
-use fdb_leader_election::{Cycle, ElectionTxn, MemTransaction, TxnError, TxnErrorKind};
+use fdb_leader_election::{
+    Cycle, ElectionConfig, ElectionTxn, MemTransaction, TxnError, TxnErrorKind,
+};
 use rand::Rng;
 
 use super::World;
 use crate::events::Event;
-use crate::history::{CycleAction, Entry, Op};
+pub(crate) use crate::history::Entry;
+use crate::history::{CycleAction, Op};
 use crate::oracles::{CommitFacts, HistoryReplay};
 use crate::plants::Plant;
 use crate::time::Nanos;
@@ -27,8 +30,8 @@ pub(crate) enum Actor {
 pub(crate) enum Kind {
     /// Election initialisation.
     Init,
-    /// Registration.
-    Register,
+    /// Registration, with the stored configuration it read.
+    Register(Box<ElectionConfig>),
     /// An election cycle, to adopt after the commit.
     Cycle(Box<Cycle>),
     /// A resignation (graceful shutdown or voluntary).
@@ -46,6 +49,9 @@ pub(crate) enum Kind {
     },
     /// Eviction of dead candidates.
     Evict,
+    /// An operation its process stopped waiting for (timed out, or shut down): its commit
+    /// still lands, and what it prepared is gone.
+    Abandoned,
     /// The planted rogue takeover.
     Rogue {
         /// The ballot written.
@@ -66,6 +72,24 @@ pub(crate) struct Pending {
     pub(crate) zombie: bool,
     /// Never injected with a fault (set-up).
     pub(crate) faultless: bool,
+    /// The process operation this commit ends, if any.
+    pub(crate) op: Option<u64>,
+    /// A commit in flight whose reply was lost: it lands later, with no fault of its own.
+    pub(crate) landing: bool,
+}
+
+impl World {
+    /// Lands the commits of `pid` still in flight (their replies were lost): called once the
+    /// process's next transaction has taken its read version, as FoundationDB can do.
+    pub(super) fn land_held_commits(&mut self, pid: usize) {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(p, _)| *p == pid);
+        self.held = rest;
+        for (_, token) in mine {
+            self.commit(token);
+        }
+    }
 }
 
 impl World {
@@ -106,7 +130,8 @@ impl World {
         let f = &mut self.stats.faults;
         let (fault, counter) = match r {
             0..15 => (CommitFault::UnknownApplied, &mut f.unknown_applied),
-            15..30 => (CommitFault::UnknownNotApplied, &mut f.unknown_not_applied),
+            15..25 => (CommitFault::UnknownNotApplied, &mut f.unknown_not_applied),
+            25..30 => (CommitFault::UnknownAppliedLater, &mut f.unknown_lands_later),
             30..45 => (CommitFault::Conflict, &mut f.conflicts),
             45..55 => (CommitFault::Unavailable, &mut f.unavailable),
             _ => return None,
@@ -117,16 +142,43 @@ impl World {
 
     /// Commits the pending transaction `token`.
     pub(super) fn commit(&mut self, token: u64) {
-        let Some(p) = self.pending.remove(&token) else {
+        let Some(mut p) = self.pending.remove(&token) else {
             return;
         };
         let txn_id = p.txn.id();
         let blocked = self.faults.blocked(txn_id);
-        let fault = if p.faultless || self.quiet || blocked {
+        let fault = if p.faultless || self.quiet || blocked || p.landing {
             None
         } else {
             self.draw_commit_fault()
         };
+        if let (Some(CommitFault::UnknownAppliedLater), Actor::Proc(pid), Some(_)) =
+            (fault, p.actor, p.op)
+        {
+            // The reply is lost while the commit is still in flight: the process hears
+            // "unknown" now, and the commit lands after its next transaction has started
+            // (see `land_held_commits`).
+            let kind = std::mem::replace(&mut p.kind, Kind::Abandoned);
+            let op = p.op;
+            p.zombie = true;
+            p.landing = true;
+            let label = p.entry.actor.clone();
+            self.pending.insert(token, p);
+            self.held.push((pid, token));
+            self.log(format!(
+                "{label} commit in flight: the reply is lost, it lands later"
+            ));
+            let unknown = TxnError::new(TxnErrorKind::CommitUnknown).with_code(1021);
+            self.count_txn_error(&unknown);
+            self.deliver(pid, op, kind, Err(unknown));
+            return;
+        }
+        let fault = fault
+            .filter(|f| *f != CommitFault::UnknownAppliedLater)
+            .or(match fault {
+                Some(CommitFault::UnknownAppliedLater) => Some(CommitFault::UnknownApplied),
+                _ => None,
+            });
         if let Some(f) = fault {
             self.faults.plan(txn_id, f);
         }
@@ -196,7 +248,7 @@ impl World {
             return;
         }
         match p.actor {
-            Actor::Proc(pid) => self.deliver(pid, p.kind, result, applied),
+            Actor::Proc(pid) => self.deliver(pid, p.op, p.kind, result),
             Actor::Operator => self.operator_result(p.kind, result.is_ok(), applied),
         }
     }

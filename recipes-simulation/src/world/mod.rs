@@ -8,7 +8,9 @@
 
 mod chaos;
 mod commit;
+mod cycle;
 mod process;
+mod rogue;
 mod snapshot;
 mod work;
 
@@ -32,8 +34,9 @@ use crate::time::{Nanos, TrueClock, TrueTime, secs};
 use crate::trace::Trace;
 use crate::wire;
 
+pub(crate) use commit::Entry;
 pub(crate) use commit::{Actor, Kind, Pending};
-pub(crate) use process::{Process, Status};
+pub(crate) use process::{Process, RogueTenure, Status};
 
 /// What happened to one seed.
 #[derive(Debug)]
@@ -124,6 +127,8 @@ pub(crate) struct World {
     procs: Vec<Process>,
     nodes: Vec<Node>,
     pending: BTreeMap<u64, Pending>,
+    /// Commits in flight whose reply was lost, by process: they land later.
+    held: Vec<(usize, u64)>,
     next_token: u64,
     operator: Operator,
     generation: u32,
@@ -187,6 +192,7 @@ impl World {
             procs: Vec::new(),
             nodes,
             pending: BTreeMap::new(),
+            held: Vec::new(),
             next_token: 1,
             operator: Operator {
                 allow_preemption: params.config.allow_preemption(),
@@ -248,6 +254,8 @@ impl World {
             entry,
             zombie: false,
             faultless: true,
+            op: None,
+            landing: false,
         });
         self.queue.push(0, Event::Commit { token });
         for node in 0..self.params.nodes {
@@ -347,6 +355,24 @@ impl World {
                     }
                 }
                 self.commit(token);
+            }
+            Event::Timeout { pid, op } => {
+                if self.defer_if_paused(pid, event) {
+                    return;
+                }
+                self.op_timeout(pid, op);
+            }
+            Event::WatchFired { pid, ok } => {
+                if self.defer_if_paused(pid, event) {
+                    return;
+                }
+                self.watch_fired(pid, ok);
+            }
+            Event::DrainBound { pid, epoch } => {
+                if self.defer_if_paused(pid, event) {
+                    return;
+                }
+                self.drain_bound(pid, epoch);
             }
             Event::Chaos(c) => self.chaos(c),
             Event::Operator(step) => self.operator(step),

@@ -20,7 +20,7 @@ use rand::{Rng, RngCore};
 use super::commit::kind_name;
 use super::{Actor, Kind, Pending, World};
 use crate::events::Event;
-use crate::history::{CandView, CycleAction, Entry, Op, RecordView};
+use crate::history::{CandView, Entry, Op, RecordView};
 use crate::oracles::Progress;
 use crate::plants::Plant;
 use crate::time::{MS, Nanos, SimClock, dur, nanos};
@@ -81,6 +81,8 @@ pub(crate) struct Process {
     pub(crate) clock: SimClock,
     pub(crate) status: Status,
     pub(crate) machine: Machine,
+    /// The machine was started.
+    pub(crate) started: bool,
     /// A graceful shutdown was requested.
     pub(crate) shutdown: bool,
     pub(crate) paused_until: Nanos,
@@ -96,9 +98,12 @@ pub(crate) struct Process {
     pub(crate) held_revoke: bool,
     pub(crate) work_epoch: u64,
     pub(crate) work_inflight: u32,
-    /// The ballot of the guarded task in flight.
+    /// The ballot of the guarded task in flight, and how many more pieces of work it does.
     pub(crate) task_ballot: Option<u64>,
+    pub(crate) task_left: u32,
     pub(crate) work_seq: u64,
+    /// Fenced work composed into the cycle in flight (tasks wait for its transaction).
+    pub(crate) composed_work: bool,
     pub(crate) watch: Option<Watch>,
     /// The token of the last guard (what a process that skips its lease check acts on).
     pub(crate) cached_token: Option<u64>,
@@ -107,6 +112,9 @@ pub(crate) struct Process {
     /// The identity the rogue watches and when (local) it first saw it.
     pub(crate) rogue_obs: Option<((u64, u64), Nanos)>,
     pub(crate) rogue_seq: u64,
+    /// Plant `uncapped-shorter-lease`: the belief (ballot, local end) it keeps after writing a
+    /// shorter lease.
+    pub(crate) uncapped: Option<(u64, Nanos)>,
 }
 
 impl std::fmt::Debug for Process {
@@ -179,6 +187,7 @@ impl World {
             clock,
             status: Status::Registering,
             machine,
+            started: false,
             shutdown: false,
             paused_until: 0,
             ctl_epoch: 0,
@@ -190,13 +199,16 @@ impl World {
             work_epoch: 0,
             work_inflight: 0,
             task_ballot: None,
+            task_left: 0,
             work_seq: 0,
+            composed_work: false,
             watch: None,
             cached_token: None,
             rogue,
             rogue_tenure: None,
             rogue_obs: None,
             rogue_seq: 1 << 48,
+            uncapped: None,
         });
         if let Some(n) = self.nodes.get_mut(node) {
             n.current = Some(pid);
@@ -232,18 +244,14 @@ impl World {
 
     /// The process's wake-up: its machine starts, or looks again.
     pub(super) fn control(&mut self, pid: usize) {
-        let Some(p) = self.procs.get(pid) else {
+        let Some(p) = self.procs.get_mut(pid) else {
             return;
         };
         if p.status == Status::Dead {
             return;
         }
-        let started = p.status != Status::Registering || p.op.is_some() || p.ctl_epoch > 1;
-        if started {
-            self.feed(pid, In::Tick);
-        } else {
-            self.feed(pid, In::Start);
-        }
+        let first = !std::mem::replace(&mut p.started, true);
+        self.feed(pid, if first { In::Start } else { In::Tick });
     }
 
     pub(super) fn label(&self, pid: usize) -> String {
@@ -252,7 +260,7 @@ impl World {
             .map_or_else(|| format!("p{pid}"), |p| p.label.clone())
     }
 
-    fn entry_for(&self, pid: usize, op: Op) -> Entry {
+    pub(super) fn entry_for(&self, pid: usize, op: Op) -> Entry {
         let (label, id, prio) = self.procs.get(pid).map_or_else(
             || (format!("p{pid}"), None, 0),
             |p| {
@@ -354,7 +362,6 @@ impl World {
             Command::RejectResign { .. } => {
                 let label = self.label(pid);
                 self.log(format!("{label} resign rejected: not leading"));
-                self.resign_answered(pid);
             }
             Command::Stop { .. } => self.exit(pid, "left the election (graceful shutdown)"),
             // Publication, metrics and logs: nothing to carry out in the simulation.
@@ -399,10 +406,8 @@ impl World {
         p.op = Some((seq, kind));
         let timeout = nanos(p.machine.config().transaction_timeout());
         let d = self.local_delay(pid, timeout);
-        self.queue.push(
-            self.now.saturating_add(d),
-            Event::Timeout { pid, op: seq },
-        );
+        self.queue
+            .push(self.now.saturating_add(d), Event::Timeout { pid, op: seq });
         self.attempt(pid, seq, kind, expected);
     }
 
@@ -438,7 +443,12 @@ impl World {
                     (Kind::Register(Box::new(config)), entry)
                 })
             }
-            OpKind::Cycle => self.cycle_body(pid, &txn, &cand),
+            OpKind::Cycle => {
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.composed_work = false;
+                }
+                self.cycle_body(pid, &txn, &cand)
+            }
             OpKind::Resign => {
                 let expected = expected.map(fdb_leader_election::Ballot::new);
                 let res = self.rt.block_on(async {
@@ -479,18 +489,21 @@ impl World {
                 })
             }
         };
+        // The process's new transaction has taken its read version: commits of its earlier
+        // ones that are still in flight land now.
+        self.land_held_commits(pid);
         match result {
             Ok((kind, entry)) => {
-                let mut pending = Pending {
+                self.schedule_commit(Pending {
                     actor: Actor::Proc(pid),
                     txn,
                     kind,
                     entry,
                     zombie: false,
                     faultless: false,
-                };
-                pending.op = Some(seq);
-                self.schedule_commit(pending);
+                    op: Some(seq),
+                    landing: false,
+                });
             }
             Err(e) => {
                 self.faults.close(txn.id());
@@ -517,9 +530,10 @@ impl World {
         if let ElectionError::Database(t) = e {
             if matches!(t.kind(), TxnErrorKind::Conflict | TxnErrorKind::TooOld) {
                 // The store's retry loop runs the transaction again at once.
-                let expected = self.procs.get(pid).and_then(|p| {
-                    p.guard.as_ref().map(|g| g.ballot).or(p.cached_token)
-                });
+                let expected = self
+                    .procs
+                    .get(pid)
+                    .and_then(|p| p.guard.as_ref().map(|g| g.ballot).or(p.cached_token));
                 self.attempt(pid, seq, kind, expected);
                 return;
             }
@@ -528,7 +542,7 @@ impl World {
     }
 
     /// The kind of operation `seq`, if it is the one in flight.
-    fn current_op(&self, pid: usize, seq: u64) -> Option<OpKind> {
+    pub(super) fn current_op(&self, pid: usize, seq: u64) -> Option<OpKind> {
         self.procs
             .get(pid)
             .and_then(|p| p.op)
@@ -537,10 +551,13 @@ impl World {
     }
 
     /// The operation in flight ended: feed the machine its result.
-    fn finish_op(&mut self, pid: usize, result: Result<Kind, Failure>) {
+    pub(super) fn finish_op(&mut self, pid: usize, result: Result<Kind, Failure>) {
         let Some((_, kind)) = self.procs.get_mut(pid).and_then(|p| p.op.take()) else {
             return;
         };
+        if let Some(p) = self.procs.get_mut(pid) {
+            p.composed_work = false;
+        }
         self.release_held_revoke(pid);
         let event = match (kind, result) {
             (OpKind::Register, Ok(Kind::Register(config))) => {
@@ -560,13 +577,20 @@ impl World {
                 let report = CycleReport::new(&cycle, &adopted);
                 drop(cycle);
                 self.rogue_observe(pid, report.record());
+                // (The planted uncapped belief ends where the library's would have: when a
+                // cycle finds the record no longer names it at that ballot.)
+                if let Some(p) = self.procs.get_mut(pid) {
+                    let mine = report.record().owner().is_some_and(|o| o.id() == cand.id());
+                    if p.uncapped
+                        .is_some_and(|(b, _)| !mine || report.record().ballot().get() != b)
+                    {
+                        p.uncapped = None;
+                    }
+                }
                 In::CycleCommitted(report)
             }
             (OpKind::Cycle, Err(f)) => In::CycleFailed(f),
-            (OpKind::Resign, _) => {
-                self.resign_answered(pid);
-                In::ResignDone
-            }
+            (OpKind::Resign, _) => In::ResignDone,
             (OpKind::Leave, Ok(_)) => In::Left(Ok(())),
             (OpKind::Leave, Err(f)) => In::Left(Err(f)),
             (_, Ok(_)) => In::Tick,
@@ -598,23 +622,28 @@ impl World {
         if self.current_op(pid, seq).is_none() {
             return;
         }
-        for p in self.pending.values_mut() {
-            if p.actor == Actor::Proc(pid) && p.op == Some(seq) {
-                p.zombie = true;
-            }
-        }
+        self.abandon(pid, seq);
         let label = self.label(pid);
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.log(format!("{label} operation timed out (maybe committed)"));
         let timeout = fdb_leader_election::TransactionTimedOut {
-            after: self
-                .procs
-                .get(pid)
-                .map_or_else(Default::default, |p| {
-                    p.machine.config().transaction_timeout()
-                }),
+            after: self.procs.get(pid).map_or_else(Default::default, |p| {
+                p.machine.config().transaction_timeout()
+            }),
         };
         self.finish_op(pid, Err(Failure::of(&timeout.into_error())));
+    }
+
+    /// Abandons operation `seq`, as the tokio runner drops a transaction it stops waiting for:
+    /// its commit, if pending, still lands (nobody hears of it), and what the attempt
+    /// prepared (a cycle) is dropped.
+    fn abandon(&mut self, pid: usize, seq: u64) {
+        for q in self.pending.values_mut() {
+            if q.actor == Actor::Proc(pid) && q.op == Some(seq) {
+                q.zombie = true;
+                q.kind = Kind::Abandoned;
+            }
+        }
     }
 
     /// A commit's result reaches its process.
@@ -643,6 +672,8 @@ impl World {
             valid_until,
         } = kind
         {
+            // Its commit result, known or not, is what the rogue acts on (only a confirmed
+            // commit makes it believe).
             self.rogue_done(pid, seq, ballot, valid_until, result.is_ok());
             return;
         }
@@ -652,7 +683,11 @@ impl World {
                     self.finish_op(pid, Ok(kind));
                 }
             }
-            Err(e) => self.op_failed(pid, seq, &ElectionError::Database(e)),
+            Err(e) => {
+                // The failed attempt's cycle ends with its transaction, before a retry.
+                drop(kind);
+                self.op_failed(pid, seq, &ElectionError::Database(e));
+            }
         }
     }
 
@@ -745,10 +780,8 @@ impl World {
         let epoch = p.ctl_epoch;
         p.draining = Some(epoch);
         let d = self.local_delay(pid, bound);
-        self.queue.push(
-            self.now.saturating_add(d),
-            Event::DrainBound { pid, epoch },
-        );
+        self.queue
+            .push(self.now.saturating_add(d), Event::DrainBound { pid, epoch });
     }
 
     /// The drain bound passed with guarded work still in flight.
@@ -771,8 +804,6 @@ impl World {
         self.feed(pid, In::ResignRequested);
     }
 
-    fn resign_answered(&mut self, _pid: usize) {}
-
     /// Graceful shutdown: the machine ends the leadership, drains, resigns and unregisters.
     pub(super) fn request_shutdown(&mut self, pid: usize) {
         let Some(p) = self.procs.get_mut(pid) else {
@@ -784,11 +815,7 @@ impl World {
         p.shutdown = true;
         // An operation in flight is abandoned, as the tokio runner drops it.
         if let Some((seq, _)) = p.op.take() {
-            for q in self.pending.values_mut() {
-                if q.actor == Actor::Proc(pid) && q.op == Some(seq) {
-                    q.zombie = true;
-                }
-            }
+            self.abandon(pid, seq);
         }
         let label = self.label(pid);
         self.log(format!("{label} graceful shutdown (replaced)"));
@@ -824,22 +851,21 @@ impl World {
         if self.plant == Some(Plant::ActWithoutLeaseCheck) {
             return p.cached_token.map(|b| (b, 0));
         }
+        let now = p.clock.local_now();
         if let Some(r) = p.rogue_tenure {
-            let now = p.clock.local_now();
             if now < r.valid_until {
                 return Some((r.ballot, r.valid_until.saturating_sub(now)));
             }
         }
-        p.candidate
+        let belief = p
+            .candidate
             .leadership()
-            .map(|l| (l.ballot.get(), nanos(l.remaining)))
+            .map(|l| (l.ballot.get(), nanos(l.remaining)));
+        match p.uncapped {
+            Some((b, until)) if now < until && belief.is_none_or(|(lb, _)| lb == b) => {
+                Some((b, until.saturating_sub(now)))
+            }
+            _ => belief,
+        }
     }
-
-    /// Counts a transaction error the process saw (for the report).
-    fn _unused(&self) {}
-}
-
-/// Retries after an unexpected-but-harmless state of the simulation's own bookkeeping.
-pub(super) fn _retry_delay() -> Nanos {
-    MS
 }

@@ -1,0 +1,168 @@
+//! The election cycle the machine asks for, run the way applications run it: sometimes alone,
+//! sometimes composed with other operations in the same transaction (queries of the record it
+//! just wrote, a second cycle, fenced leader work), as DESIGN §10 says applications do. Every
+//! composition is checked: queries never change what the candidate believes or times, and a
+//! second cycle in one transaction is refused.
+
+use fdb_leader_election::runner::machine::{Event as In, Failure};
+use fdb_leader_election::{
+    Ballot, Candidate, ElectionError, ElectionTxn, MemTransaction, ReadMode,
+};
+use rand::Rng;
+
+use super::{Entry, Kind, World};
+use crate::history::{CandView, CycleAction, Op, RecordView};
+use crate::oracles::{OracleId, Violation};
+use crate::plants::Plant;
+use crate::wire;
+
+/// What else the cycle's transaction does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compose {
+    Alone,
+    /// `is_leader`, `current_leader` and `leader_record` on the transaction's own write.
+    Queries,
+    /// A second cycle in the same transaction (must be refused).
+    SecondCycle,
+    /// Fenced leader work in the cycle's transaction (a leader renewing and working at once).
+    FencedWork,
+}
+
+impl World {
+    fn draw_compose(&mut self) -> Compose {
+        match self.rng.random_range(0..100u32) {
+            0..70 => Compose::Alone,
+            70..85 => Compose::Queries,
+            85..90 => Compose::SecondCycle,
+            _ => Compose::FencedWork,
+        }
+    }
+
+    /// One attempt of a cycle for `pid`, in `txn`: the cycle, its composition, and the
+    /// machine told what it decided before the commit.
+    pub(super) fn cycle_body(
+        &mut self,
+        pid: usize,
+        txn: &MemTransaction,
+        cand: &Candidate,
+    ) -> Result<(Kind, Entry), ElectionError> {
+        let compose = self.draw_compose();
+        if compose != Compose::Alone {
+            self.stats.composed_cycles = self.stats.composed_cycles.saturating_add(1);
+        }
+        let election = self.election.clone();
+        let before = cand.leadership();
+        let plant = self.plant;
+        let res = self.rt.block_on(async {
+            let prior = election.leader_record(txn).await?;
+            let cycle = election.run_election_cycle(txn, cand).await;
+            Ok::<_, ElectionError>((prior, cycle))
+        });
+        let (prior, cycle) = match res {
+            Ok(pair) => pair,
+            Err(e) => {
+                self.feed(pid, In::CycleDecided(Err(Failure::of(&e))));
+                return Err(e);
+            }
+        };
+        let cycle = match cycle {
+            Ok(c) => c,
+            Err(e) => {
+                self.feed(pid, In::CycleDecided(Err(Failure::of(&e))));
+                return Err(e);
+            }
+        };
+        self.note_uncapped(pid, before.as_ref(), cand);
+        // Inside the transaction, before its commit: the machine revokes the guard if the
+        // belief is gone.
+        self.feed(
+            pid,
+            In::CycleDecided(Ok((cycle.action(), cycle.record().clone()))),
+        );
+        if plant == Some(Plant::RywAdoption) && compose == Compose::Queries {
+            // The planted defect: the record read back in the cycle's own transaction shows
+            // this candidate's attempt, and the candidate adopts it before the commit.
+            let _ = cand.adopt(cycle.clone());
+        }
+        let label = self.label(pid);
+        let believed = cand.leadership();
+        // Leader work composed into the cycle's transaction runs under the guard, like any.
+        // One writer of the counter at a time per process: not while a task is in flight.
+        let idle = self.procs.get(pid).is_some_and(|p| p.task_ballot.is_none());
+        let work_token = (compose == Compose::FencedWork && idle)
+            .then(|| self.guard_token(pid))
+            .flatten()
+            .map(Ballot::new);
+        let extra = self.rt.block_on(async {
+            let written = election.leader_record(txn).await?;
+            let me = election.get_candidate(txn, cand.id()).await?;
+            let mut refused_second = None;
+            let mut fenced = None;
+            match compose {
+                Compose::Alone => {}
+                Compose::Queries => {
+                    let _ = election.is_leader(txn, cand).await?;
+                    let _ = election.current_leader(txn, cand).await?;
+                }
+                Compose::SecondCycle => {
+                    refused_second = Some(matches!(
+                        election.run_election_cycle(txn, cand).await,
+                        Err(ElectionError::CycleInProgress { .. })
+                    ));
+                }
+                Compose::FencedWork => {
+                    if let Some(token) = work_token {
+                        if election.fence(txn, token).await.is_ok() {
+                            // A serializable read: this leader's own concurrent work task
+                            // makes one of the two retry rather than lose an update.
+                            let counter =
+                                txn.get(wire::COUNTER_KEY, ReadMode::Serializable).await?;
+                            let next = wire::decode_u64(counter.as_deref())
+                                .unwrap_or(0)
+                                .saturating_add(1);
+                            fenced = Some((token, next));
+                        }
+                    }
+                }
+            }
+            Ok::<_, ElectionError>((written, me, refused_second, fenced))
+        });
+        let (written, me, refused_second, fenced) = extra?;
+        if plant != Some(Plant::RywAdoption) && cand.leadership() != believed {
+            self.found.push(Violation::new(
+                OracleId::Progress,
+                format!("{label}: a query inside its cycle's transaction changed what it believes"),
+            ));
+        }
+        if refused_second == Some(false) {
+            self.found.push(Violation::new(
+                OracleId::Progress,
+                format!("{label}: a second cycle in one transaction was not refused"),
+            ));
+        }
+        let action = CycleAction::of(cycle.action());
+        let mut entry = self.entry_for(pid, Op::Cycle(action));
+        if action != CycleAction::None {
+            entry.prior = Some(RecordView::of(&prior));
+            entry.leader = Some(RecordView::of(&written));
+        }
+        if let Some(me) = me {
+            entry
+                .candidates_set
+                .push((cand.id().to_string(), CandView::of(&me)));
+        }
+        if let Some((token, next)) = fenced {
+            let seq = self.next_work_seq(pid);
+            txn.set(wire::REGISTER_KEY, &wire::encode_register(token.get(), seq));
+            txn.set(wire::COUNTER_KEY, &wire::encode_u64(next));
+            entry.register = Some((token.get(), seq));
+            entry.counter = Some(next);
+            self.check_guarded_step(pid, token.get(), "fenced work in its cycle");
+            if let Some(p) = self.procs.get_mut(pid) {
+                // Tasks wait until this transaction ends.
+                p.composed_work = true;
+            }
+        }
+        Ok((Kind::Cycle(Box::new(cycle)), entry))
+    }
+}
