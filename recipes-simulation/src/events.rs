@@ -76,6 +76,18 @@ pub(crate) enum Chaos {
     Reprioritize,
     /// Toggle preemption in the stored configuration.
     TogglePreemption,
+    /// The operator writes a configuration with every field drawn afresh.
+    ConfigChange,
+    /// The operator forces the leader out (`force_vacate`), under an arbitrary id.
+    ForceVacate,
+    /// The operator asks the leader to step down (`request_resign`).
+    OperatorResign,
+    /// The operator removes a registration by id while its owner runs.
+    OperatorUnregister,
+    /// An application opens a transaction to query later, on an old read version.
+    StaleQueryOpen,
+    /// The application queries on the transaction it opened.
+    StaleQueryAsk,
 }
 
 /// Operator transactions.
@@ -85,6 +97,8 @@ pub(crate) enum OperatorStep {
     SetPreemption { allow: bool },
     /// Evict dead candidates (periodic).
     Evict,
+    /// Restore the world's configuration (the quiet phase; retried until it commits).
+    Restore,
 }
 
 #[derive(Debug)]

@@ -46,7 +46,26 @@ impl Ballots {
             ));
         }
         self.last = rec.ballot;
+        if !db.holder_registered {
+            return Some(Violation::new(
+                OracleId::Ballots,
+                format!(
+                    "ballot {} is reserved for {:?}, which is not registered",
+                    rec.ballot, rec.reservation
+                ),
+            ));
+        }
         let owner = rec.owner_id()?;
+        if !db.owner_registered && self.owners.get(&rec.ballot).is_some_and(|o| o == owner) {
+            return Some(Violation::new(
+                OracleId::Ballots,
+                format!(
+                    "{owner} owns ballot {} but is no longer registered (the registry must \
+                     stay consistent with ownership)",
+                    rec.ballot
+                ),
+            ));
+        }
         match self.owners.get(&rec.ballot) {
             Some(first) if first != owner => Some(Violation::new(
                 OracleId::Ballots,

@@ -89,6 +89,7 @@ mod tests {
             version: 0,
             leader: RecordView::default(),
             owner_registered: true,
+            holder_registered: true,
             register: Some(register),
             counter: Some(counter),
             shadow: None,

@@ -123,6 +123,7 @@ mod tests {
             version,
             leader: RecordView::default(),
             owner_registered: true,
+            holder_registered: true,
             register: None,
             counter: None,
             shadow: None,

@@ -174,6 +174,8 @@ pub struct DbState {
     pub leader: RecordView,
     /// Whether the leader record's owner (if any) has a registration.
     pub owner_registered: bool,
+    /// Whether the candidate the vacancy is reserved for (if any) is registered.
+    pub holder_registered: bool,
     /// The protected register.
     pub register: Option<(u64, u64)>,
     /// The fenced counter.

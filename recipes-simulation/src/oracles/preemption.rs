@@ -88,8 +88,9 @@ impl Preemption {
                 ));
             }
         }
-        // A handover.
-        if e.op == Op::Cycle(CycleAction::HandedOver) {
+        // A handover (an operator's request is no preemption: it is honoured whatever the
+        // priorities and the setting).
+        if e.op == Op::Cycle(CycleAction::HandedOver) && prior.operator_request.is_none() {
             let (to, to_prio) = new.reservation.clone()?;
             if !self.allowed() {
                 return fail(format!(
@@ -111,8 +112,10 @@ impl Preemption {
             return None;
         }
         let acquirer = new.owner_id()?;
-        let vacancy_for_me =
-            prior.owner.is_none() && prior.reservation.as_ref().is_none_or(|r| r.0 == acquirer);
+        // A vacancy held by an operator is nobody's to fill at once.
+        let vacancy_for_me = prior.owner.is_none()
+            && prior.operator_hold.is_none()
+            && prior.reservation.as_ref().is_none_or(|r| r.0 == acquirer);
         if vacancy_for_me {
             return None;
         }
@@ -128,10 +131,11 @@ impl Preemption {
         );
         let waited = c.at.saturating_sub(since);
         if waited < min_wait {
-            let held_by = match (&prior.owner, &prior.reservation) {
-                (Some(o), _) => format!("owned by {}", o.0),
-                (None, Some(r)) => format!("reserved for {}", r.0),
-                (None, None) => "vacant".to_owned(),
+            let held_by = match (&prior.owner, &prior.reservation, &prior.operator_hold) {
+                (Some(o), _, _) => format!("owned by {}", o.0),
+                (None, Some(r), _) => format!("reserved for {}", r.0),
+                (None, None, Some(op)) => format!("held by operator {op}"),
+                (None, None, None) => "vacant".to_owned(),
             };
             return fail(format!(
                 "{acquirer} took ballot {} over a record {held_by} (ballot {}, renewal {}) \

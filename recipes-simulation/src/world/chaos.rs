@@ -24,11 +24,16 @@ fn mean_ms(c: Chaos) -> u64 {
         Chaos::Deploy => 35_000,
         Chaos::Reprioritize => 12_000,
         Chaos::TogglePreemption => 20_000,
+        Chaos::ConfigChange => 15_000,
+        Chaos::ForceVacate => 25_000,
+        Chaos::OperatorResign => 20_000,
+        Chaos::OperatorUnregister => 30_000,
+        Chaos::StaleQueryOpen => 4_000,
         _ => 0,
     }
 }
 
-const CHAINS: [Chaos; 7] = [
+const CHAINS: [Chaos; 12] = [
     Chaos::Crash,
     Chaos::Pause,
     Chaos::Partition,
@@ -36,6 +41,11 @@ const CHAINS: [Chaos; 7] = [
     Chaos::Deploy,
     Chaos::Reprioritize,
     Chaos::TogglePreemption,
+    Chaos::ConfigChange,
+    Chaos::ForceVacate,
+    Chaos::OperatorResign,
+    Chaos::OperatorUnregister,
+    Chaos::StaleQueryOpen,
 ];
 
 impl World {
@@ -67,7 +77,7 @@ impl World {
             .collect()
     }
 
-    fn pick(&mut self, from: &[usize]) -> Option<usize> {
+    pub(super) fn pick(&mut self, from: &[usize]) -> Option<usize> {
         if from.is_empty() {
             return None;
         }
@@ -188,6 +198,15 @@ impl World {
                 self.operator(OperatorStep::SetPreemption { allow });
                 self.next_chaos(c);
             }
+            Chaos::ConfigChange
+            | Chaos::ForceVacate
+            | Chaos::OperatorResign
+            | Chaos::OperatorUnregister
+            | Chaos::StaleQueryOpen => {
+                self.edge(c);
+                self.next_chaos(c);
+            }
+            Chaos::StaleQueryAsk => self.edge(c),
         }
     }
 
@@ -282,9 +301,17 @@ impl World {
         let txn = self.open(Actor::Operator);
         let election = self.election.clone();
         match step {
+            OperatorStep::Restore => {
+                self.faults.close(txn.id());
+                self.operator.config_pending = Some(self.params.config.allow_preemption());
+                let config = self.params.config.clone();
+                if !self.write_config(config, "the quiet phase restores the world's") {
+                    self.retry_operator(step);
+                }
+            }
             OperatorStep::SetPreemption { allow } => {
-                if self.quiet && !allow {
-                    // A toggle from before the quiet phase, superseded by its "on".
+                if self.quiet {
+                    // A toggle from before the quiet phase, superseded by the restore.
                     self.faults.close(txn.id());
                     return;
                 }
@@ -304,7 +331,10 @@ impl World {
                         self.schedule_commit(Pending {
                             actor: Actor::Operator,
                             txn,
-                            kind: Kind::Config { allow },
+                            kind: Kind::Config {
+                                allow,
+                                restore: false,
+                            },
                             entry,
                             zombie: false,
                             faultless: false,
@@ -346,7 +376,7 @@ impl World {
     fn retry_operator(&mut self, step: OperatorStep) {
         if let OperatorStep::SetPreemption { allow } = step {
             // A later write (the quiet phase's) supersedes an older toggle's retries.
-            if self.operator.config_pending != Some(allow) {
+            if self.quiet || self.operator.config_pending != Some(allow) {
                 return;
             }
         }
@@ -357,9 +387,21 @@ impl World {
 
     /// An operator commit's result.
     pub(super) fn operator_result(&mut self, kind: Kind, ok: bool, applied: bool) {
-        if let Kind::Config { allow } = kind {
+        if let Kind::Config { allow, restore } = kind {
             if applied {
                 self.operator.allow_preemption = allow;
+            }
+            if self.quiet {
+                // Only the restore matters now: retried until it commits, and written again
+                // if an older write lands after it.
+                if applied && !restore {
+                    self.operator(OperatorStep::Restore);
+                } else if restore && ok {
+                    self.operator.config_pending = None;
+                } else if restore {
+                    self.retry_operator(OperatorStep::Restore);
+                }
+                return;
             }
             if ok {
                 if self.operator.config_pending == Some(allow) {
@@ -371,14 +413,15 @@ impl World {
         }
     }
 
-    /// Faults stop. The operator switches preemption on, so the highest priority can win.
+    /// Faults stop. The operator restores the world's configuration (preemption on), so the
+    /// highest priority can win.
     pub(super) fn begin_quiet(&mut self) {
         self.quiet = true;
         self.log(format!(
             "QUIET: no new faults; the last injected one ends at {}",
             secs(self.faults_end_at)
         ));
-        self.operator(OperatorStep::SetPreemption { allow: true });
+        self.operator(OperatorStep::Restore);
     }
 
     /// Arms oracle 5 at the first step at which every fault and workload action is over.

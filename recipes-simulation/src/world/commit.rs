@@ -46,9 +46,13 @@ pub(crate) enum Kind {
     Config {
         /// The preemption setting written.
         allow: bool,
+        /// Whether this is the quiet phase's restore of the world's configuration.
+        restore: bool,
     },
     /// Eviction of dead candidates.
     Evict,
+    /// Another operator override (force-vacate, resign request, unregistration by id).
+    Operator,
     /// An operation its process stopped waiting for (timed out, or shut down): its commit
     /// still lands, and what it prepared is gone.
     Abandoned,

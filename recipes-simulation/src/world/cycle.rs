@@ -88,7 +88,8 @@ impl World {
         let believed = cand.leadership();
         // Leader work composed into the cycle's transaction runs under the guard, like any.
         // One writer of the counter at a time per process: not while a task is in flight.
-        let idle = self.procs.get(pid).is_some_and(|p| p.task_ballot.is_none());
+        let idle = self.procs.get(pid).is_some_and(|p| p.task_ballot.is_none())
+            && !self.composed_work_pending(pid);
         let work_token = (compose == Compose::FencedWork && idle)
             .then(|| self.guard_token(pid))
             .flatten()
@@ -158,10 +159,6 @@ impl World {
             entry.register = Some((token.get(), seq));
             entry.counter = Some(next);
             self.check_guarded_step(pid, token.get(), "fenced work in its cycle");
-            if let Some(p) = self.procs.get_mut(pid) {
-                // Tasks wait until this transaction ends.
-                p.composed_work = true;
-            }
         }
         Ok((Kind::Cycle(Box::new(cycle)), entry))
     }

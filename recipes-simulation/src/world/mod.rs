@@ -9,6 +9,7 @@
 mod chaos;
 mod commit;
 mod cycle;
+mod operator;
 mod process;
 mod rogue;
 mod snapshot;
@@ -129,6 +130,8 @@ pub(crate) struct World {
     pending: BTreeMap<u64, Pending>,
     /// Commits in flight whose reply was lost, by process: they land later.
     held: Vec<(usize, u64)>,
+    /// Application transactions kept open to query on an old read version.
+    stale: Vec<operator::StaleQuery>,
     next_token: u64,
     operator: Operator,
     generation: u32,
@@ -193,6 +196,7 @@ impl World {
             nodes,
             pending: BTreeMap::new(),
             held: Vec::new(),
+            stale: Vec::new(),
             next_token: 1,
             operator: Operator {
                 allow_preemption: params.config.allow_preemption(),

@@ -102,8 +102,6 @@ pub(crate) struct Process {
     pub(crate) task_ballot: Option<u64>,
     pub(crate) task_left: u32,
     pub(crate) work_seq: u64,
-    /// Fenced work composed into the cycle in flight (tasks wait for its transaction).
-    pub(crate) composed_work: bool,
     pub(crate) watch: Option<Watch>,
     /// The token of the last guard (what a process that skips its lease check acts on).
     pub(crate) cached_token: Option<u64>,
@@ -201,7 +199,6 @@ impl World {
             task_ballot: None,
             task_left: 0,
             work_seq: 0,
-            composed_work: false,
             watch: None,
             cached_token: None,
             rogue,
@@ -443,12 +440,7 @@ impl World {
                     (Kind::Register(Box::new(config)), entry)
                 })
             }
-            OpKind::Cycle => {
-                if let Some(p) = self.procs.get_mut(pid) {
-                    p.composed_work = false;
-                }
-                self.cycle_body(pid, &txn, &cand)
-            }
+            OpKind::Cycle => self.cycle_body(pid, &txn, &cand),
             OpKind::Resign => {
                 let expected = expected.map(fdb_leader_election::Ballot::new);
                 let res = self.rt.block_on(async {
@@ -555,9 +547,6 @@ impl World {
         let Some((_, kind)) = self.procs.get_mut(pid).and_then(|p| p.op.take()) else {
             return;
         };
-        if let Some(p) = self.procs.get_mut(pid) {
-            p.composed_work = false;
-        }
         self.release_held_revoke(pid);
         let event = match (kind, result) {
             (OpKind::Register, Ok(Kind::Register(config))) => {
@@ -589,7 +578,12 @@ impl World {
                 }
                 In::CycleCommitted(report)
             }
-            (OpKind::Cycle, Err(f)) => In::CycleFailed(f),
+            (OpKind::Cycle, Err(f)) => {
+                if f.kind() == "not_registered" {
+                    self.stats.reregistrations = self.stats.reregistrations.saturating_add(1);
+                }
+                In::CycleFailed(f)
+            }
             (OpKind::Resign, _) => In::ResignDone,
             (OpKind::Leave, Ok(_)) => In::Left(Ok(())),
             (OpKind::Leave, Err(f)) => In::Left(Err(f)),

@@ -25,6 +25,10 @@ impl World {
                 Some(o) => election.get_candidate(&txn, o.id()).await?.is_some(),
                 None => true,
             };
+            let holder_registered = match leader.reservation() {
+                Some(r) => election.get_candidate(&txn, r.id()).await?.is_some(),
+                None => true,
+            };
             let register = txn.get(wire::REGISTER_KEY, ReadMode::Snapshot).await?;
             let counter = txn.get(wire::COUNTER_KEY, ReadMode::Snapshot).await?;
             let shadow = txn.get(wire::SHADOW_KEY, ReadMode::Snapshot).await?;
@@ -45,6 +49,7 @@ impl World {
                 version: txn.read_version().unwrap_or(0),
                 leader: RecordView::of(&leader),
                 owner_registered,
+                holder_registered,
                 register: wire::decode_register(register.as_deref()),
                 counter: wire::decode_u64(counter.as_deref()),
                 shadow: wire::decode_u64(shadow.as_deref()),

@@ -120,6 +120,16 @@ impl World {
         }
     }
 
+    /// Whether fenced work `pid` composed into a cycle's transaction has yet to commit (or be
+    /// dropped): one writer of the counter at a time per process, as its snapshot read needs.
+    pub(super) fn composed_work_pending(&self, pid: usize) -> bool {
+        self.pending.values().any(|p| {
+            p.actor == Actor::Proc(pid)
+                && p.entry.register.is_some()
+                && !matches!(p.kind, Kind::Work)
+        })
+    }
+
     /// The next sequence number of `pid`'s protected-register writes.
     pub(super) fn next_work_seq(&mut self, pid: usize) -> u64 {
         let Some(p) = self.procs.get_mut(pid) else {
@@ -132,10 +142,8 @@ impl World {
 
     /// An await point of the work loop: start a guarded task if the guard accepts work.
     fn work_check(&mut self, pid: usize) {
-        let shutting = self
-            .procs
-            .get(pid)
-            .is_none_or(|p| p.shutdown || p.composed_work);
+        let shutting =
+            self.procs.get(pid).is_none_or(|p| p.shutdown) || self.composed_work_pending(pid);
         let token = if self.plant == Some(Plant::ActWithoutLeaseCheck) {
             self.procs.get(pid).and_then(|p| p.cached_token)
         } else {
