@@ -315,6 +315,27 @@ impl Cycle {
     }
 }
 
+/// A cycle whose commit was confirmed and which was adopted
+/// ([`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle)): what it did, the record it
+/// left, and what the candidate believes now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CycleOutcome {
+    /// What the cycle did to the leader record.
+    pub action: Action,
+    /// The leader record as the cycle left it.
+    pub record: LeaderRecord,
+    /// What the candidate believes after adopting it.
+    pub result: ElectionResult,
+}
+
+impl CycleOutcome {
+    /// Whether the candidate leads after this cycle.
+    pub fn is_leader(&self) -> bool {
+        self.result.is_leader()
+    }
+}
+
 /// The result of an election cycle, once adopted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ElectionResult {

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use foundationdb_tuple::Subspace;
 
-use crate::candidate::{Candidate, Cycle, ElectionResult};
+use crate::candidate::{Candidate, Cycle, CycleOutcome};
 use crate::codec;
 use crate::config::ElectionConfig;
 use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode, ResignRejected};
@@ -627,7 +627,7 @@ impl LeaderElection {
         &self,
         db: &D,
         candidate: &Candidate,
-    ) -> Result<ElectionResult, ElectionError> {
+    ) -> Result<CycleOutcome, ElectionError> {
         let timeout = self.cached_config().map_or_else(
             || ElectionConfig::default().transaction_timeout(),
             |c| c.transaction_timeout(),
@@ -638,7 +638,13 @@ impl LeaderElection {
                 async move { election.run_election_cycle(&txn, &candidate).await }
             })
             .await?;
-        Ok(candidate.adopt(cycle))
+        let (action, record) = (cycle.action(), cycle.record().clone());
+        let result = candidate.adopt(cycle);
+        Ok(CycleOutcome {
+            action,
+            record,
+            result,
+        })
     }
 
     /// Acquires or renews leadership as [`run_election_cycle`](Self::run_election_cycle) does,

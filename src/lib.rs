@@ -37,9 +37,13 @@
 //! | owned by another (or a lapsed record of mine), or reserved for another | after a full lease of unchanged observation (staggered by rank), take over: ballot + 1 |
 //! | owned by a lower-priority leader, preemption on | write a handover request (observation unchanged) |
 //!
-//! Unknown commit results are safe: local state is adopted only from a confirmed commit
-//! ([`Candidate::adopt`]) or by finding the candidate's own attempt id in the record, dated
-//! from that attempt's start, so one logical claim never bumps the ballot twice.
+//! Belief comes only from committed facts: local state is adopted only from a confirmed commit
+//! ([`LeaderElection::run_cycle`], or [`Candidate::adopt`] after the commit) or by finding the
+//! candidate's own attempt id in a record read by a later transaction, dated from that
+//! attempt's start, so one logical claim never bumps the ballot twice. Reads inside the
+//! transaction that wrote the record never make anyone believe or start timing, queries
+//! never change local state, a shorter lease shortens the belief before its commit, and
+//! operators' overrides never let a second process believe (see the README's guarantees).
 //!
 //! # Cost
 //!
@@ -72,15 +76,9 @@
 //! })
 //! .await?;
 //!
-//! // One cycle per heartbeat. The result is adopted only after the commit.
-//! let cycle = db
-//!     .run(|txn, _| {
-//!         let (election, me) = (election.clone(), me.clone());
-//!         async move { election.run_election_cycle(&txn, &me).await }
-//!     })
-//!     .await?;
-//! let result = me.adopt(cycle);
-//! assert!(result.is_leader());
+//! // One cycle per heartbeat, in a transaction of its own; adopted only after the commit.
+//! let result = election.run_cycle(&db, &me).await?;
+//! assert!(result.is_leader() && me.believes_it_leads());
 //!
 //! // Leader-only work, fenced in the same transaction.
 //! let token = me.fencing_token().ok_or(ElectionError::NotInitialized)?;
@@ -97,6 +95,13 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # The manual flow
+//!
+//! Inside your own retry loop, run [`LeaderElection::run_election_cycle`] in the transaction,
+//! return the [`Cycle`] from it, and adopt it with [`Candidate::adopt`] only once the commit
+//! succeeded. Adopting inside the transaction, before the commit, makes two believers when a
+//! rival's commit wins: both hold the same ballot, and the fence admits both.
 //!
 //! # Features
 //!
@@ -152,7 +157,7 @@ mod core;
 mod election;
 mod fence;
 pub mod raw;
-pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};
+pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
 pub use core::{Action, ResignRejected};
 pub use election::{LeaderElection, OperatorOutcome, ResignOutcome};
 pub use fence::{FenceGate, is_stale};
