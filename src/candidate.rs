@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
 use crate::config::ElectionConfig;
+use crate::core::runner::{Belief, Ctx, CycleReport};
 use crate::core::{Action, Adoption, LocalState};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority};
@@ -356,6 +357,43 @@ impl ElectionResult {
         match self {
             ElectionResult::Leader(s) => Some(s),
             ElectionResult::Follower(s) => s.as_ref(),
+        }
+    }
+}
+
+/// What the runner machine needs of a candidate: its moment (constructors live here, beside
+/// the candidate they read, so the pure core never depends on this module).
+impl Ctx {
+    /// Now, for `candidate` (its clock and its belief), or for an observer (`None`, on
+    /// `clock`).
+    pub fn of(candidate: Option<&Candidate>, clock: &dyn Clock, work_in_flight: bool) -> Self {
+        Ctx {
+            now: clock.now(),
+            belief: candidate.and_then(|c| {
+                c.leadership().map(|l| Belief {
+                    ballot: l.ballot,
+                    valid_until: l.valid_until,
+                })
+            }),
+            work_in_flight,
+        }
+    }
+}
+
+impl CycleReport {
+    /// The report of `cycle`, whose commit was confirmed and which was adopted with the
+    /// result `adopted`.
+    pub fn new(cycle: &Cycle, adopted: &ElectionResult) -> Self {
+        CycleReport {
+            action: cycle.action(),
+            record: cycle.record().clone(),
+            config: cycle.config().clone(),
+            next_action_at: cycle.next_action_at(),
+            leading: match adopted {
+                ElectionResult::Leader(state) => Some(state.ballot),
+                ElectionResult::Follower(_) => None,
+            },
+            honoured: cycle.honoured.clone(),
         }
     }
 }

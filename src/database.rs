@@ -1,7 +1,7 @@
 //! [`ElectionDatabase`]: a database that runs a transaction with its own retry loop, bounded
 //! in time: the store layer beside [`ElectionTxn`]. [`MemDb`] implements it here, `SqliteDb`
 //! in its module, and (behind `fdb`) `Arc<foundationdb::Database>` below. The
-//! [runner](crate::runner) and [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle)
+//! tokio runner and `LeaderElection::run_cycle`
 //! drive elections through it.
 
 use std::fmt;
@@ -12,7 +12,7 @@ use crate::error::ElectionError;
 use crate::memdb::{MemDb, MemTransaction, RetryClassify, RunOptions};
 use crate::txn::{ElectionTxn, TxnError, TxnErrorKind};
 
-/// A database the [runner](crate::runner) and
+/// A database the tokio runner and
 /// [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle) can drive: it runs a
 /// closure in a transaction, commits it, and retries conflicts the way the database's own
 /// retry loop does, all within a time bound.

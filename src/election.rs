@@ -594,7 +594,7 @@ impl LeaderElection {
     /// bounded by the configuration's
     /// [`transaction_timeout`](ElectionConfig::transaction_timeout) (the last configuration
     /// this handle read; the default one before any). Call it once per heartbeat, or use the
-    /// [runner](crate::runner), which also keeps a guard and wakes on watches.
+    /// tokio runner, which also keeps a guard and wakes on watches.
     ///
     /// ```
     /// use fdb_leader_election::{Candidate, CandidateId, LeaderElection, MemDb, Priority};
@@ -884,7 +884,7 @@ impl LeaderElection {
     /// lapse is judged from the observation the observer's cycles made, with the same rule a
     /// follower uses to take over. A candidate that does not run cycles therefore never sees
     /// a lapse here; a process that only watches the election uses the runner's observer
-    /// mode ([`Runner::observer`](crate::Runner::observer)), which times its own reads.
+    /// mode (`Runner::observer`), which times its own reads.
     ///
     /// # Errors
     ///
