@@ -341,17 +341,20 @@ fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision
     }
     if let Some(Party::Candidate(req)) = rec.handover.as_ref() {
         match honourable_request(input, req) {
-            Ok(Some(reserve)) => return step_down(st, input, Some(reserve), Action::HandedOver),
+            Ok(Some(reserve)) => {
+                return step_down(st, input, Some(reserve), Action::HandedOver)
+                    .map(|d| honouring(d, rec.handover.clone()));
+            }
             Ok(None) => {}
             Err(need) => return Ok(Decision::Need(need)),
         }
     }
-    let action = match rec.handover {
-        Some(Party::Operator(_)) => Action::HandedOver,
-        _ => Action::Resigned,
+    let (action, honoured) = match rec.handover {
+        Some(Party::Operator(_)) => (Action::HandedOver, rec.handover.clone()),
+        _ => (Action::Resigned, None),
     };
     match best_live_reservation(st, input) {
-        Ok(reserve) => step_down(st, input, reserve, action),
+        Ok(reserve) => step_down(st, input, reserve, action).map(|d| honouring(d, honoured)),
         Err(need) => Ok(Decision::Need(need)),
     }
 }
