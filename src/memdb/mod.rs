@@ -13,18 +13,16 @@
 //! - watches;
 //! - fault injection ([`FaultInjector`], [`ScriptedFaults`]): latency, forced conflicts,
 //!   unknown commit results that did or did not apply, unavailability;
-//! - exact I/O counters ([`MemDbStats`], [`MemTxnStats`]);
+//! - exact I/O counters ([`StoreStats`], [`TxnStats`]);
 //! - FoundationDB's retry loop ([`MemDb::run`]).
 //!
 //! It keeps old versions only as long as a live transaction may read them, so memory stays
 //! bounded by the data plus the commits of the last five seconds.
 
-pub(crate) mod errors;
 mod faults;
 mod run;
-mod stats;
-mod store;
 mod transaction;
+mod versions;
 mod watch;
 
 #[cfg(test)]
@@ -33,31 +31,19 @@ mod tests;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::Duration;
 
+pub use crate::store::buffer::MAX_TRANSACTION_AGE;
+pub use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions};
+pub use crate::store::stats::{MemDbStats, MemTxnStats, StoreStats, TxnStats};
 pub use faults::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
     ReadTarget, ScriptedFaults, WrittenKeys,
 };
-pub use run::{MaybeCommitted, RetryClassify, RunOptions};
-pub use stats::{MemDbStats, MemTxnStats};
 pub use transaction::MemTransaction;
 
-#[cfg(feature = "sqlite")]
-pub(crate) use run::retry_loop;
-#[cfg(feature = "sqlite")]
-pub(crate) use stats::bump;
-#[cfg(feature = "sqlite")]
-pub(crate) use store::{ReadConflicts, buffer_write, overlay_range};
-
 use crate::clock::{Clock, SystemClock};
-pub(crate) use stats::Counters;
-use store::Store;
-
-/// How long a transaction may use its read version: reads and commits fail with
-/// `transaction_too_old` (1007) once the database clock shows this much time since the read
-/// version was taken. FoundationDB's limit.
-pub const MAX_TRANSACTION_AGE: Duration = Duration::from_secs(5);
+use crate::store::stats::{self, Counters};
+use versions::Versions;
 
 /// An in-memory database with FoundationDB's transaction semantics.
 ///
@@ -91,7 +77,7 @@ pub struct MemDb {
 /// The state shared by a database's handles and its transactions.
 struct Shared {
     clock: Arc<dyn Clock>,
-    store: Mutex<Store>,
+    store: Mutex<Versions>,
     counters: Counters,
     faults: RwLock<Option<Arc<dyn FaultInjector>>>,
     watches_enabled: AtomicBool,
@@ -102,7 +88,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn store(&self) -> MutexGuard<'_, Store> {
+    fn store(&self) -> MutexGuard<'_, Versions> {
         // Nothing panics while holding the lock; if something did, the store is still
         // consistent (every mutation completes before the lock is released).
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
@@ -141,7 +127,7 @@ impl MemDb {
         MemDb {
             shared: Arc::new(Shared {
                 clock,
-                store: Mutex::new(Store::default()),
+                store: Mutex::new(Versions::default()),
                 counters: Counters::default(),
                 faults: RwLock::new(None),
                 watches_enabled: AtomicBool::new(true),
@@ -203,7 +189,7 @@ impl MemDb {
     }
 
     /// The cumulative counters.
-    pub fn stats(&self) -> MemDbStats {
+    pub fn stats(&self) -> StoreStats {
         self.shared.counters.snapshot()
     }
 

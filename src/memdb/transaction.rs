@@ -1,6 +1,5 @@
 //! [`MemTransaction`]: one optimistic, serializable transaction over a [`MemDb`].
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -8,11 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::faults::{
     CommitContext, CommitDecision, CommitFault, ReadContext, ReadTarget, WrittenKeys,
 };
-use super::stats::{MemTxnStats, bump};
-use super::store::{Deferred, ReadConflicts, Store, buffer_write, overlay_range};
-use super::watch::PendingWatch;
-use super::{MAX_TRANSACTION_AGE, MemDb, Shared, errors};
-use crate::clock::LocalInstant;
+use super::versions::{Deferred, Versions};
+use super::watch::MemWatch;
+use super::{MemDb, Shared};
+use crate::store::buffer::{CommitParts, ReadVersion, TxnBuffer};
+use crate::store::errors;
+use crate::store::stats::{TxnStats, bump};
 use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 /// A transaction on a [`MemDb`], with FoundationDB's semantics.
@@ -29,8 +29,9 @@ use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch}
 ///   unless a transaction that committed after this one's read version wrote a key in the
 ///   read-conflict set: then it fails with a retryable conflict (code 1020). A transaction
 ///   that writes nothing commits without conflict checks.
-/// - **Age.** Once the database clock shows [`MAX_TRANSACTION_AGE`] (5 s) since the read version
-///   was taken, reads, watches and the commit fail with `transaction_too_old` (code 1007).
+/// - **Age.** Once the database clock shows [`MAX_TRANSACTION_AGE`](super::MAX_TRANSACTION_AGE)
+///   (5 s) since the read version was taken, reads, watches and the commit fail with
+///   `transaction_too_old` (code 1007).
 /// - **Limits.** Keys are at most 10,000 bytes and below `\xff`; values at most 100,000 bytes;
 ///   the writes at most 10,000,000 bytes. Bad reads fail at once; bad writes fail the commit.
 ///
@@ -45,78 +46,31 @@ pub struct MemTransaction {
 struct TxnInner {
     db: Arc<Shared>,
     id: u64,
-    state: Mutex<TxnState>,
+    state: Mutex<TxnBuffer<MemWatch>>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Phase {
-    #[default]
-    Open,
-    Committing,
-    Done,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct ReadVersion {
-    version: u64,
-    taken_at: LocalInstant,
-}
-
-#[derive(Debug, Default)]
-struct TxnState {
-    phase: Phase,
-    read_version: Option<ReadVersion>,
-    /// Sets (`Some`) and clears (`None`), by key.
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    conflicts: ReadConflicts,
-    watches: Vec<PendingWatch>,
-    /// The first invalid write, reported by the commit.
-    deferred: Option<TxnError>,
-    /// Bytes of keys and values written.
-    size: usize,
-    stats: MemTxnStats,
-}
-
-impl TxnState {
-    fn ensure_open(&self) -> Result<(), TxnError> {
-        match self.phase {
-            Phase::Open => Ok(()),
-            Phase::Committing | Phase::Done => Err(errors::used_during_commit()),
+/// Takes the read version into `slot` if this is the transaction's first operation, and
+/// checks the transaction's age. Commits in flight land just after a read version is taken
+/// (so this transaction does not see them). `store` must be locked by the caller.
+fn read_version(
+    slot: &mut Option<ReadVersion>,
+    store: &mut Versions,
+    db: &Shared,
+) -> Result<u64, TxnError> {
+    let now = db.clock.now();
+    let rv = match *slot {
+        Some(rv) => rv,
+        None => {
+            let rv = ReadVersion {
+                version: store.version(),
+                taken_at: now,
+            };
+            *slot = Some(rv);
+            bump(&db.counters.watches_fired, store.land_deferred(now));
+            rv
         }
-    }
-
-    /// Takes the read version if this is the first operation, and checks the transaction's
-    /// age. Commits in flight land just after a read version is taken (so this transaction
-    /// does not see them). `store` must be locked by the caller.
-    fn read_version(&mut self, store: &mut Store, db: &Shared) -> Result<u64, TxnError> {
-        let now = db.clock.now();
-        let rv = match self.read_version {
-            Some(rv) => rv,
-            None => {
-                let rv = ReadVersion {
-                    version: store.version(),
-                    taken_at: now,
-                };
-                self.read_version = Some(rv);
-                bump(&db.counters.watches_fired, store.land_deferred(now));
-                rv
-            }
-        };
-        if now.saturating_duration_since(rv.taken_at) >= MAX_TRANSACTION_AGE {
-            return Err(errors::too_old());
-        }
-        Ok(rv.version)
-    }
-
-    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
-        buffer_write(
-            &mut self.writes,
-            &mut self.size,
-            &mut self.deferred,
-            key,
-            value,
-        );
-    }
+    };
+    rv.check(now)
 }
 
 impl MemTransaction {
@@ -125,7 +79,7 @@ impl MemTransaction {
             inner: Arc::new(TxnInner {
                 db,
                 id,
-                state: Mutex::new(TxnState::default()),
+                state: Mutex::new(TxnBuffer::default()),
             }),
         }
     }
@@ -141,8 +95,8 @@ impl MemTransaction {
     }
 
     /// The I/O this transaction issued so far.
-    pub fn stats(&self) -> MemTxnStats {
-        self.state().stats
+    pub fn stats(&self) -> TxnStats {
+        self.state().stats()
     }
 
     /// The database this transaction belongs to.
@@ -184,34 +138,26 @@ impl MemTransaction {
 
     async fn commit_inner(&self) -> Result<(), TxnError> {
         let db = &self.inner.db;
-        let decision = {
-            let mut guard = self.state();
-            let state = &mut *guard;
-            state.ensure_open()?;
-            state.phase = Phase::Committing;
-            if let Some(error) = state.deferred.take() {
-                state.phase = Phase::Done;
-                for w in state.watches.drain(..) {
-                    w.fail(errors::copy_for_watch(&error));
-                }
-                return Err(error);
-            }
+        let (mut parts, decision) = {
+            let mut state = self.state();
+            let parts = state.begin_commit()?;
             let commit_seq = db.next_commit_seq();
-            match db.injector() {
+            let decision = match db.injector() {
                 Some(injector) => injector.on_commit(&CommitContext {
                     txn_id: self.inner.id,
                     commit_seq,
-                    read_only: state.writes.is_empty(),
-                    written_keys: WrittenKeys(&state.writes),
+                    read_only: parts.is_read_only(),
+                    written_keys: WrittenKeys(&parts.writes),
                 }),
                 None => CommitDecision::proceed(),
-            }
+            };
+            (parts, decision)
         };
         if !decision.latency.is_zero() {
             tokio::time::sleep(decision.latency).await;
         }
         let result = match decision.fault {
-            None => self.apply(true),
+            None => self.apply(&mut parts, true),
             Some(CommitFault::Conflict) => Err(errors::conflict()),
             Some(CommitFault::Unavailable) => Err(errors::unavailable()),
             Some(CommitFault::UnknownNotApplied) => {
@@ -220,66 +166,61 @@ impl MemTransaction {
             }
             Some(CommitFault::UnknownApplied) => {
                 // Whatever the commit itself decided, its reply is lost.
-                let _ = self.apply(false);
+                let _ = self.apply(&mut parts, false);
                 bump(&db.counters.unknown_results, 1);
                 Err(errors::commit_unknown())
             }
             Some(CommitFault::UnknownAppliedLater) => {
-                self.defer();
+                self.defer(&mut parts);
                 bump(&db.counters.unknown_results, 1);
                 Err(errors::commit_unknown())
             }
         };
-        let mut state = self.state();
-        state.phase = Phase::Done;
         if let Err(e) = &result {
-            for w in state.watches.drain(..) {
-                w.fail(errors::copy_for_watch(e));
-            }
+            parts.fail_watches(e);
         }
+        let mut state = self.state();
+        state.read_version = parts.read_version;
+        state.end_commit();
         result
     }
 
     /// Hands the commit to the store, to land later (its watches are never armed).
-    fn defer(&self) {
+    fn defer(&self, parts: &mut CommitParts<MemWatch>) {
         let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
         let mut store = db.store();
-        let Ok(read_version) = state.read_version(&mut store, db) else {
+        let Ok(read_version) = read_version(&mut parts.read_version, &mut store, db) else {
             return; // too old: it would never land
         };
-        let Some(taken_at) = state.read_version.map(|rv| rv.taken_at) else {
+        let Some(taken_at) = parts.read_version.map(|rv| rv.taken_at) else {
             return;
         };
-        if state.writes.is_empty() {
+        if parts.is_read_only() {
             return;
         }
         store.defer(Deferred {
             read_version,
             taken_at,
-            writes: std::mem::take(&mut state.writes),
-            conflicts: std::mem::take(&mut state.conflicts),
+            writes: std::mem::take(&mut parts.writes),
+            conflicts: std::mem::take(&mut parts.conflicts),
         });
     }
 
     /// The commit proper: age check, conflict check, apply, and (if `arm`) arm the watches.
-    fn apply(&self, arm: bool) -> Result<(), TxnError> {
+    fn apply(&self, parts: &mut CommitParts<MemWatch>, arm: bool) -> Result<(), TxnError> {
         let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
+        let rv = read_version(&mut parts.read_version, &mut store, db)?;
         let now = db.clock.now();
         let mut fired: u64 = 0;
-        if !state.writes.is_empty() {
-            if store.conflicts(rv, &state.conflicts) {
+        if !parts.is_read_only() {
+            if store.conflicts(rv, &parts.conflicts) {
                 return Err(errors::conflict());
             }
-            fired = store.apply(&state.writes, now)?;
+            fired = store.apply(&parts.writes, now)?;
         }
         if arm {
-            for w in state.watches.drain(..) {
+            for w in parts.watches.drain(..) {
                 if store.arm_watch(w) {
                     fired = fired.saturating_add(1);
                 }
@@ -290,7 +231,7 @@ impl MemTransaction {
         Ok(())
     }
 
-    fn state(&self) -> MutexGuard<'_, TxnState> {
+    fn state(&self) -> MutexGuard<'_, TxnBuffer<MemWatch>> {
         // Nothing panics while holding the lock; if something did, the state is still usable.
         self.inner
             .state
@@ -329,20 +270,10 @@ impl MemTransaction {
         let state = &mut *guard;
         state.ensure_open()?;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
-        let value = match state.writes.get(key) {
-            Some(own) => own.clone(),
-            None => {
-                if mode == ReadMode::Serializable {
-                    state.conflicts.add_key(key);
-                }
-                store.get_at(key, rv).map(<[u8]>::to_vec)
-            }
-        };
-        drop(store);
-        state.stats.point_reads = state.stats.point_reads.saturating_add(1);
-        bump(&db.counters.point_reads, 1);
-        Ok(value)
+        let rv = read_version(&mut state.read_version, &mut store, db)?;
+        state.point_read(&db.counters, key, mode, || {
+            Ok(store.get_at(key, rv).map(<[u8]>::to_vec))
+        })
     }
 
     async fn get_range_inner(
@@ -359,27 +290,10 @@ impl MemTransaction {
         let state = &mut *guard;
         state.ensure_open()?;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
-        let result = if begin < end {
-            let committed = store.range_at(begin, end, rv);
-            drop(store);
-            overlay_range(
-                committed,
-                &state.writes,
-                &mut state.conflicts,
-                begin,
-                end,
-                mode,
-            )
-        } else {
-            Vec::new()
-        };
-        let returned = u64::try_from(result.len()).unwrap_or(u64::MAX);
-        state.stats.range_reads = state.stats.range_reads.saturating_add(1);
-        state.stats.range_keys_read = state.stats.range_keys_read.saturating_add(returned);
-        bump(&db.counters.range_reads, 1);
-        bump(&db.counters.range_keys_read, returned);
-        Ok(result)
+        let rv = read_version(&mut state.read_version, &mut store, db)?;
+        state.range_read(&db.counters, begin, end, mode, || {
+            Ok(store.range_at(begin, end, rv))
+        })
     }
 }
 
@@ -402,31 +316,21 @@ impl ElectionTxn for MemTransaction {
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
-        bump(&self.inner.db.counters.sets, 1);
-        let mut state = self.state();
-        state.stats.sets = state.stats.sets.saturating_add(1);
-        if state.phase == Phase::Open {
-            state.write(key, Some(value));
-        }
+        self.state()
+            .write(&self.inner.db.counters, key, Some(value));
     }
 
     fn clear(&self, key: &[u8]) {
-        bump(&self.inner.db.counters.clears, 1);
-        let mut state = self.state();
-        state.stats.clears = state.stats.clears.saturating_add(1);
-        if state.phase == Phase::Open {
-            state.write(key, None);
-        }
+        self.state().write(&self.inner.db.counters, key, None);
     }
 
     fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError> {
-        errors::check_key(key)?;
-        let mut state = self.state();
-        state.ensure_open()?;
-        state.conflicts.add_key(key);
-        state.stats.read_conflict_keys = state.stats.read_conflict_keys.saturating_add(1);
-        bump(&self.inner.db.counters.read_conflict_keys, 1);
-        Ok(())
+        self.state()
+            .add_read_conflict_key(&self.inner.db.counters, key)
+    }
+
+    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        std::future::ready(Ok(MemTransaction::read_version(self)))
     }
 
     /// Watches `key`, as FoundationDB does: the key is read (serializably, so the commit
@@ -437,10 +341,6 @@ impl ElectionTxn for MemTransaction {
     ///
     /// The watch fails with the commit's error if the commit fails, and with
     /// `transaction_cancelled` (1025) if the transaction is dropped without committing.
-    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
-        std::future::ready(Ok(MemTransaction::read_version(self)))
-    }
-
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
         errors::check_key(key)?;
         let db = &self.inner.db;
@@ -451,32 +351,26 @@ impl ElectionTxn for MemTransaction {
         let state = &mut *guard;
         state.ensure_open()?;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
-        let value = match state.writes.get(key) {
-            Some(own) => own.clone(),
-            None => {
-                state.conflicts.add_key(key);
-                store.get_at(key, rv).map(<[u8]>::to_vec)
-            }
-        };
-        drop(store);
-        let (pending, watch) = PendingWatch::new(key.to_vec(), value);
-        state.watches.push(pending);
-        state.stats.watches_created = state.stats.watches_created.saturating_add(1);
-        bump(&db.counters.watches_created, 1);
-        Ok(watch)
+        let rv = read_version(&mut state.read_version, &mut store, db)?;
+        state.watch(
+            &db.counters,
+            key,
+            || Ok(store.get_at(key, rv).map(<[u8]>::to_vec)),
+            |_key, _seen| MemWatch::new(),
+        )
     }
 }
 
 impl fmt::Debug for MemTransaction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.state();
+        let (writes, watches) = state.pending();
         f.debug_struct("MemTransaction")
             .field("id", &self.inner.id)
             .field("read_version", &state.read_version.map(|rv| rv.version))
-            .field("phase", &state.phase)
-            .field("writes", &state.writes.len())
-            .field("watches", &state.watches.len())
+            .field("phase", &state.phase())
+            .field("writes", &writes)
+            .field("watches", &watches)
             .finish()
     }
 }
@@ -484,6 +378,6 @@ impl fmt::Debug for MemTransaction {
 #[cfg(test)]
 impl MemTransaction {
     pub(super) fn has_read_conflicts(&self) -> bool {
-        !self.state().conflicts.is_empty()
+        self.state().has_read_conflicts()
     }
 }

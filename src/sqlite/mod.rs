@@ -67,7 +67,7 @@
 //!
 //! # With the runner
 //!
-//! `SqliteDb` implements [`ElectionDatabase`](crate::runner::ElectionDatabase): pass a handle
+//! `SqliteDb` implements [`ElectionDatabase`]: pass a handle
 //! to [`Runner::builder`](crate::Runner::builder) in each process, opened on the same file.
 //! Keep [`busy_timeout`](SqliteOptions::busy_timeout) in mind: the runner bounds each
 //! transaction by the election's `transaction_timeout` (1 s by default), so a commit that
@@ -105,7 +105,6 @@
 //! ```
 
 mod error;
-mod runner;
 mod schema;
 mod transaction;
 mod watch;
@@ -124,8 +123,11 @@ pub use schema::SCHEMA_VERSION;
 pub use transaction::SqliteTransaction;
 
 use crate::clock::{Clock, SystemClock};
-use crate::memdb::{Counters, MaybeCommitted, MemDbStats, RetryClassify, RunOptions, retry_loop};
-use crate::txn::TxnError;
+use crate::error::ElectionError;
+use crate::store::database::{ElectionDatabase, transact_with};
+use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions, retry_loop};
+use crate::store::stats::{Counters, StoreStats};
+use crate::store::txn::TxnError;
 
 /// The default [`SqliteOptions::busy_timeout`]: 5 s.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -423,7 +425,7 @@ impl SqliteDb {
     /// The cumulative counters of this handle and its clones (not of other handles or
     /// processes on the same file). `unknown_results` counts nothing here; `watches_fired`
     /// counts watches whose poll saw the change.
-    pub fn stats(&self) -> MemDbStats {
+    pub fn stats(&self) -> StoreStats {
         self.shared.counters.snapshot()
     }
 
@@ -485,6 +487,37 @@ pub struct DebugWriteLock {
 impl Drop for DebugWriteLock {
     fn drop(&mut self) {
         let _ = self.conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// Runs the runner's transactions through [`SqliteDb::run_with`]'s loop: conflicts and
+/// `transaction_too_old` are retried inside, everything else is returned to the runner, and a
+/// tokio timeout bounds the whole call. A commit cut off by the timeout while it waits for
+/// SQLite's write lock may still apply (within the busy timeout); the runner treats it as
+/// maybe committed, as it must.
+impl ElectionDatabase for SqliteDb {
+    type Txn = SqliteTransaction;
+
+    fn transact<F, Fut, T>(
+        &self,
+        timeout: Duration,
+        body: F,
+    ) -> impl Future<Output = Result<T, ElectionError>> + Send
+    where
+        F: Fn(Self::Txn) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, ElectionError>> + Send,
+        T: Send,
+    {
+        let db = self.clone();
+        async move {
+            transact_with(
+                timeout,
+                || db.create_transaction(),
+                SqliteTransaction::commit,
+                body,
+            )
+            .await
+        }
     }
 }
 

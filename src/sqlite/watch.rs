@@ -12,17 +12,18 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::Shared;
-use crate::memdb::bump;
-use crate::memdb::errors;
-use crate::txn::{TxnError, Watch};
+use crate::store::errors;
+use crate::store::stats::bump;
+use crate::store::txn::{TxnError, Watch};
+use crate::store::watch::WatchHandle;
 
-/// A watch whose transaction has not committed yet.
+/// The SQLite store's handle on a watch whose transaction has not committed yet.
 #[derive(Debug)]
-pub(super) struct PendingWatch {
+pub(super) struct SqlWatch {
     reply: oneshot::Sender<Result<(), TxnError>>,
 }
 
-impl PendingWatch {
+impl SqlWatch {
     /// A pending watch on `key`, which the transaction saw holding `value`, and the future that
     /// reports it.
     pub(super) fn new(db: &Arc<Shared>, key: Vec<u8>, value: Option<Vec<u8>>) -> (Self, Watch) {
@@ -36,7 +37,7 @@ impl PendingWatch {
                 Err(_) => Err(errors::dropped_before_commit()),
             }
         });
-        (PendingWatch { reply }, future)
+        (SqlWatch { reply }, future)
     }
 
     /// The transaction committed: start polling.
@@ -44,9 +45,10 @@ impl PendingWatch {
         // The receiver may be gone: the caller dropped the watch, which cancels it.
         let _ = self.reply.send(Ok(()));
     }
+}
 
-    /// The transaction failed to commit: the watch fails with `error`.
-    pub(super) fn fail(self, error: TxnError) {
+impl WatchHandle for SqlWatch {
+    fn fail(self, error: TxnError) {
         let _ = self.reply.send(Err(error));
     }
 }

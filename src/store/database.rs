@@ -1,25 +1,25 @@
 //! [`ElectionDatabase`]: a database that runs a transaction with its own retry loop, bounded
-//! in time: the store layer beside [`ElectionTxn`]. [`MemDb`] implements it here, `SqliteDb`
-//! in its module, and (behind `fdb`) `Arc<foundationdb::Database>` below. The
-//! [runner](crate::runner) and [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle)
-//! drive elections through it.
+//! in time, beside [`ElectionTxn`]. [`MemDb`](crate::MemDb) and `SqliteDb` implement it in
+//! their modules through [`transact_with`], the attempt/timeout wrapper they share; (behind
+//! `fdb`) `Arc<foundationdb::Database>` below. The [runner](crate::runner) and
+//! [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle) drive elections through it.
 
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
 use crate::error::ElectionError;
-use crate::memdb::{MemDb, MemTransaction, RetryClassify, RunOptions};
-use crate::txn::{ElectionTxn, TxnError, TxnErrorKind};
+use crate::store::retry::{RetryClassify, RunOptions, retry_loop};
+use crate::store::txn::{ElectionTxn, TxnError, TxnErrorKind};
 
 /// A database the [runner](crate::runner) and
 /// [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle) can drive: it runs a
 /// closure in a transaction, commits it, and retries conflicts the way the database's own
 /// retry loop does, all within a time bound.
 ///
-/// Implemented for [`MemDb`], for `SqliteDb` (feature `sqlite`) and, with the `fdb` feature,
-/// for `Arc<foundationdb::Database>`. Implement it to drive the runner over another
-/// [`ElectionTxn`] implementation.
+/// Implemented for [`MemDb`](crate::MemDb), for `SqliteDb` (feature `sqlite`) and, with the
+/// `fdb` feature, for `Arc<foundationdb::Database>`. Implement it to drive the runner over
+/// another [`ElectionTxn`] implementation.
 ///
 /// # Contract
 ///
@@ -67,10 +67,10 @@ impl TransactionTimedOut {
     }
 }
 
-/// An attempt's error, retried by [`MemDb::run_with`] only when it is a conflict or
+/// An attempt's error, retried by the store's loop only when it is a conflict or
 /// `transaction_too_old` (as FoundationDB's `on_error` would at once); every other error is
 /// returned to the runner, which backs off.
-pub(crate) struct Attempt(pub(crate) ElectionError);
+struct Attempt(ElectionError);
 
 impl fmt::Debug for Attempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -97,40 +97,33 @@ impl RetryClassify for Attempt {
     }
 }
 
-impl ElectionDatabase for MemDb {
-    type Txn = MemTransaction;
-
-    fn transact<F, Fut, T>(
-        &self,
-        timeout: Duration,
-        body: F,
-    ) -> impl Future<Output = Result<T, ElectionError>> + Send
-    where
-        F: Fn(Self::Txn) -> Fut + Send + Sync,
-        Fut: Future<Output = Result<T, ElectionError>> + Send,
-        T: Send,
-    {
-        let db = self.clone();
-        async move {
-            bounded(
-                timeout,
-                db.run_with(RunOptions::default(), |txn, _maybe_committed| {
-                    let attempt = body(txn);
-                    async move { attempt.await.map_err(Attempt) }
-                }),
-            )
-            .await
-        }
-    }
-}
-
-/// Bounds a retry loop of [`Attempt`]s by `timeout`: a call that runs out of time is reported
-/// as maybe committed ([`TransactionTimedOut`]).
-pub(crate) async fn bounded<T>(
+/// [`ElectionDatabase::transact`] for a store with FoundationDB's retry loop (MemDb, SQLite):
+/// runs `body` through [`retry_loop`] over `begin` and `commit`, retrying conflicts and
+/// `transaction_too_old` only, and bounds the whole call by `timeout`.
+pub(crate) async fn transact_with<Tx, B, C, CFut, F, Fut, T>(
     timeout: Duration,
-    run: impl Future<Output = Result<T, Attempt>>,
-) -> Result<T, ElectionError> {
-    match tokio::time::timeout(timeout, run).await {
+    begin: B,
+    commit: C,
+    body: F,
+) -> Result<T, ElectionError>
+where
+    Tx: Clone,
+    B: FnMut() -> Tx,
+    C: FnMut(Tx) -> CFut,
+    CFut: Future<Output = Result<(), TxnError>>,
+    F: Fn(Tx) -> Fut,
+    Fut: Future<Output = Result<T, ElectionError>>,
+{
+    let attempts = retry_loop(
+        RunOptions::default(),
+        begin,
+        commit,
+        |txn, _maybe_committed| {
+            let attempt = body(txn);
+            async move { attempt.await.map_err(Attempt) }
+        },
+    );
+    match tokio::time::timeout(timeout, attempts).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(Attempt(e))) => Err(e),
         Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),

@@ -1,9 +1,10 @@
-//! I/O and outcome counters.
+//! I/O and outcome counters, shared by MemDb and the SQLite store.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Cumulative counts of what a [`MemDb`](super::MemDb) did, since it was created or since
-/// [`MemDb::reset_stats`](super::MemDb::reset_stats).
+/// Cumulative counts of what a store did: a [`MemDb`](crate::MemDb) since it was created or
+/// since [`MemDb::reset_stats`](crate::MemDb::reset_stats); a `SqliteDb` handle (and its
+/// clones) likewise, counting only its own transactions.
 ///
 /// Reads are counted when they are served (a read that fails, for example with an injected
 /// unavailability or `transaction_too_old`, is not counted); writes and conflict keys are
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// [`since`](Self::since) gives the counts between two snapshots.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub struct MemDbStats {
+pub struct StoreStats {
     /// Point reads served (`get`), snapshot or serializable.
     pub point_reads: u64,
     /// Range reads served (`get_range`).
@@ -39,11 +40,11 @@ pub struct MemDbStats {
     pub watches_fired: u64,
 }
 
-impl MemDbStats {
+impl StoreStats {
     /// The counts accumulated between `earlier` and `self` (saturating at zero, should
     /// `earlier` have been taken after a reset).
-    pub fn since(&self, earlier: &MemDbStats) -> MemDbStats {
-        MemDbStats {
+    pub fn since(&self, earlier: &StoreStats) -> StoreStats {
+        StoreStats {
             point_reads: self.point_reads.saturating_sub(earlier.point_reads),
             range_reads: self.range_reads.saturating_sub(earlier.range_reads),
             range_keys_read: self.range_keys_read.saturating_sub(earlier.range_keys_read),
@@ -66,11 +67,11 @@ impl MemDbStats {
     }
 }
 
-/// The I/O counts of one [`MemTransaction`](super::MemTransaction), counted as in
-/// [`MemDbStats`].
+/// The I/O counts of one transaction (a [`MemTransaction`](crate::MemTransaction) or a
+/// `SqliteTransaction`), counted as in [`StoreStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub struct MemTxnStats {
+pub struct TxnStats {
     /// Point reads served.
     pub point_reads: u64,
     /// Range reads served.
@@ -110,9 +111,9 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
 }
 
 impl Counters {
-    pub(crate) fn snapshot(&self) -> MemDbStats {
+    pub(crate) fn snapshot(&self) -> StoreStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        MemDbStats {
+        StoreStats {
             point_reads: get(&self.point_reads),
             range_reads: get(&self.range_reads),
             range_keys_read: get(&self.range_keys_read),
@@ -147,3 +148,9 @@ impl Counters {
         }
     }
 }
+
+/// The former name of [`StoreStats`], from when only MemDb counted.
+pub type MemDbStats = StoreStats;
+
+/// The former name of [`TxnStats`], from when only MemDb counted.
+pub type MemTxnStats = TxnStats;

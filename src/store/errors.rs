@@ -1,7 +1,7 @@
-//! The errors MemDb (and the SQLite store) report, with FoundationDB's numeric codes, and the
-//! key and value limits.
+//! The errors MemDb and the SQLite store report, with FoundationDB's numeric codes, and
+//! FoundationDB's key, value and transaction size limits.
 
-use crate::txn::{TxnError, TxnErrorKind};
+use crate::store::txn::{TxnError, TxnErrorKind};
 
 /// FoundationDB's largest key, in bytes.
 pub(crate) const KEY_SIZE_LIMIT: usize = 10_000;
