@@ -111,6 +111,7 @@
 mod clock;
 mod config;
 mod error;
+mod id_rules;
 mod ids;
 pub mod memdb;
 pub mod runner;
