@@ -24,7 +24,8 @@ use fdb_leader_election::memdb::{
     ScriptedFaults,
 };
 use fdb_leader_election::{
-    ElectionError, ElectionTxn, KeyValue, ManualClock, ReadMode, TokioClock, TxnError, TxnErrorKind,
+    ElectionDatabase, ElectionError, ElectionTxn, KeyValue, ManualClock, ReadMode, TokioClock,
+    TxnError, TxnErrorKind,
 };
 
 struct MemBackend {
@@ -333,6 +334,120 @@ async fn run_retries_faults_and_reports_maybe_committed() {
     let stats = db.stats();
     assert_eq!(stats.unknown_results, 2);
     assert_eq!(stats.conflicts, 1);
+}
+
+/// Injected FoundationDB codes are classified as the FoundationDB adapter classifies them:
+/// the retry loop retries them (after a back-off unless they are conflicts or too old), and
+/// tells later attempts when one may have committed.
+#[tokio::test(start_paused = true)]
+async fn injected_fdb_codes_classify_and_retry_like_foundationdb() {
+    let db = MemDb::with_clock(Arc::new(TokioClock::new()));
+    let faults = ScriptedFaults::new();
+    db.set_fault_injector(Arc::new(faults.clone()));
+
+    // Reads: unavailable (1009, 1037, throttled), too old, a timeout outside a commit.
+    for (code, kind) in [
+        (1009, TxnErrorKind::Unavailable),
+        (1037, TxnErrorKind::Unavailable),
+        (1213, TxnErrorKind::Unavailable),
+        (1007, TxnErrorKind::TooOld),
+        (1031, TxnErrorKind::Unavailable),
+    ] {
+        faults.push_read_error(code);
+        let e = db
+            .create_transaction()
+            .get(b"k", ReadMode::Snapshot)
+            .await
+            .unwrap_err();
+        assert_kind(&e, kind, Some(code));
+        assert!(e.is_retryable() && !e.is_maybe_committed(), "{code}");
+    }
+
+    // Commits: a timeout may have committed; throttling and lagging servers did not.
+    for (fault, kind, applied) in [
+        (CommitFault::Error(1009), TxnErrorKind::Unavailable, false),
+        (CommitFault::Error(1037), TxnErrorKind::Unavailable, false),
+        (CommitFault::Error(1235), TxnErrorKind::Unavailable, false),
+        (CommitFault::Error(1031), TxnErrorKind::CommitUnknown, false),
+        (
+            CommitFault::ErrorAfterApplying(1031),
+            TxnErrorKind::CommitUnknown,
+            true,
+        ),
+        (
+            CommitFault::ErrorAfterApplying(1004),
+            TxnErrorKind::CommitUnknown,
+            true,
+        ),
+        // FoundationDB never applies a commit it reports as not committed.
+        (
+            CommitFault::ErrorAfterApplying(1037),
+            TxnErrorKind::Unavailable,
+            false,
+        ),
+    ] {
+        faults.push_commit_fault(fault);
+        let before = db.committed_version();
+        let t = db.create_transaction();
+        t.set(b"k", b"v");
+        let e = t.commit().await.unwrap_err();
+        assert_eq!(e.kind(), kind, "{fault:?}");
+        assert_eq!(
+            e.is_maybe_committed(),
+            kind == TxnErrorKind::CommitUnknown,
+            "{fault:?}"
+        );
+        assert_eq!(db.committed_version() > before, applied, "{fault:?}");
+    }
+    assert_eq!(db.stats().unknown_results, 3);
+
+    // The retry loop: a throttled commit and a lagging read are retried after a back-off, a
+    // timed-out commit makes the next attempt maybe-committed.
+    faults.push_read_error(1037);
+    faults.push_commit_fault(CommitFault::Error(1213));
+    faults.push_commit_fault(CommitFault::ErrorAfterApplying(1031));
+    let start = tokio::time::Instant::now();
+    let mut seen = Vec::new();
+    db.run(|txn, maybe| {
+        seen.push(maybe.is_maybe_committed());
+        async move {
+            txn.get(b"k", ReadMode::Serializable).await?;
+            txn.set(b"n", b"1");
+            Ok::<_, TxnError>(())
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, vec![false, false, false, true]);
+    // 10 + 20 + 40 ms of back-off: none of these is retried at once.
+    assert_eq!(start.elapsed(), Duration::from_millis(70));
+
+    // ElectionDatabase::transact retries none of them: each comes back to the caller.
+    for (fault, kind) in [
+        (CommitFault::Error(1009), TxnErrorKind::Unavailable),
+        (
+            CommitFault::ErrorAfterApplying(1031),
+            TxnErrorKind::CommitUnknown,
+        ),
+    ] {
+        faults.push_commit_fault(fault);
+        let attempts = AtomicU64::new(0);
+        let e = db
+            .transact(Duration::from_secs(1), |txn| {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    txn.set(b"t", b"x");
+                    Ok(())
+                }
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, ElectionError::Database(t) if t.kind() == kind),
+            "{fault:?}: {e:?}"
+        );
+        assert_eq!(attempts.load(Ordering::SeqCst), 1, "{fault:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

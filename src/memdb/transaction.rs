@@ -12,6 +12,7 @@ use super::watch::MemWatch;
 use super::{MemDb, Shared};
 use crate::store::buffer::{CommitParts, ReadVersion, TxnBuffer};
 use crate::store::errors;
+use crate::store::fdb_codes::{self, Phase};
 use crate::store::stats::{TxnStats, bump};
 use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
@@ -175,6 +176,22 @@ impl MemTransaction {
                 bump(&db.counters.unknown_results, 1);
                 Err(errors::commit_unknown())
             }
+            Some(CommitFault::Error(code)) => {
+                let error = fdb_codes::injected(code, Phase::Commit);
+                if error.is_maybe_committed() {
+                    bump(&db.counters.unknown_results, 1);
+                }
+                Err(error)
+            }
+            Some(CommitFault::ErrorAfterApplying(code)) => {
+                let error = fdb_codes::injected(code, Phase::Commit);
+                if error.is_maybe_committed() {
+                    // Whatever the commit itself decided, its reply is this error.
+                    let _ = self.apply(&mut parts, false);
+                    bump(&db.counters.unknown_results, 1);
+                }
+                Err(error)
+            }
         };
         if let Err(e) = &result {
             parts.fail_watches(e);
@@ -259,7 +276,10 @@ impl MemTransaction {
         if decision.unavailable {
             return Err(errors::unavailable());
         }
-        Ok(())
+        match decision.error {
+            Some(code) => Err(fdb_codes::injected(code, Phase::Operation)),
+            None => Ok(()),
+        }
     }
 
     async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {

@@ -1,7 +1,7 @@
 //! [`ElectionDatabase`]: a database that runs a transaction with its own retry loop, bounded
 //! in time, beside [`ElectionTxn`]. [`MemDb`](crate::MemDb) and `SqliteDb` implement it in
 //! their modules through [`transact_with`], the attempt/timeout wrapper they share; (behind
-//! `fdb`) `Arc<foundationdb::Database>` below. The [runner](crate::runner) and
+//! `fdb`) `Arc<foundationdb::Database>` in the adapter, with a loop of its own. The [runner](crate::runner) and
 //! [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle) drive elections through it.
 
 use std::fmt;
@@ -87,14 +87,18 @@ impl From<TxnError> for Attempt {
 impl RetryClassify for Attempt {
     fn txn_error(&self) -> Option<&TxnError> {
         match &self.0 {
-            ElectionError::Database(e)
-                if matches!(e.kind(), TxnErrorKind::Conflict | TxnErrorKind::TooOld) =>
-            {
-                Some(e)
-            }
+            ElectionError::Database(e) if retried_in_transact(e.kind()) => Some(e),
             _ => None,
         }
     }
+}
+
+/// Whether [`ElectionDatabase::transact`] retries an error of `kind` itself, in every store:
+/// conflicts and `transaction_too_old`, which are known not to have committed and which
+/// FoundationDB's `on_error` retries at once. Everything else (unknown results, timeouts,
+/// unavailability, throttling, fatal errors) is returned to the caller, who backs off.
+pub(crate) fn retried_in_transact(kind: TxnErrorKind) -> bool {
+    matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld)
 }
 
 /// [`ElectionDatabase::transact`] for a store with FoundationDB's retry loop (MemDb, SQLite):
@@ -127,57 +131,5 @@ where
         Ok(Ok(value)) => Ok(value),
         Ok(Err(Attempt(e))) => Err(e),
         Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
-    }
-}
-
-#[cfg(feature = "fdb")]
-mod fdb {
-    use std::future::Future;
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use foundationdb::options::TransactionOption;
-    use foundationdb::{Database, FdbBindingError, RetryableTransaction};
-
-    use super::{ElectionDatabase, TransactionTimedOut};
-    use crate::error::ElectionError;
-
-    /// FoundationDB through `Database::run`: conflicts and other errors FoundationDB retries
-    /// are retried by its loop; each call sets the transaction's `Timeout` option to the
-    /// runner's bound (so FoundationDB cancels a stuck attempt itself), and a tokio timeout
-    /// bounds the whole call as well.
-    impl ElectionDatabase for Arc<Database> {
-        type Txn = RetryableTransaction;
-
-        fn transact<F, Fut, T>(
-            &self,
-            timeout: Duration,
-            body: F,
-        ) -> impl Future<Output = Result<T, ElectionError>> + Send
-        where
-            F: Fn(Self::Txn) -> Fut + Send + Sync,
-            Fut: Future<Output = Result<T, ElectionError>> + Send,
-            T: Send,
-        {
-            let db = Arc::clone(self);
-            let millis = i32::try_from(timeout.as_millis())
-                .unwrap_or(i32::MAX)
-                .max(1);
-            async move {
-                let run = db.run(|trx, _maybe_committed| {
-                    let option = trx.set_option(TransactionOption::Timeout(millis));
-                    let attempt = body(trx);
-                    async move {
-                        option?;
-                        attempt.await.map_err(FdbBindingError::from)
-                    }
-                });
-                match tokio::time::timeout(timeout, run).await {
-                    Ok(Ok(value)) => Ok(value),
-                    Ok(Err(e)) => Err(crate::fdb::election_error(e)),
-                    Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
-                }
-            }
-        }
     }
 }

@@ -25,6 +25,7 @@
 pub(crate) mod buffer;
 pub(crate) mod database;
 pub(crate) mod errors;
+pub(crate) mod fdb_codes;
 pub(crate) mod retry;
 pub(crate) mod stats;
 pub(crate) mod txn;

@@ -32,7 +32,8 @@ pub struct StoreStats {
     pub commits_succeeded: u64,
     /// Commits that failed with a conflict, detected or injected.
     pub conflicts: u64,
-    /// Commits that failed with an injected unknown result (applied or not).
+    /// Commits that failed with an injected error that may have committed (an unknown result
+    /// or a timeout during the commit; applied or not).
     pub unknown_results: u64,
     /// Watches created (`watch` calls that succeeded).
     pub watches_created: u64,
