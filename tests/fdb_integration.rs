@@ -26,6 +26,7 @@ use std::error::Error;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use common::conformance::{self, Backend};
 use common::scenarios::{self, Backend as ScenarioBackend};
@@ -34,6 +35,7 @@ use fdb_leader_election::{
     Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
     LeaderElection, LeaderRecord, ReadMode, ResignOutcome, TxnError, TxnErrorKind,
 };
+use foundationdb::options::DatabaseOption;
 use foundationdb::{Database, FdbBindingError, FdbError, Transaction};
 use foundationdb_tuple::Subspace;
 use rand::{Rng, SeedableRng};
@@ -105,6 +107,18 @@ impl Backend for FdbBackend {
     fn fresh_prefix(&self) -> Vec<u8> {
         let n = self.next_prefix.fetch_add(1, Ordering::Relaxed);
         [self.run_root.as_slice(), format!("{n:06}/").as_bytes()].concat()
+    }
+
+    /// Real time: the cluster's versions advance about a million per second.
+    async fn age(&self, by: Duration) {
+        tokio::time::sleep(by).await;
+    }
+
+    fn set_watch_limit(&self, limit: usize) -> bool {
+        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+        self.db
+            .set_option(DatabaseOption::MaxWatches(limit))
+            .is_ok()
     }
 }
 

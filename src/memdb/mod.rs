@@ -9,10 +9,14 @@
 //! - optimistic, serializable commits that fail with a retryable conflict (1020) when a key in
 //!   the read-conflict set changed after the read version;
 //! - `transaction_too_old` (1007) once a transaction is [`MAX_TRANSACTION_AGE`] old, measured
-//!   by the database's injected [`Clock`];
-//! - watches;
+//!   by the database's injected [`Clock`] (a transaction that writes nothing commits anyway:
+//!   FoundationDB never sends it to the cluster);
+//! - watches, with FoundationDB's limit on outstanding watches;
+//! - FoundationDB's key, value and transaction size limits, the transaction's size counted
+//!   with its conflict ranges;
 //! - fault injection ([`FaultInjector`], [`ScriptedFaults`]): latency, forced conflicts,
-//!   unknown commit results that did or did not apply, unavailability;
+//!   unknown commit results that did or did not apply (or land later), unavailability, and
+//!   any FoundationDB error code (classified as the FoundationDB adapter classifies it);
 //! - exact I/O counters ([`StoreStats`], [`TxnStats`]);
 //! - FoundationDB's retry loop ([`MemDb::run`]).
 //!
@@ -35,6 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 pub use crate::store::buffer::MAX_TRANSACTION_AGE;
 pub use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions};
 pub use crate::store::stats::{MemDbStats, MemTxnStats, StoreStats, TxnStats};
+pub use crate::store::watch::DEFAULT_MAX_WATCHES;
 pub use faults::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
     ReadTarget, ScriptedFaults, WrittenKeys,
@@ -43,6 +48,7 @@ pub use transaction::MemTransaction;
 
 use crate::clock::{Clock, SystemClock};
 use crate::store::stats::{self, Counters};
+use crate::store::watch::WatchLimit;
 use versions::Versions;
 
 /// An in-memory database with FoundationDB's transaction semantics.
@@ -81,6 +87,7 @@ struct Shared {
     counters: Counters,
     faults: RwLock<Option<Arc<dyn FaultInjector>>>,
     watches_enabled: AtomicBool,
+    watch_limit: WatchLimit,
     /// The next transaction id, read version sequence number and commit sequence number.
     next_txn_id: AtomicU64,
     next_read_seq: AtomicU64,
@@ -131,6 +138,7 @@ impl MemDb {
                 counters: Counters::default(),
                 faults: RwLock::new(None),
                 watches_enabled: AtomicBool::new(true),
+                watch_limit: WatchLimit::default(),
                 next_txn_id: AtomicU64::new(1),
                 next_read_seq: AtomicU64::new(1),
                 next_commit_seq: AtomicU64::new(1),
@@ -159,6 +167,25 @@ impl MemDb {
     /// Whether watches are enabled (the default).
     pub fn watches_enabled(&self) -> bool {
         self.shared.watches_enabled()
+    }
+
+    /// Sets the limit on outstanding watches (default [`DEFAULT_MAX_WATCHES`], 10,000, as
+    /// FoundationDB's `DatabaseOption::MaxWatches`). A watch is outstanding from its creation
+    /// until its future resolves or is dropped; one created at the limit fails through its
+    /// future with `too_many_watches` (1032, not retryable), while its transaction commits.
+    /// Watches already outstanding are unaffected.
+    pub fn set_max_watches(&self, max: usize) {
+        self.shared.watch_limit.set_max(max);
+    }
+
+    /// The limit on outstanding watches.
+    pub fn max_watches(&self) -> usize {
+        self.shared.watch_limit.max()
+    }
+
+    /// How many watches are outstanding: created, and neither resolved nor dropped.
+    pub fn outstanding_watches(&self) -> usize {
+        self.shared.watch_limit.outstanding()
     }
 
     /// Installs `injector`, consulted by every later read and commit (replacing any previous

@@ -26,15 +26,28 @@ use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch}
 ///   cleared (their value does not depend on the database, as in FoundationDB);
 ///   [`add_read_conflict_key`](ElectionTxn::add_read_conflict_key) and
 ///   [`watch`](ElectionTxn::watch) add the key too. Snapshot reads add nothing.
+/// - **Conflict keys on own writes.** `add_read_conflict_key` on a key this transaction has
+///   already set or cleared adds nothing, as in FoundationDB (conflict ranges cover only keys
+///   whose value does not come from the transaction's own writes): add it before writing.
 /// - **Commit.** [`commit`](Self::commit) applies every write atomically at a new version,
 ///   unless a transaction that committed after this one's read version wrote a key in the
 ///   read-conflict set: then it fails with a retryable conflict (code 1020). A transaction
-///   that writes nothing commits without conflict checks.
+///   that writes nothing is never sent to FoundationDB's cluster: its commit succeeds without
+///   conflict or age checks.
 /// - **Age.** Once the database clock shows [`MAX_TRANSACTION_AGE`](super::MAX_TRANSACTION_AGE)
-///   (5 s) since the read version was taken, reads, watches and the commit fail with
+///   (5 s) since the read version was taken, reads, watches and a writing commit fail with
 ///   `transaction_too_old` (code 1007).
-/// - **Limits.** Keys are at most 10,000 bytes and below `\xff`; values at most 100,000 bytes;
-///   the writes at most 10,000,000 bytes. Bad reads fail at once; bad writes fail the commit.
+/// - **Watches** fire once their key's committed value differs from the value the transaction
+///   saw, and at once if the same transaction then writes the key with another value (as
+///   FoundationDB's do). Beyond the database's [limit](MemDb::set_max_watches) on
+///   outstanding watches (10,000 by default), a watch fails through its future with
+///   `too_many_watches` (1032) while its transaction commits.
+/// - **Limits.** Keys are at most 10,000 bytes and below `\xff`; values at most 100,000 bytes.
+///   Reading a longer key returns absent (no such key can exist); writing one fails the
+///   commit. A writing transaction may be at most 10,000,000 bytes, counted as FoundationDB
+///   counts it: mutations plus write and read conflict ranges (about `3 × key + value` per
+///   set), so `transaction_too_large` (2101) comes before the written bytes alone reach the
+///   limit. Bad reads fail at once; bad writes fail the commit.
 ///
 /// The handle is a cheap `Clone` (clones are the same transaction), so it can be moved into
 /// `async move` blocks. Once the commit has begun, reads and watches fail with
@@ -119,7 +132,8 @@ impl MemTransaction {
     /// - [`TxnErrorKind::Conflict`] (1020): a key this transaction read serializably was
     ///   written by a transaction that committed after this one's read version (or an injected
     ///   conflict). Nothing was applied.
-    /// - [`TxnErrorKind::TooOld`] (1007): 5 s or more passed since the read version was taken.
+    /// - [`TxnErrorKind::TooOld`] (1007): the transaction writes, and 5 s or more passed since
+    ///   the read version was taken.
     /// - [`TxnErrorKind::CommitUnknown`] (1021), [`TxnErrorKind::Unavailable`]: injected.
     /// - [`TxnErrorKind::Fatal`]: an invalid write (2101, 2102, 2103, 2004), or the commit was
     ///   already started through a clone (2017).
@@ -223,18 +237,19 @@ impl MemTransaction {
         });
     }
 
-    /// The commit proper: age check, conflict check, apply, and (if `arm`) arm the watches.
+    /// The commit proper: age check, conflict check, apply, and (if `arm`) arm the watches. A
+    /// transaction that writes nothing is never sent to FoundationDB's cluster, so it is
+    /// neither checked for conflicts nor too old: it only arms its watches.
     fn apply(&self, parts: &mut CommitParts<MemWatch>, arm: bool) -> Result<(), TxnError> {
         let db = &self.inner.db;
         let mut store = db.store();
-        let rv = read_version(&mut parts.read_version, &mut store, db)?;
-        let now = db.clock.now();
         let mut fired: u64 = 0;
         if !parts.is_read_only() {
+            let rv = read_version(&mut parts.read_version, &mut store, db)?;
             if store.conflicts(rv, &parts.conflicts) {
                 return Err(errors::conflict());
             }
-            fired = store.apply(&parts.writes, now)?;
+            fired = store.apply(&parts.writes, db.clock.now())?;
         }
         if arm {
             for w in parts.watches.drain(..) {
@@ -283,7 +298,7 @@ impl MemTransaction {
     }
 
     async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        errors::check_key(key)?;
+        errors::check_read_key(key)?;
         self.read_fault(ReadTarget::Key(key), mode).await?;
         let db = &self.inner.db;
         let mut guard = self.state();
@@ -374,6 +389,7 @@ impl ElectionTxn for MemTransaction {
         let rv = read_version(&mut state.read_version, &mut store, db)?;
         state.watch(
             &db.counters,
+            &db.watch_limit,
             key,
             || Ok(store.get_at(key, rv).map(<[u8]>::to_vec)),
             |_key, _seen| MemWatch::new(),

@@ -41,6 +41,10 @@ impl MemWatch {
 }
 
 impl WatchHandle for MemWatch {
+    fn fire(self) -> bool {
+        self.reply.send(Ok(())).is_ok()
+    }
+
     fn fail(self, error: TxnError) {
         // The receiver may be gone: the caller dropped the watch, which cancels it.
         let _ = self.reply.send(Err(error));

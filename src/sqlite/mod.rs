@@ -128,6 +128,7 @@ use crate::store::database::{ElectionDatabase, transact_with};
 use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions, retry_loop};
 use crate::store::stats::{Counters, StoreStats};
 use crate::store::txn::TxnError;
+use crate::store::watch::WatchLimit;
 
 /// The default [`SqliteOptions::busy_timeout`]: 5 s.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -270,6 +271,7 @@ struct Shared {
     /// only with other connections' commits). Opened at the first poll.
     watch_conn: Mutex<Option<Connection>>,
     counters: Counters,
+    watch_limit: WatchLimit,
     next_txn_id: AtomicU64,
 }
 
@@ -358,6 +360,7 @@ impl SqliteDb {
                 pool: Mutex::new(vec![conn]),
                 watch_conn: Mutex::new(None),
                 counters: Counters::default(),
+                watch_limit: WatchLimit::default(),
                 next_txn_id: AtomicU64::new(1),
             }),
         })
@@ -432,6 +435,24 @@ impl SqliteDb {
     /// Sets every counter of this handle to zero.
     pub fn reset_stats(&self) {
         self.shared.counters.reset();
+    }
+
+    /// Sets this handle's limit on outstanding watches (default
+    /// [`DEFAULT_MAX_WATCHES`](crate::memdb::DEFAULT_MAX_WATCHES), 10,000), as
+    /// [`MemDb::set_max_watches`](crate::MemDb::set_max_watches) does for MemDb: a watch
+    /// created at the limit fails through its future with `too_many_watches` (1032).
+    pub fn set_max_watches(&self, max: usize) {
+        self.shared.watch_limit.set_max(max);
+    }
+
+    /// This handle's limit on outstanding watches.
+    pub fn max_watches(&self) -> usize {
+        self.shared.watch_limit.max()
+    }
+
+    /// How many of this handle's watches are outstanding.
+    pub fn outstanding_watches(&self) -> usize {
+        self.shared.watch_limit.outstanding()
     }
 
     /// The database file.

@@ -37,20 +37,25 @@ const SCAN_VERSIONS: u64 = 256;
 /// - **Conflicts.** A [`ReadMode::Serializable`] read adds the key (or the range) to the
 ///   read-conflict set, except for keys this transaction had already written;
 ///   [`add_read_conflict_key`](ElectionTxn::add_read_conflict_key) and
-///   [`watch`](ElectionTxn::watch) add the key too. Snapshot reads add nothing.
+///   [`watch`](ElectionTxn::watch) add the key too (again, unless already written). Snapshot
+///   reads add nothing.
 /// - **Commit.** [`commit`](Self::commit) takes SQLite's write lock (`BEGIN IMMEDIATE`,
 ///   waiting up to the busy timeout), checks the store's log of written keys for a write
 ///   after this transaction's read version inside its read-conflict set (then it fails with a
 ///   retryable conflict, code 1020, applying nothing), and otherwise applies every write at
 ///   the next version and logs the written keys. A transaction that writes nothing commits
-///   without taking the lock.
+///   without taking the lock, and is never too old.
 /// - **Age.** Once the store's clock shows
 ///   [`MAX_TRANSACTION_AGE`](crate::memdb::MAX_TRANSACTION_AGE) (5 s) since the read version
-///   was taken, reads, watches and the commit fail with `transaction_too_old` (1007). So does a
+///   was taken, reads, watches and a writing commit fail with `transaction_too_old` (1007). So does a
 ///   commit whose read version the log no longer covers
 ///   ([`log_retention`](super::SqliteOptions::log_retention)).
-/// - **Limits.** FoundationDB's, as in MemDb: keys at most 10,000 bytes and below `\xff`,
-///   values at most 100,000 bytes, writes at most 10,000,000 bytes.
+/// - **Limits.** FoundationDB's, as in MemDb: keys at most 10,000 bytes and below `\xff` (a
+///   longer key reads as absent), values at most 100,000 bytes, a writing transaction at most
+///   10,000,000 bytes counted with its conflict ranges.
+/// - **Watches** fire at once when their own transaction writes the key with another value;
+///   beyond the handle's [limit](SqliteDb::set_max_watches) they fail through their future
+///   with `too_many_watches` (1032).
 ///
 /// The handle is a cheap `Clone` (clones are the same transaction). Once the commit has
 /// begun, reads and watches fail with `used_during_commit` (2017) and writes are discarded.
@@ -188,9 +193,12 @@ impl SqliteTransaction {
             let mut guard = self.state();
             let state = &mut *guard;
             let begun = state.buffer.begin_commit().and_then(|mut parts| {
-                let too_old = parts
-                    .read_version
-                    .is_some_and(|rv| rv.is_too_old(db.options.clock.now()));
+                // A transaction that writes nothing is never too old (FoundationDB never sends
+                // it to the cluster).
+                let too_old = !parts.is_read_only()
+                    && parts
+                        .read_version
+                        .is_some_and(|rv| rv.is_too_old(db.options.clock.now()));
                 if too_old {
                     let error = errors::too_old();
                     parts.fail_watches(&error);
@@ -274,7 +282,7 @@ impl SqliteTransaction {
     }
 
     async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        errors::check_key(key)?;
+        errors::check_read_key(key)?;
         let db = &self.inner.db;
         let mut guard = self.state();
         let state = &mut *guard;
@@ -368,6 +376,7 @@ impl ElectionTxn for SqliteTransaction {
         let conn = state.conn.as_ref();
         state.buffer.watch(
             &db.counters,
+            &db.watch_limit,
             key,
             || read_value(snapshot(conn)?, key),
             |key, seen| SqlWatch::new(db, key.to_vec(), seen.map(<[u8]>::to_vec)),

@@ -17,10 +17,19 @@ use crate::store::stats::bump;
 use crate::store::txn::{TxnError, Watch};
 use crate::store::watch::WatchHandle;
 
+/// What becomes of a pending watch.
+#[derive(Debug)]
+enum Signal {
+    /// Its transaction committed: poll the file.
+    Armed,
+    /// Its own transaction changed the key: it has fired.
+    Fired,
+}
+
 /// The SQLite store's handle on a watch whose transaction has not committed yet.
 #[derive(Debug)]
 pub(super) struct SqlWatch {
-    reply: oneshot::Sender<Result<(), TxnError>>,
+    reply: oneshot::Sender<Result<Signal, TxnError>>,
 }
 
 impl SqlWatch {
@@ -31,7 +40,8 @@ impl SqlWatch {
         let db = Arc::downgrade(db);
         let future: Watch = Box::pin(async move {
             match armed.await {
-                Ok(Ok(())) => poll(db, key, value).await,
+                Ok(Ok(Signal::Armed)) => poll(db, key, value).await,
+                Ok(Ok(Signal::Fired)) => Ok(()),
                 Ok(Err(e)) => Err(e),
                 // The transaction was dropped without committing.
                 Err(_) => Err(errors::dropped_before_commit()),
@@ -43,11 +53,15 @@ impl SqlWatch {
     /// The transaction committed: start polling.
     pub(super) fn arm(self) {
         // The receiver may be gone: the caller dropped the watch, which cancels it.
-        let _ = self.reply.send(Ok(()));
+        let _ = self.reply.send(Ok(Signal::Armed));
     }
 }
 
 impl WatchHandle for SqlWatch {
+    fn fire(self) -> bool {
+        self.reply.send(Ok(Signal::Fired)).is_ok()
+    }
+
     fn fail(self, error: TxnError) {
         let _ = self.reply.send(Err(error));
     }

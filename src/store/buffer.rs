@@ -13,7 +13,7 @@ use crate::clock::LocalInstant;
 use crate::store::errors;
 use crate::store::stats::{Counters, TxnStats, bump};
 use crate::store::txn::{KeyValue, ReadMode, TxnError, Watch};
-use crate::store::watch::{PendingWatch, WatchHandle};
+use crate::store::watch::{PendingWatch, WatchHandle, WatchLimit};
 
 /// How long a transaction may use its read version: reads and write commits fail with
 /// `transaction_too_old` (1007) once the store's clock shows this much time since the read
@@ -157,8 +157,6 @@ pub(crate) struct TxnBuffer<W> {
     watches: Vec<PendingWatch<W>>,
     /// The first invalid write, reported by the commit.
     deferred: Option<TxnError>,
-    /// Bytes of keys and values written.
-    size: usize,
     stats: TxnStats,
 }
 
@@ -171,7 +169,6 @@ impl<W> Default for TxnBuffer<W> {
             conflicts: ReadConflicts::default(),
             watches: Vec::new(),
             deferred: None,
-            size: 0,
             stats: TxnStats::default(),
         }
     }
@@ -207,9 +204,11 @@ impl<W: WatchHandle> TxnBuffer<W> {
     }
 
     /// Buffers one write (`None` clears), counted whether or not it is accepted. After the
-    /// commit has begun the write is discarded. An invalid key or value, or a transaction
-    /// grown past FoundationDB's size limit, is reported by the commit (as FoundationDB
-    /// reports invalid writes there).
+    /// commit has begun the write is discarded. An invalid key or value is reported by the
+    /// commit (as FoundationDB reports invalid writes there).
+    ///
+    /// A pending watch of this transaction on `key` that saw another value fires at once, as
+    /// FoundationDB's does: the transaction itself changed the key.
     pub(crate) fn write(&mut self, counters: &Counters, key: &[u8], value: Option<&[u8]>) {
         match value {
             Some(_) => {
@@ -232,19 +231,39 @@ impl<W: WatchHandle> TxnBuffer<W> {
             self.deferred.get_or_insert(e);
             return;
         }
-        self.size = self
-            .size
-            .saturating_add(key.len())
-            .saturating_add(value.map_or(0, <[u8]>::len));
-        if self.size > errors::TRANSACTION_SIZE_LIMIT {
-            let size = self.size;
-            self.deferred
-                .get_or_insert_with(|| errors::transaction_too_large(size));
-        }
         self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
+        self.fire_watches_changed_by_own_write(counters, key, value);
     }
 
-    /// Adds `key` to the read-conflict set.
+    fn fire_watches_changed_by_own_write(
+        &mut self,
+        counters: &Counters,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) {
+        if !self
+            .watches
+            .iter()
+            .any(|w| w.key == key && w.seen.as_deref() != value)
+        {
+            return;
+        }
+        let mut fired: u64 = 0;
+        for w in std::mem::take(&mut self.watches) {
+            if w.key == key && w.seen.as_deref() != value {
+                if w.handle.fire() {
+                    fired = fired.saturating_add(1);
+                }
+            } else {
+                self.watches.push(w);
+            }
+        }
+        bump(&counters.watches_fired, fired);
+    }
+
+    /// Adds `key` to the read-conflict set, unless this transaction already set or cleared
+    /// it: like FoundationDB, which adds conflict ranges only over keys whose value does not
+    /// come from the transaction's own writes. Counted either way.
     pub(crate) fn add_read_conflict_key(
         &mut self,
         counters: &Counters,
@@ -252,15 +271,18 @@ impl<W: WatchHandle> TxnBuffer<W> {
     ) -> Result<(), TxnError> {
         errors::check_key(key)?;
         self.ensure_open()?;
-        self.conflicts.add_key(key);
+        if !self.writes.contains_key(key) {
+            self.conflicts.add_key(key);
+        }
         self.stats.read_conflict_keys = self.stats.read_conflict_keys.saturating_add(1);
         bump(&counters.read_conflict_keys, 1);
         Ok(())
     }
 
     /// A point read: the transaction's own write of `key` if there is one; otherwise
-    /// `committed()`, adding `key` to the read-conflict set for a serializable read. Counted
-    /// when served.
+    /// `committed()`, adding `key` to the read-conflict set for a serializable read. A key
+    /// longer than FoundationDB's limit cannot exist: it reads as absent, with no conflict.
+    /// Counted when served.
     pub(crate) fn point_read(
         &mut self,
         counters: &Counters,
@@ -269,6 +291,7 @@ impl<W: WatchHandle> TxnBuffer<W> {
         committed: impl FnOnce() -> Result<Option<Vec<u8>>, TxnError>,
     ) -> Result<Option<Vec<u8>>, TxnError> {
         let value = match self.writes.get(key) {
+            _ if key.len() > errors::KEY_SIZE_LIMIT => None,
             Some(own) => own.clone(),
             None => {
                 let value = committed()?;
@@ -317,10 +340,13 @@ impl<W: WatchHandle> TxnBuffer<W> {
 
     /// Creates a watch on `key`, as FoundationDB does: the key is read (its own write, or
     /// `committed()` with a read conflict) and the watch remembers the value seen. `make`
-    /// builds the store's handle and the future from the key and that value.
+    /// builds the store's handle and the future from the key and that value. Beyond the
+    /// database's `limit` on outstanding watches, the watch fails through its future with
+    /// `too_many_watches` (1032) and is never armed; the transaction is unaffected.
     pub(crate) fn watch(
         &mut self,
         counters: &Counters,
+        limit: &WatchLimit,
         key: &[u8],
         committed: impl FnOnce() -> Result<Option<Vec<u8>>, TxnError>,
         make: impl FnOnce(&[u8], Option<&[u8]>) -> (W, Watch),
@@ -333,24 +359,34 @@ impl<W: WatchHandle> TxnBuffer<W> {
                 value
             }
         };
+        self.stats.watches_created = self.stats.watches_created.saturating_add(1);
+        bump(&counters.watches_created, 1);
+        let Some(slot) = limit.acquire() else {
+            bump(&counters.watches_refused, 1);
+            return Ok(limit.refused());
+        };
         let (handle, watch) = make(key, seen.as_deref());
         self.watches.push(PendingWatch {
             key: key.to_vec(),
             seen,
             handle,
         });
-        self.stats.watches_created = self.stats.watches_created.saturating_add(1);
-        bump(&counters.watches_created, 1);
-        Ok(watch)
+        Ok(slot.hold(watch))
     }
 
     /// Begins the commit: from now on reads fail and writes are discarded. Returns what the
-    /// commit needs, or the first invalid write (the commit then ends at once, failing the
-    /// pending watches with it).
+    /// commit needs, or the first invalid write, or `transaction_too_large` (2101) for a
+    /// writing transaction over FoundationDB's limit by [`commit_size`] (the commit then ends
+    /// at once, failing the pending watches with it).
     pub(crate) fn begin_commit(&mut self) -> Result<CommitParts<W>, TxnError> {
         self.ensure_open()?;
         self.phase = Phase::Committing;
-        if let Some(error) = self.deferred.take() {
+        let error = self.deferred.take().or_else(|| {
+            let size = commit_size(&self.writes, &self.conflicts);
+            (!self.writes.is_empty() && size > errors::TRANSACTION_SIZE_LIMIT)
+                .then(|| errors::transaction_too_large(size))
+        });
+        if let Some(error) = error {
             self.phase = Phase::Done;
             fail_all(&mut self.watches, &error);
             return Err(error);
@@ -367,6 +403,49 @@ impl<W: WatchHandle> TxnBuffer<W> {
     pub(crate) fn end_commit(&mut self) {
         self.phase = Phase::Done;
     }
+}
+
+/// What FoundationDB charges per mutation and per conflict range besides its keys and values:
+/// at least the size of a `MutationRef` (40 bytes) and of a `KeyRangeRef` (32 bytes) in its
+/// client.
+const MUTATION_OVERHEAD: usize = 40;
+const RANGE_OVERHEAD: usize = 32;
+
+/// A writing transaction's size as FoundationDB measures it at commit against its 10,000,000
+/// byte limit (`Transaction::getSize`): its mutations plus its write and read conflict
+/// ranges. A set of `k` to `v` costs about `3k + v` (the mutation, and the write conflict
+/// range `[k, k\x00)`), a clear of one key about `4k`, a read conflict on a key about `2k`, on
+/// a range its two bounds. FoundationDB merges overlapping conflict ranges, so it may count a
+/// little less.
+pub(crate) fn commit_size(writes: &Writes, conflicts: &ReadConflicts) -> usize {
+    let single_key_range = |k: &[u8]| {
+        k.len()
+            .saturating_mul(2)
+            .saturating_add(1)
+            .saturating_add(RANGE_OVERHEAD)
+    };
+    let mutations = writes.iter().fold(0_usize, |total, (k, v)| {
+        let mutation = match v {
+            Some(v) => k.len().saturating_add(v.len()),
+            // A clear of one key is the clear of the range [k, k\x00).
+            None => k.len().saturating_mul(2).saturating_add(1),
+        };
+        total
+            .saturating_add(mutation)
+            .saturating_add(MUTATION_OVERHEAD)
+            .saturating_add(single_key_range(k))
+    });
+    let reads = conflicts
+        .points
+        .iter()
+        .map(|k| single_key_range(k))
+        .chain(conflicts.ranges.iter().map(|(b, e)| {
+            b.len()
+                .saturating_add(e.len())
+                .saturating_add(RANGE_OVERHEAD)
+        }))
+        .fold(0_usize, usize::saturating_add);
+    mutations.saturating_add(reads)
 }
 
 /// Merges a committed range read of `[begin, end)` with the transaction's own writes in that

@@ -35,9 +35,13 @@ pub struct StoreStats {
     /// Commits that failed with an injected error that may have committed (an unknown result
     /// or a timeout during the commit; applied or not).
     pub unknown_results: u64,
-    /// Watches created (`watch` calls that succeeded).
+    /// Watches created (`watch` calls that succeeded), refused ones included.
     pub watches_created: u64,
-    /// Watches that fired because their key's value changed.
+    /// Watches refused at the database's limit on outstanding watches: their future failed
+    /// with `too_many_watches` (1032).
+    pub watches_refused: u64,
+    /// Watches that fired because their key's value changed (by a later commit, or by their
+    /// own transaction).
     pub watches_fired: u64,
 }
 
@@ -63,6 +67,7 @@ impl StoreStats {
             conflicts: self.conflicts.saturating_sub(earlier.conflicts),
             unknown_results: self.unknown_results.saturating_sub(earlier.unknown_results),
             watches_created: self.watches_created.saturating_sub(earlier.watches_created),
+            watches_refused: self.watches_refused.saturating_sub(earlier.watches_refused),
             watches_fired: self.watches_fired.saturating_sub(earlier.watches_fired),
         }
     }
@@ -103,6 +108,7 @@ pub(crate) struct Counters {
     pub(crate) conflicts: AtomicU64,
     pub(crate) unknown_results: AtomicU64,
     pub(crate) watches_created: AtomicU64,
+    pub(crate) watches_refused: AtomicU64,
     pub(crate) watches_fired: AtomicU64,
 }
 
@@ -126,6 +132,7 @@ impl Counters {
             conflicts: get(&self.conflicts),
             unknown_results: get(&self.unknown_results),
             watches_created: get(&self.watches_created),
+            watches_refused: get(&self.watches_refused),
             watches_fired: get(&self.watches_fired),
         }
     }
@@ -143,6 +150,7 @@ impl Counters {
             &self.conflicts,
             &self.unknown_results,
             &self.watches_created,
+            &self.watches_refused,
             &self.watches_fired,
         ] {
             c.store(0, Ordering::Relaxed);
