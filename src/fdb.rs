@@ -139,7 +139,7 @@
 //! - is bounded by one timer, the caller's tokio timeout. The adapter does not set
 //!   FoundationDB's `Timeout` transaction option, so the two never race; a call that runs
 //!   out of time is reported as maybe committed
-//!   ([`TransactionTimedOut`](crate::TransactionTimedOut)), and dropping it destroys the
+//!   ([`TransactionTimedOut`]), and dropping it destroys the
 //!   transaction, which cancels its outstanding reads. A database-wide
 //!   `DatabaseOption::TransactionTimeout` you set yourself still applies, classified as in
 //!   the table.
