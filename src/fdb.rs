@@ -377,8 +377,8 @@ fn fdb_error_or_fatal(err: FdbBindingError) -> ElectionError {
     }
 }
 
-/// The runner's transactions on FoundationDB (see [the module docs](self#the-runners-transactions)):
-/// a loop of `create_trx`, the body, `commit` and `on_error` that retries only conflicts and
+/// The runner's transactions on FoundationDB (see
+/// [the module docs](self#the-runners-transactions)): a loop of `create_trx`, the body, `commit` and `on_error` that retries only conflicts and
 /// `transaction_too_old`, bounded by the tokio timeout alone.
 ///
 /// `Txn` is `Arc<Transaction>`, which implements [`ElectionTxn`] like the

@@ -14,7 +14,7 @@ use crate::store::buffer::{CommitParts, ReadVersion, TxnBuffer};
 use crate::store::errors;
 use crate::store::fdb_codes::{self, Phase};
 use crate::store::stats::{TxnStats, bump};
-use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
 
 /// A transaction on a [`MemDb`], with FoundationDB's semantics.
 ///
@@ -129,26 +129,21 @@ impl MemTransaction {
     ///
     /// # Errors
     ///
-    /// - [`TxnErrorKind::Conflict`] (1020): a key this transaction read serializably was
-    ///   written by a transaction that committed after this one's read version (or an injected
-    ///   conflict). Nothing was applied.
-    /// - [`TxnErrorKind::TooOld`] (1007): the transaction writes, and 5 s or more passed since
-    ///   the read version was taken.
-    /// - [`TxnErrorKind::CommitUnknown`] (1021), [`TxnErrorKind::Unavailable`]: injected.
-    /// - [`TxnErrorKind::Fatal`]: an invalid write (2101, 2102, 2103, 2004), or the commit was
-    ///   already started through a clone (2017).
+    /// - [`Conflict`](crate::TxnErrorKind::Conflict) (1020): a key this transaction read
+    ///   serializably was written by a transaction that committed after this one's read
+    ///   version (or an injected conflict). Nothing was applied.
+    /// - [`TooOld`](crate::TxnErrorKind::TooOld) (1007): the transaction writes, and 5 s or
+    ///   more passed since the read version was taken.
+    /// - [`CommitUnknown`](crate::TxnErrorKind::CommitUnknown) (1021),
+    ///   [`Unavailable`](crate::TxnErrorKind::Unavailable), or the kind of an injected
+    ///   FoundationDB code: injected.
+    /// - [`Fatal`](crate::TxnErrorKind::Fatal): an invalid write (2101, 2102, 2103, 2004), or
+    ///   the commit was already started through a clone (2017).
     ///
     /// If the commit fails, the transaction's watches fail with a copy of the error.
     pub async fn commit(self) -> Result<(), TxnError> {
         let db = Arc::clone(&self.inner.db);
-        bump(&db.counters.commits_attempted, 1);
-        let result = self.commit_inner().await;
-        match &result {
-            Ok(()) => bump(&db.counters.commits_succeeded, 1),
-            Err(e) if e.kind() == TxnErrorKind::Conflict => bump(&db.counters.conflicts, 1),
-            Err(_) => {}
-        }
-        result
+        db.counters.count_commit(self.commit_inner()).await
     }
 
     async fn commit_inner(&self) -> Result<(), TxnError> {

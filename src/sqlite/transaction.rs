@@ -16,7 +16,7 @@ use super::watch::SqlWatch;
 use super::{Shared, SqliteDb};
 use crate::store::buffer::{ReadConflicts, ReadVersion, TxnBuffer, Writes};
 use crate::store::errors;
-use crate::store::stats::{TxnStats, bump};
+use crate::store::stats::TxnStats;
 use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 /// Up to this many versions between the read version and the commit, the conflict check reads
@@ -47,8 +47,8 @@ const SCAN_VERSIONS: u64 = 256;
 ///   without taking the lock, and is never too old.
 /// - **Age.** Once the store's clock shows
 ///   [`MAX_TRANSACTION_AGE`](crate::memdb::MAX_TRANSACTION_AGE) (5 s) since the read version
-///   was taken, reads, watches and a writing commit fail with `transaction_too_old` (1007). So does a
-///   commit whose read version the log no longer covers
+///   was taken, reads, watches and a writing commit fail with `transaction_too_old` (1007).
+///   So does a commit whose read version the log no longer covers
 ///   ([`log_retention`](super::SqliteOptions::log_retention)).
 /// - **Limits.** FoundationDB's, as in MemDb: keys at most 10,000 bytes and below `\xff` (a
 ///   longer key reads as absent), values at most 100,000 bytes, a writing transaction at most
@@ -177,14 +177,7 @@ impl SqliteTransaction {
     /// If the commit fails, the transaction's watches fail with a copy of the error.
     pub async fn commit(self) -> Result<(), TxnError> {
         let db = Arc::clone(&self.inner.db);
-        bump(&db.counters.commits_attempted, 1);
-        let result = self.commit_inner().await;
-        match &result {
-            Ok(()) => bump(&db.counters.commits_succeeded, 1),
-            Err(e) if e.kind() == TxnErrorKind::Conflict => bump(&db.counters.conflicts, 1),
-            Err(_) => {}
-        }
-        result
+        db.counters.count_commit(self.commit_inner()).await
     }
 
     async fn commit_inner(&self) -> Result<(), TxnError> {

@@ -1,8 +1,9 @@
 //! [`ElectionDatabase`]: a database that runs a transaction with its own retry loop, bounded
 //! in time, beside [`ElectionTxn`]. [`MemDb`](crate::MemDb) and `SqliteDb` implement it in
 //! their modules through [`transact_with`], the attempt/timeout wrapper they share; (behind
-//! `fdb`) `Arc<foundationdb::Database>` in the adapter, with a loop of its own. The [runner](crate::runner) and
-//! [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle) drive elections through it.
+//! `fdb`) `Arc<foundationdb::Database>` in the adapter, with a loop of its own. The
+//! [runner](crate::runner) and [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle)
+//! drive elections through it.
 
 use std::fmt;
 use std::future::Future;

@@ -118,6 +118,23 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
 }
 
 impl Counters {
+    /// Runs a commit, counting it: attempted, then succeeded or (for a conflict) conflicted.
+    pub(crate) async fn count_commit(
+        &self,
+        commit: impl std::future::Future<Output = Result<(), crate::store::txn::TxnError>>,
+    ) -> Result<(), crate::store::txn::TxnError> {
+        bump(&self.commits_attempted, 1);
+        let result = commit.await;
+        match &result {
+            Ok(()) => bump(&self.commits_succeeded, 1),
+            Err(e) if e.kind() == crate::store::txn::TxnErrorKind::Conflict => {
+                bump(&self.conflicts, 1);
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
     pub(crate) fn snapshot(&self) -> StoreStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         StoreStats {
