@@ -115,12 +115,15 @@
 
 mod clock;
 mod config;
-mod database;
 mod error;
+mod id_rules;
 mod ids;
 pub mod memdb;
 pub mod runner;
-mod txn;
+mod store;
+// The store layer's traits at their older paths (`crate::database`, `crate::txn`), which the
+// election, the core and the runner import.
+use store::{database, txn};
 
 #[cfg(feature = "fdb")]
 pub mod fdb;
@@ -138,7 +141,7 @@ pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority};
 pub use memdb::{
     CommitFault, FaultInjector, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats,
-    RetryClassify, RunOptions, ScriptedFaults,
+    RetryClassify, RunOptions, ScriptedFaults, StoreStats, TxnStats,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
