@@ -4,10 +4,8 @@
 //! Every decision the FoundationDB adapter makes about an error is one of these plain
 //! functions of the code, the phase it arose in and (for codes this crate does not name)
 //! `libfdb_c`'s own predicates, so the normal test suite checks them without a cluster or
-//! `libfdb_c`. Error codes injected into MemDb
-//! ([`CommitFault::Error`](crate::CommitFault::Error),
-//! [`CommitFault::ErrorAfterApplying`](crate::CommitFault::ErrorAfterApplying),
-//! [`ReadDecision::fail_with`](crate::memdb::ReadDecision::fail_with)) are classified by the
+//! `libfdb_c`. Error codes injected into MemDb (`CommitFault::Error`,
+//! `CommitFault::ErrorAfterApplying`, `ReadDecision::fail_with`) are classified by the
 //! same functions, so the retry and classification paths run in tests.
 //!
 //! | code(s) | operation (read, watch, `on_error`) | commit |

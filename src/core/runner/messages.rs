@@ -12,7 +12,7 @@ use crate::ids::{Ballot, CandidateId};
 use crate::record::{LeaderRecord, Named, Party};
 
 /// What the candidate believes about its own leadership at the moment of an event
-/// ([`Candidate::leadership`]).
+/// (`Candidate::leadership`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Belief {
     /// The ballot it believes it leads.
