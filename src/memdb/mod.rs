@@ -22,6 +22,17 @@
 //!
 //! It keeps old versions only as long as a live transaction may read them, so memory stays
 //! bounded by the data plus the commits of the last five seconds.
+//!
+//! # Deliberate differences from FoundationDB
+//!
+//! Where MemDb is stricter than FoundationDB, the election does not rely on it (its suites
+//! and the simulation pass on both behaviours), and each difference fails loudly rather
+//! than silently:
+//!
+//! - after [`MAX_TRANSACTION_AGE`], every read fails with 1007, including a read FoundationDB
+//!   would serve from the transaction's own writes without asking the cluster;
+//! - `add_read_conflict_key` and `watch` on a key over 10,000 bytes fail at once with 2102
+//!   (`key_too_large`); the election's keys are bounded far below that by the id limits.
 
 mod faults;
 mod run;
