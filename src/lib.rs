@@ -106,7 +106,8 @@
 //! # Features
 //!
 //! - `fdb` (with one of `fdb-7_1`, `fdb-7_3`, `fdb-7_4`): the FoundationDB adapter, so every
-//!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`.
+//!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`, or on a
+//!   transaction of the adapter's own retry loop (`ElectionDatabase for Arc<Database>`).
 //! - `sqlite`: `sqlite::SqliteDb`, an embedded store in a SQLite file with the same transaction
 //!   semantics as `MemDb`, so several processes on one host can elect a leader through a file.
 //! - `cli`: the `fdb-leader` command line (implies `sqlite`).
