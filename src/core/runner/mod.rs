@@ -405,7 +405,13 @@ impl Machine {
     }
 
     fn wants_watch(&self, ctx: &Ctx) -> bool {
-        self.registered && !self.watch_armed && self.watch_retry_at.is_none_or(|t| ctx.now >= t)
+        self.registered && self.may_arm_watch(ctx)
+    }
+
+    /// Whether a watch may be armed now: none is armed, and a refused or failed one is not
+    /// waiting for its retry time (candidates and observers alike).
+    fn may_arm_watch(&self, ctx: &Ctx) -> bool {
+        !self.watch_armed && self.watch_retry_at.is_none_or(|t| ctx.now >= t)
     }
 
     fn drain_bound(&self) -> Duration {

@@ -1413,3 +1413,22 @@ fn a_renewal_that_fails_counts_as_a_failed_renewal() {
         Command::Failed { leading: false, .. }
     )));
 }
+
+#[test]
+fn a_leaving_machine_ignores_the_result_of_the_step_it_is_not_taking() {
+    // While draining, a stale "left" does not stop the machine before it resigned...
+    let mut r = Run::leader();
+    r.at(10).feed(Event::ShutdownRequested);
+    let out = r.feed(Event::Left(Ok(())));
+    assert!(!has(&out, |c| matches!(c, Command::Stop { .. })), "{out:?}");
+    assert_eq!(r.feed(Event::Drained(false)), vec![Command::Leave]);
+    // ...and while leaving, a stale "drained" neither starts a second leave nor changes
+    // whether the tasks finished.
+    let out = r.feed(Event::Drained(true));
+    assert!(!has(&out, |c| matches!(c, Command::Leave)), "{out:?}");
+    let out = r.feed(Event::Left(Ok(())));
+    assert!(has(&out, |c| *c
+        == Command::Stop {
+            tasks_finished: false
+        }));
+}
