@@ -332,8 +332,13 @@ impl Machine {
             self.in_flight = Some(InFlight::Drain);
             return;
         }
-        if self.resigns > 0 && self.resign_due(ctx, out) {
-            return;
+        if self.resigns > 0 {
+            // A resignation starts its transaction, waits for busy work (cycles go on
+            // meanwhile), or is rejected (and the machine goes on as before).
+            self.resign_due(ctx, out);
+            if self.in_flight.is_some() {
+                return;
+            }
         }
         if self.run_now || ctx.now >= self.due_at() {
             self.run_now = false;
