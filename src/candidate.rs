@@ -1,7 +1,7 @@
 //! [`Candidate`]: one process incarnation's local view of an election.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
@@ -17,7 +17,10 @@ use crate::record::{LeaderRecord, LeaderState, MAX_METADATA_BYTES, MAX_PAYLOAD_B
 /// timing, which of its writes are unconfirmed). Cheap to clone; clones share the state.
 ///
 /// Local state is never persisted. A restarted process must build a new `Candidate` with a
-/// new [`CandidateId`].
+/// new [`CandidateId`]. A candidate takes part in one election: the first
+/// [`LeaderElection`](crate::LeaderElection) it is used with binds it, and any other one
+/// refuses it with [`ElectionError::CandidateOfAnotherElection`] (build one `Candidate` per
+/// election; they may share an id).
 #[derive(Clone)]
 pub struct Candidate {
     inner: Arc<Inner>,
@@ -26,6 +29,8 @@ pub struct Candidate {
 struct Inner {
     id: CandidateId,
     clock: Arc<dyn Clock>,
+    /// The election this candidate takes part in (its leader key), once it took part.
+    election: OnceLock<Vec<u8>>,
     local: Mutex<Local>,
 }
 
@@ -78,6 +83,7 @@ impl Candidate {
                 }),
                 id,
                 clock,
+                election: OnceLock::new(),
             }),
         }
     }
@@ -212,6 +218,19 @@ impl Candidate {
 
     /// Starts a cycle: the returned guard settles it when the cycle's [`Cycle`] (or the error
     /// that replaced it) is dropped.
+    /// Binds this candidate to the election whose leader key is `election` (on first use),
+    /// or refuses another election.
+    pub(crate) fn bind(&self, election: &[u8]) -> Result<(), ElectionError> {
+        let bound = self.inner.election.get_or_init(|| election.to_vec());
+        if bound.as_slice() == election {
+            Ok(())
+        } else {
+            Err(ElectionError::CandidateOfAnotherElection {
+                candidate: self.inner.id.clone(),
+            })
+        }
+    }
+
     pub(crate) fn open_cycle(&self) -> Result<Settle, ElectionError> {
         self.lock().core.open_cycle()?;
         Ok(Settle {

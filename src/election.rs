@@ -72,6 +72,12 @@ pub enum ResignOutcome {
 }
 
 impl LeaderElection {
+    /// Binds `candidate` to this election on its first use, or refuses it if it already takes
+    /// part in another one (its local state belongs to that election).
+    pub(crate) fn bind(&self, candidate: &Candidate) -> Result<(), ElectionError> {
+        candidate.bind(&self.keys.leader)
+    }
+
     /// An election whose keys live under `subspace`.
     pub fn new(subspace: Subspace) -> Self {
         LeaderElection {
@@ -326,6 +332,7 @@ impl LeaderElection {
         candidate: &Candidate,
     ) -> Result<(), ElectionError> {
         let key = self.keys.candidate(candidate.id())?;
+        self.bind(candidate)?;
         let (config, leader, existing) = tokio::join!(
             self.config_opt(txn),
             self.leader_with(txn, ReadMode::Snapshot),
@@ -378,6 +385,7 @@ impl LeaderElection {
         candidate: &Candidate,
     ) -> Result<(), ElectionError> {
         let key = self.keys.candidate(candidate.id())?;
+        self.bind(candidate)?;
         let (leader, existing) = tokio::join!(
             self.leader_with(txn, ReadMode::Snapshot),
             self.candidate_opt(txn, &key, ReadMode::Serializable)
@@ -428,6 +436,7 @@ impl LeaderElection {
         candidate: &Candidate,
     ) -> Result<Option<ResignOutcome>, ElectionError> {
         let key = self.keys.candidate(candidate.id())?;
+        self.bind(candidate)?;
         let leader = self.leader_with(txn, ReadMode::Serializable).await?;
         let resigned = if leader.is_owned_by(candidate.id()) {
             Some(self.resign_leadership(txn, candidate, None).await?)
@@ -582,6 +591,7 @@ impl LeaderElection {
         txn: &T,
         candidate: &Candidate,
     ) -> Result<Cycle, ElectionError> {
+        self.bind(candidate)?;
         self.cycle(txn, candidate, Mode::Cycle, true).await
     }
 
@@ -628,6 +638,7 @@ impl LeaderElection {
         db: &D,
         candidate: &Candidate,
     ) -> Result<CycleOutcome, ElectionError> {
+        self.bind(candidate)?;
         let timeout = self.cached_config().map_or_else(
             || ElectionConfig::default().transaction_timeout(),
             |c| c.transaction_timeout(),
@@ -658,6 +669,7 @@ impl LeaderElection {
         txn: &T,
         candidate: &Candidate,
     ) -> Result<Cycle, ElectionError> {
+        self.bind(candidate)?;
         self.cycle(txn, candidate, Mode::Cycle, false).await
     }
 
@@ -672,6 +684,7 @@ impl LeaderElection {
         txn: &T,
         candidate: &Candidate,
     ) -> Result<Cycle, ElectionError> {
+        self.bind(candidate)?;
         self.cycle(txn, candidate, Mode::RefreshOnly, false).await
     }
 
@@ -806,6 +819,7 @@ impl LeaderElection {
         candidate: &Candidate,
         expected: Option<Ballot>,
     ) -> Result<ResignOutcome, ElectionError> {
+        self.bind(candidate)?;
         let started_at = candidate.now();
         let (config, leader) = tokio::join!(
             self.read_config(txn),
@@ -871,6 +885,7 @@ impl LeaderElection {
         txn: &T,
         candidate: &Candidate,
     ) -> Result<bool, ElectionError> {
+        self.bind(candidate)?;
         let leader = self.leader_with(txn, ReadMode::Snapshot).await?;
         Ok(candidate
             .fencing_token()
@@ -894,6 +909,7 @@ impl LeaderElection {
         txn: &T,
         observer: &Candidate,
     ) -> Result<Option<LeaderState>, ElectionError> {
+        self.bind(observer)?;
         let leader = self.leader_with(txn, ReadMode::Snapshot).await?;
         let now = observer.now();
         let lapsed = observer

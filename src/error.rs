@@ -123,6 +123,18 @@ pub enum ElectionError {
         /// The candidate.
         candidate: CandidateId,
     },
+    /// A [`Candidate`](crate::Candidate) was used with an election other than the one it
+    /// first took part in. A candidate's local state (its belief, the record it is timing, its
+    /// unconfirmed writes) belongs to one election; reusing it in another would let what it
+    /// timed there count here. Build one `Candidate` per election (the same id may be used in
+    /// several).
+    #[error(
+        "candidate {candidate} already takes part in another election; build one Candidate          per election"
+    )]
+    CandidateOfAnotherElection {
+        /// The candidate.
+        candidate: CandidateId,
+    },
     /// A fenced operation carried a token that no longer leads.
     #[error("stale fencing token {token}: the election is at ballot {current}{}", if *.vacant { " (vacant)" } else { "" })]
     StaleToken {

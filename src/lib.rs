@@ -25,7 +25,9 @@
 //! The durable leader record holds the ballot, the owner (id and priority), a renewal
 //! counter, the lease duration the owner used, an optional handover request, an optional
 //! reservation, an optional payload and the id of the attempt that wrote it. `(ballot,
-//! renewal)` is the record's observation identity.
+//! renewal)` and the writing attempt are the record's observation identity (the writer tells
+//! a write read back inside its own uncommitted transaction from a later real write of the
+//! same numbers). A [`Candidate`] takes part in one election; build one per election.
 //!
 //! | situation | what a cycle does |
 //! |---|---|

@@ -171,7 +171,8 @@ impl CampaignReport {
             ),
             format!(
                 "workload: timeouts={} config_changes={} force_vacates={} operator_resigns={} \
-                 operator_unregisters={} stale_queries={} composed_cycles={} guarded_tasks={}",
+                 operator_unregisters={} stale_queries={} composed_cycles={} \
+                 abandoned_compositions={} guarded_tasks={}",
                 t.timeouts,
                 t.config_changes,
                 t.force_vacates,
@@ -179,6 +180,7 @@ impl CampaignReport {
                 t.operator_unregisters,
                 t.stale_queries,
                 t.composed_cycles,
+                t.abandoned_compositions,
                 t.guarded_tasks
             ),
             format!(

@@ -63,6 +63,8 @@ pub struct SeedStats {
     pub stale_queries: u64,
     /// Cycles composed with other operations in their transaction.
     pub composed_cycles: u64,
+    /// Composed transactions with another candidate's cycle, then abandoned.
+    pub abandoned_compositions: u64,
     /// Guarded tasks started under a leadership guard.
     pub guarded_tasks: u64,
 }
@@ -70,7 +72,7 @@ pub struct SeedStats {
 impl SeedStats {
     /// Adds `o` into `self`.
     pub fn add(&mut self, o: &SeedStats) {
-        let pairs: [(&mut u64, u64); 29] = [
+        let pairs: [(&mut u64, u64); 30] = [
             (&mut self.events, o.events),
             (&mut self.sim_ns, o.sim_ns),
             (&mut self.elections, o.elections),
@@ -99,6 +101,7 @@ impl SeedStats {
             (&mut self.operator_unregisters, o.operator_unregisters),
             (&mut self.stale_queries, o.stale_queries),
             (&mut self.composed_cycles, o.composed_cycles),
+            (&mut self.abandoned_compositions, o.abandoned_compositions),
             (&mut self.guarded_tasks, o.guarded_tasks),
         ];
         for (mine, theirs) in pairs {

@@ -171,6 +171,14 @@ pub(crate) fn lapse_at(first_seen: LocalInstant, lease: Duration) -> LocalInstan
     after(first_seen, lease)
 }
 
+/// **The vacancy's lease**, the one place it is written: a vacancy written over `rec` makes
+/// successors wait at least the lease `rec` was written with, the lease its owner (or any
+/// other process with the owner's id) may still believe in, even when the configured lease
+/// is shorter now. Used by resignations, stepping down, unregistering and `force_vacate`.
+pub(crate) fn vacancy_lease(rec: &LeaderRecord, cfg: &ElectionConfig) -> Duration {
+    rec.lease.max(cfg.lease_duration)
+}
+
 /// Decides one election cycle. Mutates `st` only with facts and demotions; promotions are
 /// returned in the plan for [`LocalState::adopt`]. A [`Decision::Need`] changes nothing
 /// that deciding again with the same input would not change the same way.
@@ -583,7 +591,7 @@ fn release(
         ballot: rec.ballot,
         owner: None,
         renewal: next_renewal(rec)?,
-        lease: cfg.lease_duration,
+        lease: vacancy_lease(rec, cfg),
         handover: None,
         reservation: reserve,
         payload: None,

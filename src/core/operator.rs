@@ -42,7 +42,7 @@ pub(crate) fn force_vacate(
         owner: None,
         renewal: next_renewal(rec)?,
         // Followers wait this long: never less than the lease the old leader believes in.
-        lease: rec.lease.max(cfg.lease_duration),
+        lease: super::vacancy_lease(rec, cfg),
         handover: None,
         reservation: Some(Party::Operator(operator.clone())),
         payload: None,

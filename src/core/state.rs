@@ -7,7 +7,7 @@ use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
-use crate::record::LeaderRecord;
+use crate::record::{AttemptId, LeaderRecord};
 
 use super::Adoption;
 
@@ -38,10 +38,17 @@ pub(crate) enum Role {
 }
 
 /// The observation identity this candidate is timing, and since when.
+///
+/// The identity is (ballot, renewal) and the attempt that wrote it. Committed records never
+/// share a (ballot, renewal) with different writers; records that do are a write read back
+/// inside its own, uncommitted transaction (read-your-writes), possibly by another candidate
+/// in a composed transaction, and a later real write of the same numbers. Timing the first
+/// must not count for the second (DESIGN §10.1): the writer tells them apart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Observed {
     pub(crate) ballot: Ballot,
     pub(crate) renewal: u64,
+    pub(crate) writer: Option<AttemptId>,
     /// A reading taken after the read that first saw this identity.
     pub(crate) first_seen: LocalInstant,
     /// This candidate's takeover rank for this observation, once looked up.
@@ -52,13 +59,12 @@ impl Observed {
     /// Notes that a read returned `rec`, `read_at` being a reading taken after the read: the
     /// timing restarts whenever the observation identity changed.
     pub(crate) fn note(slot: &mut Option<Observed>, rec: &LeaderRecord, read_at: LocalInstant) {
-        let same = slot
-            .as_ref()
-            .is_some_and(|o| o.ballot == rec.ballot && o.renewal == rec.renewal);
+        let same = slot.as_ref().is_some_and(|o| o.is_of(rec));
         if !same {
             *slot = Some(Observed {
                 ballot: rec.ballot,
                 renewal: rec.renewal,
+                writer: rec.writer.clone(),
                 first_seen: read_at,
                 rank: None,
             });
@@ -68,8 +74,12 @@ impl Observed {
     /// Whether `rec`, observed as this, has been unchanged for a full lease at `now`: the
     /// lapse rule ([`lapse_at`](super::lapse_at)) applied to this observation.
     pub(crate) fn lapsed(&self, rec: &LeaderRecord, now: LocalInstant) -> bool {
-        (self.ballot, self.renewal) == (rec.ballot, rec.renewal)
-            && now >= super::lapse_at(self.first_seen, rec.lease)
+        self.is_of(rec) && now >= super::lapse_at(self.first_seen, rec.lease)
+    }
+
+    /// Whether `rec` has this observation identity.
+    fn is_of(&self, rec: &LeaderRecord) -> bool {
+        self.ballot == rec.ballot && self.renewal == rec.renewal && self.writer == rec.writer
     }
 }
 
@@ -398,6 +408,25 @@ mod tests {
 
     fn seqs(st: &LocalState) -> Vec<u64> {
         st.pending().iter().map(|p| p.seq).collect()
+    }
+
+    #[test]
+    fn the_observation_identity_includes_the_writer() {
+        let mut slot = None;
+        let first = record_by("a", 1, 2, 5, true);
+        Observed::note(&mut slot, &first, at(100));
+        // The same record again: the timing goes on.
+        Observed::note(&mut slot, &first, at(200));
+        assert_eq!(slot.as_ref().map(|o| o.first_seen), Some(at(100)));
+        assert!(slot.as_ref().is_some_and(|o| o.lapsed(&first, at(10_100))));
+        // The same (ballot, renewal) by another attempt (an uncommitted write read back, then
+        // the real one): the timing restarts, and the old one does not count for it.
+        let again = record_by("a", 1, 2, 6, true);
+        assert!(!slot.as_ref().is_some_and(|o| o.lapsed(&again, at(10_100))));
+        Observed::note(&mut slot, &again, at(300));
+        assert_eq!(slot.as_ref().map(|o| o.first_seen), Some(at(300)));
+        assert!(!slot.as_ref().is_some_and(|o| o.lapsed(&again, at(10_299))));
+        assert!(slot.as_ref().is_some_and(|o| o.lapsed(&again, at(10_300))));
     }
 
     #[test]

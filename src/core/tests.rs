@@ -1095,6 +1095,33 @@ fn a_resignation_by_a_candidate_that_never_held_the_ballot_holds_the_vacancy() {
 }
 
 #[test]
+fn a_vacancy_keeps_the_longer_of_the_stored_and_the_configured_lease() {
+    // The owner (elsewhere) believes in the 10 s lease it wrote; the configuration now says
+    // 1 s. A resignation by a value that never held the ballot holds the vacancy for 10 s.
+    let short = ElectionConfig::builder()
+        .lease_duration(Duration::from_secs(1))
+        .heartbeat_interval(Duration::from_millis(300))
+        .candidate_timeout(Duration::from_secs(2))
+        .transaction_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = owned("me", 1, 7, 20);
+    rec.lease = Duration::from_secs(10);
+    let p = decide_resign(&mut st, &rec, &short, None, None, at(0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.write.unwrap().lease, Duration::from_secs(10));
+    // A longer configured lease wins over a shorter stored one.
+    rec.lease = Duration::from_millis(500);
+    let mut st = LocalState::new(id("me"));
+    let p = decide_resign(&mut st, &rec, &short, None, None, at(0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.write.unwrap().lease, Duration::from_secs(1));
+}
+
+#[test]
 fn a_release_that_never_landed_under_an_operator_request_is_written_again_as_a_handover() {
     let c = cfg();
     let mut st = LocalState::new(id("me"));

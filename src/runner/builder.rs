@@ -24,7 +24,8 @@ use crate::ids::{CandidateId, Priority};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// The candidate could not be built (an empty or oversized label, payload or metadata).
+    /// The candidate could not be built (an empty or oversized label, payload or metadata),
+    /// or the [`Candidate`] given already takes part in another election.
     #[error("invalid candidate setting")]
     Candidate(#[source] ElectionError),
     /// Two settings contradict each other.
@@ -126,6 +127,13 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
     /// Drive an existing [`Candidate`] (its id, priority, payload, metadata and clock) rather
     /// than building one. Its local state carries over: for example, a runner restarted over
     /// the same candidate recognises the writes of the previous one.
+    ///
+    /// While the runner drives it, do not run cycles, resignations or `step_down_locally` of
+    /// that candidate yourself: the runner learns of a change of belief only at its own next
+    /// event, so a guarded task would run on (not valid, since
+    /// [`LeadershipGuard::is_valid`](crate::LeadershipGuard::is_valid) follows the belief)
+    /// until then. Use the runner's handle ([`Runner::resign`](crate::Runner::resign),
+    /// [`Runner::shutdown`](crate::Runner::shutdown)) instead.
     pub fn candidate(mut self, candidate: Candidate) -> Self {
         self.candidate = Some(candidate);
         self
@@ -300,6 +308,9 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             None => rand::rngs::OsRng.try_next_u64().unwrap_or_default(),
         };
         let election = LeaderElection::new(self.subspace.clone());
+        if let Some(c) = &candidate {
+            election.bind(c).map_err(BuildError::Candidate)?;
+        }
         let (shared, parts) = Shared::new(
             &name,
             candidate.clone(),

@@ -6,10 +6,11 @@
 
 use fdb_leader_election::runner::machine::{Event as In, Failure};
 use fdb_leader_election::{
-    Ballot, Candidate, ElectionError, ElectionTxn, MemTransaction, ReadMode,
+    Ballot, Candidate, ElectionError, ElectionTxn, MemTransaction, ReadMode, TxnError, TxnErrorKind,
 };
 use rand::Rng;
 
+use super::process::Status;
 use super::{Entry, Kind, World};
 use crate::history::{CandView, CycleAction, Op, RecordView};
 use crate::oracles::{OracleId, Violation};
@@ -26,15 +27,45 @@ enum Compose {
     SecondCycle,
     /// Fenced leader work in the cycle's transaction (a leader renewing and working at once).
     FencedWork,
+    /// Another process's candidate runs its cycle in the same transaction (an application
+    /// hosting two candidates), reading this cycle's uncommitted write; then the application
+    /// abandons the transaction. What the guest read must not count as observed: this
+    /// process's next real write may repeat the same (ballot, renewal).
+    GuestCycle,
 }
 
 impl World {
+    /// A live, registered follower other than `pid` whose candidate joins the transaction. Not
+    /// a leader: a runner's guard learns of a change of its candidate's belief from the
+    /// runner's own cycles, so a leader's candidate is never driven outside its runner (the
+    /// `RunnerBuilder::candidate` docs say so).
+    fn draw_guest(&mut self, pid: usize) -> Option<Candidate> {
+        let live: Vec<Candidate> = self
+            .procs
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                *i != pid
+                    && p.status == Status::Running
+                    && p.guard.is_none()
+                    && !p.candidate.believes_it_leads()
+            })
+            .map(|(_, p)| p.candidate.clone())
+            .collect();
+        if live.is_empty() {
+            return None;
+        }
+        let i = self.rng.random_range(0..live.len());
+        live.into_iter().nth(i)
+    }
+
     fn draw_compose(&mut self) -> Compose {
         match self.rng.random_range(0..100u32) {
             0..70 => Compose::Alone,
             70..85 => Compose::Queries,
             85..90 => Compose::SecondCycle,
-            _ => Compose::FencedWork,
+            90..97 => Compose::FencedWork,
+            _ => Compose::GuestCycle,
         }
     }
 
@@ -94,6 +125,11 @@ impl World {
             .then(|| self.guard_token(pid))
             .flatten()
             .map(Ballot::new);
+        let guest = if compose == Compose::GuestCycle {
+            self.draw_guest(pid)
+        } else {
+            None
+        };
         let extra = self.rt.block_on(async {
             let written = election.leader_record(txn).await?;
             let me = election.get_candidate(txn, cand.id()).await?;
@@ -110,6 +146,12 @@ impl World {
                         election.run_election_cycle(txn, cand).await,
                         Err(ElectionError::CycleInProgress { .. })
                     ));
+                }
+                Compose::GuestCycle => {
+                    if let Some(guest) = &guest {
+                        // Refused if the guest's own cycle is open; dropped either way.
+                        drop(election.run_election_cycle(txn, guest).await);
+                    }
                 }
                 Compose::FencedWork => {
                     if let Some(token) = work_token {
@@ -129,6 +171,14 @@ impl World {
             Ok::<_, ElectionError>((written, me, refused_second, fenced))
         });
         let (written, me, refused_second, fenced) = extra?;
+        if compose == Compose::GuestCycle {
+            // The application gives up on the transaction: nothing commits, nothing is adopted.
+            self.stats.abandoned_compositions = self.stats.abandoned_compositions.saturating_add(1);
+            return Err(ElectionError::Database(TxnError::with_source(
+                TxnErrorKind::OtherRetryable,
+                "the application abandoned its composed transaction",
+            )));
+        }
         if plant != Some(Plant::RywAdoption) && cand.leadership() != believed {
             self.found.push(Violation::new(
                 OracleId::Progress,

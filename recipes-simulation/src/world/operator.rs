@@ -305,6 +305,19 @@ impl World {
         }
     }
 
+    /// The process whose candidate owns the leader record now, if any.
+    fn owner_pid(&mut self) -> Option<usize> {
+        let txn = self.open(Actor::Operator);
+        let owner = self
+            .current_record(&txn)
+            .and_then(|r| r.owner().map(|o| o.id().clone()));
+        self.faults.close(txn.id());
+        let owner = owner?;
+        self.procs
+            .iter()
+            .position(|p| p.status != Status::Dead && p.candidate.id() == &owner)
+    }
+
     /// The operator removes a registration by id, with a `Candidate` value it builds for that
     /// id, while the real process cycles (it must never create a second believer).
     fn operator_unregister(&mut self) {
@@ -315,8 +328,15 @@ impl World {
             .filter(|(_, p)| p.status == Status::Running && !p.shutdown)
             .map(|(pid, _)| pid)
             .collect();
-        let Some(pid) = self.pick(&running) else {
-            return;
+        // Mostly the leader (the case that must not create a second believer, above all
+        // after a configuration shortened the lease), else anyone.
+        let owner = self.owner_pid().filter(|pid| running.contains(pid));
+        let pid = match owner {
+            Some(pid) if self.rng.random_ratio(7, 10) => pid,
+            _ => match self.pick(&running) {
+                Some(pid) => pid,
+                None => return,
+            },
         };
         let Some((id, prio)) = self
             .procs
