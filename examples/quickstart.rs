@@ -75,17 +75,9 @@ impl Demo {
                 continue;
             }
             let candidate = self.nodes[i].candidate.clone();
-            let cycle = self
-                .db
-                .run(|txn, _| {
-                    let (e, c) = (self.election.clone(), candidate.clone());
-                    async move { e.run_election_cycle(&txn, &c).await }
-                })
-                .await?;
-            let action = cycle.action();
-            let ballot = cycle.record().ballot();
-            // Adopted only now that the commit is confirmed.
-            candidate.adopt(cycle);
+            // One cycle in a transaction of its own, adopted only once its commit is confirmed.
+            let outcome = self.election.run_cycle(&self.db, &candidate).await?;
+            let (action, ballot) = (outcome.action, outcome.record.ballot());
             let name = self.nodes[i].name;
             match action {
                 Action::Acquired => {

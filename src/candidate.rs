@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
 use crate::config::ElectionConfig;
+use crate::core::runner::{Belief, Ctx, CycleReport};
 use crate::core::{Action, Adoption, LocalState};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority};
@@ -315,6 +316,27 @@ impl Cycle {
     }
 }
 
+/// A cycle whose commit was confirmed and which was adopted
+/// ([`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle)): what it did, the record it
+/// left, and what the candidate believes now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CycleOutcome {
+    /// What the cycle did to the leader record.
+    pub action: Action,
+    /// The leader record as the cycle left it.
+    pub record: LeaderRecord,
+    /// What the candidate believes after adopting it.
+    pub result: ElectionResult,
+}
+
+impl CycleOutcome {
+    /// Whether the candidate leads after this cycle.
+    pub fn is_leader(&self) -> bool {
+        self.result.is_leader()
+    }
+}
+
 /// The result of an election cycle, once adopted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ElectionResult {
@@ -335,6 +357,43 @@ impl ElectionResult {
         match self {
             ElectionResult::Leader(s) => Some(s),
             ElectionResult::Follower(s) => s.as_ref(),
+        }
+    }
+}
+
+/// What the runner machine needs of a candidate: its moment (constructors live here, beside
+/// the candidate they read, so the pure core never depends on this module).
+impl Ctx {
+    /// Now, for `candidate` (its clock and its belief), or for an observer (`None`, on
+    /// `clock`).
+    pub fn of(candidate: Option<&Candidate>, clock: &dyn Clock, work_in_flight: bool) -> Self {
+        Ctx {
+            now: clock.now(),
+            belief: candidate.and_then(|c| {
+                c.leadership().map(|l| Belief {
+                    ballot: l.ballot,
+                    valid_until: l.valid_until,
+                })
+            }),
+            work_in_flight,
+        }
+    }
+}
+
+impl CycleReport {
+    /// The report of `cycle`, whose commit was confirmed and which was adopted with the
+    /// result `adopted`.
+    pub fn new(cycle: &Cycle, adopted: &ElectionResult) -> Self {
+        CycleReport {
+            action: cycle.action(),
+            record: cycle.record().clone(),
+            config: cycle.config().clone(),
+            next_action_at: cycle.next_action_at(),
+            leading: match adopted {
+                ElectionResult::Leader(state) => Some(state.ballot),
+                ElectionResult::Follower(_) => None,
+            },
+            honoured: cycle.honoured.clone(),
         }
     }
 }

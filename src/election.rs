@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use foundationdb_tuple::Subspace;
 
-use crate::candidate::{Candidate, Cycle, ElectionResult};
+use crate::candidate::{Candidate, Cycle, CycleOutcome};
 use crate::codec;
 use crate::config::ElectionConfig;
 use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode, ResignRejected};
@@ -594,7 +594,7 @@ impl LeaderElection {
     /// bounded by the configuration's
     /// [`transaction_timeout`](ElectionConfig::transaction_timeout) (the last configuration
     /// this handle read; the default one before any). Call it once per heartbeat, or use the
-    /// [runner](crate::runner), which also keeps a guard and wakes on watches.
+    /// tokio runner, which also keeps a guard and wakes on watches.
     ///
     /// ```
     /// use fdb_leader_election::{Candidate, CandidateId, LeaderElection, MemDb, Priority};
@@ -627,7 +627,7 @@ impl LeaderElection {
         &self,
         db: &D,
         candidate: &Candidate,
-    ) -> Result<ElectionResult, ElectionError> {
+    ) -> Result<CycleOutcome, ElectionError> {
         let timeout = self.cached_config().map_or_else(
             || ElectionConfig::default().transaction_timeout(),
             |c| c.transaction_timeout(),
@@ -638,7 +638,13 @@ impl LeaderElection {
                 async move { election.run_election_cycle(&txn, &candidate).await }
             })
             .await?;
-        Ok(candidate.adopt(cycle))
+        let (action, record) = (cycle.action(), cycle.record().clone());
+        let result = candidate.adopt(cycle);
+        Ok(CycleOutcome {
+            action,
+            record,
+            result,
+        })
     }
 
     /// Acquires or renews leadership as [`run_election_cycle`](Self::run_election_cycle) does,
@@ -878,7 +884,7 @@ impl LeaderElection {
     /// lapse is judged from the observation the observer's cycles made, with the same rule a
     /// follower uses to take over. A candidate that does not run cycles therefore never sees
     /// a lapse here; a process that only watches the election uses the runner's observer
-    /// mode ([`Runner::observer`](crate::Runner::observer)), which times its own reads.
+    /// mode (`Runner::observer`), which times its own reads.
     ///
     /// # Errors
     ///

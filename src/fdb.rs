@@ -96,31 +96,53 @@
 //! # Errors
 //!
 //! An [`FdbError`] becomes a [`TxnError`] that keeps the numeric code
-//! ([`TxnError::code`]) and the `FdbError` as its source:
+//! ([`TxnError::code`]) and the `FdbError` as its source. Its [`TxnErrorKind`] depends on the
+//! code and on whether it came from a **commit** ([`TransactionCommitError`]) or from any
+//! other operation (a read, a watch, `on_error`):
 //!
-//! | code(s)                                                      | [`TxnErrorKind`]   |
-//! |--------------------------------------------------------------|--------------------|
-//! | 1020 `not_committed`                                         | `Conflict`         |
-//! | 1007 `transaction_too_old`                                   | `TooOld`           |
-//! | 1021 `commit_unknown_result`, 1039 `cluster_version_changed` | `CommitUnknown`    |
-//! | 1004 `timed_out`, 1009 `future_version`, 1031 `transaction_timed_out`, 1037 `process_behind`, 1038 `database_locked`, 1042/1078 proxy memory limits, 1051/1213/1223/1235 throttling | `Unavailable` |
-//! | any other code FoundationDB calls maybe-committed            | `CommitUnknown`    |
-//! | any other code FoundationDB calls retryable                  | `OtherRetryable`   |
-//! | everything else                                              | `Fatal`            |
+//! | code(s)                                                      | operation          | commit             |
+//! |--------------------------------------------------------------|--------------------|--------------------|
+//! | 1020 `not_committed`                                         | `Conflict`         | `Conflict`         |
+//! | 1007 `transaction_too_old`                                   | `TooOld`           | `TooOld`           |
+//! | 1021 `commit_unknown_result`, 1039 `cluster_version_changed` | `CommitUnknown`    | `CommitUnknown`    |
+//! | 1004 `timed_out`, 1031 `transaction_timed_out`               | `Unavailable`      | `CommitUnknown`    |
+//! | 1009 `future_version`, 1037 `process_behind`, 1038 `database_locked`, 1042/1078 proxy memory limits, 1051/1213/1223/1235 throttling | `Unavailable` | `Unavailable` |
+//! | 1032 `too_many_watches`                                      | `Fatal`            | `Fatal`            |
+//! | any other code FoundationDB calls maybe-committed            | `CommitUnknown`    | `CommitUnknown`    |
+//! | any other code FoundationDB calls retryable                  | `OtherRetryable`   | `OtherRetryable`   |
+//! | everything else                                              | `Fatal`            | `Fatal`            |
 //!
-//! FoundationDB's own retry loop does not retry 1004 and 1031 (a timeout the caller set is
-//! final for that loop); they are `Unavailable` here so that a driver that owns its loop,
-//! such as the election runner, tries again later.
-//!
-//! An error returned by a **commit** ([`TransactionCommitError`]) converts the same way,
-//! except that the timeouts 1004 and 1031 become `CommitUnknown`: a commit that timed out may
-//! have applied (FoundationDB documents `transaction_timed_out` as an unknown commit status).
+//! A commit that timed out (1004, 1031) may have applied: FoundationDB stops waiting for it,
+//! not the commit already on its way. The same timeout while reading means the attempt never
+//! committed. FoundationDB's own retry loop does not retry 1004 and 1031 (a timeout the
+//! caller set is final for that loop); they are retryable here so that a driver that owns
+//! its loop, such as the election runner, tries again later.
 //!
 //! In the other direction, an [`ElectionError::Database`] (or a [`TxnError`]) that carries a
 //! code becomes [`FdbBindingError::NonRetryableFdbError`] with that code. Despite its name,
 //! `Database::run` hands that variant's error to `Transaction::on_error`, which backs off and
 //! retries every retryable code and returns the others. Anything else becomes
 //! [`FdbBindingError::CustomError`].
+//!
+//! # The runner's transactions
+//!
+//! `Arc<Database>` implements [`ElectionDatabase`], so it drives the
+//! [runner](crate::runner) and [`LeaderElection::run_cycle`](crate::LeaderElection::run_cycle).
+//! Its loop is not `Database::run`, which retries unknown results (1021, 1039) itself and
+//! reports a commit that timed out like any other failure. Instead each call creates a
+//! transaction, runs the body on it (as an `Arc<Transaction>`) and commits it, and:
+//!
+//! - retries, through `on_error` (FoundationDB's back-off), only conflicts (1020) and
+//!   `transaction_too_old` (1007): known not to have committed;
+//! - returns every other error, with the kind above: a commit that may have applied comes
+//!   back as [`TxnErrorKind::CommitUnknown`], which the election recognises at its next cycle;
+//! - is bounded by one timer, the caller's tokio timeout. The adapter does not set
+//!   FoundationDB's `Timeout` transaction option, so the two never race; a call that runs
+//!   out of time is reported as maybe committed
+//!   ([`TransactionTimedOut`]), and dropping it destroys the
+//!   transaction, which cancels its outstanding reads. A database-wide
+//!   `DatabaseOption::TransactionTimeout` you set yourself still applies, classified as in
+//!   the table.
 //!
 //! # Watches
 //!
@@ -129,33 +151,20 @@
 //! resolves with an error. Each database allows 10,000 outstanding watches by default; drop
 //! watches that are no longer needed.
 
+use std::future::Future;
 use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
 
 use foundationdb::options::{ConflictRangeType, StreamingMode};
-use foundationdb::{FdbBindingError, FdbError, RangeOption, Transaction, TransactionCommitError};
+use foundationdb::{
+    Database, FdbBindingError, FdbError, RangeOption, Transaction, TransactionCommitError,
+};
 
 use crate::error::ElectionError;
+use crate::store::database::{ElectionDatabase, TransactionTimedOut};
+use crate::store::fdb_codes::{self, Phase, Predicates};
 use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
-
-/// FoundationDB error codes this adapter classifies by name (from FoundationDB's
-/// `error_definitions.h`; see <https://apple.github.io/foundationdb/api-error-codes.html>).
-mod code {
-    pub(super) const TIMED_OUT: i32 = 1004;
-    pub(super) const TRANSACTION_TOO_OLD: i32 = 1007;
-    pub(super) const FUTURE_VERSION: i32 = 1009;
-    pub(super) const NOT_COMMITTED: i32 = 1020;
-    pub(super) const COMMIT_UNKNOWN_RESULT: i32 = 1021;
-    pub(super) const TRANSACTION_TIMED_OUT: i32 = 1031;
-    pub(super) const PROCESS_BEHIND: i32 = 1037;
-    pub(super) const DATABASE_LOCKED: i32 = 1038;
-    pub(super) const CLUSTER_VERSION_CHANGED: i32 = 1039;
-    pub(super) const COMMIT_PROXY_MEMORY_LIMIT_EXCEEDED: i32 = 1042;
-    pub(super) const BATCH_TRANSACTION_THROTTLED: i32 = 1051;
-    pub(super) const GRV_PROXY_MEMORY_LIMIT_EXCEEDED: i32 = 1078;
-    pub(super) const TAG_THROTTLED: i32 = 1213;
-    pub(super) const PROXY_TAG_THROTTLED: i32 = 1223;
-    pub(super) const TRANSACTION_THROTTLED_HOT_SHARD: i32 = 1235;
-}
 
 fn is_snapshot(mode: ReadMode) -> bool {
     match mode {
@@ -249,50 +258,34 @@ where
     }
 }
 
-/// Classifies a FoundationDB error code (see the module docs for the table).
-fn kind_of(err: FdbError) -> TxnErrorKind {
-    match err.code() {
-        code::NOT_COMMITTED => TxnErrorKind::Conflict,
-        code::TRANSACTION_TOO_OLD => TxnErrorKind::TooOld,
-        code::COMMIT_UNKNOWN_RESULT | code::CLUSTER_VERSION_CHANGED => TxnErrorKind::CommitUnknown,
-        code::TIMED_OUT
-        | code::FUTURE_VERSION
-        | code::TRANSACTION_TIMED_OUT
-        | code::PROCESS_BEHIND
-        | code::DATABASE_LOCKED
-        | code::COMMIT_PROXY_MEMORY_LIMIT_EXCEEDED
-        | code::BATCH_TRANSACTION_THROTTLED
-        | code::GRV_PROXY_MEMORY_LIMIT_EXCEEDED
-        | code::TAG_THROTTLED
-        | code::PROXY_TAG_THROTTLED
-        | code::TRANSACTION_THROTTLED_HOT_SHARD => TxnErrorKind::Unavailable,
-        // Codes added by later FoundationDB versions: ask libfdb_c.
-        _ if err.is_maybe_committed() => TxnErrorKind::CommitUnknown,
-        _ if err.is_retryable() => TxnErrorKind::OtherRetryable,
-        _ => TxnErrorKind::Fatal,
+/// What `libfdb_c` says about a code this crate does not name.
+fn predicates(err: FdbError) -> Predicates {
+    Predicates {
+        maybe_committed: err.is_maybe_committed(),
+        retryable: err.is_retryable(),
     }
+}
+
+/// The [`TxnError`] for `err`, raised in `phase` (see the module docs for the table).
+fn txn_error(err: FdbError, phase: Phase) -> TxnError {
+    let kind = fdb_codes::kind_of(err.code(), phase, || predicates(err));
+    TxnError::with_source(kind, err).with_code(err.code())
 }
 
 /// Keeps the code and the [`FdbError`] (as the source); the kind follows the table in the
-/// [module docs](self#errors).
+/// [module docs](self#errors), for an error that did not come from a commit.
 impl From<FdbError> for TxnError {
     fn from(err: FdbError) -> Self {
-        TxnError::with_source(kind_of(err), err).with_code(err.code())
+        txn_error(err, Phase::Operation)
     }
 }
 
-/// Like `From<FdbError>`, except that a commit that timed out (1004, 1031) may have applied
-/// and is therefore [`TxnErrorKind::CommitUnknown`]. The transaction inside the commit error
-/// is dropped.
+/// Like `From<FdbError>`, classified as a commit's error: a commit that timed out (1004, 1031)
+/// may have applied and is therefore [`TxnErrorKind::CommitUnknown`]. The transaction inside
+/// the commit error is dropped.
 impl From<TransactionCommitError> for TxnError {
     fn from(err: TransactionCommitError) -> Self {
-        let err = FdbError::from(err);
-        match err.code() {
-            code::TIMED_OUT | code::TRANSACTION_TIMED_OUT => {
-                TxnError::with_source(TxnErrorKind::CommitUnknown, err).with_code(err.code())
-            }
-            _ => TxnError::from(err),
-        }
+        txn_error(FdbError::from(err), Phase::Commit)
     }
 }
 
@@ -382,6 +375,86 @@ fn fdb_error_or_fatal(err: FdbBindingError) -> ElectionError {
         Some(fdb) => ElectionError::Database(TxnError::from(fdb)),
         None => ElectionError::Database(TxnError::with_source(TxnErrorKind::Fatal, err)),
     }
+}
+
+/// The runner's transactions on FoundationDB (see
+/// [the module docs](self#the-runners-transactions)): a loop of `create_trx`, the body, `commit` and `on_error` that retries only conflicts and
+/// `transaction_too_old`, bounded by the tokio timeout alone.
+///
+/// `Txn` is `Arc<Transaction>`, which implements [`ElectionTxn`] like the
+/// `RetryableTransaction` of `Database::run`. The body must not keep a clone of it past its
+/// future: the commit needs the transaction back (as `Database::run` does, it fails with a
+/// fatal error otherwise).
+impl ElectionDatabase for Arc<Database> {
+    type Txn = Arc<Transaction>;
+
+    fn transact<F, Fut, T>(
+        &self,
+        timeout: Duration,
+        body: F,
+    ) -> impl Future<Output = Result<T, ElectionError>> + Send
+    where
+        F: Fn(Self::Txn) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, ElectionError>> + Send,
+        T: Send,
+    {
+        let db = Arc::clone(self);
+        async move {
+            match tokio::time::timeout(timeout, attempts(&db, &body)).await {
+                Ok(result) => result,
+                // Dropping the attempts destroys the transaction, cancelling what it awaited;
+                // a commit already sent may still apply.
+                Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
+            }
+        }
+    }
+}
+
+/// Runs `body` and commits, on one transaction reset by `on_error` between attempts, until an
+/// attempt commits or fails with an error [`fdb_codes::retry_code`] does not retry.
+async fn attempts<F, Fut, T>(db: &Database, body: &F) -> Result<T, ElectionError>
+where
+    F: Fn(Arc<Transaction>) -> Fut,
+    Fut: Future<Output = Result<T, ElectionError>>,
+{
+    let mut trx = db.create_trx().map_err(TxnError::from)?;
+    loop {
+        let shared = Arc::new(trx);
+        let outcome = body(Arc::clone(&shared)).await;
+        let Ok(owned) = Arc::try_unwrap(shared) else {
+            return Err(outcome.err().unwrap_or_else(reference_kept));
+        };
+        let error = match outcome {
+            Ok(value) => match owned.commit().await {
+                Ok(_committed) => return Ok(value),
+                Err(failed) => {
+                    let error = ElectionError::Database(txn_error(*failed, Phase::Commit));
+                    if fdb_codes::retry_code(&error).is_none() {
+                        return Err(error);
+                    }
+                    // Resets the transaction after FoundationDB's back-off.
+                    trx = failed.on_error().await.map_err(TxnError::from)?;
+                    continue;
+                }
+            },
+            Err(error) => error,
+        };
+        let Some(code) = fdb_codes::retry_code(&error) else {
+            return Err(error);
+        };
+        trx = owned
+            .on_error(FdbError::from_code(code))
+            .await
+            .map_err(TxnError::from)?;
+    }
+}
+
+/// The body kept a clone of the transaction, so it cannot be committed.
+fn reference_kept() -> ElectionError {
+    ElectionError::Database(TxnError::with_source(
+        TxnErrorKind::Fatal,
+        "the transaction body kept a reference to its transaction past its future",
+    ))
 }
 
 // These tests type-check everywhere and run only where libfdb_c can be linked (the adapter

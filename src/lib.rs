@@ -37,9 +37,13 @@
 //! | owned by another (or a lapsed record of mine), or reserved for another | after a full lease of unchanged observation (staggered by rank), take over: ballot + 1 |
 //! | owned by a lower-priority leader, preemption on | write a handover request (observation unchanged) |
 //!
-//! Unknown commit results are safe: local state is adopted only from a confirmed commit
-//! ([`Candidate::adopt`]) or by finding the candidate's own attempt id in the record, dated
-//! from that attempt's start, so one logical claim never bumps the ballot twice.
+//! Belief comes only from committed facts: local state is adopted only from a confirmed commit
+//! ([`LeaderElection::run_cycle`], or [`Candidate::adopt`] after the commit) or by finding the
+//! candidate's own attempt id in a record read by a later transaction, dated from that
+//! attempt's start, so one logical claim never bumps the ballot twice. Reads inside the
+//! transaction that wrote the record never make anyone believe or start timing, queries
+//! never change local state, a shorter lease shortens the belief before its commit, and
+//! operators' overrides never let a second process believe (see the README's guarantees).
 //!
 //! # Cost
 //!
@@ -72,15 +76,9 @@
 //! })
 //! .await?;
 //!
-//! // One cycle per heartbeat. The result is adopted only after the commit.
-//! let cycle = db
-//!     .run(|txn, _| {
-//!         let (election, me) = (election.clone(), me.clone());
-//!         async move { election.run_election_cycle(&txn, &me).await }
-//!     })
-//!     .await?;
-//! let result = me.adopt(cycle);
-//! assert!(result.is_leader());
+//! // One cycle per heartbeat, in a transaction of its own; adopted only after the commit.
+//! let result = election.run_cycle(&db, &me).await?;
+//! assert!(result.is_leader() && me.believes_it_leads());
 //!
 //! // Leader-only work, fenced in the same transaction.
 //! let token = me.fencing_token().ok_or(ElectionError::NotInitialized)?;
@@ -98,10 +96,18 @@
 //! # }
 //! ```
 //!
+//! # The manual flow
+//!
+//! Inside your own retry loop, run [`LeaderElection::run_election_cycle`] in the transaction,
+//! return the [`Cycle`] from it, and adopt it with [`Candidate::adopt`] only once the commit
+//! succeeded. Adopting inside the transaction, before the commit, makes two believers when a
+//! rival's commit wins: both hold the same ballot, and the fence admits both.
+//!
 //! # Features
 //!
 //! - `fdb` (with one of `fdb-7_1`, `fdb-7_3`, `fdb-7_4`): the FoundationDB adapter, so every
-//!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`.
+//!   operation runs on a `foundationdb::RetryableTransaction` inside `Database::run`, or on a
+//!   transaction of the adapter's own retry loop (`ElectionDatabase for Arc<Database>`).
 //! - `sqlite`: `sqlite::SqliteDb`, an embedded store in a SQLite file with the same transaction
 //!   semantics as `MemDb`, so several processes on one host can elect a leader through a file.
 //! - `cli`: the `fdb-leader` command line (implies `sqlite`).
@@ -110,12 +116,15 @@
 
 mod clock;
 mod config;
-mod database;
 mod error;
+mod id_rules;
 mod ids;
 pub mod memdb;
 pub mod runner;
-mod txn;
+mod store;
+// The store layer's traits at their older paths (`crate::database`, `crate::txn`), which the
+// election, the core and the runner import.
+use store::{database, txn};
 
 #[cfg(feature = "fdb")]
 pub mod fdb;
@@ -133,7 +142,7 @@ pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority};
 pub use memdb::{
     CommitFault, FaultInjector, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats,
-    RetryClassify, RunOptions, ScriptedFaults,
+    RetryClassify, RunOptions, ScriptedFaults, StoreStats, TxnStats,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
@@ -152,7 +161,7 @@ mod core;
 mod election;
 mod fence;
 pub mod raw;
-pub use candidate::{Candidate, Cycle, ElectionResult, Leadership};
+pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
 pub use core::{Action, ResignRejected};
 pub use election::{LeaderElection, OperatorOutcome, ResignOutcome};
 pub use fence::{FenceGate, is_stale};

@@ -1,4 +1,4 @@
-//! The durable records, as validated values. Only [`codec`](crate::codec) turns them into
+//! The durable records, as validated values. Only the codec module turns them into
 //! bytes; every value here has passed the same checks whether it was built or decoded.
 
 use std::time::Duration;

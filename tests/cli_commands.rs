@@ -170,8 +170,8 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
     }
     assert_eq!(world.active().len(), 1);
 
-    // resign: the leader stops its child and steps down; alone, it leads again a lease later
-    // with the next ballot.
+    // resign: the leader stops its child and steps down; alone (no other live candidate), the
+    // vacancy is unreserved and it leads again with the next ballot.
     let out = world.cli(&["resign", "--expected-ballot", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("resign requested"));
@@ -200,12 +200,21 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
     assert_eq!(out.status.code(), Some(1));
     assert_no_panic(&text(&out.stderr));
 
-    // With preemption off, resign is refused (the leader would ignore it).
+    // With preemption off, an operator's resign request is still honoured (it is no
+    // preemption): the leader steps down and leads again with ballot 5.
     let out = world.cli(&["config", "set", "--preemption", "off"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    let (fourth, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 4)
+        .expect("ballot 4 leads");
     let out = world.cli(&["resign", "--expected-ballot", "4"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("preemption is disabled"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    world
+        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == fourth.pid)
+        .expect("the child stopped");
+    world
+        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 5)
+        .expect("led again with ballot 5");
 
     signal(&a, Signal::SIGTERM);
     assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));

@@ -68,7 +68,7 @@ impl Env {
 
     /// One cycle through the helper that adopts only after the commit.
     async fn cycle(&self, c: &Candidate) -> Result<ElectionResult, ElectionError> {
-        self.election.run_cycle(&self.db, c).await
+        self.election.run_cycle(&self.db, c).await.map(|o| o.result)
     }
 
     /// One cycle, adopted after its commit; returns what it did.

@@ -1,156 +1,225 @@
 //! The FoundationDB adapter against a real cluster.
 //!
-//! Runs when `FDB_CLUSTER_FILE` names a cluster file; otherwise the test prints
-//! `skipped: FDB_CLUSTER_FILE not set` and passes. Needs the `fdb` feature with an API version
-//! (for example `--features fdb-7_3`) and `libfdb_c` to link:
+//! Everything here runs only with the `fdb` feature (an API version such as `fdb-7_3`),
+//! `libfdb_c` to link, and `FDB_CLUSTER_FILE` naming a cluster file. Otherwise the one test,
+//! `against_a_cluster`, passes after saying on stderr (past the test harness's capture, so it
+//! shows in `cargo test --workspace --features fdb-leader-election/cli` too) why it was
+//! skipped. One command runs it all and prints one summary line: `scripts/fdb-check` (see the
+//! README's "First run on a real cluster"). By hand:
 //!
 //! ```text
 //! FDB_CLUSTER_FILE=/etc/foundationdb/fdb.cluster \
-//!     cargo test --features fdb-7_3 --test fdb_integration -- --nocapture
+//!     cargo test --features fdb-7_3,cli --test fdb_integration -- --nocapture
 //! ```
 //!
+//! (`cli` adds the `fdb-leader run --cluster-file` scenario.)
+//!
 //! The FoundationDB network can be started only once per process and must be stopped before
-//! the process exits, so every scenario runs inside the one test [`against_a_cluster`], which
-//! owns the network for its whole duration. Add new scenarios to [`run_scenarios`], not as
-//! separate `#[test]`s. It runs the transaction conformance suite, adapter-specific checks, and
-//! then every end-to-end election scenario of `tests/common/scenarios.rs` (the same ones
-//! `tests/election_memdb.rs` runs on MemDb), each on a fresh subspace of its own. Each run
-//! writes only below `fdb-leader-election-tests/<random>/`; every election scenario clears its
-//! own subspace when it finishes, and the whole range is cleared when the run finishes (a
-//! panicking scenario leaves it behind).
-#![cfg(feature = "fdb")]
+//! the process exits, so every scenario runs inside the one test `against_a_cluster`, which
+//! owns the network for its whole duration. Add new scenarios to `run_scenarios`, not as
+//! separate `#[test]`s. It runs the transaction conformance suite, adapter-specific checks,
+//! every end-to-end election scenario of `tests/common/scenarios.rs` (the same ones
+//! `tests/election_memdb.rs` runs on MemDb), then the runner on `Arc<Database>` in real time:
+//! crash failover, a priority handover, follower cycles against renewals (with
+//! `ReportConflictingKeys`), commits cut short by FoundationDB's timer, the watch limit, and
+//! `fdb-leader run --cluster-file` under SIGTERM. Each scenario works on a fresh subspace.
+//! Each run writes only below `fdb-leader-election-tests/<random>/`; every election scenario
+//! clears its own subspace when it finishes, and the whole range is cleared when the run
+//! finishes (a panicking scenario leaves it behind).
 
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "test code: sums of a few seconds and counts of a few dozen"
+)]
+
+use std::io::Write;
+
+/// Writes `line` to stderr directly, past the test harness's output capture, so that a
+/// skipped or failed cluster run is seen in any `cargo test` output.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// Without the `fdb` feature there is nothing to run: say so.
+#[cfg(not(feature = "fdb"))]
+#[test]
+fn against_a_cluster() {
+    say(
+        "fdb_integration: SKIPPED: built without the `fdb` feature. The FoundationDB tests need \
+         --features fdb-7_3 (or fdb-7_1, fdb-7_4), libfdb_c, and FDB_CLUSTER_FILE naming a \
+         cluster; scripts/fdb-check runs them all.",
+    );
+}
+
+#[cfg(feature = "fdb")]
 mod common;
 
-use std::error::Error;
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(feature = "fdb")]
+mod cluster {
+    use super::say;
 
-use common::conformance::{self, Backend};
-use common::scenarios::{self, Backend as ScenarioBackend};
-use fdb_leader_election::fdb::election_error;
-use fdb_leader_election::{
-    Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
-    LeaderElection, LeaderRecord, ReadMode, ResignOutcome, TxnError, TxnErrorKind,
-};
-use foundationdb::{Database, FdbBindingError, FdbError, Transaction};
-use foundationdb_tuple::Subspace;
-use rand::{Rng, SeedableRng};
+    use std::error::Error;
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::time::Duration;
 
-type TestResult = Result<(), Box<dyn Error>>;
-
-/// Everything this run writes lives below this prefix, followed by a random run id.
-const TEST_ROOT: &[u8] = b"fdb-leader-election-tests/";
-
-/// Conformance backend: each transaction is an `Arc<Transaction>`, which dereferences to
-/// `Transaction` and therefore implements `ElectionTxn` through the adapter.
-struct FdbBackend {
-    db: Database,
-    /// `TEST_ROOT` + random run id + `/`.
-    run_root: Vec<u8>,
-    next_prefix: AtomicU64,
-}
-
-impl FdbBackend {
-    fn new(db: Database) -> Self {
-        let run_id: u64 = rand::rngs::StdRng::from_os_rng().random();
-        FdbBackend {
-            db,
-            run_root: [TEST_ROOT, format!("{run_id:016x}/").as_bytes()].concat(),
-            next_prefix: AtomicU64::new(0),
-        }
-    }
-
-    /// Clears everything this run wrote.
-    async fn clean_up(&self) -> Result<(), FdbBindingError> {
-        let end = [self.run_root.as_slice(), b"\xff"].concat();
-        let (begin, end) = (&self.run_root, &end);
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                trx.clear_range(begin, end);
-                Ok(())
-            })
-            .await
-    }
-}
-
-impl Backend for FdbBackend {
-    type Txn = Arc<Transaction>;
-
-    #[allow(
-        clippy::panic,
-        reason = "`begin` cannot return an error; creating a transaction fails only when the \
-                  client cannot allocate one, and the test must stop then"
-    )]
-    fn begin(&self) -> Self::Txn {
-        match self.db.create_trx() {
-            Ok(trx) => Arc::new(trx),
-            Err(e) => panic!("cannot create a FoundationDB transaction: {e}"),
-        }
-    }
-
-    async fn commit(&self, txn: Self::Txn) -> Result<(), TxnError> {
-        let trx = Arc::try_unwrap(txn).map_err(|_| {
-            TxnError::with_source(
-                TxnErrorKind::Fatal,
-                "commit: the transaction is still shared (a clone is alive)",
-            )
-        })?;
-        // `From<TransactionCommitError>` treats a commit timeout as an unknown result.
-        trx.commit().await?;
-        Ok(())
-    }
-
-    fn fresh_prefix(&self) -> Vec<u8> {
-        let n = self.next_prefix.fetch_add(1, Ordering::Relaxed);
-        [self.run_root.as_slice(), format!("{n:06}/").as_bytes()].concat()
-    }
-}
-
-#[test]
-fn against_a_cluster() -> TestResult {
-    let cluster_file = match std::env::var("FDB_CLUSTER_FILE") {
-        Ok(path) if !path.is_empty() => path,
-        Ok(_) | Err(std::env::VarError::NotPresent) => {
-            println!("skipped: FDB_CLUSTER_FILE not set");
-            return Ok(());
-        }
-        Err(e) => return Err(format!("FDB_CLUSTER_FILE: {e}").into()),
+    use crate::common::conformance::{self, Backend};
+    use crate::common::scenarios::{self, Backend as ScenarioBackend};
+    use fdb_leader_election::fdb::election_error;
+    use fdb_leader_election::runner::{ElectionDatabase, Runner, TransactionTimedOut};
+    use fdb_leader_election::{
+        Action, Ballot, Candidate, CandidateId, ElectionConfig, ElectionError, ElectionResult,
+        ElectionTxn, LeaderElection, LeaderRecord, Priority, ReadMode, ResignOutcome, TxnError,
+        TxnErrorKind,
     };
+    use foundationdb::options::{DatabaseOption, TransactionOption};
+    use foundationdb::{Database, FdbBindingError, FdbError, Transaction};
+    use foundationdb_tuple::Subspace;
+    use rand::{Rng, SeedableRng};
+    use tokio::time::Instant;
 
-    // SAFETY: `boot` may run once per process, and the guard it returns must be dropped before
-    // the process exits. This is the only call in this test binary, made by its only test
-    // that talks to a cluster, and `network` lives in this frame: it is dropped (network
-    // stopped, its thread joined) when this test returns or unwinds, before the harness exits.
-    #[allow(
-        unsafe_code,
-        reason = "foundationdb::boot is unsafe only because its guard must be dropped before \
+    type TestResult = Result<(), Box<dyn Error>>;
+
+    /// Everything this run writes lives below this prefix, followed by a random run id.
+    const TEST_ROOT: &[u8] = b"fdb-leader-election-tests/";
+
+    /// Conformance backend: each transaction is an `Arc<Transaction>`, which dereferences to
+    /// `Transaction` and therefore implements `ElectionTxn` through the adapter.
+    struct FdbBackend {
+        db: Database,
+        /// The cluster file, for scenarios that need a `Database` handle of their own (its
+        /// options then reach no other scenario).
+        cluster_file: String,
+        /// `TEST_ROOT` + random run id + `/`.
+        run_root: Vec<u8>,
+        next_prefix: AtomicU64,
+    }
+
+    impl FdbBackend {
+        fn new(cluster_file: &str) -> Result<Self, FdbError> {
+            let run_id: u64 = rand::rngs::StdRng::from_os_rng().random();
+            Ok(FdbBackend {
+                db: Database::new(Some(cluster_file))?,
+                cluster_file: cluster_file.to_owned(),
+                run_root: [TEST_ROOT, format!("{run_id:016x}/").as_bytes()].concat(),
+                next_prefix: AtomicU64::new(0),
+            })
+        }
+
+        /// A `Database` handle of its own on the same cluster.
+        fn own_handle(&self) -> Result<Arc<Database>, FdbError> {
+            Ok(Arc::new(Database::new(Some(&self.cluster_file))?))
+        }
+
+        /// Clears everything this run wrote.
+        async fn clean_up(&self) -> Result<(), FdbBindingError> {
+            let end = [self.run_root.as_slice(), b"\xff"].concat();
+            let (begin, end) = (&self.run_root, &end);
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    trx.clear_range(begin, end);
+                    Ok(())
+                })
+                .await
+        }
+    }
+
+    impl Backend for FdbBackend {
+        type Txn = Arc<Transaction>;
+
+        #[allow(
+            clippy::panic,
+            reason = "`begin` cannot return an error; creating a transaction fails only when the \
+                  client cannot allocate one, and the test must stop then"
+        )]
+        fn begin(&self) -> Self::Txn {
+            match self.db.create_trx() {
+                Ok(trx) => Arc::new(trx),
+                Err(e) => panic!("cannot create a FoundationDB transaction: {e}"),
+            }
+        }
+
+        async fn commit(&self, txn: Self::Txn) -> Result<(), TxnError> {
+            let trx = Arc::try_unwrap(txn).map_err(|_| {
+                TxnError::with_source(
+                    TxnErrorKind::Fatal,
+                    "commit: the transaction is still shared (a clone is alive)",
+                )
+            })?;
+            // `From<TransactionCommitError>` treats a commit timeout as an unknown result.
+            trx.commit().await?;
+            Ok(())
+        }
+
+        fn fresh_prefix(&self) -> Vec<u8> {
+            let n = self.next_prefix.fetch_add(1, Ordering::Relaxed);
+            [self.run_root.as_slice(), format!("{n:06}/").as_bytes()].concat()
+        }
+
+        /// Real time: the cluster's versions advance about a million per second.
+        async fn age(&self, by: Duration) {
+            tokio::time::sleep(by).await;
+        }
+
+        fn set_watch_limit(&self, limit: usize) -> bool {
+            let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+            self.db
+                .set_option(DatabaseOption::MaxWatches(limit))
+                .is_ok()
+        }
+    }
+
+    #[test]
+    fn against_a_cluster() -> TestResult {
+        let cluster_file = match std::env::var("FDB_CLUSTER_FILE") {
+            Ok(path) if !path.is_empty() => path,
+            Ok(_) | Err(std::env::VarError::NotPresent) => {
+                say(
+                    "fdb_integration: SKIPPED: FDB_CLUSTER_FILE is not set (point it at a cluster \
+                 file to run the FoundationDB tests)",
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(format!("FDB_CLUSTER_FILE: {e}").into()),
+        };
+
+        // SAFETY: `boot` may run once per process, and the guard it returns must be dropped before
+        // the process exits. This is the only call in this test binary, made by its only test
+        // that talks to a cluster, and `network` lives in this frame: it is dropped (network
+        // stopped, its thread joined) when this test returns or unwinds, before the harness exits.
+        #[allow(
+            unsafe_code,
+            reason = "foundationdb::boot is unsafe only because its guard must be dropped before \
                   exit, which this frame guarantees"
-    )]
-    let network = unsafe { foundationdb::boot() };
+        )]
+        let network = unsafe { foundationdb::boot() };
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let result = runtime.block_on(async {
-        let backend = FdbBackend::new(Database::new(Some(&cluster_file))?);
-        let result = run_scenarios(&backend).await;
-        let cleaned = backend.clean_up().await;
-        result?;
-        cleaned?;
-        Ok::<(), Box<dyn Error>>(())
-    });
-    // Every `Database` and `Transaction` is gone; stop the network last.
-    drop(runtime);
-    drop(network);
-    result
-}
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let result = runtime.block_on(async {
+            let backend = FdbBackend::new(&cluster_file)?;
+            let result = run_scenarios(&backend).await;
+            let cleaned = backend.clean_up().await;
+            result?;
+            cleaned?;
+            Ok::<(), Box<dyn Error>>(())
+        });
+        // Every `Database` and `Transaction` is gone; stop the network last.
+        drop(runtime);
+        drop(network);
+        match &result {
+            Ok(()) => say("fdb_integration: PASSED: every scenario against the cluster"),
+            Err(e) => say(&format!("fdb_integration: FAILED: {e}")),
+        }
+        result
+    }
 
-/// Runs each named function of `common::scenarios` against a fresh [`ElectionDb`] (its own
-/// subspace), then clears that subspace. The scenarios fail by panicking, which skips the
-/// clearing (see the module docs).
-macro_rules! election_scenarios {
+    /// Runs each named function of `common::scenarios` against a fresh [`ElectionDb`] (its own
+    /// subspace), then clears that subspace. The scenarios fail by panicking, which skips the
+    /// clearing (see the module docs).
+    macro_rules! election_scenarios {
     ($backend:expr, $($name:ident),+ $(,)?) => {
         $(
             let db = ElectionDb::new($backend);
@@ -166,410 +235,870 @@ macro_rules! election_scenarios {
     };
 }
 
-/// Every scenario, in order. The first failure stops the run.
-async fn run_scenarios(backend: &FdbBackend) -> TestResult {
-    scenario("conformance suite", async {
-        conformance::run_all(backend).await;
-        Ok(())
-    })
-    .await?;
-    scenario(
-        "range reads return every row across batches",
-        range_reads_return_every_row(backend),
-    )
-    .await?;
-    scenario(
-        "a conflict raised inside Database::run is retried",
-        conflict_inside_run_is_retried(backend),
-    )
-    .await?;
-    scenario(
-        "other election errors end Database::run",
-        other_errors_end_run(backend),
-    )
-    .await?;
-    scenario(
-        "binding errors convert back to the election errors they carry",
-        binding_errors_convert_back(backend),
-    )
-    .await?;
-    election_scenarios!(
-        backend,
-        several_candidates_elect_one_leader,
-        renewal_keeps_the_ballot,
-        crash_failover_waits_one_full_lease,
-        resign_reserves_for_the_best_live_candidate,
-        priority_handover_without_overlap,
-        equal_priority_never_preempts,
-        preemption_disabled_stops_requests,
-        stale_ex_leader_is_fenced,
-        unregistered_candidates_cannot_claim,
-    );
-    Ok(())
-}
-
-async fn scenario(name: &str, body: impl Future<Output = TestResult>) -> TestResult {
-    println!("scenario: {name}");
-    body.await
-        .map_err(|e| format!("scenario `{name}` failed: {e}").into())
-}
-
-fn key(prefix: &[u8], suffix: &str) -> Vec<u8> {
-    [prefix, suffix.as_bytes()].concat()
-}
-
-/// More rows than one reply carries (FoundationDB caps a reply at roughly 80 kB), read from
-/// storage and through the transaction's own uncommitted writes.
-async fn range_reads_return_every_row(b: &FdbBackend) -> TestResult {
-    const ROWS: usize = 300;
-    let prefix = b.fresh_prefix();
-    let end = key(&prefix, "\u{7f}");
-    let value_of = |i: usize| format!("{i:04}").repeat(250).into_bytes(); // 1000 bytes
-
-    let writer = b.begin();
-    for i in 0..ROWS {
-        writer.set(&key(&prefix, &format!("row/{i:04}")), &value_of(i));
-    }
-    let own_writes = writer
-        .get_range(&prefix, &end, ReadMode::Serializable)
+    /// Every scenario, in order. The first failure stops the run.
+    async fn run_scenarios(backend: &FdbBackend) -> TestResult {
+        scenario("conformance suite", async {
+            conformance::run_all(backend).await;
+            Ok(())
+        })
         .await?;
-    assert_eq!(own_writes.len(), ROWS, "read-your-writes range");
-    b.commit(writer).await?;
-
-    let reader = b.begin();
-    let rows = reader.get_range(&prefix, &end, ReadMode::Snapshot).await?;
-    assert_eq!(rows.len(), ROWS, "committed range");
-    for (i, (k, v)) in rows.iter().enumerate() {
-        assert_eq!(
-            k,
-            &key(&prefix, &format!("row/{i:04}")),
-            "row {i} out of order"
-        );
-        assert_eq!(v, &value_of(i), "row {i} value");
-    }
-    let some = reader
-        .get_range(
-            &key(&prefix, "row/0010"),
-            &key(&prefix, "row/0020"),
-            ReadMode::Serializable,
+        scenario(
+            "range reads return every row across batches",
+            range_reads_return_every_row(backend),
         )
         .await?;
-    assert_eq!(some.len(), 10, "[row/0010, row/0020) is half-open");
-    let none = reader
-        .get_range(&end, &prefix, ReadMode::Serializable)
+        scenario(
+            "a conflict raised inside Database::run is retried",
+            conflict_inside_run_is_retried(backend),
+        )
         .await?;
-    assert!(none.is_empty(), "an inverted range is empty");
-    Ok(())
-}
+        scenario(
+            "other election errors end Database::run",
+            other_errors_end_run(backend),
+        )
+        .await?;
+        scenario(
+            "binding errors convert back to the election errors they carry",
+            binding_errors_convert_back(backend),
+        )
+        .await?;
+        election_scenarios!(
+            backend,
+            several_candidates_elect_one_leader,
+            renewal_keeps_the_ballot,
+            crash_failover_waits_one_full_lease,
+            resign_reserves_for_the_best_live_candidate,
+            priority_handover_without_overlap,
+            equal_priority_never_preempts,
+            preemption_disabled_stops_requests,
+            stale_ex_leader_is_fenced,
+            unregistered_candidates_cannot_claim,
+        );
+        scenario(
+            "runner: a crashed leader's successor leads within lease + 2 heartbeats",
+            runner_crash_failover(backend),
+        )
+        .await?;
+        scenario(
+            "runner: a higher priority takes over by handover, without overlap",
+            runner_priority_handover(backend),
+        )
+        .await?;
+        scenario(
+            "follower cycles never conflict with renewals (ReportConflictingKeys)",
+            follower_cycles_never_conflict_with_renewals(backend),
+        )
+        .await?;
+        scenario(
+            "commits cut short by FoundationDB's timer come back maybe committed",
+            commit_timeouts_come_back_maybe_committed(backend),
+        )
+        .await?;
+        scenario(
+            "runners under MaxWatches(1) poll without spinning",
+            runners_under_a_watch_limit_do_not_spin(backend),
+        )
+        .await?;
+        scenario(
+            "fdb-leader run --cluster-file exits cleanly on SIGTERM after a leader change",
+            cli_run_exits_cleanly_after_a_leader_change(backend),
+        )
+        .await?;
+        Ok(())
+    }
 
-/// Makes FoundationDB reject a transaction with a genuine `not_committed` (1020): `loser`
-/// reads `key`, `winner` writes it and commits first, then `loser` writes and commits.
-async fn lose_a_conflict(b: &FdbBackend, key: &[u8]) -> Result<(), ElectionError> {
-    let loser = b.begin();
-    loser.get(key, ReadMode::Serializable).await?;
-    let winner = b.begin();
-    winner.set(key, b"winner");
-    b.commit(winner).await?;
-    loser.set(key, b"loser");
-    b.commit(loser).await?;
-    Ok(())
-}
+    async fn scenario(name: &str, body: impl Future<Output = TestResult>) -> TestResult {
+        say(&format!("scenario: {name}"));
+        body.await
+            .map_err(|e| format!("scenario `{name}` failed: {e}").into())
+    }
 
-async fn conflict_inside_run_is_retried(b: &FdbBackend) -> TestResult {
-    let prefix = b.fresh_prefix();
-    let contended = key(&prefix, "contended");
-    let marker = key(&prefix, "marker");
-    let attempts = AtomicUsize::new(0);
+    fn key(prefix: &[u8], suffix: &str) -> Vec<u8> {
+        [prefix, suffix.as_bytes()].concat()
+    }
 
-    let attempt_that_committed =
-        b.db.run(|trx, _maybe_committed| {
-            let (attempts, contended, marker) = (&attempts, &contended, &marker);
-            async move {
-                let attempt = attempts.fetch_add(1, Ordering::SeqCst).saturating_add(1);
-                // `trx` is a `RetryableTransaction`; this is the election's `get`.
-                let before = trx.get(marker, ReadMode::Serializable).await?;
-                assert_eq!(before, None, "attempt {attempt} saw the marker");
-                if attempt == 1 {
-                    let lost = lose_a_conflict(b, contended).await;
-                    assert!(
-                        matches!(&lost, Err(ElectionError::Database(e))
+    /// More rows than one reply carries (FoundationDB caps a reply at roughly 80 kB), read from
+    /// storage and through the transaction's own uncommitted writes.
+    async fn range_reads_return_every_row(b: &FdbBackend) -> TestResult {
+        const ROWS: usize = 300;
+        let prefix = b.fresh_prefix();
+        let end = key(&prefix, "\u{7f}");
+        let value_of = |i: usize| format!("{i:04}").repeat(250).into_bytes(); // 1000 bytes
+
+        let writer = b.begin();
+        for i in 0..ROWS {
+            writer.set(&key(&prefix, &format!("row/{i:04}")), &value_of(i));
+        }
+        let own_writes = writer
+            .get_range(&prefix, &end, ReadMode::Serializable)
+            .await?;
+        assert_eq!(own_writes.len(), ROWS, "read-your-writes range");
+        b.commit(writer).await?;
+
+        let reader = b.begin();
+        let rows = reader.get_range(&prefix, &end, ReadMode::Snapshot).await?;
+        assert_eq!(rows.len(), ROWS, "committed range");
+        for (i, (k, v)) in rows.iter().enumerate() {
+            assert_eq!(
+                k,
+                &key(&prefix, &format!("row/{i:04}")),
+                "row {i} out of order"
+            );
+            assert_eq!(v, &value_of(i), "row {i} value");
+        }
+        let some = reader
+            .get_range(
+                &key(&prefix, "row/0010"),
+                &key(&prefix, "row/0020"),
+                ReadMode::Serializable,
+            )
+            .await?;
+        assert_eq!(some.len(), 10, "[row/0010, row/0020) is half-open");
+        let none = reader
+            .get_range(&end, &prefix, ReadMode::Serializable)
+            .await?;
+        assert!(none.is_empty(), "an inverted range is empty");
+        Ok(())
+    }
+
+    /// Makes FoundationDB reject a transaction with a genuine `not_committed` (1020): `loser`
+    /// reads `key`, `winner` writes it and commits first, then `loser` writes and commits.
+    async fn lose_a_conflict(b: &FdbBackend, key: &[u8]) -> Result<(), ElectionError> {
+        let loser = b.begin();
+        loser.get(key, ReadMode::Serializable).await?;
+        let winner = b.begin();
+        winner.set(key, b"winner");
+        b.commit(winner).await?;
+        loser.set(key, b"loser");
+        b.commit(loser).await?;
+        Ok(())
+    }
+
+    async fn conflict_inside_run_is_retried(b: &FdbBackend) -> TestResult {
+        let prefix = b.fresh_prefix();
+        let contended = key(&prefix, "contended");
+        let marker = key(&prefix, "marker");
+        let attempts = AtomicUsize::new(0);
+
+        let attempt_that_committed =
+            b.db.run(|trx, _maybe_committed| {
+                let (attempts, contended, marker) = (&attempts, &contended, &marker);
+                async move {
+                    let attempt = attempts.fetch_add(1, Ordering::SeqCst).saturating_add(1);
+                    // `trx` is a `RetryableTransaction`; this is the election's `get`.
+                    let before = trx.get(marker, ReadMode::Serializable).await?;
+                    assert_eq!(before, None, "attempt {attempt} saw the marker");
+                    if attempt == 1 {
+                        let lost = lose_a_conflict(b, contended).await;
+                        assert!(
+                            matches!(&lost, Err(ElectionError::Database(e))
                             if e.kind() == TxnErrorKind::Conflict && e.code() == Some(1020)),
-                        "expected a conflict, got {lost:?}"
-                    );
-                    // The conversion under test: ElectionError -> FdbBindingError, which
-                    // `run` must hand to `on_error` and retry.
-                    lost?;
+                            "expected a conflict, got {lost:?}"
+                        );
+                        // The conversion under test: ElectionError -> FdbBindingError, which
+                        // `run` must hand to `on_error` and retry.
+                        lost?;
+                    }
+                    trx.set(marker, b"committed");
+                    Ok(attempt)
                 }
-                trx.set(marker, b"committed");
-                Ok(attempt)
-            }
-        })
-        .await?;
+            })
+            .await?;
 
-    assert_eq!(attempt_that_committed, 2);
-    assert_eq!(attempts.load(Ordering::SeqCst), 2, "closure invocations");
-    let check = b.begin();
-    assert_eq!(
-        check.get(&marker, ReadMode::Snapshot).await?.as_deref(),
-        Some(&b"committed"[..])
-    );
-    Ok(())
-}
+        assert_eq!(attempt_that_committed, 2);
+        assert_eq!(attempts.load(Ordering::SeqCst), 2, "closure invocations");
+        let check = b.begin();
+        assert_eq!(
+            check.get(&marker, ReadMode::Snapshot).await?.as_deref(),
+            Some(&b"committed"[..])
+        );
+        Ok(())
+    }
 
-async fn other_errors_end_run(b: &FdbBackend) -> TestResult {
-    let attempts = AtomicUsize::new(0);
-    let outcome: Result<(), FdbBindingError> =
-        b.db.run(|_trx, _maybe_committed| {
-            let attempts = &attempts;
-            async move {
-                attempts.fetch_add(1, Ordering::SeqCst);
-                Err(FdbBindingError::from(ElectionError::NotInitialized))
-            }
-        })
-        .await;
-    assert_eq!(attempts.load(Ordering::SeqCst), 1, "closure invocations");
-    assert!(
-        matches!(&outcome, Err(FdbBindingError::CustomError(e))
+    async fn other_errors_end_run(b: &FdbBackend) -> TestResult {
+        let attempts = AtomicUsize::new(0);
+        let outcome: Result<(), FdbBindingError> =
+            b.db.run(|_trx, _maybe_committed| {
+                let attempts = &attempts;
+                async move {
+                    attempts.fetch_add(1, Ordering::SeqCst);
+                    Err(FdbBindingError::from(ElectionError::NotInitialized))
+                }
+            })
+            .await;
+        assert_eq!(attempts.load(Ordering::SeqCst), 1, "closure invocations");
+        assert!(
+            matches!(&outcome, Err(FdbBindingError::CustomError(e))
             if matches!(e.downcast_ref::<ElectionError>(), Some(ElectionError::NotInitialized))),
-        "got {outcome:?}"
-    );
-    Ok(())
-}
+            "got {outcome:?}"
+        );
+        Ok(())
+    }
 
-/// Election-scenario backend: each operation is one `Database::run`, on a subspace no other
-/// scenario uses.
-struct ElectionDb<'a> {
-    db: &'a Database,
-    /// Everything the scenario writes: the election below `("election",)`, the fenced
-    /// counters below `("counter", key)`.
-    root: Subspace,
-    election: LeaderElection,
-}
+    /// Election-scenario backend: each operation is one `Database::run`, on a subspace no other
+    /// scenario uses.
+    struct ElectionDb<'a> {
+        db: &'a Database,
+        /// Everything the scenario writes: the election below `("election",)`, the fenced
+        /// counters below `("counter", key)`.
+        root: Subspace,
+        election: LeaderElection,
+    }
 
-impl<'a> ElectionDb<'a> {
-    /// A fresh subspace below this run's random root.
-    fn new(b: &'a FdbBackend) -> Self {
-        let root = Subspace::from_bytes(b.fresh_prefix());
-        let election = LeaderElection::new(root.subspace(&("election",)));
-        ElectionDb {
-            db: &b.db,
-            root,
-            election,
+    impl<'a> ElectionDb<'a> {
+        /// A fresh subspace below this run's random root.
+        fn new(b: &'a FdbBackend) -> Self {
+            let root = Subspace::from_bytes(b.fresh_prefix());
+            let election = LeaderElection::new(root.subspace(&("election",)));
+            ElectionDb {
+                db: &b.db,
+                root,
+                election,
+            }
+        }
+
+        fn counter_key(&self, key: &[u8]) -> Vec<u8> {
+            self.root.pack(&("counter", key))
+        }
+
+        /// Clears everything the scenario wrote.
+        async fn clear(&self) -> Result<(), FdbBindingError> {
+            let (begin, end) = self.root.range();
+            let (begin, end) = (&begin, &end);
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    trx.clear_range(begin, end);
+                    Ok(())
+                })
+                .await
         }
     }
 
-    fn counter_key(&self, key: &[u8]) -> Vec<u8> {
-        self.root.pack(&("counter", key))
+    impl ScenarioBackend for ElectionDb<'_> {
+        fn election(&self) -> &LeaderElection {
+            &self.election
+        }
+
+        async fn init(&self, cfg: &ElectionConfig) -> Result<(), ElectionError> {
+            let e = &self.election;
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    e.initialize_with_config(&trx, cfg)
+                        .await
+                        .map_err(FdbBindingError::from)
+                })
+                .await
+                .map_err(election_error)
+        }
+
+        async fn register(&self, c: &Candidate) -> Result<(), ElectionError> {
+            let e = &self.election;
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    e.register_candidate(&trx, c)
+                        .await
+                        .map_err(FdbBindingError::from)
+                })
+                .await
+                .map_err(election_error)
+        }
+
+        async fn cycle(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
+            let e = &self.election;
+            let cycle = self
+                .db
+                .run(|trx, _maybe_committed| async move {
+                    e.run_election_cycle(&trx, c)
+                        .await
+                        .map_err(FdbBindingError::from)
+                })
+                .await
+                .map_err(election_error)?;
+            // Adopted only now that the commit is confirmed.
+            Ok((cycle.action(), c.adopt(cycle)))
+        }
+
+        async fn try_claim(
+            &self,
+            c: &Candidate,
+        ) -> Result<(Action, ElectionResult), ElectionError> {
+            let e = &self.election;
+            let cycle = self
+                .db
+                .run(|trx, _maybe_committed| async move {
+                    e.try_claim_leadership(&trx, c)
+                        .await
+                        .map_err(FdbBindingError::from)
+                })
+                .await
+                .map_err(election_error)?;
+            Ok((cycle.action(), c.adopt(cycle)))
+        }
+
+        async fn resign(&self, c: &Candidate) -> Result<ResignOutcome, ElectionError> {
+            let e = &self.election;
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    e.resign_leadership(&trx, c, None)
+                        .await
+                        .map_err(FdbBindingError::from)
+                })
+                .await
+                .map_err(election_error)
+        }
+
+        async fn record(&self) -> Result<LeaderRecord, ElectionError> {
+            let e = &self.election;
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    e.leader_record(&trx).await.map_err(FdbBindingError::from)
+                })
+                .await
+                .map_err(election_error)
+        }
+
+        async fn fenced_increment(&self, token: Ballot, key: &[u8]) -> Result<u64, ElectionError> {
+            let e = &self.election;
+            let key = self.counter_key(key);
+            let key = key.as_slice();
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    // The fence check and the counter's read-modify-write commit together.
+                    e.fence(&trx, token).await?;
+                    let stored = ElectionTxn::get(&trx, key, ReadMode::Serializable).await?;
+                    let n = counter_value(stored)?
+                        .checked_add(1)
+                        .ok_or(ElectionError::CounterExhausted { what: "scenario" })?;
+                    ElectionTxn::set(&trx, key, &n.to_le_bytes());
+                    Ok(n)
+                })
+                .await
+                .map_err(election_error)
+        }
+
+        async fn read_counter(&self, key: &[u8]) -> Result<u64, ElectionError> {
+            let key = self.counter_key(key);
+            let key = key.as_slice();
+            self.db
+                .run(|trx, _maybe_committed| async move {
+                    let stored = ElectionTxn::get(&trx, key, ReadMode::Snapshot).await?;
+                    Ok(counter_value(stored)?)
+                })
+                .await
+                .map_err(election_error)
+        }
     }
 
-    /// Clears everything the scenario wrote.
-    async fn clear(&self) -> Result<(), FdbBindingError> {
-        let (begin, end) = self.root.range();
-        let (begin, end) = (&begin, &end);
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                trx.clear_range(begin, end);
-                Ok(())
-            })
-            .await
-    }
-}
-
-impl ScenarioBackend for ElectionDb<'_> {
-    fn election(&self) -> &LeaderElection {
-        &self.election
+    /// A scenario counter: absent is 0, otherwise 8 little-endian bytes.
+    fn counter_value(stored: Option<Vec<u8>>) -> Result<u64, ElectionError> {
+        let Some(bytes) = stored else { return Ok(0) };
+        let len = bytes.len();
+        let bytes: [u8; 8] = bytes.try_into().map_err(|_| {
+            TxnError::with_source(
+                TxnErrorKind::Fatal,
+                format!("scenario counter is {len} bytes, not 8"),
+            )
+        })?;
+        Ok(u64::from_le_bytes(bytes))
     }
 
-    async fn init(&self, cfg: &ElectionConfig) -> Result<(), ElectionError> {
-        let e = &self.election;
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                e.initialize_with_config(&trx, cfg)
-                    .await
-                    .map_err(FdbBindingError::from)
-            })
-            .await
-            .map_err(election_error)
-    }
-
-    async fn register(&self, c: &Candidate) -> Result<(), ElectionError> {
-        let e = &self.election;
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                e.register_candidate(&trx, c)
-                    .await
-                    .map_err(FdbBindingError::from)
-            })
-            .await
-            .map_err(election_error)
-    }
-
-    async fn cycle(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let e = &self.election;
-        let cycle = self
-            .db
-            .run(|trx, _maybe_committed| async move {
-                e.run_election_cycle(&trx, c)
-                    .await
-                    .map_err(FdbBindingError::from)
-            })
-            .await
-            .map_err(election_error)?;
-        // Adopted only now that the commit is confirmed.
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn try_claim(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let e = &self.election;
-        let cycle = self
-            .db
-            .run(|trx, _maybe_committed| async move {
-                e.try_claim_leadership(&trx, c)
-                    .await
-                    .map_err(FdbBindingError::from)
-            })
-            .await
-            .map_err(election_error)?;
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn resign(&self, c: &Candidate) -> Result<ResignOutcome, ElectionError> {
-        let e = &self.election;
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                e.resign_leadership(&trx, c, None)
-                    .await
-                    .map_err(FdbBindingError::from)
-            })
-            .await
-            .map_err(election_error)
-    }
-
-    async fn record(&self) -> Result<LeaderRecord, ElectionError> {
-        let e = &self.election;
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                e.leader_record(&trx).await.map_err(FdbBindingError::from)
-            })
-            .await
-            .map_err(election_error)
-    }
-
-    async fn fenced_increment(&self, token: Ballot, key: &[u8]) -> Result<u64, ElectionError> {
-        let e = &self.election;
-        let key = self.counter_key(key);
-        let key = key.as_slice();
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                // The fence check and the counter's read-modify-write commit together.
-                e.fence(&trx, token).await?;
-                let stored = ElectionTxn::get(&trx, key, ReadMode::Serializable).await?;
-                let n = counter_value(stored)?
-                    .checked_add(1)
-                    .ok_or(ElectionError::CounterExhausted { what: "scenario" })?;
-                ElectionTxn::set(&trx, key, &n.to_le_bytes());
-                Ok(n)
-            })
-            .await
-            .map_err(election_error)
-    }
-
-    async fn read_counter(&self, key: &[u8]) -> Result<u64, ElectionError> {
-        let key = self.counter_key(key);
-        let key = key.as_slice();
-        self.db
-            .run(|trx, _maybe_committed| async move {
-                let stored = ElectionTxn::get(&trx, key, ReadMode::Snapshot).await?;
-                Ok(counter_value(stored)?)
-            })
-            .await
-            .map_err(election_error)
-    }
-}
-
-/// A scenario counter: absent is 0, otherwise 8 little-endian bytes.
-fn counter_value(stored: Option<Vec<u8>>) -> Result<u64, ElectionError> {
-    let Some(bytes) = stored else { return Ok(0) };
-    let len = bytes.len();
-    let bytes: [u8; 8] = bytes.try_into().map_err(|_| {
-        TxnError::with_source(
-            TxnErrorKind::Fatal,
-            format!("scenario counter is {len} bytes, not 8"),
-        )
-    })?;
-    Ok(u64::from_le_bytes(bytes))
-}
-
-/// Every path of `fdb_leader_election::fdb::election_error`, without touching the cluster.
-async fn binding_errors_convert_back(_b: &FdbBackend) -> TestResult {
-    // Non-database election errors come back unchanged.
-    let stale = ElectionError::StaleToken {
-        token: Ballot::new(1),
-        current: Ballot::new(2),
-        vacant: false,
-    };
-    let back = election_error(FdbBindingError::from(stale));
-    assert!(
-        matches!(back, ElectionError::StaleToken { token, current, vacant: false }
+    /// Every path of `fdb_leader_election::fdb::election_error`, without touching the cluster.
+    async fn binding_errors_convert_back(_b: &FdbBackend) -> TestResult {
+        // Non-database election errors come back unchanged.
+        let stale = ElectionError::StaleToken {
+            token: Ballot::new(1),
+            current: Ballot::new(2),
+            vacant: false,
+        };
+        let back = election_error(FdbBindingError::from(stale));
+        assert!(
+            matches!(back, ElectionError::StaleToken { token, current, vacant: false }
             if token == Ballot::new(1) && current == Ballot::new(2)),
-        "{back:?}"
-    );
-    // A database error with a code travels as the bare code; kind and code come back.
-    let conflict = ElectionError::from(TxnError::from(FdbError::from_code(1020)));
-    let back = election_error(FdbBindingError::from(conflict));
-    assert!(
-        matches!(&back, ElectionError::Database(t)
+            "{back:?}"
+        );
+        // A database error with a code travels as the bare code; kind and code come back.
+        let conflict = ElectionError::from(TxnError::from(FdbError::from_code(1020)));
+        let back = election_error(FdbBindingError::from(conflict));
+        assert!(
+            matches!(&back, ElectionError::Database(t)
             if t.kind() == TxnErrorKind::Conflict && t.code() == Some(1020)),
-        "{back:?}"
-    );
-    // What `run` returns when `on_error` gives up or a commit fails for good.
-    let back = election_error(FdbBindingError::NonRetryableFdbError(FdbError::from_code(
-        1007,
-    )));
-    assert!(
-        matches!(&back, ElectionError::Database(t)
+            "{back:?}"
+        );
+        // What `run` returns when `on_error` gives up or a commit fails for good.
+        let back = election_error(FdbBindingError::NonRetryableFdbError(FdbError::from_code(
+            1007,
+        )));
+        assert!(
+            matches!(&back, ElectionError::Database(t)
             if t.kind() == TxnErrorKind::TooOld && t.code() == Some(1007)),
-        "{back:?}"
-    );
-    // Database errors without a code, boxed as an `ElectionError` or as a bare `TxnError`.
-    let back = election_error(FdbBindingError::from(ElectionError::from(TxnError::new(
-        TxnErrorKind::Unavailable,
-    ))));
-    assert!(
-        matches!(&back, ElectionError::Database(t)
+            "{back:?}"
+        );
+        // Database errors without a code, boxed as an `ElectionError` or as a bare `TxnError`.
+        let back = election_error(FdbBindingError::from(ElectionError::from(TxnError::new(
+            TxnErrorKind::Unavailable,
+        ))));
+        assert!(
+            matches!(&back, ElectionError::Database(t)
             if t.kind() == TxnErrorKind::Unavailable && t.code().is_none()),
-        "{back:?}"
-    );
-    let back = election_error(FdbBindingError::from(TxnError::new(
-        TxnErrorKind::CommitUnknown,
-    )));
-    assert!(
-        matches!(&back, ElectionError::Database(t)
+            "{back:?}"
+        );
+        let back = election_error(FdbBindingError::from(TxnError::new(
+            TxnErrorKind::CommitUnknown,
+        )));
+        assert!(
+            matches!(&back, ElectionError::Database(t)
             if t.kind() == TxnErrorKind::CommitUnknown && t.code().is_none()),
-        "{back:?}"
-    );
-    // Boxed FoundationDB errors, directly or nested in a binding error.
-    let back = election_error(FdbBindingError::CustomError(Box::new(FdbError::from_code(
-        1021,
-    ))));
-    assert!(
-        matches!(&back, ElectionError::Database(t)
+            "{back:?}"
+        );
+        // Boxed FoundationDB errors, directly or nested in a binding error.
+        let back = election_error(FdbBindingError::CustomError(Box::new(FdbError::from_code(
+            1021,
+        ))));
+        assert!(
+            matches!(&back, ElectionError::Database(t)
             if t.kind() == TxnErrorKind::CommitUnknown && t.code() == Some(1021)),
-        "{back:?}"
-    );
-    let nested = FdbBindingError::CustomError(Box::new(FdbBindingError::from(
-        ElectionError::NotInitialized,
-    )));
-    let back = election_error(nested);
-    assert!(matches!(back, ElectionError::NotInitialized), "{back:?}");
-    // Nothing to recover: fatal, with the binding error as the source.
-    let back = election_error(FdbBindingError::ReferenceToTransactionKept);
-    assert!(
-        matches!(&back, ElectionError::Database(t)
+            "{back:?}"
+        );
+        let nested = FdbBindingError::CustomError(Box::new(FdbBindingError::from(
+            ElectionError::NotInitialized,
+        )));
+        let back = election_error(nested);
+        assert!(matches!(back, ElectionError::NotInitialized), "{back:?}");
+        // Nothing to recover: fatal, with the binding error as the source.
+        let back = election_error(FdbBindingError::ReferenceToTransactionKept);
+        assert!(
+            matches!(&back, ElectionError::Database(t)
             if t.kind() == TxnErrorKind::Fatal
                 && t.code().is_none()
                 && Error::source(t).is_some_and(|s| s.is::<FdbBindingError>())),
-        "{back:?}"
-    );
-    Ok(())
+            "{back:?}"
+        );
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The runner on `Arc<Database>`, in real time (paused tokio time would auto-advance while
+    // FoundationDB futures are pending, so every transaction would time out).
+
+    /// Lease 1.5 s, heartbeat 300 ms, 250 ms per transaction.
+    const LEASE: Duration = Duration::from_millis(1_500);
+    const HEARTBEAT: Duration = Duration::from_millis(300);
+
+    fn runner_config() -> Result<ElectionConfig, Box<dyn Error>> {
+        Ok(ElectionConfig::builder()
+            .lease_duration(LEASE)
+            .heartbeat_interval(HEARTBEAT)
+            .candidate_timeout(Duration::from_secs(4))
+            .transaction_timeout(Duration::from_millis(250))
+            .takeover_stagger(Duration::from_millis(20))
+            .build()?)
+    }
+
+    fn start_runner<D: ElectionDatabase>(
+        db: D,
+        subspace: &Subspace,
+        name: &str,
+        priority: i32,
+    ) -> Result<Runner, Box<dyn Error>> {
+        Ok(Runner::builder(db, subspace.clone())
+            .label(name)
+            .priority(Priority::new(priority))
+            .payload(format!("{name}:7000"))
+            .config(runner_config()?)
+            .start()?)
+    }
+
+    /// The one runner of `runners` that believes it leads; an error if two do.
+    fn sole_leader(runners: &[&Runner]) -> Result<Option<usize>, Box<dyn Error>> {
+        let leading: Vec<usize> = (0..runners.len())
+            .filter(|&i| runners.get(i).is_some_and(|r| r.is_leader()))
+            .collect();
+        match leading.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(*one)),
+            _ => Err(format!("runners {leading:?} lead at once").into()),
+        }
+    }
+
+    /// Waits (checking exclusion every 5 ms) until `pick` finds a leader, for at most `bound`.
+    async fn wait_for_leader(
+        runners: &[&Runner],
+        bound: Duration,
+        pick: impl Fn(usize) -> bool,
+    ) -> Result<(usize, Duration), Box<dyn Error>> {
+        let start = Instant::now();
+        while start.elapsed() < bound {
+            if let Some(i) = sole_leader(runners)?.filter(|&i| pick(i)) {
+                return Ok((i, start.elapsed()));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Err(format!("no leader within {bound:?}").into())
+    }
+
+    async fn runner_crash_failover(b: &FdbBackend) -> TestResult {
+        let db = Arc::new(Database::new(Some(&b.cluster_file))?);
+        let subspace = Subspace::from_bytes(b.fresh_prefix());
+        let runners = ["a", "b", "c"]
+            .iter()
+            .map(|name| start_runner(Arc::clone(&db), &subspace, name, 1))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&Runner> = runners.iter().collect();
+        let (first, _) = wait_for_leader(&refs, LEASE * 4, |_| true).await?;
+        let ballot = refs
+            .get(first)
+            .and_then(|r| r.leadership())
+            .ok_or("the leader has no guard")?
+            .ballot();
+        // Let everyone see a few renewals, then crash the leader: no resignation.
+        tokio::time::sleep(HEARTBEAT * 3).await;
+        refs.get(first).ok_or("no leader")?.abort();
+        let (next, took) = wait_for_leader(&refs, LEASE * 4, |i| i != first).await?;
+        say(&format!(
+            "  failover after a crash took {took:?} (lease {LEASE:?})"
+        ));
+        if took > LEASE + HEARTBEAT * 2 {
+            return Err(format!("failover took {took:?}, more than lease + 2 heartbeats").into());
+        }
+        let successor = refs
+            .get(next)
+            .and_then(|r| r.leadership())
+            .ok_or("the successor has no guard")?;
+        if successor.ballot() != Ballot::new(ballot.get() + 1) {
+            return Err(format!("successor ballot {} after {ballot}", successor.ballot()).into());
+        }
+        for r in &runners {
+            r.shutdown().await;
+        }
+        Ok(())
+    }
+
+    async fn runner_priority_handover(b: &FdbBackend) -> TestResult {
+        let db = Arc::new(Database::new(Some(&b.cluster_file))?);
+        let subspace = Subspace::from_bytes(b.fresh_prefix());
+        let low = start_runner(Arc::clone(&db), &subspace, "low", 1)?;
+        let old = tokio::time::timeout(LEASE * 4, low.elected())
+            .await?
+            .ok_or("the first runner stopped")?;
+        let high = start_runner(Arc::clone(&db), &subspace, "high", 5)?;
+        let started = Instant::now();
+        let new = tokio::time::timeout(LEASE * 4, high.elected())
+            .await?
+            .ok_or("the higher priority stopped")?;
+        let took = started.elapsed();
+        say(&format!("  handover took {took:?}"));
+        // The old guard ends before the new one is issued: no overlap.
+        if !old.is_cancelled() {
+            return Err("the old leader's guard was still valid when the successor led".into());
+        }
+        if new.ballot() != Ballot::new(old.ballot().get() + 1) {
+            return Err(format!("ballot {} after {}", new.ballot(), old.ballot()).into());
+        }
+        if took > LEASE {
+            return Err(format!("a cooperative handover took {took:?}, a lease or more").into());
+        }
+        high.shutdown().await;
+        low.shutdown().await;
+        Ok(())
+    }
+
+    /// One cycle of `c` in a transaction of its own that reports its conflicting keys, not
+    /// yet committed.
+    async fn open_cycle(
+        db: &Database,
+        election: &LeaderElection,
+        c: &Candidate,
+    ) -> Result<(Transaction, fdb_leader_election::Cycle), Box<dyn Error>> {
+        let trx = db.create_trx()?;
+        trx.set_option(TransactionOption::ReportConflictingKeys)?;
+        let cycle = election.run_election_cycle(&&trx, c).await?;
+        Ok((trx, cycle))
+    }
+
+    /// Commits a cycle's transaction; a conflict is an error naming the conflicting keys.
+    async fn commit_cycle(
+        trx: Transaction,
+        cycle: fdb_leader_election::Cycle,
+        c: &Candidate,
+        who: &str,
+    ) -> Result<ElectionResult, Box<dyn Error>> {
+        match trx.commit().await {
+            Ok(_) => Ok(c.adopt(cycle)),
+            Err(failed) => {
+                let keys = failed.conflicting_keys().await.unwrap_or_default();
+                let keys: Vec<String> = keys
+                    .iter()
+                    .map(|k| {
+                        format!(
+                            "[{}, {})",
+                            fdb_leader_election::printable_key(k.begin()),
+                            fdb_leader_election::printable_key(k.end())
+                        )
+                    })
+                    .collect();
+                Err(format!("{who}'s cycle failed ({failed}); conflicting keys: {keys:?}").into())
+            }
+        }
+    }
+
+    async fn follower_cycles_never_conflict_with_renewals(b: &FdbBackend) -> TestResult {
+        const ROUNDS: usize = 50;
+        let db = ElectionDb::new(b);
+        let cfg = runner_config()?;
+        db.init(&cfg).await?;
+        let leader = Candidate::new(CandidateId::random("leader")?, Priority::new(1));
+        let follower = Candidate::new(CandidateId::random("follower")?, Priority::new(1));
+        db.register(&leader).await?;
+        db.register(&follower).await?;
+        let (_, first) = db.cycle(&leader).await?;
+        if !first.is_leader() {
+            return Err("the first candidate did not lead".into());
+        }
+        let election = db.election().clone();
+        let mut renewals = 0_usize;
+        for _ in 0..ROUNDS {
+            // The follower reads first; the leader renews and commits; then the follower
+            // commits. Its snapshot read of the leader record must not conflict.
+            let (f_trx, f_cycle) = open_cycle(db.db, &election, &follower).await?;
+            let (l_trx, l_cycle) = open_cycle(db.db, &election, &leader).await?;
+            if l_cycle.action() == Action::Renewed {
+                renewals += 1;
+            }
+            commit_cycle(l_trx, l_cycle, &leader, "the leader").await?;
+            commit_cycle(f_trx, f_cycle, &follower, "a follower").await?;
+        }
+        say(&format!(
+            "  {ROUNDS} follower cycles, {renewals} renewals committed between their reads and commits, 0 conflicts"
+        ));
+        if renewals == 0 {
+            return Err("the leader never renewed: the check proved nothing".into());
+        }
+        db.clear().await?;
+        Ok(())
+    }
+
+    async fn commit_timeouts_come_back_maybe_committed(b: &FdbBackend) -> TestResult {
+        // The runner's own bound: a tokio timeout, reported as maybe committed.
+        let db = b.own_handle()?;
+        let prefix = b.fresh_prefix();
+        let probe = key(&prefix, "probe");
+        let tiny = db
+            .transact(Duration::from_micros(1), |trx| {
+                let probe = probe.clone();
+                async move {
+                    ElectionTxn::get(&trx, &probe, ReadMode::Serializable).await?;
+                    ElectionTxn::set(&trx, &probe, b"x");
+                    Ok(())
+                }
+            })
+            .await;
+        match &tiny {
+            Ok(()) => {}
+            Err(ElectionError::Database(t))
+                if t.is_maybe_committed()
+                    && Error::source(t).is_some_and(|s| s.is::<TransactionTimedOut>()) => {}
+            Err(e) => return Err(format!("a 1 µs transact returned {e:?}").into()),
+        }
+
+        // FoundationDB's own timer (a database-wide transaction timeout an operator may set):
+        // the body waits until just before it fires, so it often fires during the commit.
+        let (mut committed, mut unknown, mut during_body) = (0, 0, 0);
+        for attempt in 0..40_u64 {
+            let timeout_ms: u64 = 20;
+            db.set_option(DatabaseOption::TransactionTimeout(20))?;
+            let margin = Duration::from_micros(250 * (attempt % 12));
+            let body_done = Arc::new(AtomicBool::new(false));
+            let k = key(&prefix, &format!("t{attempt}"));
+            let result = db
+                .transact(Duration::from_secs(5), |trx| {
+                    let (k, body_done) = (k.clone(), Arc::clone(&body_done));
+                    async move {
+                        let started = Instant::now();
+                        ElectionTxn::get(&trx, &k, ReadMode::Serializable).await?;
+                        let fire = started + Duration::from_millis(timeout_ms);
+                        tokio::time::sleep_until(fire.checked_sub(margin).unwrap_or(fire)).await;
+                        ElectionTxn::set(&trx, &k, b"x");
+                        body_done.store(true, Ordering::SeqCst);
+                        Ok(())
+                    }
+                })
+                .await;
+            let after_body = body_done.load(Ordering::SeqCst);
+            match result {
+                Ok(()) => committed += 1,
+                Err(ElectionError::Database(t))
+                    if t.code() == Some(1031) || t.code() == Some(1004) =>
+                {
+                    if after_body {
+                        if t.kind() != TxnErrorKind::CommitUnknown {
+                            return Err(format!("a commit that timed out came back as {t}").into());
+                        }
+                        unknown += 1;
+                    } else {
+                        if t.is_maybe_committed() {
+                            return Err(format!("a read that timed out came back as {t}").into());
+                        }
+                        during_body += 1;
+                    }
+                }
+                Err(e) => return Err(format!("attempt {attempt}: {e:?}").into()),
+            }
+        }
+        db.set_option(DatabaseOption::TransactionTimeout(0))?;
+        say(&format!(
+            "  FoundationDB timeouts: {unknown} during the commit (maybe committed), \
+             {during_body} during the body, {committed} commits in time"
+        ));
+        Ok(())
+    }
+
+    /// Counts the transactions the runners run.
+    #[derive(Clone)]
+    struct Counting {
+        db: Arc<Database>,
+        calls: Arc<AtomicU64>,
+    }
+
+    impl ElectionDatabase for Counting {
+        type Txn = Arc<Transaction>;
+
+        fn transact<F, Fut, T>(
+            &self,
+            timeout: Duration,
+            body: F,
+        ) -> impl Future<Output = Result<T, ElectionError>> + Send
+        where
+            F: Fn(Self::Txn) -> Fut + Send + Sync,
+            Fut: Future<Output = Result<T, ElectionError>> + Send,
+            T: Send,
+        {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.db.transact(timeout, body)
+        }
+    }
+
+    async fn runners_under_a_watch_limit_do_not_spin(b: &FdbBackend) -> TestResult {
+        const HEARTBEATS: u32 = 30;
+        let db = b.own_handle()?;
+        db.set_option(DatabaseOption::MaxWatches(1))?;
+        let counting = Counting {
+            db: Arc::clone(&db),
+            calls: Arc::new(AtomicU64::new(0)),
+        };
+        let subspace = Subspace::from_bytes(b.fresh_prefix());
+        let a = start_runner(counting.clone(), &subspace, "a", 1)?;
+        let c = start_runner(counting.clone(), &subspace, "c", 1)?;
+        let refs = [&a, &c];
+        wait_for_leader(&refs, LEASE * 4, |_| true).await?;
+        let before = counting.calls.load(Ordering::SeqCst);
+        let start = Instant::now();
+        while start.elapsed() < HEARTBEAT * HEARTBEATS {
+            sole_leader(&refs)?;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let calls = counting.calls.load(Ordering::SeqCst).saturating_sub(before);
+        say(&format!(
+            "  {calls} transactions in {HEARTBEATS} heartbeats, two runners, MaxWatches(1)"
+        ));
+        // A cycle and a watch per runner and heartbeat is about 120; a runner re-arming a
+        // refused watch at once would run thousands.
+        if calls > u64::from(HEARTBEATS) * 8 {
+            return Err(
+                format!("{calls} transactions in {HEARTBEATS} heartbeats: spinning").into(),
+            );
+        }
+        a.shutdown().await;
+        c.shutdown().await;
+        Ok(())
+    }
+
+    /// `fdb-leader run --cluster-file`: two processes; after the higher-priority one has
+    /// taken over, SIGTERM ends it cleanly (exit 0: child stopped, resigned) and the other
+    /// leads again.
+    async fn cli_run_exits_cleanly_after_a_leader_change(b: &FdbBackend) -> TestResult {
+        let Some(bin) = option_env!("CARGO_BIN_EXE_fdb-leader") else {
+            say("  skipped: fdb-leader is built only with the `cli` feature");
+            return Ok(());
+        };
+        let dir = tempfile::tempdir()?;
+        let election = format!(
+            "it-{:016x}",
+            rand::rngs::StdRng::from_os_rng().random::<u64>()
+        );
+        let start = |name: &str, priority: &str| -> std::io::Result<std::process::Child> {
+            let out = std::fs::File::create(dir.path().join(format!("{name}.out")))?;
+            std::process::Command::new(bin)
+                .args(["--cluster-file", &b.cluster_file, "--election", &election])
+                .args(["run", "--name", name, "--priority", priority])
+                .args(["--lease", "2s", "--heartbeat", "500ms", "--"])
+                .args(["sh", "-c", &format!("echo {name} leads; exec sleep 1000")])
+                .stdout(out)
+                .stderr(std::fs::File::create(
+                    dir.path().join(format!("{name}.err")),
+                )?)
+                .spawn()
+        };
+        let leads = |name: &str| {
+            std::fs::read_to_string(dir.path().join(format!("{name}.out")))
+                .map(|s| s.matches(&format!("{name} leads")).count())
+                .unwrap_or(0)
+        };
+        let wait = |what: String, bound: Duration, f: &dyn Fn() -> bool| {
+            let start = std::time::Instant::now();
+            while start.elapsed() < bound {
+                if f() {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(format!("{what} within {bound:?}"))
+        };
+        let mut low = start("low", "1")?;
+        wait("low to lead".into(), Duration::from_secs(10), &|| {
+            leads("low") == 1
+        })?;
+        let mut high = start("high", "5")?;
+        wait("high to take over".into(), Duration::from_secs(10), &|| {
+            leads("high") == 1
+        })?;
+        // Right after the leader change: SIGTERM to the new leader.
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &high.id().to_string()])
+            .status()?;
+        if !status.success() {
+            return Err("kill -TERM failed".into());
+        }
+        let exited = wait_exit(&mut high, Duration::from_secs(10))?;
+        if exited.code() != Some(0) {
+            let err = std::fs::read_to_string(dir.path().join("high.err")).unwrap_or_default();
+            return Err(format!("fdb-leader exited with {exited} after SIGTERM:\n{err}").into());
+        }
+        wait("low to lead again".into(), Duration::from_secs(10), &|| {
+            leads("low") == 2
+        })?;
+        std::process::Command::new("kill")
+            .args(["-TERM", &low.id().to_string()])
+            .status()?;
+        let exited = wait_exit(&mut low, Duration::from_secs(10))?;
+        if exited.code() != Some(0) {
+            return Err(format!("the last fdb-leader exited with {exited}").into());
+        }
+        Ok(())
+    }
+
+    /// Waits for `child` to exit, for at most `bound` (then kills it).
+    fn wait_exit(
+        child: &mut std::process::Child,
+        bound: Duration,
+    ) -> Result<std::process::ExitStatus, Box<dyn Error>> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < bound {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        Err(format!("fdb-leader did not exit within {bound:?}").into())
+    }
 }

@@ -24,18 +24,29 @@ use fdb_leader_election::memdb::{
     ScriptedFaults,
 };
 use fdb_leader_election::{
-    ElectionError, ElectionTxn, KeyValue, ManualClock, ReadMode, TokioClock, TxnError, TxnErrorKind,
+    ElectionDatabase, ElectionError, ElectionTxn, KeyValue, ManualClock, ReadMode, TokioClock,
+    TxnError, TxnErrorKind,
 };
 
+/// The conformance backend: one MemDb on a manual clock (so transactions age only when a
+/// check says so), with a fault script.
 struct MemBackend {
     db: MemDb,
+    clock: ManualClock,
+    faults: ScriptedFaults,
     prefixes: AtomicU64,
 }
 
 impl MemBackend {
     fn new() -> Self {
+        let clock = ManualClock::new();
+        let db = MemDb::with_clock(Arc::new(clock.clone()));
+        let faults = ScriptedFaults::new();
+        db.set_fault_injector(Arc::new(faults.clone()));
         MemBackend {
-            db: MemDb::new(),
+            db,
+            clock,
+            faults,
             prefixes: AtomicU64::new(0),
         }
     }
@@ -55,6 +66,25 @@ impl Backend for MemBackend {
     fn fresh_prefix(&self) -> Vec<u8> {
         let n = self.prefixes.fetch_add(1, Ordering::Relaxed);
         format!("conformance/{n:04}/").into_bytes()
+    }
+
+    async fn age(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+
+    fn set_watch_limit(&self, limit: usize) -> bool {
+        self.db.set_max_watches(limit);
+        true
+    }
+
+    fn inject(&self, fault: conformance::Fault) -> bool {
+        match fault {
+            conformance::Fault::UnknownAppliedLater => {
+                self.faults
+                    .push_commit_fault(CommitFault::UnknownAppliedLater);
+            }
+        }
+        true
     }
 }
 
@@ -87,6 +117,13 @@ conformance_tests!(
     watch_fires_on_change_not_on_identical_write,
     watch_fires_on_clear,
     range_read_order_and_bounds,
+    read_conflict_key_on_own_write_is_ignored,
+    read_only_commit_is_never_too_old,
+    watch_fires_when_its_own_transaction_changes_the_key,
+    oversized_key_reads_as_absent,
+    transaction_size_counts_conflict_ranges,
+    too_many_watches_fail_through_the_future,
+    unknown_commit_may_land_after_the_next_transaction_starts,
 );
 
 #[tokio::test]
@@ -145,15 +182,17 @@ async fn too_old_after_five_seconds() {
     assert_kind(&e, TxnErrorKind::TooOld, Some(1007));
     assert_eq!(read(&db, b"k").await, Some(b"v".to_vec()));
 
-    // A read-only transaction that is too old fails its commit too.
+    // A read-only transaction is never sent to FoundationDB's cluster: its reads fail once it
+    // is too old, its commit does not.
     let t = db.create_transaction();
     t.get(b"k", ReadMode::Snapshot).await.unwrap();
     clock.advance(Duration::from_secs(5));
     assert_kind(
-        &t.commit().await.unwrap_err(),
+        &t.get(b"k", ReadMode::Snapshot).await.unwrap_err(),
         TxnErrorKind::TooOld,
         Some(1007),
     );
+    t.commit().await.unwrap();
 
     // A blind write takes its read version at commit, so it is never too old.
     let t = db.create_transaction();
@@ -333,6 +372,120 @@ async fn run_retries_faults_and_reports_maybe_committed() {
     let stats = db.stats();
     assert_eq!(stats.unknown_results, 2);
     assert_eq!(stats.conflicts, 1);
+}
+
+/// Injected FoundationDB codes are classified as the FoundationDB adapter classifies them:
+/// the retry loop retries them (after a back-off unless they are conflicts or too old), and
+/// tells later attempts when one may have committed.
+#[tokio::test(start_paused = true)]
+async fn injected_fdb_codes_classify_and_retry_like_foundationdb() {
+    let db = MemDb::with_clock(Arc::new(TokioClock::new()));
+    let faults = ScriptedFaults::new();
+    db.set_fault_injector(Arc::new(faults.clone()));
+
+    // Reads: unavailable (1009, 1037, throttled), too old, a timeout outside a commit.
+    for (code, kind) in [
+        (1009, TxnErrorKind::Unavailable),
+        (1037, TxnErrorKind::Unavailable),
+        (1213, TxnErrorKind::Unavailable),
+        (1007, TxnErrorKind::TooOld),
+        (1031, TxnErrorKind::Unavailable),
+    ] {
+        faults.push_read_error(code);
+        let e = db
+            .create_transaction()
+            .get(b"k", ReadMode::Snapshot)
+            .await
+            .unwrap_err();
+        assert_kind(&e, kind, Some(code));
+        assert!(e.is_retryable() && !e.is_maybe_committed(), "{code}");
+    }
+
+    // Commits: a timeout may have committed; throttling and lagging servers did not.
+    for (fault, kind, applied) in [
+        (CommitFault::Error(1009), TxnErrorKind::Unavailable, false),
+        (CommitFault::Error(1037), TxnErrorKind::Unavailable, false),
+        (CommitFault::Error(1235), TxnErrorKind::Unavailable, false),
+        (CommitFault::Error(1031), TxnErrorKind::CommitUnknown, false),
+        (
+            CommitFault::ErrorAfterApplying(1031),
+            TxnErrorKind::CommitUnknown,
+            true,
+        ),
+        (
+            CommitFault::ErrorAfterApplying(1004),
+            TxnErrorKind::CommitUnknown,
+            true,
+        ),
+        // FoundationDB never applies a commit it reports as not committed.
+        (
+            CommitFault::ErrorAfterApplying(1037),
+            TxnErrorKind::Unavailable,
+            false,
+        ),
+    ] {
+        faults.push_commit_fault(fault);
+        let before = db.committed_version();
+        let t = db.create_transaction();
+        t.set(b"k", b"v");
+        let e = t.commit().await.unwrap_err();
+        assert_eq!(e.kind(), kind, "{fault:?}");
+        assert_eq!(
+            e.is_maybe_committed(),
+            kind == TxnErrorKind::CommitUnknown,
+            "{fault:?}"
+        );
+        assert_eq!(db.committed_version() > before, applied, "{fault:?}");
+    }
+    assert_eq!(db.stats().unknown_results, 3);
+
+    // The retry loop: a throttled commit and a lagging read are retried after a back-off, a
+    // timed-out commit makes the next attempt maybe-committed.
+    faults.push_read_error(1037);
+    faults.push_commit_fault(CommitFault::Error(1213));
+    faults.push_commit_fault(CommitFault::ErrorAfterApplying(1031));
+    let start = tokio::time::Instant::now();
+    let mut seen = Vec::new();
+    db.run(|txn, maybe| {
+        seen.push(maybe.is_maybe_committed());
+        async move {
+            txn.get(b"k", ReadMode::Serializable).await?;
+            txn.set(b"n", b"1");
+            Ok::<_, TxnError>(())
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, vec![false, false, false, true]);
+    // 10 + 20 + 40 ms of back-off: none of these is retried at once.
+    assert_eq!(start.elapsed(), Duration::from_millis(70));
+
+    // ElectionDatabase::transact retries none of them: each comes back to the caller.
+    for (fault, kind) in [
+        (CommitFault::Error(1009), TxnErrorKind::Unavailable),
+        (
+            CommitFault::ErrorAfterApplying(1031),
+            TxnErrorKind::CommitUnknown,
+        ),
+    ] {
+        faults.push_commit_fault(fault);
+        let attempts = AtomicU64::new(0);
+        let e = db
+            .transact(Duration::from_secs(1), |txn| {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    txn.set(b"t", b"x");
+                    Ok(())
+                }
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, ElectionError::Database(t) if t.kind() == kind),
+            "{fault:?}: {e:?}"
+        );
+        assert_eq!(attempts.load(Ordering::SeqCst), 1, "{fault:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -670,4 +823,103 @@ async fn concurrent_increments_are_serializable() {
     let stats = db.stats();
     assert_eq!(stats.commits_succeeded, 400);
     assert_eq!(stats.commits_attempted, 400 + stats.conflicts);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The watch limit.
+
+#[tokio::test]
+async fn watches_beyond_the_limit_fail_through_their_future() {
+    let (db, _) = manual_db();
+    assert_eq!(
+        db.max_watches(),
+        fdb_leader_election::memdb::DEFAULT_MAX_WATCHES
+    );
+    assert_eq!(db.max_watches(), 10_000);
+    db.set_max_watches(2);
+    let t = db.create_transaction();
+    let w1 = t.watch(b"a").unwrap();
+    let w2 = t.watch(b"b").unwrap();
+    let w3 = t.watch(b"c").unwrap();
+    t.set(b"out", b"x");
+    t.commit().await.unwrap();
+    assert_eq!(db.outstanding_watches(), 2);
+    let e = w3.await.unwrap_err();
+    assert_kind(&e, TxnErrorKind::Fatal, Some(1032));
+    let s = db.stats();
+    assert_eq!((s.watches_created, s.watches_refused), (3, 1));
+
+    // A slot frees when a watch fires or is dropped, never goes below zero, and a pending
+    // watch of a dropped transaction gives its slot back too.
+    put(&db, b"a", b"1").await;
+    w1.await.unwrap();
+    assert_eq!(db.outstanding_watches(), 1);
+    drop(w2);
+    assert_eq!(db.outstanding_watches(), 0);
+    let t = db.create_transaction();
+    let pending = t.watch(b"a").unwrap();
+    assert_eq!(db.outstanding_watches(), 1);
+    drop(t);
+    assert_kind(&pending.await.unwrap_err(), TxnErrorKind::Fatal, Some(1025));
+    assert_eq!(db.outstanding_watches(), 0);
+
+    // A watch that fired because its own transaction wrote the key holds no slot either.
+    let t = db.create_transaction();
+    let own = t.watch(b"a").unwrap();
+    t.set(b"a", b"2");
+    own.await.unwrap();
+    assert_eq!(db.outstanding_watches(), 0);
+    assert_eq!(db.stats().watches_fired, 2);
+}
+
+/// Runners on a database that refuses every watch through the watch's future (as
+/// FoundationDB does beyond its limit) fall back to polling, and try a watch again only every
+/// ten heartbeats instead of spinning; once watches are allowed again they arm them.
+#[tokio::test(start_paused = true)]
+async fn runners_poll_without_spinning_when_every_watch_fails() {
+    use fdb_leader_election::runner::Runner;
+    use fdb_leader_election::{ElectionConfig, Priority};
+    use foundationdb_tuple::Subspace;
+
+    const HEARTBEAT: Duration = Duration::from_millis(100);
+    let db = MemDb::with_clock(Arc::new(TokioClock::new()));
+    db.set_max_watches(0);
+    let config = ElectionConfig::builder()
+        .lease_duration(Duration::from_millis(300))
+        .heartbeat_interval(HEARTBEAT)
+        .candidate_timeout(Duration::from_millis(600))
+        .transaction_timeout(Duration::from_millis(30))
+        .build()
+        .unwrap();
+    let runners: Vec<Runner> = ["a", "b"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            Runner::builder(db.clone(), Subspace::from("election"))
+                .label(*name)
+                .priority(Priority::new(1))
+                .config(config.clone())
+                .seed(i as u64)
+                .start()
+                .unwrap()
+        })
+        .collect();
+    tokio::time::sleep(HEARTBEAT * 50).await;
+    assert_eq!(runners.iter().filter(|r| r.is_leader()).count(), 1);
+    let s = db.stats();
+    assert_eq!(s.watches_created, s.watches_refused, "{s:?}");
+    // One try at start and one per ten heartbeats, per runner: about 12 in all. A runner that
+    // re-armed every heartbeat would have made about 100.
+    assert!(
+        (2..=20).contains(&s.watches_refused),
+        "{} refused watches in 50 heartbeats",
+        s.watches_refused
+    );
+
+    db.set_max_watches(fdb_leader_election::memdb::DEFAULT_MAX_WATCHES);
+    tokio::time::sleep(HEARTBEAT * 12).await;
+    assert!(db.outstanding_watches() > 0, "the runners armed no watch");
+    for r in &runners {
+        r.shutdown().await;
+    }
 }

@@ -69,17 +69,6 @@ pub(crate) struct Lookups<'a> {
     pub(crate) requester: Option<Option<&'a CandidateRecord>>,
 }
 
-impl<'a> Lookups<'a> {
-    /// The registration of `id`, if known: from the requester lookup, or from the registry.
-    fn registration_of(&self, id: &CandidateId) -> Option<Option<&'a CandidateRecord>> {
-        if let Some(found) = self.requester {
-            return Some(found);
-        }
-        self.registry
-            .map(|rows| rows.iter().find(|(c, _)| c == id).map(|(_, r)| r))
-    }
-}
-
 /// A registry fact a decision needs before it can be taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Lookup {
@@ -232,7 +221,7 @@ fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Part
     if !input.config.allow_preemption || req.priority <= input.priority {
         return Ok(None);
     }
-    let Some(reg) = input.lookups.registration_of(&req.id) else {
+    let Some(reg) = input.lookups.requester else {
         return Err(Lookup::Requester(req.id.clone()));
     };
     let outranks = reg.is_some_and(|r| r.priority > input.priority);
@@ -352,17 +341,20 @@ fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision
     }
     if let Some(Party::Candidate(req)) = rec.handover.as_ref() {
         match honourable_request(input, req) {
-            Ok(Some(reserve)) => return step_down(st, input, Some(reserve), Action::HandedOver),
+            Ok(Some(reserve)) => {
+                return step_down(st, input, Some(reserve), Action::HandedOver)
+                    .map(|d| honouring(d, rec.handover.clone()));
+            }
             Ok(None) => {}
             Err(need) => return Ok(Decision::Need(need)),
         }
     }
-    let action = match rec.handover {
-        Some(Party::Operator(_)) => Action::HandedOver,
-        _ => Action::Resigned,
+    let (action, honoured) = match rec.handover {
+        Some(Party::Operator(_)) => (Action::HandedOver, rec.handover.clone()),
+        _ => (Action::Resigned, None),
     };
     match best_live_reservation(st, input) {
-        Ok(reserve) => step_down(st, input, reserve, action),
+        Ok(reserve) => step_down(st, input, reserve, action).map(|d| honouring(d, honoured)),
         Err(need) => Ok(Decision::Need(need)),
     }
 }

@@ -1093,3 +1093,33 @@ fn a_resignation_by_a_candidate_that_never_held_the_ballot_holds_the_vacancy() {
     assert_eq!(w.operator_hold(), Some(&id("me")));
     assert_eq!(w.reservation(), None);
 }
+
+#[test]
+fn a_release_that_never_landed_under_an_operator_request_is_written_again_as_a_handover() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    rec.handover = Some(Party::Operator(id("ops")));
+    let first = plan(run_in(&mut st, &c, &rec, 1, 1_000, Mode::Cycle, &vec![]));
+    assert_eq!(first.action, Action::HandedOver);
+    let again = plan(run_in(&mut st, &c, &rec, 1, 1_500, Mode::Cycle, &vec![]));
+    assert_eq!(
+        again.action,
+        Action::HandedOver,
+        "still for the operator's request"
+    );
+    assert_eq!(again.honoured, Some(Party::Operator(id("ops"))));
+}
+
+#[test]
+fn rank_counts_equal_priorities_only_if_registered_strictly_earlier() {
+    let rows = vec![(id("twin"), cand(5, 3, 100))];
+    assert_eq!(
+        rank_among(&id("me"), Priority::new(5), 3, &rows, 100, 5, &[]),
+        0
+    );
+    assert_eq!(
+        rank_among(&id("me"), Priority::new(5), 4, &rows, 100, 5, &[]),
+        1
+    );
+}

@@ -1,4 +1,5 @@
-//! Fault injection: latency, forced conflicts, unknown commit results and unavailability.
+//! Fault injection: latency, forced conflicts, unknown commit results, unavailability, and any
+//! FoundationDB error code.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -73,7 +74,7 @@ impl ReadTarget<'_> {
     }
 }
 
-/// What to do with a read: delay it, then serve it or fail it as unavailable.
+/// What to do with a read: delay it, then serve it or fail it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct ReadDecision {
@@ -81,6 +82,13 @@ pub struct ReadDecision {
     pub latency: Duration,
     /// Whether the read then fails with [`TxnErrorKind::Unavailable`](crate::TxnErrorKind::Unavailable).
     pub unavailable: bool,
+    /// A FoundationDB error code the read then fails with (unless `unavailable`), classified
+    /// as the FoundationDB adapter classifies an error outside a commit: 1009
+    /// `future_version`, 1037 `process_behind`, the throttling codes (1213, 1223, 1235), 1004
+    /// and 1031 (timeouts) are [`Unavailable`](crate::TxnErrorKind::Unavailable), 1007 is
+    /// [`TooOld`](crate::TxnErrorKind::TooOld), 1020 a conflict; codes the adapter does not
+    /// name are fatal.
+    pub error: Option<i32>,
 }
 
 impl ReadDecision {
@@ -89,6 +97,7 @@ impl ReadDecision {
         ReadDecision {
             latency: Duration::ZERO,
             unavailable: false,
+            error: None,
         }
     }
 
@@ -97,6 +106,16 @@ impl ReadDecision {
         ReadDecision {
             latency: Duration::ZERO,
             unavailable: true,
+            error: None,
+        }
+    }
+
+    /// Fail the read with FoundationDB error `code` (see [`error`](Self::error)).
+    pub const fn fail_with(code: i32) -> Self {
+        ReadDecision {
+            latency: Duration::ZERO,
+            unavailable: false,
+            error: Some(code),
         }
     }
 
@@ -191,6 +210,20 @@ pub enum CommitFault {
     /// Nothing is applied; the commit fails with
     /// [`TxnErrorKind::Unavailable`](crate::TxnErrorKind::Unavailable).
     Unavailable,
+    /// Nothing is applied; the commit fails with FoundationDB error `code`, classified as the
+    /// FoundationDB adapter classifies a commit's error: for example 1009 `future_version`,
+    /// 1037 `process_behind` and the throttling codes (1051, 1213, 1223, 1235) are
+    /// [`Unavailable`](crate::TxnErrorKind::Unavailable); 1004 and 1031 (timeouts) and 1021,
+    /// 1039 are [`CommitUnknown`](crate::TxnErrorKind::CommitUnknown) (here: did not apply);
+    /// 1020 is a conflict and 1007 `transaction_too_old`; codes the adapter does not name are
+    /// fatal.
+    Error(i32),
+    /// Like [`Error`](Self::Error), for a code that may have committed (a timeout, 1004 or
+    /// 1031; an unknown result, 1021 or 1039): the commit is processed normally first (so it
+    /// applies unless it conflicts or is too old), then its reply is replaced by the error.
+    /// For any other code nothing is applied, as FoundationDB never applies a commit it
+    /// reports as not committed.
+    ErrorAfterApplying(i32),
 }
 
 /// What to do with a commit: delay it, then process it or inject a failure.
@@ -251,6 +284,7 @@ pub struct ScriptedFaults {
 #[derive(Debug, Default)]
 struct Script {
     commit_faults: VecDeque<CommitFault>,
+    read_errors: VecDeque<i32>,
     unavailable: bool,
     read_latency: Duration,
     commit_latency: Duration,
@@ -271,6 +305,13 @@ impl ScriptedFaults {
     /// consume the queue). Faults are applied first in, first out, one per commit.
     pub fn push_commit_fault(&self, fault: CommitFault) {
         self.with(|s| s.commit_faults.push_back(fault));
+    }
+
+    /// Queues FoundationDB error `code` for the next read (point or range); see
+    /// [`ReadDecision::error`]. Queued read errors are applied first in, first out, one per
+    /// read.
+    pub fn push_read_error(&self, code: i32) {
+        self.with(|s| s.read_errors.push_back(code));
     }
 
     /// How many queued commit faults have not been applied yet.
@@ -311,6 +352,11 @@ impl FaultInjector for ScriptedFaults {
         self.with(|s| ReadDecision {
             latency: s.read_latency,
             unavailable: s.unavailable,
+            error: if s.unavailable {
+                None
+            } else {
+                s.read_errors.pop_front()
+            },
         })
     }
 

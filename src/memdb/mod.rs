@@ -9,22 +9,35 @@
 //! - optimistic, serializable commits that fail with a retryable conflict (1020) when a key in
 //!   the read-conflict set changed after the read version;
 //! - `transaction_too_old` (1007) once a transaction is [`MAX_TRANSACTION_AGE`] old, measured
-//!   by the database's injected [`Clock`];
-//! - watches;
+//!   by the database's injected [`Clock`] (a transaction that writes nothing commits anyway:
+//!   FoundationDB never sends it to the cluster);
+//! - watches, with FoundationDB's limit on outstanding watches;
+//! - FoundationDB's key, value and transaction size limits, the transaction's size counted
+//!   with its conflict ranges;
 //! - fault injection ([`FaultInjector`], [`ScriptedFaults`]): latency, forced conflicts,
-//!   unknown commit results that did or did not apply, unavailability;
-//! - exact I/O counters ([`MemDbStats`], [`MemTxnStats`]);
+//!   unknown commit results that did or did not apply (or land later), unavailability, and
+//!   any FoundationDB error code (classified as the FoundationDB adapter classifies it);
+//! - exact I/O counters ([`StoreStats`], [`TxnStats`]);
 //! - FoundationDB's retry loop ([`MemDb::run`]).
 //!
 //! It keeps old versions only as long as a live transaction may read them, so memory stays
 //! bounded by the data plus the commits of the last five seconds.
+//!
+//! # Deliberate differences from FoundationDB
+//!
+//! Where MemDb is stricter than FoundationDB, the election does not rely on it (its suites
+//! and the simulation pass on both behaviours), and each difference fails loudly rather
+//! than silently:
+//!
+//! - after [`MAX_TRANSACTION_AGE`], every read fails with 1007, including a read FoundationDB
+//!   would serve from the transaction's own writes without asking the cluster;
+//! - `add_read_conflict_key` and `watch` on a key over 10,000 bytes fail at once with 2102
+//!   (`key_too_large`); the election's keys are bounded far below that by the id limits.
 
-pub(crate) mod errors;
 mod faults;
 mod run;
-mod stats;
-mod store;
 mod transaction;
+mod versions;
 mod watch;
 
 #[cfg(test)]
@@ -33,31 +46,21 @@ mod tests;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::Duration;
 
+pub use crate::store::buffer::MAX_TRANSACTION_AGE;
+pub use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions};
+pub use crate::store::stats::{MemDbStats, MemTxnStats, StoreStats, TxnStats};
+pub use crate::store::watch::DEFAULT_MAX_WATCHES;
 pub use faults::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
     ReadTarget, ScriptedFaults, WrittenKeys,
 };
-pub use run::{MaybeCommitted, RetryClassify, RunOptions};
-pub use stats::{MemDbStats, MemTxnStats};
 pub use transaction::MemTransaction;
 
-#[cfg(feature = "sqlite")]
-pub(crate) use run::retry_loop;
-#[cfg(feature = "sqlite")]
-pub(crate) use stats::bump;
-#[cfg(feature = "sqlite")]
-pub(crate) use store::{ReadConflicts, buffer_write, overlay_range};
-
 use crate::clock::{Clock, SystemClock};
-pub(crate) use stats::Counters;
-use store::Store;
-
-/// How long a transaction may use its read version: reads and commits fail with
-/// `transaction_too_old` (1007) once the database clock shows this much time since the read
-/// version was taken. FoundationDB's limit.
-pub const MAX_TRANSACTION_AGE: Duration = Duration::from_secs(5);
+use crate::store::stats::{self, Counters};
+use crate::store::watch::WatchLimit;
+use versions::Versions;
 
 /// An in-memory database with FoundationDB's transaction semantics.
 ///
@@ -91,10 +94,11 @@ pub struct MemDb {
 /// The state shared by a database's handles and its transactions.
 struct Shared {
     clock: Arc<dyn Clock>,
-    store: Mutex<Store>,
+    store: Mutex<Versions>,
     counters: Counters,
     faults: RwLock<Option<Arc<dyn FaultInjector>>>,
     watches_enabled: AtomicBool,
+    watch_limit: WatchLimit,
     /// The next transaction id, read version sequence number and commit sequence number.
     next_txn_id: AtomicU64,
     next_read_seq: AtomicU64,
@@ -102,7 +106,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn store(&self) -> MutexGuard<'_, Store> {
+    fn store(&self) -> MutexGuard<'_, Versions> {
         // Nothing panics while holding the lock; if something did, the store is still
         // consistent (every mutation completes before the lock is released).
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
@@ -141,10 +145,11 @@ impl MemDb {
         MemDb {
             shared: Arc::new(Shared {
                 clock,
-                store: Mutex::new(Store::default()),
+                store: Mutex::new(Versions::default()),
                 counters: Counters::default(),
                 faults: RwLock::new(None),
                 watches_enabled: AtomicBool::new(true),
+                watch_limit: WatchLimit::default(),
                 next_txn_id: AtomicU64::new(1),
                 next_read_seq: AtomicU64::new(1),
                 next_commit_seq: AtomicU64::new(1),
@@ -175,6 +180,25 @@ impl MemDb {
         self.shared.watches_enabled()
     }
 
+    /// Sets the limit on outstanding watches (default [`DEFAULT_MAX_WATCHES`], 10,000, as
+    /// FoundationDB's `DatabaseOption::MaxWatches`). A watch is outstanding from its creation
+    /// until its future resolves or is dropped; one created at the limit fails through its
+    /// future with `too_many_watches` (1032, not retryable), while its transaction commits.
+    /// Watches already outstanding are unaffected.
+    pub fn set_max_watches(&self, max: usize) {
+        self.shared.watch_limit.set_max(max);
+    }
+
+    /// The limit on outstanding watches.
+    pub fn max_watches(&self) -> usize {
+        self.shared.watch_limit.max()
+    }
+
+    /// How many watches are outstanding: created, and neither resolved nor dropped.
+    pub fn outstanding_watches(&self) -> usize {
+        self.shared.watch_limit.outstanding()
+    }
+
     /// Installs `injector`, consulted by every later read and commit (replacing any previous
     /// one).
     pub fn set_fault_injector(&self, injector: Arc<dyn FaultInjector>) {
@@ -203,7 +227,7 @@ impl MemDb {
     }
 
     /// The cumulative counters.
-    pub fn stats(&self) -> MemDbStats {
+    pub fn stats(&self) -> StoreStats {
         self.shared.counters.snapshot()
     }
 

@@ -1,85 +1,14 @@
-//! The retry loop: [`MemDb::run`] and [`MemDb::run_with`].
+//! The retry loop ([`MemDb::run`], [`MemDb::run_with`]) and [`ElectionDatabase`] for MemDb,
+//! both over the store layer's loop.
 
 use std::future::Future;
 use std::time::Duration;
 
 use super::{MemDb, MemTransaction};
 use crate::error::ElectionError;
-use crate::txn::{TxnError, TxnErrorKind};
-
-/// Whether an earlier attempt of a [`MemDb::run`] loop may have committed: `true` once an
-/// attempt failed with an unknown commit result
-/// ([`TxnErrorKind::CommitUnknown`]), and for every attempt after it. The closure should then
-/// check whether its earlier writes landed before writing again.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct MaybeCommitted(pub bool);
-
-impl MaybeCommitted {
-    /// Whether an earlier attempt may have committed.
-    pub fn is_maybe_committed(self) -> bool {
-        self.0
-    }
-}
-
-/// Finds the database error inside an error type, so that [`MemDb::run`] can tell whether to
-/// retry.
-pub trait RetryClassify {
-    /// The database error this error is, or wraps; `None` for errors that retrying cannot fix.
-    fn txn_error(&self) -> Option<&TxnError>;
-}
-
-impl RetryClassify for TxnError {
-    fn txn_error(&self) -> Option<&TxnError> {
-        Some(self)
-    }
-}
-
-impl RetryClassify for ElectionError {
-    fn txn_error(&self) -> Option<&TxnError> {
-        match self {
-            ElectionError::Database(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// How [`MemDb::run_with`] retries.
-///
-/// ```
-/// use fdb_leader_election::memdb::RunOptions;
-///
-/// let options = RunOptions { max_attempts: Some(3), ..RunOptions::default() };
-/// assert_eq!(options, RunOptions::default().with_max_attempts(3));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RunOptions {
-    /// The most attempts to make (`Some(0)` counts as one); `None`, the default, retries
-    /// forever, like FoundationDB.
-    pub max_attempts: Option<u32>,
-    /// The first back-off after a failure other than a conflict or `transaction_too_old`
-    /// (which are retried at once). Default 10 ms.
-    pub initial_backoff: Duration,
-    /// The back-off doubles after each such failure, up to this. Default 1 s.
-    pub max_backoff: Duration,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            max_attempts: None,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_secs(1),
-        }
-    }
-}
-
-impl RunOptions {
-    /// These options, with at most `max_attempts` attempts.
-    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
-        self.max_attempts = Some(max_attempts);
-        self
-    }
-}
+use crate::store::database::{ElectionDatabase, transact_with};
+use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions, retry_loop};
+use crate::txn::TxnError;
 
 impl MemDb {
     /// Runs `closure` in a transaction and commits it, retrying retryable failures forever
@@ -152,51 +81,31 @@ impl MemDb {
     }
 }
 
-/// FoundationDB's retry loop over any store: `begin` starts a transaction, `closure` runs in
-/// it, `commit` commits it. Shared by [`MemDb::run_with`] and the SQLite store's `run_with`,
-/// so both retry exactly alike (see [`MemDb::run_with`] for the policy).
-pub(crate) async fn retry_loop<Tx, B, C, CFut, F, Fut, T, E>(
-    options: RunOptions,
-    mut begin: B,
-    mut commit: C,
-    mut closure: F,
-) -> Result<T, E>
-where
-    Tx: Clone,
-    B: FnMut() -> Tx,
-    C: FnMut(Tx) -> CFut,
-    CFut: Future<Output = Result<(), TxnError>>,
-    F: FnMut(Tx, MaybeCommitted) -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    E: From<TxnError> + RetryClassify,
-{
-    let max_attempts = options.max_attempts.map(|m| m.max(1));
-    let mut attempts: u32 = 0;
-    let mut maybe_committed = false;
-    let mut backoff = options.initial_backoff;
-    loop {
-        attempts = attempts.saturating_add(1);
-        let txn = begin();
-        let error = match closure(txn.clone(), MaybeCommitted(maybe_committed)).await {
-            Ok(value) => match commit(txn).await {
-                Ok(()) => return Ok(value),
-                Err(e) => E::from(e),
-            },
-            Err(e) => e,
-        };
-        let kind = match error.txn_error() {
-            Some(e) if e.is_retryable() => e.kind(),
-            _ => return Err(error),
-        };
-        if max_attempts.is_some_and(|max| attempts >= max) {
-            return Err(error);
-        }
-        maybe_committed |= kind == TxnErrorKind::CommitUnknown;
-        if !matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld) {
-            if !backoff.is_zero() {
-                tokio::time::sleep(backoff).await;
-            }
-            backoff = backoff.saturating_mul(2).min(options.max_backoff);
+/// Runs the runner's transactions through [`MemDb::run_with`]'s loop: conflicts and
+/// `transaction_too_old` are retried inside, everything else is returned to the runner, and a
+/// tokio timeout bounds the whole call.
+impl ElectionDatabase for MemDb {
+    type Txn = MemTransaction;
+
+    fn transact<F, Fut, T>(
+        &self,
+        timeout: Duration,
+        body: F,
+    ) -> impl Future<Output = Result<T, ElectionError>> + Send
+    where
+        F: Fn(Self::Txn) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, ElectionError>> + Send,
+        T: Send,
+    {
+        let db = self.clone();
+        async move {
+            transact_with(
+                timeout,
+                || db.create_transaction(),
+                MemTransaction::commit,
+                body,
+            )
+            .await
         }
     }
 }

@@ -1,6 +1,5 @@
 //! [`MemTransaction`]: one optimistic, serializable transaction over a [`MemDb`].
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -8,12 +7,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::faults::{
     CommitContext, CommitDecision, CommitFault, ReadContext, ReadTarget, WrittenKeys,
 };
-use super::stats::{MemTxnStats, bump};
-use super::store::{Deferred, ReadConflicts, Store, buffer_write, overlay_range};
-use super::watch::PendingWatch;
-use super::{MAX_TRANSACTION_AGE, MemDb, Shared, errors};
-use crate::clock::LocalInstant;
-use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+use super::versions::{Deferred, Versions};
+use super::watch::MemWatch;
+use super::{MemDb, Shared};
+use crate::store::buffer::{CommitParts, ReadVersion, TxnBuffer};
+use crate::store::errors;
+use crate::store::fdb_codes::{self, Phase};
+use crate::store::stats::{TxnStats, bump};
+use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
 
 /// A transaction on a [`MemDb`], with FoundationDB's semantics.
 ///
@@ -25,14 +26,28 @@ use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch}
 ///   cleared (their value does not depend on the database, as in FoundationDB);
 ///   [`add_read_conflict_key`](ElectionTxn::add_read_conflict_key) and
 ///   [`watch`](ElectionTxn::watch) add the key too. Snapshot reads add nothing.
+/// - **Conflict keys on own writes.** `add_read_conflict_key` on a key this transaction has
+///   already set or cleared adds nothing, as in FoundationDB (conflict ranges cover only keys
+///   whose value does not come from the transaction's own writes): add it before writing.
 /// - **Commit.** [`commit`](Self::commit) applies every write atomically at a new version,
 ///   unless a transaction that committed after this one's read version wrote a key in the
 ///   read-conflict set: then it fails with a retryable conflict (code 1020). A transaction
-///   that writes nothing commits without conflict checks.
-/// - **Age.** Once the database clock shows [`MAX_TRANSACTION_AGE`] (5 s) since the read version
-///   was taken, reads, watches and the commit fail with `transaction_too_old` (code 1007).
-/// - **Limits.** Keys are at most 10,000 bytes and below `\xff`; values at most 100,000 bytes;
-///   the writes at most 10,000,000 bytes. Bad reads fail at once; bad writes fail the commit.
+///   that writes nothing is never sent to FoundationDB's cluster: its commit succeeds without
+///   conflict or age checks.
+/// - **Age.** Once the database clock shows [`MAX_TRANSACTION_AGE`](super::MAX_TRANSACTION_AGE)
+///   (5 s) since the read version was taken, reads, watches and a writing commit fail with
+///   `transaction_too_old` (code 1007).
+/// - **Watches** fire once their key's committed value differs from the value the transaction
+///   saw, and at once if the same transaction then writes the key with another value (as
+///   FoundationDB's do). Beyond the database's [limit](MemDb::set_max_watches) on
+///   outstanding watches (10,000 by default), a watch fails through its future with
+///   `too_many_watches` (1032) while its transaction commits.
+/// - **Limits.** Keys are at most 10,000 bytes and below `\xff`; values at most 100,000 bytes.
+///   Reading a longer key returns absent (no such key can exist); writing one fails the
+///   commit. A writing transaction may be at most 10,000,000 bytes, counted as FoundationDB
+///   counts it: mutations plus write and read conflict ranges (about `3 × key + value` per
+///   set), so `transaction_too_large` (2101) comes before the written bytes alone reach the
+///   limit. Bad reads fail at once; bad writes fail the commit.
 ///
 /// The handle is a cheap `Clone` (clones are the same transaction), so it can be moved into
 /// `async move` blocks. Once the commit has begun, reads and watches fail with
@@ -45,78 +60,31 @@ pub struct MemTransaction {
 struct TxnInner {
     db: Arc<Shared>,
     id: u64,
-    state: Mutex<TxnState>,
+    state: Mutex<TxnBuffer<MemWatch>>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Phase {
-    #[default]
-    Open,
-    Committing,
-    Done,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct ReadVersion {
-    version: u64,
-    taken_at: LocalInstant,
-}
-
-#[derive(Debug, Default)]
-struct TxnState {
-    phase: Phase,
-    read_version: Option<ReadVersion>,
-    /// Sets (`Some`) and clears (`None`), by key.
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    conflicts: ReadConflicts,
-    watches: Vec<PendingWatch>,
-    /// The first invalid write, reported by the commit.
-    deferred: Option<TxnError>,
-    /// Bytes of keys and values written.
-    size: usize,
-    stats: MemTxnStats,
-}
-
-impl TxnState {
-    fn ensure_open(&self) -> Result<(), TxnError> {
-        match self.phase {
-            Phase::Open => Ok(()),
-            Phase::Committing | Phase::Done => Err(errors::used_during_commit()),
+/// Takes the read version into `slot` if this is the transaction's first operation, and
+/// checks the transaction's age. Commits in flight land just after a read version is taken
+/// (so this transaction does not see them). `store` must be locked by the caller.
+fn read_version(
+    slot: &mut Option<ReadVersion>,
+    store: &mut Versions,
+    db: &Shared,
+) -> Result<u64, TxnError> {
+    let now = db.clock.now();
+    let rv = match *slot {
+        Some(rv) => rv,
+        None => {
+            let rv = ReadVersion {
+                version: store.version(),
+                taken_at: now,
+            };
+            *slot = Some(rv);
+            bump(&db.counters.watches_fired, store.land_deferred(now));
+            rv
         }
-    }
-
-    /// Takes the read version if this is the first operation, and checks the transaction's
-    /// age. Commits in flight land just after a read version is taken (so this transaction
-    /// does not see them). `store` must be locked by the caller.
-    fn read_version(&mut self, store: &mut Store, db: &Shared) -> Result<u64, TxnError> {
-        let now = db.clock.now();
-        let rv = match self.read_version {
-            Some(rv) => rv,
-            None => {
-                let rv = ReadVersion {
-                    version: store.version(),
-                    taken_at: now,
-                };
-                self.read_version = Some(rv);
-                bump(&db.counters.watches_fired, store.land_deferred(now));
-                rv
-            }
-        };
-        if now.saturating_duration_since(rv.taken_at) >= MAX_TRANSACTION_AGE {
-            return Err(errors::too_old());
-        }
-        Ok(rv.version)
-    }
-
-    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
-        buffer_write(
-            &mut self.writes,
-            &mut self.size,
-            &mut self.deferred,
-            key,
-            value,
-        );
-    }
+    };
+    rv.check(now)
 }
 
 impl MemTransaction {
@@ -125,7 +93,7 @@ impl MemTransaction {
             inner: Arc::new(TxnInner {
                 db,
                 id,
-                state: Mutex::new(TxnState::default()),
+                state: Mutex::new(TxnBuffer::default()),
             }),
         }
     }
@@ -141,8 +109,8 @@ impl MemTransaction {
     }
 
     /// The I/O this transaction issued so far.
-    pub fn stats(&self) -> MemTxnStats {
-        self.state().stats
+    pub fn stats(&self) -> TxnStats {
+        self.state().stats()
     }
 
     /// The database this transaction belongs to.
@@ -161,57 +129,45 @@ impl MemTransaction {
     ///
     /// # Errors
     ///
-    /// - [`TxnErrorKind::Conflict`] (1020): a key this transaction read serializably was
-    ///   written by a transaction that committed after this one's read version (or an injected
-    ///   conflict). Nothing was applied.
-    /// - [`TxnErrorKind::TooOld`] (1007): 5 s or more passed since the read version was taken.
-    /// - [`TxnErrorKind::CommitUnknown`] (1021), [`TxnErrorKind::Unavailable`]: injected.
-    /// - [`TxnErrorKind::Fatal`]: an invalid write (2101, 2102, 2103, 2004), or the commit was
-    ///   already started through a clone (2017).
+    /// - [`Conflict`](crate::TxnErrorKind::Conflict) (1020): a key this transaction read
+    ///   serializably was written by a transaction that committed after this one's read
+    ///   version (or an injected conflict). Nothing was applied.
+    /// - [`TooOld`](crate::TxnErrorKind::TooOld) (1007): the transaction writes, and 5 s or
+    ///   more passed since the read version was taken.
+    /// - [`CommitUnknown`](crate::TxnErrorKind::CommitUnknown) (1021),
+    ///   [`Unavailable`](crate::TxnErrorKind::Unavailable), or the kind of an injected
+    ///   FoundationDB code: injected.
+    /// - [`Fatal`](crate::TxnErrorKind::Fatal): an invalid write (2101, 2102, 2103, 2004), or
+    ///   the commit was already started through a clone (2017).
     ///
     /// If the commit fails, the transaction's watches fail with a copy of the error.
     pub async fn commit(self) -> Result<(), TxnError> {
         let db = Arc::clone(&self.inner.db);
-        bump(&db.counters.commits_attempted, 1);
-        let result = self.commit_inner().await;
-        match &result {
-            Ok(()) => bump(&db.counters.commits_succeeded, 1),
-            Err(e) if e.kind() == TxnErrorKind::Conflict => bump(&db.counters.conflicts, 1),
-            Err(_) => {}
-        }
-        result
+        db.counters.count_commit(self.commit_inner()).await
     }
 
     async fn commit_inner(&self) -> Result<(), TxnError> {
         let db = &self.inner.db;
-        let decision = {
-            let mut guard = self.state();
-            let state = &mut *guard;
-            state.ensure_open()?;
-            state.phase = Phase::Committing;
-            if let Some(error) = state.deferred.take() {
-                state.phase = Phase::Done;
-                for w in state.watches.drain(..) {
-                    w.fail(errors::copy_for_watch(&error));
-                }
-                return Err(error);
-            }
+        let (mut parts, decision) = {
+            let mut state = self.state();
+            let parts = state.begin_commit()?;
             let commit_seq = db.next_commit_seq();
-            match db.injector() {
+            let decision = match db.injector() {
                 Some(injector) => injector.on_commit(&CommitContext {
                     txn_id: self.inner.id,
                     commit_seq,
-                    read_only: state.writes.is_empty(),
-                    written_keys: WrittenKeys(&state.writes),
+                    read_only: parts.is_read_only(),
+                    written_keys: WrittenKeys(&parts.writes),
                 }),
                 None => CommitDecision::proceed(),
-            }
+            };
+            (parts, decision)
         };
         if !decision.latency.is_zero() {
             tokio::time::sleep(decision.latency).await;
         }
         let result = match decision.fault {
-            None => self.apply(true),
+            None => self.apply(&mut parts, true),
             Some(CommitFault::Conflict) => Err(errors::conflict()),
             Some(CommitFault::Unavailable) => Err(errors::unavailable()),
             Some(CommitFault::UnknownNotApplied) => {
@@ -220,66 +176,78 @@ impl MemTransaction {
             }
             Some(CommitFault::UnknownApplied) => {
                 // Whatever the commit itself decided, its reply is lost.
-                let _ = self.apply(false);
+                let _ = self.apply(&mut parts, false);
                 bump(&db.counters.unknown_results, 1);
                 Err(errors::commit_unknown())
             }
             Some(CommitFault::UnknownAppliedLater) => {
-                self.defer();
+                self.defer(&mut parts);
                 bump(&db.counters.unknown_results, 1);
                 Err(errors::commit_unknown())
             }
-        };
-        let mut state = self.state();
-        state.phase = Phase::Done;
-        if let Err(e) = &result {
-            for w in state.watches.drain(..) {
-                w.fail(errors::copy_for_watch(e));
+            Some(CommitFault::Error(code)) => {
+                let error = fdb_codes::injected(code, Phase::Commit);
+                if error.is_maybe_committed() {
+                    bump(&db.counters.unknown_results, 1);
+                }
+                Err(error)
             }
+            Some(CommitFault::ErrorAfterApplying(code)) => {
+                let error = fdb_codes::injected(code, Phase::Commit);
+                if error.is_maybe_committed() {
+                    // Whatever the commit itself decided, its reply is this error.
+                    let _ = self.apply(&mut parts, false);
+                    bump(&db.counters.unknown_results, 1);
+                }
+                Err(error)
+            }
+        };
+        if let Err(e) = &result {
+            parts.fail_watches(e);
         }
+        let mut state = self.state();
+        state.read_version = parts.read_version;
+        state.end_commit();
         result
     }
 
     /// Hands the commit to the store, to land later (its watches are never armed).
-    fn defer(&self) {
+    fn defer(&self, parts: &mut CommitParts<MemWatch>) {
         let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
         let mut store = db.store();
-        let Ok(read_version) = state.read_version(&mut store, db) else {
+        let Ok(read_version) = read_version(&mut parts.read_version, &mut store, db) else {
             return; // too old: it would never land
         };
-        let Some(taken_at) = state.read_version.map(|rv| rv.taken_at) else {
+        let Some(taken_at) = parts.read_version.map(|rv| rv.taken_at) else {
             return;
         };
-        if state.writes.is_empty() {
+        if parts.is_read_only() {
             return;
         }
         store.defer(Deferred {
             read_version,
             taken_at,
-            writes: std::mem::take(&mut state.writes),
-            conflicts: std::mem::take(&mut state.conflicts),
+            writes: std::mem::take(&mut parts.writes),
+            conflicts: std::mem::take(&mut parts.conflicts),
         });
     }
 
-    /// The commit proper: age check, conflict check, apply, and (if `arm`) arm the watches.
-    fn apply(&self, arm: bool) -> Result<(), TxnError> {
+    /// The commit proper: age check, conflict check, apply, and (if `arm`) arm the watches. A
+    /// transaction that writes nothing is never sent to FoundationDB's cluster, so it is
+    /// neither checked for conflicts nor too old: it only arms its watches.
+    fn apply(&self, parts: &mut CommitParts<MemWatch>, arm: bool) -> Result<(), TxnError> {
         let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
-        let now = db.clock.now();
         let mut fired: u64 = 0;
-        if !state.writes.is_empty() {
-            if store.conflicts(rv, &state.conflicts) {
+        if !parts.is_read_only() {
+            let rv = read_version(&mut parts.read_version, &mut store, db)?;
+            if store.conflicts(rv, &parts.conflicts) {
                 return Err(errors::conflict());
             }
-            fired = store.apply(&state.writes, now)?;
+            fired = store.apply(&parts.writes, db.clock.now())?;
         }
         if arm {
-            for w in state.watches.drain(..) {
+            for w in parts.watches.drain(..) {
                 if store.arm_watch(w) {
                     fired = fired.saturating_add(1);
                 }
@@ -290,7 +258,7 @@ impl MemTransaction {
         Ok(())
     }
 
-    fn state(&self) -> MutexGuard<'_, TxnState> {
+    fn state(&self) -> MutexGuard<'_, TxnBuffer<MemWatch>> {
         // Nothing panics while holding the lock; if something did, the state is still usable.
         self.inner
             .state
@@ -318,31 +286,24 @@ impl MemTransaction {
         if decision.unavailable {
             return Err(errors::unavailable());
         }
-        Ok(())
+        match decision.error {
+            Some(code) => Err(fdb_codes::injected(code, Phase::Operation)),
+            None => Ok(()),
+        }
     }
 
     async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        errors::check_key(key)?;
+        errors::check_read_key(key)?;
         self.read_fault(ReadTarget::Key(key), mode).await?;
         let db = &self.inner.db;
         let mut guard = self.state();
         let state = &mut *guard;
         state.ensure_open()?;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
-        let value = match state.writes.get(key) {
-            Some(own) => own.clone(),
-            None => {
-                if mode == ReadMode::Serializable {
-                    state.conflicts.add_key(key);
-                }
-                store.get_at(key, rv).map(<[u8]>::to_vec)
-            }
-        };
-        drop(store);
-        state.stats.point_reads = state.stats.point_reads.saturating_add(1);
-        bump(&db.counters.point_reads, 1);
-        Ok(value)
+        let rv = read_version(&mut state.read_version, &mut store, db)?;
+        state.point_read(&db.counters, key, mode, || {
+            Ok(store.get_at(key, rv).map(<[u8]>::to_vec))
+        })
     }
 
     async fn get_range_inner(
@@ -359,27 +320,10 @@ impl MemTransaction {
         let state = &mut *guard;
         state.ensure_open()?;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
-        let result = if begin < end {
-            let committed = store.range_at(begin, end, rv);
-            drop(store);
-            overlay_range(
-                committed,
-                &state.writes,
-                &mut state.conflicts,
-                begin,
-                end,
-                mode,
-            )
-        } else {
-            Vec::new()
-        };
-        let returned = u64::try_from(result.len()).unwrap_or(u64::MAX);
-        state.stats.range_reads = state.stats.range_reads.saturating_add(1);
-        state.stats.range_keys_read = state.stats.range_keys_read.saturating_add(returned);
-        bump(&db.counters.range_reads, 1);
-        bump(&db.counters.range_keys_read, returned);
-        Ok(result)
+        let rv = read_version(&mut state.read_version, &mut store, db)?;
+        state.range_read(&db.counters, begin, end, mode, || {
+            Ok(store.range_at(begin, end, rv))
+        })
     }
 }
 
@@ -402,31 +346,21 @@ impl ElectionTxn for MemTransaction {
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
-        bump(&self.inner.db.counters.sets, 1);
-        let mut state = self.state();
-        state.stats.sets = state.stats.sets.saturating_add(1);
-        if state.phase == Phase::Open {
-            state.write(key, Some(value));
-        }
+        self.state()
+            .write(&self.inner.db.counters, key, Some(value));
     }
 
     fn clear(&self, key: &[u8]) {
-        bump(&self.inner.db.counters.clears, 1);
-        let mut state = self.state();
-        state.stats.clears = state.stats.clears.saturating_add(1);
-        if state.phase == Phase::Open {
-            state.write(key, None);
-        }
+        self.state().write(&self.inner.db.counters, key, None);
     }
 
     fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError> {
-        errors::check_key(key)?;
-        let mut state = self.state();
-        state.ensure_open()?;
-        state.conflicts.add_key(key);
-        state.stats.read_conflict_keys = state.stats.read_conflict_keys.saturating_add(1);
-        bump(&self.inner.db.counters.read_conflict_keys, 1);
-        Ok(())
+        self.state()
+            .add_read_conflict_key(&self.inner.db.counters, key)
+    }
+
+    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        std::future::ready(Ok(MemTransaction::read_version(self)))
     }
 
     /// Watches `key`, as FoundationDB does: the key is read (serializably, so the commit
@@ -437,10 +371,6 @@ impl ElectionTxn for MemTransaction {
     ///
     /// The watch fails with the commit's error if the commit fails, and with
     /// `transaction_cancelled` (1025) if the transaction is dropped without committing.
-    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
-        std::future::ready(Ok(MemTransaction::read_version(self)))
-    }
-
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
         errors::check_key(key)?;
         let db = &self.inner.db;
@@ -451,32 +381,27 @@ impl ElectionTxn for MemTransaction {
         let state = &mut *guard;
         state.ensure_open()?;
         let mut store = db.store();
-        let rv = state.read_version(&mut store, db)?;
-        let value = match state.writes.get(key) {
-            Some(own) => own.clone(),
-            None => {
-                state.conflicts.add_key(key);
-                store.get_at(key, rv).map(<[u8]>::to_vec)
-            }
-        };
-        drop(store);
-        let (pending, watch) = PendingWatch::new(key.to_vec(), value);
-        state.watches.push(pending);
-        state.stats.watches_created = state.stats.watches_created.saturating_add(1);
-        bump(&db.counters.watches_created, 1);
-        Ok(watch)
+        let rv = read_version(&mut state.read_version, &mut store, db)?;
+        state.watch(
+            &db.counters,
+            &db.watch_limit,
+            key,
+            || Ok(store.get_at(key, rv).map(<[u8]>::to_vec)),
+            |_key, _seen| MemWatch::new(),
+        )
     }
 }
 
 impl fmt::Debug for MemTransaction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.state();
+        let (writes, watches) = state.pending();
         f.debug_struct("MemTransaction")
             .field("id", &self.inner.id)
             .field("read_version", &state.read_version.map(|rv| rv.version))
-            .field("phase", &state.phase)
-            .field("writes", &state.writes.len())
-            .field("watches", &state.watches.len())
+            .field("phase", &state.phase())
+            .field("writes", &writes)
+            .field("watches", &watches)
             .finish()
     }
 }
@@ -484,6 +409,6 @@ impl fmt::Debug for MemTransaction {
 #[cfg(test)]
 impl MemTransaction {
     pub(super) fn has_read_conflicts(&self) -> bool {
-        !self.state().conflicts.is_empty()
+        self.state().has_read_conflicts()
     }
 }

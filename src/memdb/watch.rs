@@ -7,24 +7,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::oneshot;
 
-use super::errors;
-use crate::txn::{TxnError, Watch};
+use crate::store::errors;
+use crate::store::txn::{TxnError, Watch};
+use crate::store::watch::{PendingWatch, WatchHandle};
 
 type Reply = oneshot::Sender<Result<(), TxnError>>;
 
-/// A watch created by a transaction that has not committed yet.
+/// MemDb's handle on a pending watch: the channel its future waits on, which the store keeps
+/// once the watch is armed.
 #[derive(Debug)]
-pub(super) struct PendingWatch {
-    pub(super) key: Vec<u8>,
-    /// The key's value as the transaction saw it when it created the watch.
-    pub(super) value: Option<Vec<u8>>,
+pub(super) struct MemWatch {
     reply: Reply,
     armed: Arc<AtomicBool>,
 }
 
-impl PendingWatch {
-    /// A pending watch and the future that reports it.
-    pub(super) fn new(key: Vec<u8>, value: Option<Vec<u8>>) -> (PendingWatch, Watch) {
+impl MemWatch {
+    /// A handle and the future that reports it.
+    pub(super) fn new() -> (MemWatch, Watch) {
         let (reply, rx) = oneshot::channel();
         let armed = Arc::new(AtomicBool::new(false));
         let seen = Arc::clone(&armed);
@@ -37,19 +36,16 @@ impl PendingWatch {
                 Err(_) => Err(errors::dropped_before_commit()),
             }
         });
-        (
-            PendingWatch {
-                key,
-                value,
-                reply,
-                armed,
-            },
-            future,
-        )
+        (MemWatch { reply, armed }, future)
+    }
+}
+
+impl WatchHandle for MemWatch {
+    fn fire(self) -> bool {
+        self.reply.send(Ok(())).is_ok()
     }
 
-    /// Fails the watch with `error` (its transaction did not commit).
-    pub(super) fn fail(self, error: TxnError) {
+    fn fail(self, error: TxnError) {
         // The receiver may be gone: the caller dropped the watch, which cancels it.
         let _ = self.reply.send(Err(error));
     }
@@ -76,12 +72,11 @@ const MIN_SWEEP: usize = 64;
 impl WatchRegistry {
     /// Arms `watch` against the key's current committed value `current`: fires it at once if
     /// the value already differs from the one the transaction saw. Returns whether it fired.
-    pub(super) fn arm(&mut self, watch: PendingWatch, current: Option<&[u8]>) -> bool {
+    pub(super) fn arm(&mut self, watch: PendingWatch<MemWatch>, current: Option<&[u8]>) -> bool {
         let PendingWatch {
             key,
-            value,
-            reply,
-            armed,
+            seen: value,
+            handle: MemWatch { reply, armed },
         } = watch;
         armed.store(true, Ordering::Release);
         if value.as_deref() != current {

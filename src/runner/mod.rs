@@ -80,7 +80,8 @@
 //! ```
 //!
 //! On FoundationDB (feature `fdb`), pass an `Arc<foundationdb::Database>` instead of the
-//! `MemDb`: it implements [`ElectionDatabase`] through `Database::run`.
+//! `MemDb`: it implements [`ElectionDatabase`] with a retry loop of its own, which retries
+//! only what is known not to have committed and reports a maybe-committed commit as such.
 //!
 //! [`MemDb`]: crate::MemDb
 //! [`LeaderElection::run_election_cycle`]: crate::LeaderElection::run_election_cycle

@@ -67,7 +67,7 @@
 //!
 //! # With the runner
 //!
-//! `SqliteDb` implements [`ElectionDatabase`](crate::runner::ElectionDatabase): pass a handle
+//! `SqliteDb` implements [`ElectionDatabase`]: pass a handle
 //! to [`Runner::builder`](crate::Runner::builder) in each process, opened on the same file.
 //! Keep [`busy_timeout`](SqliteOptions::busy_timeout) in mind: the runner bounds each
 //! transaction by the election's `transaction_timeout` (1 s by default), so a commit that
@@ -105,7 +105,6 @@
 //! ```
 
 mod error;
-mod runner;
 mod schema;
 mod transaction;
 mod watch;
@@ -124,8 +123,12 @@ pub use schema::SCHEMA_VERSION;
 pub use transaction::SqliteTransaction;
 
 use crate::clock::{Clock, SystemClock};
-use crate::memdb::{Counters, MaybeCommitted, MemDbStats, RetryClassify, RunOptions, retry_loop};
-use crate::txn::TxnError;
+use crate::error::ElectionError;
+use crate::store::database::{ElectionDatabase, transact_with};
+use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions, retry_loop};
+use crate::store::stats::{Counters, StoreStats};
+use crate::store::txn::TxnError;
+use crate::store::watch::WatchLimit;
 
 /// The default [`SqliteOptions::busy_timeout`]: 5 s.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -268,6 +271,7 @@ struct Shared {
     /// only with other connections' commits). Opened at the first poll.
     watch_conn: Mutex<Option<Connection>>,
     counters: Counters,
+    watch_limit: WatchLimit,
     next_txn_id: AtomicU64,
 }
 
@@ -356,6 +360,7 @@ impl SqliteDb {
                 pool: Mutex::new(vec![conn]),
                 watch_conn: Mutex::new(None),
                 counters: Counters::default(),
+                watch_limit: WatchLimit::default(),
                 next_txn_id: AtomicU64::new(1),
             }),
         })
@@ -423,13 +428,31 @@ impl SqliteDb {
     /// The cumulative counters of this handle and its clones (not of other handles or
     /// processes on the same file). `unknown_results` counts nothing here; `watches_fired`
     /// counts watches whose poll saw the change.
-    pub fn stats(&self) -> MemDbStats {
+    pub fn stats(&self) -> StoreStats {
         self.shared.counters.snapshot()
     }
 
     /// Sets every counter of this handle to zero.
     pub fn reset_stats(&self) {
         self.shared.counters.reset();
+    }
+
+    /// Sets this handle's limit on outstanding watches (default
+    /// [`DEFAULT_MAX_WATCHES`](crate::memdb::DEFAULT_MAX_WATCHES), 10,000), as
+    /// [`MemDb::set_max_watches`](crate::MemDb::set_max_watches) does for MemDb: a watch
+    /// created at the limit fails through its future with `too_many_watches` (1032).
+    pub fn set_max_watches(&self, max: usize) {
+        self.shared.watch_limit.set_max(max);
+    }
+
+    /// This handle's limit on outstanding watches.
+    pub fn max_watches(&self) -> usize {
+        self.shared.watch_limit.max()
+    }
+
+    /// How many of this handle's watches are outstanding.
+    pub fn outstanding_watches(&self) -> usize {
+        self.shared.watch_limit.outstanding()
     }
 
     /// The database file.
@@ -485,6 +508,37 @@ pub struct DebugWriteLock {
 impl Drop for DebugWriteLock {
     fn drop(&mut self) {
         let _ = self.conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// Runs the runner's transactions through [`SqliteDb::run_with`]'s loop: conflicts and
+/// `transaction_too_old` are retried inside, everything else is returned to the runner, and a
+/// tokio timeout bounds the whole call. A commit cut off by the timeout while it waits for
+/// SQLite's write lock may still apply (within the busy timeout); the runner treats it as
+/// maybe committed, as it must.
+impl ElectionDatabase for SqliteDb {
+    type Txn = SqliteTransaction;
+
+    fn transact<F, Fut, T>(
+        &self,
+        timeout: Duration,
+        body: F,
+    ) -> impl Future<Output = Result<T, ElectionError>> + Send
+    where
+        F: Fn(Self::Txn) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, ElectionError>> + Send,
+        T: Send,
+    {
+        let db = self.clone();
+        async move {
+            transact_with(
+                timeout,
+                || db.create_transaction(),
+                SqliteTransaction::commit,
+                body,
+            )
+            .await
+        }
     }
 }
 

@@ -1,6 +1,5 @@
 //! [`SqliteTransaction`]: one optimistic, serializable transaction over a [`SqliteDb`].
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -13,13 +12,12 @@ use super::schema::{
     META_LOG_FLOOR, META_VERSION, PRUNE_LOG, SELECT_META, SELECT_RANGE, SELECT_VALUE, UPDATE_META,
     UPSERT_VALUE,
 };
-use super::watch::PendingWatch;
+use super::watch::SqlWatch;
 use super::{Shared, SqliteDb};
-use crate::clock::LocalInstant;
-use crate::memdb::{
-    MAX_TRANSACTION_AGE, MemTxnStats, ReadConflicts, buffer_write, bump, errors, overlay_range,
-};
-use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+use crate::store::buffer::{ReadConflicts, ReadVersion, TxnBuffer, Writes};
+use crate::store::errors;
+use crate::store::stats::TxnStats;
+use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 /// Up to this many versions between the read version and the commit, the conflict check reads
 /// every key written since (one scan of the log by version) and intersects them with the
@@ -39,19 +37,25 @@ const SCAN_VERSIONS: u64 = 256;
 /// - **Conflicts.** A [`ReadMode::Serializable`] read adds the key (or the range) to the
 ///   read-conflict set, except for keys this transaction had already written;
 ///   [`add_read_conflict_key`](ElectionTxn::add_read_conflict_key) and
-///   [`watch`](ElectionTxn::watch) add the key too. Snapshot reads add nothing.
+///   [`watch`](ElectionTxn::watch) add the key too (again, unless already written). Snapshot
+///   reads add nothing.
 /// - **Commit.** [`commit`](Self::commit) takes SQLite's write lock (`BEGIN IMMEDIATE`,
 ///   waiting up to the busy timeout), checks the store's log of written keys for a write
 ///   after this transaction's read version inside its read-conflict set (then it fails with a
 ///   retryable conflict, code 1020, applying nothing), and otherwise applies every write at
 ///   the next version and logs the written keys. A transaction that writes nothing commits
-///   without taking the lock.
-/// - **Age.** Once the store's clock shows [`MAX_TRANSACTION_AGE`] (5 s) since the read version
-///   was taken, reads, watches and the commit fail with `transaction_too_old` (1007). So does a
-///   commit whose read version the log no longer covers
+///   without taking the lock, and is never too old.
+/// - **Age.** Once the store's clock shows
+///   [`MAX_TRANSACTION_AGE`](crate::memdb::MAX_TRANSACTION_AGE) (5 s) since the read version
+///   was taken, reads, watches and a writing commit fail with `transaction_too_old` (1007).
+///   So does a commit whose read version the log no longer covers
 ///   ([`log_retention`](super::SqliteOptions::log_retention)).
-/// - **Limits.** FoundationDB's, as in MemDb: keys at most 10,000 bytes and below `\xff`,
-///   values at most 100,000 bytes, writes at most 10,000,000 bytes.
+/// - **Limits.** FoundationDB's, as in MemDb: keys at most 10,000 bytes and below `\xff` (a
+///   longer key reads as absent), values at most 100,000 bytes, a writing transaction at most
+///   10,000,000 bytes counted with its conflict ranges.
+/// - **Watches** fire at once when their own transaction writes the key with another value;
+///   beyond the handle's [limit](SqliteDb::set_max_watches) they fail through their future
+///   with `too_many_watches` (1032).
 ///
 /// The handle is a cheap `Clone` (clones are the same transaction). Once the commit has
 /// begun, reads and watches fail with `used_during_commit` (2017) and writes are discarded.
@@ -67,60 +71,21 @@ struct TxnInner {
     state: Mutex<TxnState>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Phase {
-    #[default]
-    Open,
-    Committing,
-    Done,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct ReadVersion {
-    version: u64,
-    taken_at: LocalInstant,
-}
-
+/// A transaction's state: the shared client side, and the connection holding its snapshot.
 #[derive(Debug, Default)]
 struct TxnState {
-    phase: Phase,
-    read_version: Option<ReadVersion>,
+    buffer: TxnBuffer<SqlWatch>,
     /// The connection holding this transaction's read snapshot (an open SQLite read
     /// transaction), from the first read to the commit.
     conn: Option<Connection>,
-    /// Sets (`Some`) and clears (`None`), by key.
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    conflicts: ReadConflicts,
-    watches: Vec<PendingWatch>,
-    /// The first invalid write, reported by the commit.
-    deferred: Option<TxnError>,
-    /// Bytes of keys and values written.
-    size: usize,
-    stats: MemTxnStats,
 }
 
 impl TxnState {
-    fn ensure_open(&self) -> Result<(), TxnError> {
-        match self.phase {
-            Phase::Open => Ok(()),
-            Phase::Committing | Phase::Done => Err(errors::used_during_commit()),
-        }
-    }
-
     /// Takes the read version (and the snapshot) if this is the first read, and checks the
     /// transaction's age.
     fn read_version(&mut self, db: &Shared) -> Result<u64, TxnError> {
-        if let Some(rv) = self.read_version {
-            if db
-                .options
-                .clock
-                .now()
-                .saturating_duration_since(rv.taken_at)
-                >= MAX_TRANSACTION_AGE
-            {
-                return Err(errors::too_old());
-            }
-            return Ok(rv.version);
+        if let Some(rv) = self.buffer.read_version {
+            return rv.check(db.options.clock.now());
         }
         let conn = db.checkout()?;
         // A deferred BEGIN takes no lock; the first read then pins the snapshot.
@@ -135,30 +100,18 @@ impl TxnState {
                 return Err(e);
             }
         };
-        self.read_version = Some(ReadVersion {
+        self.buffer.read_version = Some(ReadVersion {
             version,
             taken_at: db.options.clock.now(),
         });
         self.conn = Some(conn);
         Ok(version)
     }
+}
 
-    /// The snapshot's connection (after [`read_version`](Self::read_version)).
-    fn conn(&self) -> Result<&Connection, TxnError> {
-        self.conn
-            .as_ref()
-            .ok_or_else(|| malformed("a read without a snapshot"))
-    }
-
-    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
-        buffer_write(
-            &mut self.writes,
-            &mut self.size,
-            &mut self.deferred,
-            key,
-            value,
-        );
-    }
+/// The snapshot's connection (after [`TxnState::read_version`]).
+fn snapshot(conn: Option<&Connection>) -> Result<&Connection, TxnError> {
+    conn.ok_or_else(|| malformed("a read without a snapshot"))
 }
 
 impl SqliteTransaction {
@@ -180,12 +133,12 @@ impl SqliteTransaction {
 
     /// The read version, once the first read (or watch) has taken it.
     pub fn read_version(&self) -> Option<u64> {
-        self.state().read_version.map(|rv| rv.version)
+        self.state().buffer.read_version.map(|rv| rv.version)
     }
 
     /// The I/O this transaction issued so far.
-    pub fn stats(&self) -> MemTxnStats {
-        self.state().stats
+    pub fn stats(&self) -> TxnStats {
+        self.state().buffer.stats()
     }
 
     /// The database handle this transaction belongs to.
@@ -224,72 +177,56 @@ impl SqliteTransaction {
     /// If the commit fails, the transaction's watches fail with a copy of the error.
     pub async fn commit(self) -> Result<(), TxnError> {
         let db = Arc::clone(&self.inner.db);
-        bump(&db.counters.commits_attempted, 1);
-        let result = self.commit_inner().await;
-        match &result {
-            Ok(()) => bump(&db.counters.commits_succeeded, 1),
-            Err(e) if e.kind() == TxnErrorKind::Conflict => bump(&db.counters.conflicts, 1),
-            Err(_) => {}
-        }
-        result
+        db.counters.count_commit(self.commit_inner()).await
     }
 
     async fn commit_inner(&self) -> Result<(), TxnError> {
         let db = &self.inner.db;
-        let (conn, read_version, writes, conflicts, watches) = {
+        let (conn, mut parts) = {
             let mut guard = self.state();
             let state = &mut *guard;
-            state.ensure_open()?;
-            state.phase = Phase::Committing;
-            let early = match state.deferred.take() {
-                Some(error) => Some(error),
-                None => state
-                    .read_version
-                    .filter(|rv| {
-                        db.options
-                            .clock
-                            .now()
-                            .saturating_duration_since(rv.taken_at)
-                            >= MAX_TRANSACTION_AGE
-                    })
-                    .map(|_| errors::too_old()),
-            };
-            if let Some(error) = early {
-                state.phase = Phase::Done;
-                if let Some(conn) = state.conn.take() {
-                    db.checkin(conn);
+            let begun = state.buffer.begin_commit().and_then(|mut parts| {
+                // A transaction that writes nothing is never too old (FoundationDB never sends
+                // it to the cluster).
+                let too_old = !parts.is_read_only()
+                    && parts
+                        .read_version
+                        .is_some_and(|rv| rv.is_too_old(db.options.clock.now()));
+                if too_old {
+                    let error = errors::too_old();
+                    parts.fail_watches(&error);
+                    state.buffer.end_commit();
+                    return Err(error);
                 }
-                for w in state.watches.drain(..) {
-                    w.fail(errors::copy_for_watch(&error));
+                Ok(parts)
+            });
+            let conn = state.conn.take();
+            match begun {
+                Ok(parts) => (conn, parts),
+                Err(e) => {
+                    if let Some(conn) = conn {
+                        db.checkin(conn);
+                    }
+                    return Err(e);
                 }
-                return Err(error);
             }
-            (
-                state.conn.take(),
-                state.read_version.map(|rv| rv.version),
-                std::mem::take(&mut state.writes),
-                std::mem::take(&mut state.conflicts),
-                std::mem::take(&mut state.watches),
-            )
         };
-        let result = if writes.is_empty() {
+        let result = if parts.is_read_only() {
             // Read-only: nothing to check or apply.
             if let Some(conn) = conn {
                 db.checkin(conn);
             }
             Ok(())
         } else {
-            self.write_commit(conn, read_version, writes, conflicts)
+            let writes = std::mem::take(&mut parts.writes);
+            let conflicts = std::mem::take(&mut parts.conflicts);
+            self.write_commit(conn, parts.read_version, writes, conflicts)
                 .await
         };
-        self.state().phase = Phase::Done;
+        self.state().buffer.end_commit();
         match &result {
-            Ok(()) => watches.into_iter().for_each(PendingWatch::arm),
-            Err(e) => {
-                for w in watches {
-                    w.fail(errors::copy_for_watch(e));
-                }
-            }
+            Ok(()) => parts.watches.into_iter().for_each(|w| w.handle.arm()),
+            Err(e) => parts.fail_watches(e),
         }
         result
     }
@@ -298,8 +235,8 @@ impl SqliteTransaction {
     async fn write_commit(
         &self,
         conn: Option<Connection>,
-        read_version: Option<u64>,
-        writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        read_version: Option<ReadVersion>,
+        writes: Writes,
         conflicts: ReadConflicts,
     ) -> Result<(), TxnError> {
         let db = &self.inner.db;
@@ -309,14 +246,12 @@ impl SqliteTransaction {
         };
         let retention = db.options.log_retention.max(1);
         let clock = Arc::clone(&db.options.clock);
-        let taken_at = self.state().read_version.map(|rv| rv.taken_at);
+        let version = read_version.map(|rv| rv.version);
         let work = move || {
-            let result = commit_locked(&conn, read_version, &writes, &conflicts, retention, || {
+            let result = commit_locked(&conn, version, &writes, &conflicts, retention, || {
                 // Checked again once the lock is granted: a commit that waited for it past
                 // the age limit fails as FoundationDB's would.
-                taken_at.is_some_and(|t| {
-                    clock.now().saturating_duration_since(t) >= MAX_TRANSACTION_AGE
-                })
+                read_version.is_some_and(|rv| rv.is_too_old(clock.now()))
             });
             (conn, result)
         };
@@ -340,25 +275,16 @@ impl SqliteTransaction {
     }
 
     async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        errors::check_key(key)?;
+        errors::check_read_key(key)?;
         let db = &self.inner.db;
         let mut guard = self.state();
         let state = &mut *guard;
-        state.ensure_open()?;
+        state.buffer.ensure_open()?;
         state.read_version(db)?;
-        let value = match state.writes.get(key) {
-            Some(own) => own.clone(),
-            None => {
-                let value = read_value(state.conn()?, key)?;
-                if mode == ReadMode::Serializable {
-                    state.conflicts.add_key(key);
-                }
-                value
-            }
-        };
-        state.stats.point_reads = state.stats.point_reads.saturating_add(1);
-        bump(&db.counters.point_reads, 1);
-        Ok(value)
+        let conn = state.conn.as_ref();
+        state
+            .buffer
+            .point_read(&db.counters, key, mode, || read_value(snapshot(conn)?, key))
     }
 
     async fn get_range_inner(
@@ -371,27 +297,12 @@ impl SqliteTransaction {
         let db = &self.inner.db;
         let mut guard = self.state();
         let state = &mut *guard;
-        state.ensure_open()?;
+        state.buffer.ensure_open()?;
         state.read_version(db)?;
-        let result = if begin < end {
-            let committed = read_range(state.conn()?, begin, end)?;
-            overlay_range(
-                committed,
-                &state.writes,
-                &mut state.conflicts,
-                begin,
-                end,
-                mode,
-            )
-        } else {
-            Vec::new()
-        };
-        let returned = u64::try_from(result.len()).unwrap_or(u64::MAX);
-        state.stats.range_reads = state.stats.range_reads.saturating_add(1);
-        state.stats.range_keys_read = state.stats.range_keys_read.saturating_add(returned);
-        bump(&db.counters.range_reads, 1);
-        bump(&db.counters.range_keys_read, returned);
-        Ok(result)
+        let conn = state.conn.as_ref();
+        state.buffer.range_read(&db.counters, begin, end, mode, || {
+            read_range(snapshot(conn)?, begin, end)
+        })
     }
 }
 
@@ -414,31 +325,25 @@ impl ElectionTxn for SqliteTransaction {
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
-        bump(&self.inner.db.counters.sets, 1);
-        let mut state = self.state();
-        state.stats.sets = state.stats.sets.saturating_add(1);
-        if state.phase == Phase::Open {
-            state.write(key, Some(value));
-        }
+        self.state()
+            .buffer
+            .write(&self.inner.db.counters, key, Some(value));
     }
 
     fn clear(&self, key: &[u8]) {
-        bump(&self.inner.db.counters.clears, 1);
-        let mut state = self.state();
-        state.stats.clears = state.stats.clears.saturating_add(1);
-        if state.phase == Phase::Open {
-            state.write(key, None);
-        }
+        self.state()
+            .buffer
+            .write(&self.inner.db.counters, key, None);
     }
 
     fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError> {
-        errors::check_key(key)?;
-        let mut state = self.state();
-        state.ensure_open()?;
-        state.conflicts.add_key(key);
-        state.stats.read_conflict_keys = state.stats.read_conflict_keys.saturating_add(1);
-        bump(&self.inner.db.counters.read_conflict_keys, 1);
-        Ok(())
+        self.state()
+            .buffer
+            .add_read_conflict_key(&self.inner.db.counters, key)
+    }
+
+    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        std::future::ready(Ok(SqliteTransaction::read_version(self)))
     }
 
     /// Watches `key`, as FoundationDB does: the key is read (serializably, so the commit
@@ -454,30 +359,21 @@ impl ElectionTxn for SqliteTransaction {
     /// The watch fails with the commit's error if the commit fails, with
     /// `transaction_cancelled` (1025) if the transaction is dropped without committing, and
     /// with a fatal error once every handle of the database has been dropped.
-    fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
-        std::future::ready(Ok(SqliteTransaction::read_version(self)))
-    }
-
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
         errors::check_key(key)?;
         let db = &self.inner.db;
         let mut guard = self.state();
         let state = &mut *guard;
-        state.ensure_open()?;
+        state.buffer.ensure_open()?;
         state.read_version(db)?;
-        let value = match state.writes.get(key) {
-            Some(own) => own.clone(),
-            None => {
-                let value = read_value(state.conn()?, key)?;
-                state.conflicts.add_key(key);
-                value
-            }
-        };
-        let (pending, watch) = PendingWatch::new(db, key.to_vec(), value);
-        state.watches.push(pending);
-        state.stats.watches_created = state.stats.watches_created.saturating_add(1);
-        bump(&db.counters.watches_created, 1);
-        Ok(watch)
+        let conn = state.conn.as_ref();
+        state.buffer.watch(
+            &db.counters,
+            &db.watch_limit,
+            key,
+            || read_value(snapshot(conn)?, key),
+            |key, seen| SqlWatch::new(db, key.to_vec(), seen.map(<[u8]>::to_vec)),
+        )
     }
 }
 
@@ -495,12 +391,16 @@ impl Drop for TxnInner {
 impl fmt::Debug for SqliteTransaction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.state();
+        let (writes, watches) = state.buffer.pending();
         f.debug_struct("SqliteTransaction")
             .field("id", &self.inner.id)
-            .field("read_version", &state.read_version.map(|rv| rv.version))
-            .field("phase", &state.phase)
-            .field("writes", &state.writes.len())
-            .field("watches", &state.watches.len())
+            .field(
+                "read_version",
+                &state.buffer.read_version.map(|rv| rv.version),
+            )
+            .field("phase", &state.buffer.phase())
+            .field("writes", &writes)
+            .field("watches", &watches)
             .finish()
     }
 }
@@ -551,7 +451,7 @@ fn read_range(conn: &Connection, begin: &[u8], end: &[u8]) -> Result<Vec<KeyValu
 fn commit_locked(
     conn: &Connection,
     read_version: Option<u64>,
-    writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    writes: &Writes,
     conflicts: &ReadConflicts,
     retention: u64,
     too_old: impl FnOnce() -> bool,
@@ -590,7 +490,7 @@ fn commit_locked(
 fn apply(
     conn: &Connection,
     read_version: Option<u64>,
-    writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    writes: &Writes,
     conflicts: &ReadConflicts,
     retention: u64,
 ) -> Result<u64, TxnError> {

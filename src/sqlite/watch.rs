@@ -12,17 +12,27 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::Shared;
-use crate::memdb::bump;
-use crate::memdb::errors;
-use crate::txn::{TxnError, Watch};
+use crate::store::errors;
+use crate::store::stats::bump;
+use crate::store::txn::{TxnError, Watch};
+use crate::store::watch::WatchHandle;
 
-/// A watch whose transaction has not committed yet.
+/// What becomes of a pending watch.
 #[derive(Debug)]
-pub(super) struct PendingWatch {
-    reply: oneshot::Sender<Result<(), TxnError>>,
+enum Signal {
+    /// Its transaction committed: poll the file.
+    Armed,
+    /// Its own transaction changed the key: it has fired.
+    Fired,
 }
 
-impl PendingWatch {
+/// The SQLite store's handle on a watch whose transaction has not committed yet.
+#[derive(Debug)]
+pub(super) struct SqlWatch {
+    reply: oneshot::Sender<Result<Signal, TxnError>>,
+}
+
+impl SqlWatch {
     /// A pending watch on `key`, which the transaction saw holding `value`, and the future that
     /// reports it.
     pub(super) fn new(db: &Arc<Shared>, key: Vec<u8>, value: Option<Vec<u8>>) -> (Self, Watch) {
@@ -30,23 +40,29 @@ impl PendingWatch {
         let db = Arc::downgrade(db);
         let future: Watch = Box::pin(async move {
             match armed.await {
-                Ok(Ok(())) => poll(db, key, value).await,
+                Ok(Ok(Signal::Armed)) => poll(db, key, value).await,
+                Ok(Ok(Signal::Fired)) => Ok(()),
                 Ok(Err(e)) => Err(e),
                 // The transaction was dropped without committing.
                 Err(_) => Err(errors::dropped_before_commit()),
             }
         });
-        (PendingWatch { reply }, future)
+        (SqlWatch { reply }, future)
     }
 
     /// The transaction committed: start polling.
     pub(super) fn arm(self) {
         // The receiver may be gone: the caller dropped the watch, which cancels it.
-        let _ = self.reply.send(Ok(()));
+        let _ = self.reply.send(Ok(Signal::Armed));
+    }
+}
+
+impl WatchHandle for SqlWatch {
+    fn fire(self) -> bool {
+        self.reply.send(Ok(Signal::Fired)).is_ok()
     }
 
-    /// The transaction failed to commit: the watch fails with `error`.
-    pub(super) fn fail(self, error: TxnError) {
+    fn fail(self, error: TxnError) {
         let _ = self.reply.send(Err(error));
     }
 }

@@ -1,9 +1,14 @@
 //! Backend-agnostic conformance checks of the transaction semantics the election relies on.
 //!
-//! The same assertions run against [`MemDb`](fdb_leader_election::MemDb) (tests/memdb_conformance.rs)
-//! and, when a cluster is available, against FoundationDB. Each check works under a fresh key
-//! prefix from [`Backend::fresh_prefix`], so a real cluster can be shared and need not be
-//! cleaned between checks.
+//! The same assertions run against [`MemDb`](fdb_leader_election::MemDb)
+//! (tests/memdb_conformance.rs), the SQLite store (tests/sqlite_conformance.rs) and, when a
+//! cluster is available, against FoundationDB (tests/fdb_integration.rs). Each check works
+//! under a fresh key prefix from [`Backend::fresh_prefix`], so a real cluster can be shared and
+//! need not be cleaned between checks.
+//!
+//! The checks from [`read_conflict_key_on_own_write_is_ignored`] on pin down where MemDb once
+//! differed from FoundationDB (issue 13). A check that needs what a backend cannot do (inject
+//! a fault into FoundationDB, say) says so on stdout and passes.
 
 // Test code: failing loudly is the point. The items are `pub` for the test crates that include
 // this file (`mod common;`), inside which they are necessarily crate-local.
@@ -17,12 +22,23 @@
 use std::future::Future;
 use std::time::Duration;
 
-use fdb_leader_election::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind};
+use fdb_leader_election::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 /// How long a watch must stay quiet to count as "did not fire".
 pub const QUIET: Duration = Duration::from_millis(200);
 /// How long a watch may take to fire.
 pub const FIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// FoundationDB's default limit on a database's outstanding watches.
+pub const DEFAULT_MAX_WATCHES: usize = 10_000;
+
+/// A fault a backend may inject into its next write commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The commit reports an unknown result at once and lands after the next transaction has
+    /// taken its read version.
+    UnknownAppliedLater,
+}
 
 /// A database under test.
 pub trait Backend {
@@ -37,6 +53,27 @@ pub trait Backend {
 
     /// A key prefix no other check uses (and below `\xff`).
     fn fresh_prefix(&self) -> Vec<u8>;
+
+    /// Lets `by` pass for the transactions' age (5 s makes a read version too old): the
+    /// store's clock, or real time.
+    fn age(&self, by: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Sets the database's limit on outstanding watches; `false` if the backend cannot.
+    fn set_watch_limit(&self, limit: usize) -> bool {
+        let _ = limit;
+        false
+    }
+
+    /// Makes the next write commit fail with `fault`; `false` if the backend cannot.
+    fn inject(&self, fault: Fault) -> bool {
+        let _ = fault;
+        false
+    }
+}
+
+/// Says that a check was skipped on this backend, and why.
+fn skipped(check: &str, why: &str) {
+    println!("conformance: {check} skipped: {why}");
 }
 
 /// Runs every check, in order.
@@ -58,6 +95,13 @@ pub async fn run_all<B: Backend>(b: &B) {
     watch_fires_on_change_not_on_identical_write(b).await;
     watch_fires_on_clear(b).await;
     range_read_order_and_bounds(b).await;
+    read_conflict_key_on_own_write_is_ignored(b).await;
+    read_only_commit_is_never_too_old(b).await;
+    watch_fires_when_its_own_transaction_changes_the_key(b).await;
+    oversized_key_reads_as_absent(b).await;
+    transaction_size_counts_conflict_ranges(b).await;
+    too_many_watches_fail_through_the_future(b).await;
+    unknown_commit_may_land_after_the_next_transaction_starts(b).await;
 }
 
 fn key(prefix: &[u8], suffix: &[u8]) -> Vec<u8> {
@@ -490,4 +534,248 @@ pub async fn range_read_order_and_bounds<B: Backend>(b: &B) {
     .map(|s| key(&p, s))
     .collect();
     assert_eq!(keys, expected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where MemDb once differed from FoundationDB.
+
+/// `add_read_conflict_key` on a key the transaction already set or cleared adds nothing:
+/// FoundationDB adds conflict ranges only over keys whose value does not come from the
+/// transaction's own writes. Added before the write, it conflicts.
+pub async fn read_conflict_key_on_own_write_is_ignored<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, cleared, unrelated) = (key(&p, b"k"), key(&p, b"c"), key(&p, b"u"));
+    let t1 = b.begin();
+    t1.get(&unrelated, ReadMode::Snapshot).await.unwrap();
+    t1.set(&k, b"mine");
+    t1.clear(&cleared);
+    t1.add_read_conflict_key(&k).unwrap();
+    t1.add_read_conflict_key(&cleared).unwrap();
+    put(b, &k, b"theirs").await;
+    put(b, &cleared, b"theirs").await;
+    b.commit(t1).await.unwrap();
+    assert_eq!(committed(b, &k).await, Some(b"mine".to_vec()));
+    assert_eq!(committed(b, &cleared).await, None);
+
+    // The order the election uses: the conflict key first, then the write.
+    let t2 = b.begin();
+    t2.get(&unrelated, ReadMode::Snapshot).await.unwrap();
+    t2.add_read_conflict_key(&k).unwrap();
+    t2.set(&k, b"second");
+    put(b, &k, b"concurrent").await;
+    assert_conflict(b.commit(t2).await);
+    assert_eq!(committed(b, &k).await, Some(b"concurrent".to_vec()));
+}
+
+/// A transaction that writes nothing is never sent to the cluster, so its commit succeeds
+/// however old it is; a writing one fails with `transaction_too_old` (1007).
+pub async fn read_only_commit_is_never_too_old<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, out) = (key(&p, b"k"), key(&p, b"out"));
+    put(b, &k, b"v").await;
+    let reader = b.begin();
+    reader.get(&k, ReadMode::Serializable).await.unwrap();
+    reader.add_read_conflict_key(&out).unwrap();
+    let writer = b.begin();
+    writer.get(&k, ReadMode::Serializable).await.unwrap();
+    writer.set(&out, b"late");
+    b.age(Duration::from_millis(5_500)).await;
+    b.commit(reader).await.unwrap();
+    let e = b.commit(writer).await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.code()),
+        (TxnErrorKind::TooOld, Some(1007)),
+        "{e}"
+    );
+    assert!(e.is_retryable() && !e.is_maybe_committed());
+    assert_eq!(committed(b, &out).await, None);
+}
+
+/// Resolves `watch` within [`FIRE_TIMEOUT`], or panics with `what`.
+async fn fired(watch: Watch, what: &str) {
+    tokio::time::timeout(FIRE_TIMEOUT, watch)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the watch did not fire"))
+        .unwrap_or_else(|e| panic!("{what}: the watch failed: {e}"));
+}
+
+/// A watch fires at once when its own transaction then writes the key with another value
+/// (before the commit, whatever the commit's fate); an identical write does not fire it.
+pub async fn watch_fires_when_its_own_transaction_changes_the_key<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, gone) = (key(&p, b"w"), key(&p, b"gone"));
+    put(b, &k, b"a").await;
+    put(b, &gone, b"a").await;
+
+    let t = b.begin();
+    let mut same = t.watch(&k).unwrap();
+    t.set(&k, b"a");
+    assert!(
+        tokio::time::timeout(QUIET, &mut same).await.is_err(),
+        "an identical write by the watching transaction fired the watch"
+    );
+    let changed = t.watch(&k).unwrap();
+    t.set(&k, b"b");
+    fired(changed, "a write by the watching transaction").await;
+    let cleared = t.watch(&gone).unwrap();
+    t.clear(&gone);
+    fired(cleared, "a clear by the watching transaction").await;
+    // The first watch saw "a" too: the second write changed the key for it as well.
+    fired(same, "a later write by the watching transaction").await;
+    drop(t);
+
+    // A watch created after the transaction's own write sees that write, and stays quiet
+    // once the transaction commits it.
+    let t = b.begin();
+    t.set(&k, b"c");
+    let mut own = t.watch(&k).unwrap();
+    b.commit(t).await.unwrap();
+    assert!(
+        tokio::time::timeout(QUIET, &mut own).await.is_err(),
+        "a watch on the transaction's own write fired when it committed"
+    );
+    put(b, &k, b"d").await;
+    fired(own, "a later commit").await;
+}
+
+/// Reading a key longer than 10,000 bytes returns absent (no such key can exist), in either
+/// mode, and adds no conflict.
+pub async fn oversized_key_reads_as_absent<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let long = key(&p, &vec![b'k'; 10_001]);
+    let out = key(&p, b"out");
+    let t = b.begin();
+    assert_eq!(t.get(&long, ReadMode::Serializable).await.unwrap(), None);
+    assert_eq!(t.get(&long, ReadMode::Snapshot).await.unwrap(), None);
+    t.set(&out, b"x");
+    b.commit(t).await.unwrap();
+    assert_eq!(committed(b, &out).await, Some(b"x".to_vec()));
+}
+
+/// `count` keys of about 9,000 bytes below `p` and `tag`, in order.
+fn big_keys(p: &[u8], tag: &str, count: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let mut k = key(p, format!("{tag}/{i:05}/").as_bytes());
+            k.resize(9_000, b'.');
+            k
+        })
+        .collect()
+}
+
+/// `transaction_too_large` (2101) counts the conflict ranges as well as the written bytes:
+/// about `3 × key + value` per set, plus `2 × key` per key read serializably. With 9,000-byte
+/// keys and 1,000-byte values, 300 sets (3 MB written, about 8.4 MB counted) commit, 400 sets
+/// (4 MB written, about 11.2 MB counted) do not, and 250 sets commit alone but not with 200
+/// serializable reads of other such keys.
+pub async fn transaction_size_counts_conflict_ranges<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let value = vec![b'v'; 1_000];
+    let assert_too_large = |r: Result<(), TxnError>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(
+            (e.kind(), e.code()),
+            (TxnErrorKind::Fatal, Some(2101)),
+            "{what}: {e}"
+        );
+    };
+
+    let t = b.begin();
+    for k in big_keys(&p, "too-many", 400) {
+        t.set(&k, &value);
+    }
+    assert_too_large(b.commit(t).await, "400 sets");
+
+    let t = b.begin();
+    for k in big_keys(&p, "fits", 300) {
+        t.set(&k, &value);
+    }
+    b.commit(t).await.unwrap();
+
+    let reads = big_keys(&p, "read", 200);
+    for with_reads in [false, true] {
+        let t = b.begin();
+        if with_reads {
+            for k in &reads {
+                assert_eq!(t.get(k, ReadMode::Serializable).await.unwrap(), None);
+            }
+        }
+        for k in big_keys(&p, &format!("sets-{with_reads}"), 250) {
+            t.set(&k, &value);
+        }
+        if with_reads {
+            assert_too_large(b.commit(t).await, "250 sets and 200 reads");
+        } else {
+            b.commit(t).await.unwrap();
+        }
+    }
+}
+
+/// Beyond the database's limit on outstanding watches, a watch fails through its future with
+/// `too_many_watches` (1032) while its transaction commits; a slot frees once a watch
+/// resolves or is dropped.
+pub async fn too_many_watches_fail_through_the_future<B: Backend>(b: &B) {
+    const CHECK: &str = "too_many_watches_fail_through_the_future";
+    if !b.set_watch_limit(2) {
+        skipped(CHECK, "the backend cannot set its watch limit");
+        return;
+    }
+    // Let the cancellations of earlier checks' watches settle.
+    tokio::time::sleep(QUIET).await;
+    let p = b.fresh_prefix();
+    let (k1, k2, k3) = (key(&p, b"1"), key(&p, b"2"), key(&p, b"3"));
+    // Two watches in one transaction: once it has committed, both are outstanding (a commit
+    // waits for its watches' reads).
+    let t = b.begin();
+    let w1 = t.watch(&k1).unwrap();
+    let mut w2 = t.watch(&k2).unwrap();
+    b.commit(t).await.unwrap();
+    // A third, in a transaction that writes: the watch fails, the commit does not.
+    let t = b.begin();
+    let w3 = t.watch(&k3).unwrap();
+    t.set(&key(&p, b"out"), b"x");
+    b.commit(t).await.unwrap();
+    let e = tokio::time::timeout(FIRE_TIMEOUT, w3)
+        .await
+        .expect("the refused watch did not resolve")
+        .expect_err("a third watch was accepted beyond the limit of 2");
+    assert_eq!(e.code(), Some(1032), "{e}");
+    assert!(!e.is_retryable(), "{e}");
+    assert_eq!(committed(b, &key(&p, b"out")).await, Some(b"x".to_vec()));
+    put(b, &k1, b"changed").await;
+    fired(w1, "a watch under the limit").await;
+    assert!(tokio::time::timeout(QUIET, &mut w2).await.is_err());
+
+    // w1 resolved: its slot is free again.
+    let t = b.begin();
+    let mut w4 = t.watch(&k3).unwrap();
+    b.commit(t).await.unwrap();
+    assert!(
+        tokio::time::timeout(QUIET, &mut w4).await.is_err(),
+        "a watch within the limit failed or fired"
+    );
+    drop((w2, w4));
+    assert!(b.set_watch_limit(DEFAULT_MAX_WATCHES));
+}
+
+/// A commit whose result was unknown may land after the client's next transaction has taken
+/// its read version: that transaction does not see it, a later one does.
+pub async fn unknown_commit_may_land_after_the_next_transaction_starts<B: Backend>(b: &B) {
+    const CHECK: &str = "unknown_commit_may_land_after_the_next_transaction_starts";
+    if !b.inject(Fault::UnknownAppliedLater) {
+        skipped(CHECK, "the backend cannot inject faults");
+        return;
+    }
+    let p = b.fresh_prefix();
+    let k = key(&p, b"k");
+    let t = b.begin();
+    t.set(&k, b"landed");
+    let e = b.commit(t).await.unwrap_err();
+    assert!(e.is_maybe_committed(), "{e}");
+    let next = b.begin();
+    assert_eq!(next.get(&k, ReadMode::Serializable).await.unwrap(), None);
+    assert_eq!(committed(b, &k).await, Some(b"landed".to_vec()));
+    // `next` read before the commit landed: writing, it conflicts.
+    next.set(&k, b"next");
+    assert_conflict(b.commit(next).await);
 }

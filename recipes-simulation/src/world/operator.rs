@@ -39,7 +39,9 @@ impl World {
             1 => self.params.lease,
             _ => self.params.lease.saturating_mul(3) / 2,
         };
-        let heartbeat = lease.checked_div(self.rng.random_range(4..=5u64)).unwrap_or(lease);
+        let heartbeat = lease
+            .checked_div(self.rng.random_range(4..=5u64))
+            .unwrap_or(lease);
         let rho = if self.rng.random_bool(0.5) {
             self.params.rho_ppm
         } else {

@@ -130,7 +130,7 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Follow the election: one line per leader change, until interrupted.
     Watch(WatchArgs),
-    /// Ask the leader of a ballot to step down cooperatively (operator request).
+    /// Ask the leader of a ballot to step down and hand over to the best live candidate.
     #[command(after_help = RESIGN_AFTER_HELP)]
     Resign(OperatorArgs),
     /// Fence the leader of a ballot out at once (operator override).
@@ -201,10 +201,12 @@ like, which `run` reads), so that an environment set up for `run` never changes 
 configuration by accident.";
 
 const STATUS_AFTER_HELP: &str = "\
-The lease state is what one observation shows: `owned` (a leader holds the ballot), `vacant`,
-or `reserved` (vacant, reserved for a successor). A single observation cannot tell a live
-leader from a crashed one: a crashed leader's record stays `owned` until a candidate takes
-over one lease later (`watch` reports the lapse).
+The lease state is what one observation shows: `owned` (a leader holds the ballot), `vacant`
+(any candidate may take it), `reserved` (vacant, reserved for a successor, which takes it at
+once) or `held` (vacant after force-vacate: no candidate takes it before one lease of no
+change). A single observation cannot tell a live leader from a crashed one: a crashed
+leader's record stays `owned` until a candidate takes over one lease later (`watch` reports
+the lapse).
 
 Heartbeat age is measured without comparing clocks: `lag` is the number of leader renewals
 since the candidate's last heartbeat (the record's renewal counter minus the renewal the
@@ -212,23 +214,27 @@ candidate last saw). A live candidate lags at most candidate_timeout / heartbeat
 While no leader renews, lags stop growing.
 
 --json prints one object: leader (id or null), ballot, lease_state, renewal, lease_ms,
-leader_priority, handover_requested_by, reserved_for, payload, payload_hex, config, and
-candidates (id, priority, live, heartbeat, seen_renewal, renewal_lag, registration, leader).";
+leader_priority, handover_requested_by, operator_request, reserved_for, operator_hold,
+payload, payload_hex, config, and candidates (id, priority, live, heartbeat, seen_renewal,
+renewal_lag, registration, leader).";
 
 const RESIGN_AFTER_HELP: &str = "\
-Writes a handover request, at the highest priority, into the leader record of ballot B. The
-leader honours it at its next cycle (at once if it watches the store): it stops its work
-(within the handover grace), then leaves a vacancy reserved for the operator, which candidates
-take over after one lease. The leader drops the request if preemption is disabled, so this
-command refuses then (see `config set --preemption on`, or use force-vacate).
+Writes an operator's request that the leader of ballot B step down. The leader honours it at
+its next cycle (at once if it watches the store), whatever the priorities and the preemption
+setting: it stops its work (waiting at most the handover grace), stops believing it leads,
+then writes a vacancy reserved for the best live candidate other than itself, which takes
+over in one commit. With no other live candidate the vacancy is unreserved and any candidate,
+the old leader too, may take it with a new ballot. A leader that no longer cycles never
+honours it: use force-vacate then.
 
-Exit codes: 0 requested; 1 rejected (no leader, ballot mismatch, preemption disabled).";
+Exit codes: 0 requested; 1 rejected (no leader, ballot mismatch).";
 
 const FORCE_VACATE_AFTER_HELP: &str = "\
 Fences the leader of ballot B out at once: the ballot grows by one, so the old leader's
-fenced writes fail from this commit on, and the record becomes a vacancy that no candidate
-may fill for one full lease (by then the old leader's own belief has ended). For a leader
-that is wedged or misbehaving; prefer `resign` otherwise.
+fenced writes fail from this commit on, and the record becomes a vacancy held by this
+operator (`status` shows it as `held`), which no candidate may fill before one full lease of
+no change (by then the old leader's own belief has ended). For a leader that is wedged or
+misbehaving; prefer `resign` otherwise.
 
 Exit codes: 0 vacated; 1 rejected (ballot mismatch).";
 

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use crate::exit::Failure;
 
-/// Runs `f` with FoundationDB's network thread started, and stops it afterwards.
+/// Runs `f` with FoundationDB's network thread started, and stops it afterwards. `f` must
+/// build and drop its own async runtime: nothing that holds the database may outlive it.
 #[cfg(feature = "fdb")]
 pub(crate) fn with_network<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: `boot` may be called once per process, and the guard it returns must be dropped

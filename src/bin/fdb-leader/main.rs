@@ -112,19 +112,31 @@ fn start(cli: Cli) -> Result<ExitCode, Failure> {
     if let StoreChoice::ClusterFile(path) = &store {
         return Err(fdb::unsupported(path));
     }
+    let ctx = Ctx::new(&cli.election, &store);
+    let allow_network_fs = cli.allow_network_fs;
+    let on_fdb = matches!(store, StoreChoice::ClusterFile(_));
+    // The runtime is built and dropped inside the closure, so that with FoundationDB every
+    // task and in-flight future holding the database (detached ones too) is gone before the
+    // network is stopped: stopping it under live futures is known to hang or crash at exit.
+    let body = move || in_own_runtime(open_and_execute(store, ctx, cli.command, allow_network_fs));
+    if on_fdb {
+        fdb::with_network(body)
+    } else {
+        body()
+    }
+}
+
+/// Runs `fut` on a runtime of its own, built here and dropped (with every task still on it,
+/// detached ones too) before this returns.
+fn in_own_runtime<F>(fut: F) -> Result<ExitCode, Failure>
+where
+    F: std::future::Future<Output = Result<ExitCode, Failure>>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::command(format!("cannot start the async runtime: {e}")))?;
-    let ctx = Ctx::new(&cli.election, &store);
-    let allow_network_fs = cli.allow_network_fs;
-    let body = || runtime.block_on(open_and_execute(store, ctx, cli.command, allow_network_fs));
-    let result = if matches!(cli.store.choice(), Some(StoreChoice::ClusterFile(_))) {
-        fdb::with_network(body)
-    } else {
-        body()
-    };
-    // Stop the runtime (and anything still running on it) before FoundationDB's network.
+    let result = runtime.block_on(fut);
     drop(runtime);
     result
 }
@@ -243,4 +255,42 @@ async fn execute<D: ElectionDatabase>(
 fn listen(fatal: &Fatal) -> Result<Signals, Failure> {
     Signals::new(fatal.clone())
         .map_err(|e| Failure::command(format!("cannot listen for signals: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// Records its drop.
+    struct Dropped(Arc<AtomicBool>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn detached_tasks_are_gone_before_the_network_would_stop() {
+        let held = Arc::new(AtomicBool::new(false));
+        let task_state = Arc::clone(&held);
+        let out = in_own_runtime(async move {
+            // A detached task still holding something (the database, on FoundationDB) when the
+            // command ends.
+            let guard = Dropped(task_state);
+            tokio::spawn(async move {
+                let _keep = guard;
+                std::future::pending::<()>().await;
+            });
+            tokio::task::yield_now().await;
+            Ok(ExitCode::SUCCESS)
+        });
+        assert!(out.is_ok());
+        // `with_network` stops the network after its closure returns: by then the task (and
+        // what it held) is gone.
+        assert!(held.load(Ordering::SeqCst));
+    }
 }

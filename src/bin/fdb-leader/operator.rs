@@ -44,36 +44,27 @@ pub(crate) async fn resign<D: ElectionDatabase>(
             let (config, record) =
                 tokio::join!(election.read_config(&txn), election.leader_record(&txn));
             let (config, record) = (config?, record?);
-            if !config.allow_preemption() {
-                return Ok((config, record, None));
-            }
             let outcome = election.request_resign(&txn, &operator, expected).await?;
-            Ok((config, record, Some(outcome)))
+            Ok((config, record, outcome))
         }
     })
     .await?;
     match outcome {
-        None => Err(Failure::rejected(format!(
-            "rejected: preemption is disabled in this election's configuration, so the leader \
-             would ignore the request; enable it ({}) or fence the leader out ({})",
-            ctx.suggest(&["config", "set", "--preemption", "on"]),
-            ctx.suggest(&["force-vacate", "--expected-ballot", &expected.to_string()]),
-        ))),
-        Some(OperatorOutcome::Done { ballot }) => {
+        OperatorOutcome::Done { ballot } => {
             let leader = record
                 .owner()
                 .map_or_else(|| "?".to_owned(), |o| o.id().to_string());
             output::line(&format!(
                 "resign requested: leader {leader} (ballot {ballot}) steps down at its next cycle \
-                 (within a heartbeat, {}, plus at most the handover grace, {}); candidates take \
-                 over one lease ({}) after it does",
+                 (within a heartbeat, {}, plus at most the handover grace, {}) and reserves the \
+                 leadership for the best live candidate, which takes over in one commit (with \
+                 no other live candidate, any candidate may take it, the old leader too)",
                 show(config.heartbeat_interval()),
                 show(config.handover_grace()),
-                show(config.lease_duration()),
             ))
         }
-        Some(OperatorOutcome::Rejected(r)) => Err(Failure::rejected(rejected(ctx, &r))),
-        Some(_) => Err(Failure::rejected(
+        OperatorOutcome::Rejected(r) => Err(Failure::rejected(rejected(ctx, &r))),
+        _ => Err(Failure::rejected(
             "rejected: the election did not accept the request",
         )),
     }
@@ -105,7 +96,8 @@ pub(crate) async fn force_vacate<D: ElectionDatabase>(
                 .map_or_else(|| "no leader".to_owned(), |o| format!("leader {}", o.id()));
             output::line(&format!(
                 "vacated: ballot {expected} ({old}) is fenced; the election is at ballot {ballot}, \
-                 vacant; candidates take over after one lease (at least {}) of no change",
+                 held by this operator: no candidate takes over before one lease (at least {}) \
+                 of no change",
                 show(record.lease_duration()),
             ))
         }

@@ -12,10 +12,11 @@ use crate::store::{Ctx, Retry, once};
 
 /// The lease state one observation shows.
 fn lease_state(record: &LeaderRecord) -> &'static str {
-    match (record.owner(), record.reservation()) {
-        (Some(_), _) => "owned",
-        (None, Some(_)) => "reserved",
-        (None, None) => "vacant",
+    match (record.owner(), record.reservation(), record.operator_hold()) {
+        (Some(_), _, _) => "owned",
+        (None, Some(_), _) => "reserved",
+        (None, None, Some(_)) => "held",
+        (None, None, None) => "vacant",
     }
 }
 
@@ -80,7 +81,9 @@ pub(crate) fn to_json(
         "renewal": record.renewal(),
         "lease_ms": millis_json(record.lease_duration()),
         "handover_requested_by": named_json(record.handover_request()),
+        "operator_request": record.operator_request().map(|id| id.as_str()),
         "reserved_for": named_json(record.reservation()),
+        "operator_hold": record.operator_hold().map(|id| id.as_str()),
         "payload": payload_text(record),
         "payload_hex": record.payload().map(hex),
         "renewals_before_dead": config.renewals_before_dead(),
@@ -113,16 +116,24 @@ pub(crate) fn to_text(
     ));
     out.push(format!(
         "handover   {}",
-        match record.handover_request() {
-            Some(n) => format!("requested by {}", named_text(Some(n))),
-            None => "none".to_owned(),
+        match (record.handover_request(), record.operator_request()) {
+            (Some(n), _) => format!("requested by {}", named_text(Some(n))),
+            (None, Some(op)) => format!(
+                "operator {op} asked the leader to step down (it reserves the leadership for \
+                 the best live candidate)"
+            ),
+            (None, None) => "none".to_owned(),
         }
     ));
     out.push(format!(
         "reserved   {}",
-        match record.reservation() {
-            Some(n) => format!("for {}", named_text(Some(n))),
-            None => "none".to_owned(),
+        match (record.reservation(), record.operator_hold()) {
+            (Some(n), _) => format!("for {} (it takes over at once)", named_text(Some(n))),
+            (None, Some(op)) => format!(
+                "held by operator {op} (force-vacate): no candidate takes over before one lease \
+                 of no change"
+            ),
+            (None, None) => "none".to_owned(),
         }
     ));
     let payload = match (record.payload(), payload_text(record)) {

@@ -24,6 +24,8 @@ pub(crate) struct Line<'a> {
     pub(crate) old: Option<&'a LeaderInfo>,
     pub(crate) reason: &'static str,
     pub(crate) reserved_for: Option<String>,
+    /// The operator holding a forced vacancy.
+    pub(crate) operator: Option<String>,
 }
 
 impl<'a> Line<'a> {
@@ -34,11 +36,16 @@ impl<'a> Line<'a> {
             }
             _ => None,
         };
+        let operator = match &change.reason {
+            ChangeReason::ForcedVacant { operator } => Some(operator.to_string()),
+            _ => None,
+        };
         Line {
             new: change.new.as_ref(),
             old: change.old.as_ref(),
             reason: change.reason.as_str(),
             reserved_for,
+            operator,
         }
     }
 
@@ -48,6 +55,7 @@ impl<'a> Line<'a> {
             old: None,
             reason: "resync",
             reserved_for: None,
+            operator: None,
         }
     }
 
@@ -64,6 +72,11 @@ impl<'a> Line<'a> {
         if let Some(r) = &self.reserved_for {
             line.push_str(" reserved for ");
             line.push_str(r);
+        }
+        if let Some(op) = &self.operator {
+            line.push_str(" held by operator ");
+            line.push_str(op);
+            line.push_str(" for one lease");
         }
         if let Some(payload) = self.new.and_then(LeaderInfo::payload_str) {
             line.push_str(" payload ");
@@ -85,6 +98,7 @@ impl<'a> Line<'a> {
             "priority": self.new.map(|l| l.priority.get()),
             "payload": self.new.and_then(LeaderInfo::payload_str),
             "reserved_for": self.reserved_for,
+            "operator": self.operator,
             "previous_leader": self.old.map(|l| l.id.as_str()),
             "previous_ballot": self.old.map(|l| l.ballot.get()),
         })

@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use super::types::{LeaderChange, RunnerState, StopReason};
-use crate::candidate::{Candidate, Cycle, ElectionResult};
-use crate::clock::{Clock, LocalInstant};
+use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::core::Action;
 use crate::error::ElectionError;
@@ -13,7 +12,7 @@ use crate::ids::{Ballot, CandidateId};
 use crate::record::{LeaderRecord, Named, Party};
 
 /// What the candidate believes about its own leadership at the moment of an event
-/// ([`Candidate::leadership`]).
+/// (`Candidate::leadership`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Belief {
     /// The ballot it believes it leads.
@@ -37,21 +36,6 @@ impl Ctx {
         Ctx {
             now,
             belief,
-            work_in_flight,
-        }
-    }
-
-    /// Now, for `candidate` (its clock and its belief), or for an observer (`None`, on
-    /// `clock`).
-    pub fn of(candidate: Option<&Candidate>, clock: &dyn Clock, work_in_flight: bool) -> Self {
-        Ctx {
-            now: clock.now(),
-            belief: candidate.and_then(|c| {
-                c.leadership().map(|l| Belief {
-                    ballot: l.ballot,
-                    valid_until: l.valid_until,
-                })
-            }),
             work_in_flight,
         }
     }
@@ -117,8 +101,8 @@ fn error_kind(e: &ElectionError) -> &'static str {
     }
 }
 
-/// What a committed cycle did, for the machine: built from the [`Cycle`] and what adopting it
-/// gave ([`CycleReport::new`]).
+/// What a committed cycle did, for the machine: built from the `Cycle` and what adopting it
+/// gave (`CycleReport::new`).
 #[derive(Clone, Debug)]
 pub struct CycleReport {
     pub(crate) action: Action,
@@ -136,22 +120,6 @@ pub struct CycleReport {
 }
 
 impl CycleReport {
-    /// The report of `cycle`, whose commit was confirmed and which was adopted with the
-    /// result `adopted`.
-    pub fn new(cycle: &Cycle, adopted: &ElectionResult) -> Self {
-        CycleReport {
-            action: cycle.action(),
-            record: cycle.record().clone(),
-            config: cycle.config().clone(),
-            next_action_at: cycle.next_action_at(),
-            leading: match adopted {
-                ElectionResult::Leader(state) => Some(state.ballot),
-                ElectionResult::Follower(_) => None,
-            },
-            honoured: cycle.honoured.clone(),
-        }
-    }
-
     /// What the cycle did.
     pub fn action(&self) -> Action {
         self.action

@@ -99,7 +99,7 @@ enum Phase {
 /// The runner's decisions for one candidate (or observer): feed it [`Event`]s with
 /// [`handle`](Self::handle) and carry out the [`Command`]s it returns, in order.
 ///
-/// The tokio [`Runner`](crate::Runner) is one executor of this machine; the simulation is
+/// The tokio `Runner` is one executor of this machine; the simulation is
 /// another. Write your own to drive an election from another runtime or event loop: run each
 /// transaction through your store's retry loop, feed `CycleDecided` (or `ResignDecided`)
 /// *inside* the transaction after the election call and before the commit, and carry out a

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::error::ElectionError;
 use crate::ids::Priority;
 use crate::record::Named;
 
@@ -894,4 +895,521 @@ fn the_view_tells_relevant_changes_from_plain_renewals() {
     req.handover = Some(Party::Operator(id("ops")));
     assert!(v.differs(&req));
     assert!(v.differs(&owned("b", 2, 3)));
+}
+
+// --- Names and classifications (stable metric labels) ---
+
+#[test]
+fn names_are_stable_labels() {
+    use crate::txn::{TxnError, TxnErrorKind};
+    let states = [
+        (RunnerState::NotParticipating, "not_participating"),
+        (RunnerState::Follower, "follower"),
+        (RunnerState::Leader, "leader"),
+        (RunnerState::Error, "error"),
+        (RunnerState::Stopped, "stopped"),
+    ];
+    for (s, name) in states {
+        assert_eq!((s.as_str(), s.to_string()), (name, name.to_owned()));
+    }
+    let stops = [
+        (StopReason::HandedOver { to: None }, "handed_over", false),
+        (StopReason::Resigned, "resigned", true),
+        (StopReason::Superseded, "superseded", false),
+        (StopReason::LeaseExpired, "lease_expired", false),
+        (StopReason::ElectionsDisabled, "elections_disabled", false),
+        (StopReason::Unregistered, "unregistered", false),
+        (StopReason::Shutdown, "shutdown", true),
+        (StopReason::RunnerStopped, "runner_stopped", false),
+    ];
+    for (s, name, requested) in stops {
+        assert_eq!((s.as_str(), s.is_requested()), (name, requested));
+    }
+    let changes = [
+        (ChangeReason::Discovered, "discovered"),
+        (ChangeReason::Acquired, "acquired"),
+        (ChangeReason::HandedOver, "handed_over"),
+        (ChangeReason::Replaced, "replaced"),
+        (
+            ChangeReason::SteppedDown { reserved_for: None },
+            "stepped_down",
+        ),
+        (
+            ChangeReason::ForcedVacant { operator: id("o") },
+            "forced_vacant",
+        ),
+        (ChangeReason::LeaseLapsed, "lease_lapsed"),
+        (ChangeReason::PayloadChanged, "payload_changed"),
+    ];
+    for (c, name) in changes {
+        assert_eq!(c.as_str(), name);
+    }
+    let kind = |e: ElectionError| Failure::of(&e).kind();
+    let db = |k| ElectionError::Database(TxnError::new(k));
+    assert_eq!(kind(db(TxnErrorKind::Conflict)), "conflict");
+    assert_eq!(kind(db(TxnErrorKind::TooOld)), "too_old");
+    assert_eq!(kind(db(TxnErrorKind::CommitUnknown)), "unknown_result");
+    assert_eq!(
+        kind(
+            crate::database::TransactionTimedOut {
+                after: Duration::from_secs(1)
+            }
+            .into_error()
+        ),
+        "timeout"
+    );
+    assert_eq!(kind(db(TxnErrorKind::Unavailable)), "unavailable");
+    assert_eq!(kind(db(TxnErrorKind::OtherRetryable)), "retryable");
+    assert_eq!(kind(db(TxnErrorKind::Fatal)), "fatal");
+    assert_eq!(kind(ElectionError::NotInitialized), "not_initialized");
+    assert_eq!(
+        kind(ElectionError::NotRegistered { candidate: id("x") }),
+        "not_registered"
+    );
+    assert_eq!(
+        kind(ElectionError::corrupt(
+            b"k",
+            crate::error::DecodeError::Empty
+        )),
+        "corrupt"
+    );
+    assert_eq!(kind(ElectionError::BallotExhausted), "other");
+    let f = Failure::of(&ElectionError::NotRegistered { candidate: id("x") });
+    assert!(f.not_registered && !f.not_initialized && !f.retryable);
+    let info = LeaderInfo::of(&{
+        let mut r = owned("a", 1, 1);
+        r.payload = Some(b"10.0.0.1:80".to_vec());
+        r
+    })
+    .unwrap();
+    assert_eq!(info.payload_str(), Some("10.0.0.1:80"));
+    let binary = LeaderInfo {
+        payload: Some(vec![0xff]),
+        ..info
+    };
+    assert_eq!(binary.payload_str(), None);
+}
+
+// --- The view's classification, field by field ---
+
+#[test]
+fn every_field_but_the_renewal_is_a_relevant_change() {
+    let base = owned("a", 1, 1);
+    let mut v = LeaderView::new(None);
+    v.observe(
+        &base,
+        None,
+        false,
+        ChangeReason::LeaseLapsed,
+        ChangeReason::Discovered,
+    );
+    let mut edits: Vec<LeaderRecord> = Vec::new();
+    let mut e = base.clone();
+    e.ballot = Ballot::new(2);
+    edits.push(e);
+    let mut e = base.clone();
+    e.owner = Some(Named::new(id("b"), Priority::new(1)));
+    edits.push(e);
+    let mut e = base.clone();
+    e.handover = Some(Party::Candidate(Named::new(id("h"), Priority::new(9))));
+    edits.push(e);
+    let mut e = base.clone();
+    e.payload = Some(b"p".to_vec());
+    edits.push(e);
+    let mut e = base.clone();
+    e.owner = None;
+    e.reservation = Some(Party::Operator(id("ops")));
+    edits.push(e);
+    for e in &edits {
+        assert!(v.differs(e), "{e:?}");
+    }
+    let mut renewed = base.clone();
+    renewed.renewal = 9;
+    assert!(!v.differs(&renewed));
+}
+
+#[test]
+fn a_lapse_is_reported_as_such_and_a_refresh_publishes_an_own_records_end() {
+    let mut v = LeaderView::new(Some(id("me")));
+    v.observe(
+        &owned("a", 1, 1),
+        None,
+        false,
+        ChangeReason::LeaseLapsed,
+        ChangeReason::Discovered,
+    );
+    // The same record, now known lapsed.
+    let c = v.observe(
+        &owned("a", 1, 1),
+        None,
+        true,
+        ChangeReason::Replaced,
+        ChangeReason::Discovered,
+    );
+    assert_eq!(c.map(|c| c.reason), Some(ChangeReason::LeaseLapsed));
+    // This process's own record counts while it leads; when it stops, a refresh says why.
+    let mut v = LeaderView::new(Some(id("me")));
+    let c = v.observe(
+        &owned("me", 2, 2),
+        Some(Ballot::new(2)),
+        false,
+        ChangeReason::LeaseLapsed,
+        ChangeReason::Acquired,
+    );
+    assert_eq!(c.map(|c| c.reason), Some(ChangeReason::Acquired));
+    let c = v.refresh(None, ChangeReason::SteppedDown { reserved_for: None });
+    assert_eq!(
+        c.map(|c| (c.reason, c.new)),
+        Some((ChangeReason::SteppedDown { reserved_for: None }, None))
+    );
+}
+
+// --- Machine transitions at their boundaries ---
+
+#[test]
+fn the_stored_configuration_replaces_the_initial_one_and_is_announced_once() {
+    let mut r = Run::candidate();
+    r.feed(Event::Start);
+    let stored = ElectionConfig::builder()
+        .lease_duration(Duration::from_millis(600))
+        .heartbeat_interval(Duration::from_millis(200))
+        .candidate_timeout(Duration::from_secs(2))
+        .transaction_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let out = r.feed(Event::Registered(Ok(stored.clone())));
+    assert!(has(&out, |c| *c == Command::ConfigChanged(stored.clone())));
+    assert_eq!(r.m.config(), &stored);
+    let mut rep = report(Action::None, owned("x", 1, 1), None);
+    rep.config = stored.clone();
+    let out = r.cycling().feed(Event::CycleCommitted(rep));
+    assert!(
+        !has(&out, |c| matches!(c, Command::ConfigChanged(_))),
+        "{out:?}"
+    );
+    // Its heartbeat paces the next cycle (jittered between 80% and 100% of 200 ms).
+    r.watching(owned("x", 1, 1));
+    let wake = sleeps(&r.feed(Event::Tick)).unwrap();
+    assert!(wake >= at(160) && wake <= at(200), "{wake:?}");
+}
+
+#[test]
+fn results_of_operations_not_in_flight_are_ignored_but_time_still_counts() {
+    // A leader idle with its watch armed: results of operations it is not running change
+    // nothing...
+    let stale = [
+        Event::Registered(Ok(config())),
+        Event::CycleCommitted(report(Action::Acquired, owned("me", 7, 7), Some(7))),
+        Event::CycleFailed(failure("conflict")),
+        Event::RecordRead(Ok(RecordRead {
+            record: vacant(9, 9, None),
+            config: None,
+            watch: Some(false),
+        })),
+        Event::ResignDone,
+        Event::Drained(false),
+        Event::Left(Ok(())),
+    ];
+    for event in stale {
+        let mut r = Run::leader();
+        let out = r.at(10).feed(event.clone());
+        assert!(
+            out.iter().all(|c| matches!(c, Command::SleepUntil(_))),
+            "{event:?}: {out:?}"
+        );
+    }
+    // ...but the guard's deadline is still kept: a stale event after it ends the leadership.
+    let mut r = Run::leader();
+    r.belief = None;
+    let out = r.at(300).feed(Event::ResignDone);
+    assert!(has(&out, |c| matches!(c, Command::EndLeadership { .. })));
+    // Inside a transaction nothing but a revoke may happen, stale or not.
+    let mut r = Run::leader();
+    r.belief = None;
+    let out = r.at(300).feed(Event::ResignDecided);
+    assert!(
+        !has(&out, |c| matches!(c, Command::EndLeadership { .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_failing_runner_keeps_its_back_off_even_when_an_earlier_action_or_renewal_is_due() {
+    let mut r = Run::leader();
+    r.believe(1, 2_000);
+    // The cycle had said it could act at 50 ms; then a cycle failed.
+    r.m.next_action_at = Some(at(50));
+    let out = r
+        .at(10)
+        .cycling()
+        .feed(Event::CycleFailed(failure("unavailable")));
+    let wake = sleeps(&out).unwrap();
+    assert!(wake > at(10) && wake <= at(60), "{wake:?}");
+    // While failing, neither the takeover instant nor the renewal margin pulls the retry in.
+    r.m.next_cycle_at = at(900);
+    let out = r.at(20).feed(Event::Tick);
+    assert_eq!(sleeps(&out), Some(at(900)));
+    // Once it succeeds again, they do.
+    let out = r.at(30).cycling().feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 2),
+        Some(1),
+    )));
+    r.m.next_cycle_at = at(5_000);
+    r.m.next_action_at = Some(at(700));
+    let _ = out;
+    assert_eq!(sleeps(&r.at(40).feed(Event::Tick)), Some(at(700)));
+}
+
+#[test]
+fn only_a_candidate_awaiting_its_own_handover_polls_faster() {
+    let mut r = Run::registered();
+    let mut rec = owned("other", 3, 9);
+    rec.handover = Some(Party::Candidate(Named::new(
+        id("someone-else"),
+        Priority::new(9),
+    )));
+    r.feed(Event::CycleCommitted(report(
+        Action::None,
+        rec.clone(),
+        None,
+    )));
+    let out = r.at(1).feed(Event::RecordRead(Ok(RecordRead {
+        record: rec,
+        config: None,
+        watch: Some(false),
+    })));
+    let wake = sleeps(&out).unwrap();
+    assert!(
+        wake >= at(80),
+        "another's request does not speed this one up: {wake:?}"
+    );
+}
+
+#[test]
+fn a_renewal_of_the_live_guard_renews_and_nothing_else() {
+    let mut r = Run::leader();
+    r.at(100).believe(1, 394);
+    let out = r.cycling().feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 2),
+        Some(1),
+    )));
+    assert!(
+        !has(&out, |c| matches!(c, Command::LateRenewal { .. })),
+        "{out:?}"
+    );
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::Renewed { took: Some(_), .. }
+    )));
+    assert!(!has(&out, |c| matches!(c, Command::IssueGuard { .. })));
+}
+
+#[test]
+fn a_new_ballot_while_an_older_guard_lives_supersedes_it() {
+    let mut r = Run::leader();
+    r.at(100).believe(2, 394);
+    let out = r.cycling().feed(Event::CycleCommitted(report(
+        Action::Acquired,
+        owned("me", 2, 5),
+        Some(2),
+    )));
+    assert!(has(&out, |c| *c
+        == Command::EndLeadership {
+            ballot: Ballot::new(1),
+            reason: StopReason::Superseded
+        }));
+    assert!(has(&out, |c| *c
+        == Command::IssueGuard {
+            ballot: Ballot::new(2),
+            deadline: at(394)
+        }));
+    assert!(!has(&out, |c| matches!(c, Command::LateRenewal { .. })));
+}
+
+#[test]
+fn a_renewal_of_a_guard_revoked_in_its_transaction_is_not_resumed() {
+    let mut r = Run::leader();
+    r.at(100).cycling();
+    r.belief = None;
+    r.feed(Event::CycleDecided(Ok((
+        Action::HandedOver,
+        vacant(1, 2, Some("x")),
+    ))));
+    // (An adoption that nonetheless confirmed the same ballot.)
+    r.believe(1, 394);
+    let out = r.feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 2),
+        Some(1),
+    )));
+    assert!(
+        has(&out, |c| *c
+            == Command::LateRenewal {
+                ballot: Ballot::new(1)
+            }),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_fallback_reason_of_an_own_record_follows_why_the_leadership_ended() {
+    for (reason, fallback) in [
+        (
+            StopReason::HandedOver { to: Some(id("x")) },
+            ChangeReason::SteppedDown {
+                reserved_for: Some(id("x")),
+            },
+        ),
+        (
+            StopReason::Resigned,
+            ChangeReason::SteppedDown { reserved_for: None },
+        ),
+        (
+            StopReason::Shutdown,
+            ChangeReason::SteppedDown { reserved_for: None },
+        ),
+        (
+            StopReason::ElectionsDisabled,
+            ChangeReason::SteppedDown { reserved_for: None },
+        ),
+        (StopReason::LeaseExpired, ChangeReason::LeaseLapsed),
+    ] {
+        let mut r = Run::leader();
+        let mut out = Vec::new();
+        r.m.end_leadership(reason.clone(), &mut out);
+        assert!(
+            has(
+                &out,
+                |c| matches!(c, Command::Publish(ch) if ch.reason == fallback)
+            ),
+            "{reason:?}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn exit_on_loss_ignores_requested_ends_and_recampaign_ignores_losses() {
+    let mut r = Run::new(Some(id("me")), OnLoss::Exit);
+    r.feed(Event::Start);
+    r.feed(Event::Registered(Ok(config())));
+    r.believe(1, 294);
+    r.feed(Event::CycleCommitted(report(
+        Action::Acquired,
+        owned("me", 1, 1),
+        Some(1),
+    )));
+    let mut out = Vec::new();
+    r.m.end_leadership(StopReason::Resigned, &mut out);
+    assert!(!r.m.exit_on_loss, "a requested end is no loss");
+    let mut r = Run::leader();
+    let mut out = Vec::new();
+    r.m.end_leadership(StopReason::LeaseExpired, &mut out);
+    assert!(!r.m.exit_on_loss, "Recampaign keeps competing");
+}
+
+#[test]
+fn a_lost_leadership_that_stopped_the_candidate_believing_is_reported_with_its_ballot() {
+    // The record moved on to another owner at the same ballot: superseded.
+    let mut r = Run::leader();
+    r.belief = None;
+    let out = r.at(50).cycling().feed(Event::CycleDecided(Ok((
+        Action::None,
+        owned("thief", 1, 2),
+    ))));
+    assert_eq!(out, vec![Command::RevokeGuard(StopReason::Superseded)]);
+}
+
+#[test]
+fn leaving_retries_at_its_time_and_not_before() {
+    let mut r = Run::registered();
+    r.feed(Event::ShutdownRequested);
+    r.feed(Event::Drained(true));
+    let out = r.at(100).feed(Event::Left(Err(failure("unavailable"))));
+    let wake = sleeps(&out).unwrap();
+    let ms = u64::try_from(wake.since_origin().as_millis()).unwrap();
+    // Exactly at the retry time it goes.
+    r.now = wake;
+    assert_eq!(r.feed(Event::Tick), vec![Command::Leave]);
+    let _ = ms;
+}
+
+#[test]
+fn an_observer_polls_when_due_and_wakes_at_a_lapse_only_if_still_ahead() {
+    let mut r = Run::new(None, OnLoss::Recampaign);
+    r.feed(Event::Start);
+    r.at(0).feed(Event::RecordRead(Ok(RecordRead {
+        record: owned("a", 1, 4),
+        config: Some(config()),
+        watch: Some(true),
+    })));
+    let next = r.m.next_cycle_at;
+    // Exactly at the next poll it reads (without a watch: one is armed).
+    r.now = next;
+    assert_eq!(
+        r.feed(Event::Tick),
+        vec![Command::ReadRecord {
+            watch: false,
+            config: true
+        }]
+    );
+    r.feed(Event::RecordRead(Ok(RecordRead {
+        record: owned("a", 1, 4),
+        config: Some(config()),
+        watch: None,
+    })));
+    // The lapse (300 ms after the first sighting at 0) comes before the next poll: wake then.
+    r.m.next_cycle_at = at(1_000);
+    let out = r.at(250).feed(Event::Tick);
+    assert_eq!(sleeps(&out), Some(at(300)));
+    // At the lapse instant itself, it is no longer ahead: the poll time rules.
+    let out = r.at(300).feed(Event::Tick);
+    assert_eq!(sleeps(&out), Some(at(1_000)));
+    // A vacancy has no lapse to wake for.
+    let mut r = Run::new(None, OnLoss::Recampaign);
+    r.feed(Event::Start);
+    r.feed(Event::RecordRead(Ok(RecordRead {
+        record: vacant(1, 4, None),
+        config: Some(config()),
+        watch: Some(true),
+    })));
+    r.m.next_cycle_at = at(1_000);
+    assert_eq!(sleeps(&r.at(10).feed(Event::Tick)), Some(at(1_000)));
+}
+
+#[test]
+fn resign_requests_are_ignored_by_observers_and_after_leaving() {
+    let mut r = Run::new(None, OnLoss::Recampaign);
+    r.feed(Event::Start);
+    assert!(!has(&r.feed(Event::ResignRequested), |c| matches!(
+        c,
+        Command::RejectResign { .. }
+    )));
+    let mut r = Run::leader();
+    r.feed(Event::ShutdownRequested);
+    let out = r.feed(Event::ResignRequested);
+    assert!(!has(&out, |c| matches!(
+        c,
+        Command::RejectResign { .. } | Command::Resign { .. }
+    )));
+}
+
+#[test]
+fn a_renewal_that_fails_counts_as_a_failed_renewal() {
+    let mut r = Run::leader();
+    let out = r
+        .at(100)
+        .cycling()
+        .feed(Event::CycleFailed(failure("unavailable")));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::Failed { leading: true, .. }
+    )));
+    let mut r = Run::registered();
+    let out = r.feed(Event::CycleFailed(failure("unavailable")));
+    assert!(has(&out, |c| matches!(
+        c,
+        Command::Failed { leading: false, .. }
+    )));
 }

@@ -66,7 +66,7 @@ pub enum StopReason {
         /// The candidate the vacancy was reserved for.
         to: Option<CandidateId>,
     },
-    /// The application asked it to resign ([`Runner::resign`](crate::Runner::resign)).
+    /// The application asked it to resign (`Runner::resign`).
     Resigned,
     /// Another candidate owns the record now (this process's lease had lapsed, or an operator
     /// forced the vacancy).

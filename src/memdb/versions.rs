@@ -1,14 +1,15 @@
 //! The committed, multi-versioned state: values by key and version, the log of recent commits
 //! used for conflict detection, and the armed watches.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
-use super::MAX_TRANSACTION_AGE;
-use super::errors;
-use super::watch::{PendingWatch, WatchRegistry};
+use super::watch::{MemWatch, WatchRegistry};
 use crate::clock::LocalInstant;
-use crate::txn::{KeyValue, ReadMode, TxnError};
+use crate::store::buffer::{MAX_TRANSACTION_AGE, ReadConflicts, Writes};
+use crate::store::errors;
+use crate::store::watch::PendingWatch;
+use crate::txn::{KeyValue, TxnError};
 
 /// One version of one key's value (`None`: cleared).
 #[derive(Debug)]
@@ -27,136 +28,9 @@ struct CommitRecord {
     keys: Vec<Vec<u8>>,
 }
 
-/// A transaction's read-conflict set.
-#[derive(Debug, Default)]
-pub(crate) struct ReadConflicts {
-    points: BTreeSet<Vec<u8>>,
-    /// Half-open ranges `[begin, end)`, each non-empty.
-    ranges: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
-impl ReadConflicts {
-    pub(crate) fn add_key(&mut self, key: &[u8]) {
-        if !self.points.contains(key) {
-            self.points.insert(key.to_vec());
-        }
-    }
-
-    /// Adds `[begin, end)` (ignored when empty).
-    pub(crate) fn add_range(&mut self, begin: &[u8], end: &[u8]) {
-        if begin < end {
-            self.ranges.push((begin.to_vec(), end.to_vec()));
-        }
-    }
-
-    /// Whether any of `keys` (sorted) falls inside the set.
-    pub(crate) fn intersects(&self, keys: &[Vec<u8>]) -> bool {
-        if keys.iter().any(|k| self.points.contains(k)) {
-            return true;
-        }
-        self.ranges.iter().any(|(begin, end)| {
-            let first = keys.partition_point(|k| k < begin);
-            keys.get(first).is_some_and(|k| k < end)
-        })
-    }
-
-    #[cfg(any(test, feature = "sqlite"))]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.points.is_empty() && self.ranges.is_empty()
-    }
-
-    /// The single keys in the set, in key order.
-    #[cfg(feature = "sqlite")]
-    pub(crate) fn points(&self) -> impl Iterator<Item = &[u8]> {
-        self.points.iter().map(Vec::as_slice)
-    }
-
-    /// The ranges `[begin, end)` in the set, in the order they were added.
-    #[cfg(feature = "sqlite")]
-    pub(crate) fn ranges(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.ranges
-            .iter()
-            .map(|(b, e)| (b.as_slice(), e.as_slice()))
-    }
-}
-
-/// The key immediately after `key` in key order.
-pub(crate) fn key_after(key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(key.len().saturating_add(1));
-    k.extend_from_slice(key);
-    k.push(0);
-    k
-}
-
-/// Merges a committed range read of `[begin, end)` with the transaction's own writes in that
-/// range (read-your-writes, clears included), and, for a serializable read, adds the read
-/// conflict ranges: the whole range, less the keys the transaction wrote itself (FoundationDB
-/// Buffers one write of a transaction (`None` clears): checks the key and value against
-/// FoundationDB's limits and the transaction's total size, deferring the first violation to
-/// the commit (as FoundationDB reports invalid writes there). Shared by MemDb and SQLite.
-pub(crate) fn buffer_write(
-    writes: &mut BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    size: &mut usize,
-    deferred: &mut Option<TxnError>,
-    key: &[u8],
-    value: Option<&[u8]>,
-) {
-    let checked = errors::check_key(key).and_then(|()| match value {
-        Some(v) => errors::check_value(v),
-        None => Ok(()),
-    });
-    if let Err(e) = checked {
-        deferred.get_or_insert(e);
-        return;
-    }
-    *size = size
-        .saturating_add(key.len())
-        .saturating_add(value.map_or(0, <[u8]>::len));
-    if *size > errors::TRANSACTION_SIZE_LIMIT {
-        deferred.get_or_insert_with(|| errors::transaction_too_large(*size));
-    }
-    writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
-}
-
-/// adds no conflict for reading one's own writes).
-pub(crate) fn overlay_range(
-    committed: Vec<KeyValue>,
-    writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    conflicts: &mut ReadConflicts,
-    begin: &[u8],
-    end: &[u8],
-    mode: ReadMode,
-) -> Vec<KeyValue> {
-    let serializable = mode == ReadMode::Serializable;
-    let bounds = (Bound::Included(begin), Bound::Excluded(end));
-    let mut own = writes.range::<[u8], _>(bounds).peekable();
-    if own.peek().is_none() {
-        if serializable {
-            conflicts.add_range(begin, end);
-        }
-        return committed;
-    }
-    let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = committed.into_iter().collect();
-    let mut gap_start = begin.to_vec();
-    for (key, value) in own {
-        match value {
-            Some(v) => merged.insert(key.clone(), v.clone()),
-            None => merged.remove(key),
-        };
-        if serializable {
-            conflicts.add_range(&gap_start, key);
-        }
-        gap_start = key_after(key);
-    }
-    if serializable {
-        conflicts.add_range(&gap_start, end);
-    }
-    merged.into_iter().collect()
-}
-
 /// The committed state.
 #[derive(Debug, Default)]
-pub(super) struct Store {
+pub(super) struct Versions {
     /// The latest committed version (0: nothing committed yet).
     version: u64,
     /// Each key's versions, oldest first. A key whose only retained version is a clear is
@@ -176,11 +50,11 @@ pub(super) struct Store {
 pub(super) struct Deferred {
     pub(super) read_version: u64,
     pub(super) taken_at: LocalInstant,
-    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pub(super) writes: Writes,
     pub(super) conflicts: ReadConflicts,
 }
 
-impl Store {
+impl Versions {
     /// The latest committed version: the read version a transaction starting now gets.
     pub(super) fn version(&self) -> u64 {
         self.version
@@ -196,7 +70,7 @@ impl Store {
     pub(super) fn land_deferred(&mut self, now: LocalInstant) -> u64 {
         let mut fired: u64 = 0;
         for d in std::mem::take(&mut self.deferred) {
-            let too_old = now.saturating_duration_since(d.taken_at) >= super::MAX_TRANSACTION_AGE;
+            let too_old = now.saturating_duration_since(d.taken_at) >= MAX_TRANSACTION_AGE;
             if too_old || self.conflicts(d.read_version, &d.conflicts) {
                 continue;
             }
@@ -236,11 +110,7 @@ impl Store {
     /// Applies `writes` at a new version committed at `now`, fires the watches on the keys
     /// whose value changed (returning how many fired) and forgets what no live transaction
     /// can need any more.
-    pub(super) fn apply(
-        &mut self,
-        writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-        now: LocalInstant,
-    ) -> Result<u64, TxnError> {
+    pub(super) fn apply(&mut self, writes: &Writes, now: LocalInstant) -> Result<u64, TxnError> {
         let version = self
             .version
             .checked_add(1)
@@ -325,7 +195,7 @@ impl Store {
 
     /// Arms `watch` against the key's latest committed value (firing it at once if that
     /// differs from the value the watching transaction saw). Returns whether it fired.
-    pub(super) fn arm_watch(&mut self, watch: PendingWatch) -> bool {
+    pub(super) fn arm_watch(&mut self, watch: PendingWatch<MemWatch>) -> bool {
         let current = self
             .data
             .get(watch.key.as_slice())
@@ -383,13 +253,14 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
+    use crate::store::buffer::key_after;
     use std::time::Duration;
 
     fn at(secs: u64) -> LocalInstant {
         LocalInstant::from_origin(Duration::from_secs(secs))
     }
 
-    fn writes(pairs: &[(&[u8], Option<&[u8]>)]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    fn writes(pairs: &[(&[u8], Option<&[u8]>)]) -> Writes {
         pairs
             .iter()
             .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
@@ -398,7 +269,7 @@ mod tests {
 
     #[test]
     fn versions_are_visible_by_read_version() {
-        let mut s = Store::default();
+        let mut s = Versions::default();
         s.apply(&writes(&[(b"a", Some(b"1"))]), at(0)).unwrap();
         s.apply(&writes(&[(b"a", Some(b"2")), (b"b", Some(b"x"))]), at(0))
             .unwrap();
@@ -417,7 +288,7 @@ mod tests {
 
     #[test]
     fn conflicts_only_with_later_commits_inside_the_set() {
-        let mut s = Store::default();
+        let mut s = Versions::default();
         s.apply(&writes(&[(b"k", Some(b"1"))]), at(0)).unwrap();
         let mut rc = ReadConflicts::default();
         rc.add_key(b"k");
@@ -432,7 +303,7 @@ mod tests {
 
     #[test]
     fn pruning_keeps_what_live_readers_need() {
-        let mut s = Store::default();
+        let mut s = Versions::default();
         s.apply(&writes(&[(b"a", Some(b"1"))]), at(0)).unwrap(); // v1
         s.apply(&writes(&[(b"a", Some(b"2"))]), at(1)).unwrap(); // v2
         s.apply(&writes(&[(b"b", Some(b"x"))]), at(2)).unwrap(); // v3

@@ -1,9 +1,10 @@
-//! I/O and outcome counters.
+//! I/O and outcome counters, shared by MemDb and the SQLite store.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Cumulative counts of what a [`MemDb`](super::MemDb) did, since it was created or since
-/// [`MemDb::reset_stats`](super::MemDb::reset_stats).
+/// Cumulative counts of what a store did: a [`MemDb`](crate::MemDb) since it was created or
+/// since [`MemDb::reset_stats`](crate::MemDb::reset_stats); a `SqliteDb` handle (and its
+/// clones) likewise, counting only its own transactions.
 ///
 /// Reads are counted when they are served (a read that fails, for example with an injected
 /// unavailability or `transaction_too_old`, is not counted); writes and conflict keys are
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// [`since`](Self::since) gives the counts between two snapshots.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub struct MemDbStats {
+pub struct StoreStats {
     /// Point reads served (`get`), snapshot or serializable.
     pub point_reads: u64,
     /// Range reads served (`get_range`).
@@ -31,19 +32,24 @@ pub struct MemDbStats {
     pub commits_succeeded: u64,
     /// Commits that failed with a conflict, detected or injected.
     pub conflicts: u64,
-    /// Commits that failed with an injected unknown result (applied or not).
+    /// Commits that failed with an injected error that may have committed (an unknown result
+    /// or a timeout during the commit; applied or not).
     pub unknown_results: u64,
-    /// Watches created (`watch` calls that succeeded).
+    /// Watches created (`watch` calls that succeeded), refused ones included.
     pub watches_created: u64,
-    /// Watches that fired because their key's value changed.
+    /// Watches refused at the database's limit on outstanding watches: their future failed
+    /// with `too_many_watches` (1032).
+    pub watches_refused: u64,
+    /// Watches that fired because their key's value changed (by a later commit, or by their
+    /// own transaction).
     pub watches_fired: u64,
 }
 
-impl MemDbStats {
+impl StoreStats {
     /// The counts accumulated between `earlier` and `self` (saturating at zero, should
     /// `earlier` have been taken after a reset).
-    pub fn since(&self, earlier: &MemDbStats) -> MemDbStats {
-        MemDbStats {
+    pub fn since(&self, earlier: &StoreStats) -> StoreStats {
+        StoreStats {
             point_reads: self.point_reads.saturating_sub(earlier.point_reads),
             range_reads: self.range_reads.saturating_sub(earlier.range_reads),
             range_keys_read: self.range_keys_read.saturating_sub(earlier.range_keys_read),
@@ -61,16 +67,17 @@ impl MemDbStats {
             conflicts: self.conflicts.saturating_sub(earlier.conflicts),
             unknown_results: self.unknown_results.saturating_sub(earlier.unknown_results),
             watches_created: self.watches_created.saturating_sub(earlier.watches_created),
+            watches_refused: self.watches_refused.saturating_sub(earlier.watches_refused),
             watches_fired: self.watches_fired.saturating_sub(earlier.watches_fired),
         }
     }
 }
 
-/// The I/O counts of one [`MemTransaction`](super::MemTransaction), counted as in
-/// [`MemDbStats`].
+/// The I/O counts of one transaction (a [`MemTransaction`](crate::MemTransaction) or a
+/// `SqliteTransaction`), counted as in [`StoreStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub struct MemTxnStats {
+pub struct TxnStats {
     /// Point reads served.
     pub point_reads: u64,
     /// Range reads served.
@@ -101,6 +108,7 @@ pub(crate) struct Counters {
     pub(crate) conflicts: AtomicU64,
     pub(crate) unknown_results: AtomicU64,
     pub(crate) watches_created: AtomicU64,
+    pub(crate) watches_refused: AtomicU64,
     pub(crate) watches_fired: AtomicU64,
 }
 
@@ -110,9 +118,26 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
 }
 
 impl Counters {
-    pub(crate) fn snapshot(&self) -> MemDbStats {
+    /// Runs a commit, counting it: attempted, then succeeded or (for a conflict) conflicted.
+    pub(crate) async fn count_commit(
+        &self,
+        commit: impl std::future::Future<Output = Result<(), crate::store::txn::TxnError>>,
+    ) -> Result<(), crate::store::txn::TxnError> {
+        bump(&self.commits_attempted, 1);
+        let result = commit.await;
+        match &result {
+            Ok(()) => bump(&self.commits_succeeded, 1),
+            Err(e) if e.kind() == crate::store::txn::TxnErrorKind::Conflict => {
+                bump(&self.conflicts, 1);
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    pub(crate) fn snapshot(&self) -> StoreStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        MemDbStats {
+        StoreStats {
             point_reads: get(&self.point_reads),
             range_reads: get(&self.range_reads),
             range_keys_read: get(&self.range_keys_read),
@@ -124,6 +149,7 @@ impl Counters {
             conflicts: get(&self.conflicts),
             unknown_results: get(&self.unknown_results),
             watches_created: get(&self.watches_created),
+            watches_refused: get(&self.watches_refused),
             watches_fired: get(&self.watches_fired),
         }
     }
@@ -141,9 +167,16 @@ impl Counters {
             &self.conflicts,
             &self.unknown_results,
             &self.watches_created,
+            &self.watches_refused,
             &self.watches_fired,
         ] {
             c.store(0, Ordering::Relaxed);
         }
     }
 }
+
+/// The former name of [`StoreStats`], from when only MemDb counted.
+pub type MemDbStats = StoreStats;
+
+/// The former name of [`TxnStats`], from when only MemDb counted.
+pub type MemTxnStats = TxnStats;

@@ -1,7 +1,7 @@
-//! The errors MemDb (and the SQLite store) report, with FoundationDB's numeric codes, and the
-//! key and value limits.
+//! The errors MemDb and the SQLite store report, with FoundationDB's numeric codes, and
+//! FoundationDB's key, value and transaction size limits.
 
-use crate::txn::{TxnError, TxnErrorKind};
+use crate::store::txn::{TxnError, TxnErrorKind};
 
 /// FoundationDB's largest key, in bytes.
 pub(crate) const KEY_SIZE_LIMIT: usize = 10_000;
@@ -44,6 +44,16 @@ pub(crate) fn used_during_commit() -> TxnError {
         "the transaction is committing or has committed",
     )
     .with_code(2017)
+}
+
+/// `too_many_watches` (1032): the database's limit on outstanding watches was reached. Like
+/// FoundationDB, reported through the watch's future; not retryable.
+pub(crate) fn too_many_watches(max: usize) -> TxnError {
+    TxnError::with_source(
+        TxnErrorKind::Fatal,
+        format!("too many outstanding watches (the database's limit is {max})"),
+    )
+    .with_code(1032)
 }
 
 /// `watches_disabled` (1034).
@@ -96,6 +106,15 @@ pub(crate) fn check_key(key: &[u8]) -> Result<(), TxnError> {
         )
         .with_code(2102));
     }
+    if key.first() == Some(&0xff) {
+        return Err(outside_legal_range());
+    }
+    Ok(())
+}
+
+/// Checks a key that is read: below `\xff` (`key_outside_legal_range`, 2004). A longer key
+/// than [`KEY_SIZE_LIMIT`] is not an error: no such key exists, so the read returns nothing.
+pub(crate) fn check_read_key(key: &[u8]) -> Result<(), TxnError> {
     if key.first() == Some(&0xff) {
         return Err(outside_legal_range());
     }

@@ -1,0 +1,132 @@
+//! FoundationDB's retry loop over any store, and the types that steer it: what
+//! [`MemDb::run`](crate::MemDb::run) and `SqliteDb::run` share.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::ElectionError;
+use crate::store::txn::{TxnError, TxnErrorKind};
+
+/// Whether an earlier attempt of a [`MemDb::run`](crate::MemDb::run) (or `SqliteDb::run`) loop
+/// may have committed: `true` once an attempt failed with an unknown commit result
+/// ([`TxnErrorKind::CommitUnknown`]), and for every attempt after it. The closure should then
+/// check whether its earlier writes landed before writing again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MaybeCommitted(pub bool);
+
+impl MaybeCommitted {
+    /// Whether an earlier attempt may have committed.
+    pub fn is_maybe_committed(self) -> bool {
+        self.0
+    }
+}
+
+/// Finds the database error inside an error type, so that [`MemDb::run`](crate::MemDb::run)
+/// (and `SqliteDb::run`) can tell whether to retry.
+pub trait RetryClassify {
+    /// The database error this error is, or wraps; `None` for errors that retrying cannot fix.
+    fn txn_error(&self) -> Option<&TxnError>;
+}
+
+impl RetryClassify for TxnError {
+    fn txn_error(&self) -> Option<&TxnError> {
+        Some(self)
+    }
+}
+
+impl RetryClassify for ElectionError {
+    fn txn_error(&self) -> Option<&TxnError> {
+        match self {
+            ElectionError::Database(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// How [`MemDb::run_with`](crate::MemDb::run_with) (and `SqliteDb::run_with`) retry.
+///
+/// ```
+/// use fdb_leader_election::memdb::RunOptions;
+///
+/// let options = RunOptions { max_attempts: Some(3), ..RunOptions::default() };
+/// assert_eq!(options, RunOptions::default().with_max_attempts(3));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RunOptions {
+    /// The most attempts to make (`Some(0)` counts as one); `None`, the default, retries
+    /// forever, like FoundationDB.
+    pub max_attempts: Option<u32>,
+    /// The first back-off after a failure other than a conflict or `transaction_too_old`
+    /// (which are retried at once). Default 10 ms.
+    pub initial_backoff: Duration,
+    /// The back-off doubles after each such failure, up to this. Default 1 s.
+    pub max_backoff: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_attempts: None,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+impl RunOptions {
+    /// These options, with at most `max_attempts` attempts.
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+}
+
+/// FoundationDB's retry loop over any store: `begin` starts a transaction, `closure` runs in
+/// it, `commit` commits it. Shared by [`MemDb::run_with`](crate::MemDb::run_with) and the
+/// SQLite store's `run_with`, so both retry exactly alike (see
+/// [`MemDb::run_with`](crate::MemDb::run_with) for the policy).
+pub(crate) async fn retry_loop<Tx, B, C, CFut, F, Fut, T, E>(
+    options: RunOptions,
+    mut begin: B,
+    mut commit: C,
+    mut closure: F,
+) -> Result<T, E>
+where
+    Tx: Clone,
+    B: FnMut() -> Tx,
+    C: FnMut(Tx) -> CFut,
+    CFut: Future<Output = Result<(), TxnError>>,
+    F: FnMut(Tx, MaybeCommitted) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: From<TxnError> + RetryClassify,
+{
+    let max_attempts = options.max_attempts.map(|m| m.max(1));
+    let mut attempts: u32 = 0;
+    let mut maybe_committed = false;
+    let mut backoff = options.initial_backoff;
+    loop {
+        attempts = attempts.saturating_add(1);
+        let txn = begin();
+        let error = match closure(txn.clone(), MaybeCommitted(maybe_committed)).await {
+            Ok(value) => match commit(txn).await {
+                Ok(()) => return Ok(value),
+                Err(e) => E::from(e),
+            },
+            Err(e) => e,
+        };
+        let kind = match error.txn_error() {
+            Some(e) if e.is_retryable() => e.kind(),
+            _ => return Err(error),
+        };
+        if max_attempts.is_some_and(|max| attempts >= max) {
+            return Err(error);
+        }
+        maybe_committed |= kind == TxnErrorKind::CommitUnknown;
+        if !matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld) {
+            if !backoff.is_zero() {
+                tokio::time::sleep(backoff).await;
+            }
+            backoff = backoff.saturating_mul(2).min(options.max_backoff);
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Watches on the client side: pending ones (held by a transaction until its commit arms or
+//! fails them) and the per-database limit on outstanding watches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::store::errors;
+use crate::store::txn::{TxnError, Watch};
+
+/// The default limit on a database's outstanding watches: 10,000, FoundationDB's default
+/// (`DatabaseOption::MaxWatches`).
+pub const DEFAULT_MAX_WATCHES: usize = 10_000;
+
+/// A store's handle on a watch whose transaction has not committed yet.
+pub(crate) trait WatchHandle {
+    /// The same transaction wrote the watched key with a value other than the one the watch
+    /// saw: the watch fires at once, as FoundationDB's does. Returns whether anyone was still
+    /// waiting for it.
+    fn fire(self) -> bool;
+
+    /// The transaction failed to commit (or was dropped): the watch fails with `error`.
+    fn fail(self, error: TxnError);
+}
+
+/// A watch created by a transaction that has not committed yet.
+#[derive(Debug)]
+pub(crate) struct PendingWatch<W> {
+    /// The watched key.
+    pub(crate) key: Vec<u8>,
+    /// The key's value as the transaction saw it when it created the watch.
+    pub(crate) seen: Option<Vec<u8>>,
+    /// The store's handle.
+    pub(crate) handle: W,
+}
+
+/// A database's limit on outstanding watches, as FoundationDB's client keeps it: a watch is
+/// outstanding from its creation until its future resolves or is dropped. A watch created
+/// beyond the limit fails through its future with `too_many_watches` (1032), while its
+/// transaction commits normally.
+#[derive(Debug)]
+pub(crate) struct WatchLimit {
+    max: AtomicUsize,
+    outstanding: Arc<AtomicUsize>,
+}
+
+impl Default for WatchLimit {
+    fn default() -> Self {
+        WatchLimit {
+            max: AtomicUsize::new(DEFAULT_MAX_WATCHES),
+            outstanding: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+impl WatchLimit {
+    /// The limit.
+    pub(crate) fn max(&self) -> usize {
+        self.max.load(Ordering::SeqCst)
+    }
+
+    /// Sets the limit. Watches already outstanding are unaffected.
+    pub(crate) fn set_max(&self, max: usize) {
+        self.max.store(max, Ordering::SeqCst);
+    }
+
+    /// How many watches are outstanding.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::SeqCst)
+    }
+
+    /// A slot for one more watch, or `None` at the limit.
+    pub(crate) fn acquire(&self) -> Option<WatchSlot> {
+        let max = self.max();
+        self.outstanding
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then(|| n.saturating_add(1))
+            })
+            .ok()
+            .map(|_| WatchSlot(Arc::clone(&self.outstanding)))
+    }
+
+    /// The future of a watch refused at the limit: it fails at once with `too_many_watches`.
+    pub(crate) fn refused(&self) -> Watch {
+        let error = errors::too_many_watches(self.max());
+        Box::pin(std::future::ready(Err(error)))
+    }
+}
+
+/// One outstanding watch's place under the limit, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct WatchSlot(Arc<AtomicUsize>);
+
+impl WatchSlot {
+    /// `watch`, holding this slot until it resolves or is dropped.
+    pub(crate) fn hold(self, watch: Watch) -> Watch {
+        Box::pin(async move {
+            let outcome = watch.await;
+            drop(self);
+            outcome
+        })
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        // Never below zero: each slot added one.
+        let _ = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+}
