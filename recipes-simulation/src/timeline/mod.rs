@@ -97,7 +97,9 @@ pub struct Timeline {
 
 const LEFT: i32 = 90;
 const RIGHT: i32 = 30;
+/// The header's height with a one-line subtitle (each further line adds `SUB_LINE`).
 const TOP: i32 = 78;
+const SUB_LINE: i32 = 15;
 const LANE: i32 = 58;
 const AXIS: i32 = 40;
 
@@ -159,11 +161,32 @@ impl Timeline {
         px((span * 20.0).clamp(1100.0, 40_000.0)).saturating_add(LEFT.saturating_add(RIGHT))
     }
 
+    /// The subtitle cut into lines of about `chars` characters at spaces.
+    fn subtitle_lines(&self, chars: usize) -> Vec<String> {
+        let mut lines: Vec<String> = Vec::new();
+        for word in self.subtitle.split(' ') {
+            match lines.last_mut() {
+                Some(line) if line.len().saturating_add(word.len()) < chars => {
+                    line.push(' ');
+                    line.push_str(word);
+                }
+                _ => lines.push(word.to_owned()),
+            }
+        }
+        lines
+    }
+
     /// Writes the timeline to `path` as SVG.
     pub fn write_svg(&self, path: &Path) -> Result<(), String> {
         let width = self.width();
+        let chars = usize::try_from(width / 7).unwrap_or(150).max(60);
+        let subtitle = self.subtitle_lines(chars);
+        let extra = i32::try_from(subtitle.len().saturating_sub(1))
+            .unwrap_or(0)
+            .saturating_mul(SUB_LINE);
+        let top = TOP.saturating_add(extra);
         let lanes = i32::try_from(self.lanes.len()).unwrap_or(0);
-        let height = TOP
+        let height = top
             .saturating_add(lanes.saturating_mul(LANE))
             .saturating_add(AXIS);
         let size = (
@@ -175,7 +198,7 @@ impl Timeline {
         let span = (self.end - self.start).max(1e-9);
         let plot_w = f64::from(width.saturating_sub(LEFT).saturating_sub(RIGHT));
         let x = |t: f64| LEFT.saturating_add(px((t - self.start) / span * plot_w));
-        let bottom = TOP.saturating_add(lanes.saturating_mul(LANE));
+        let bottom = top.saturating_add(lanes.saturating_mul(LANE));
         let font = |size: f64| ("sans-serif", size).into_font();
 
         root.draw(&Text::new(
@@ -184,25 +207,31 @@ impl Timeline {
             font(17.0).color(&BLACK),
         ))
         .map_err(err)?;
-        root.draw(&Text::new(
-            self.subtitle.clone(),
-            (10, 28),
-            font(12.0).color(&RGBColor(80, 80, 80)),
-        ))
-        .map_err(err)?;
-        self.legend(&root, width)?;
+        for (i, line) in subtitle.iter().enumerate() {
+            let y = i32::try_from(i)
+                .unwrap_or(0)
+                .saturating_mul(SUB_LINE)
+                .saturating_add(28);
+            root.draw(&Text::new(
+                line.clone(),
+                (10, y),
+                font(12.0).color(&RGBColor(80, 80, 80)),
+            ))
+            .map_err(err)?;
+        }
+        self.legend(&root, width, extra.saturating_add(50))?;
 
         // Bands behind the lanes: outages grey, overlaps red.
         for &(a, b) in &self.outages {
             let (x0, x1) = (x(a), x(b).max(x(a).saturating_add(1)));
             root.draw(&Rectangle::new(
-                [(x0, TOP), (x1, bottom)],
+                [(x0, top), (x1, bottom)],
                 RGBColor(200, 200, 200).mix(0.45).filled(),
             ))
             .map_err(err)?;
         }
         for (i, lane) in self.lanes.iter().enumerate() {
-            let y = TOP.saturating_add(i32::try_from(i).unwrap_or(0).saturating_mul(LANE));
+            let y = top.saturating_add(i32::try_from(i).unwrap_or(0).saturating_mul(LANE));
             if i % 2 == 1 {
                 root.draw(&Rectangle::new(
                     [
@@ -254,12 +283,12 @@ impl Timeline {
         for &(a, b) in &self.overlaps {
             let (x0, x1) = (x(a), x(b).max(x(a).saturating_add(2)));
             root.draw(&Rectangle::new(
-                [(x0, TOP), (x1, bottom)],
+                [(x0, top), (x1, bottom)],
                 RED.mix(0.35).filled(),
             ))
             .map_err(err)?;
             root.draw(&Rectangle::new(
-                [(x0, TOP), (x1, bottom)],
+                [(x0, top), (x1, bottom)],
                 RED.stroke_width(1),
             ))
             .map_err(err)?;
@@ -334,19 +363,22 @@ impl Timeline {
         &self,
         root: &DrawingArea<DB, plotters::coord::Shift>,
         width: i32,
+        y: i32,
     ) -> Result<(), String> {
         let items: [(&str, RGBColor); 8] = [
             ("supervisor running", state_colour(SupState::Running)),
             ("fake clock", state_colour(SupState::FakeClock(1.0))),
-            ("paused (SIGSTOP)", state_colour(SupState::Paused)),
+            ("paused", state_colour(SupState::Paused)),
             ("cut off", state_colour(SupState::CutOff)),
-            ("child alive (colour = ballot)", ballot_colour(1)),
+            (
+                "child alive / leadership (colour = ballot)",
+                ballot_colour(1),
+            ),
             ("store outage", RGBColor(200, 200, 200)),
             ("overlap", RGBColor(240, 120, 120)),
             ("fault", RGBColor(200, 30, 30)),
         ];
         let mut x = 10i32;
-        let y = 50i32;
         for (label, colour) in items {
             root.draw(&Rectangle::new(
                 [(x, y), (x.saturating_add(14), y.saturating_add(12))],
