@@ -13,8 +13,8 @@ mod runner_support;
 
 use std::time::Duration;
 
-use fdb_leader_election::Ballot;
 use fdb_leader_election::runner::{RunnerState, StopReason};
+use fdb_leader_election::{Ballot, ResignOutcome};
 use runner_support::*;
 use tokio::time::Instant;
 
@@ -169,5 +169,46 @@ async fn the_database_going_away_and_back_never_ends_participation() {
         .unwrap();
     assert!(g2.ballot() > g1.ballot(), "a new term after the lapse");
     assert_eq!(a.state(), RunnerState::Leader);
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resignation_rejected_because_the_lease_ran_out_while_waiting_leaves_the_runner_running()
+{
+    // A busy leader asked to resign waits for its guarded work (within the grace); its
+    // lease runs out meanwhile (the store is unreachable), so the resignation is rejected.
+    // The runner must go on as a candidate, not fall silent.
+    let db = db();
+    let link = Cuttable::new(&db);
+    let cfg = config()
+        .to_builder()
+        .handover_grace(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let a = builder(link.clone(), "a", 1).config(cfg).start().unwrap();
+    let ga = a.elected().await.unwrap();
+    let _task = ga.spawn(async {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    });
+    link.set_cut(true);
+    let resign = tokio::spawn({
+        let a = a.clone();
+        async move { a.resign().await }
+    });
+    tokio::time::timeout(LEASE, ga.cancelled())
+        .await
+        .expect("the guard was not cancelled by its deadline");
+    let outcome = resign.await.unwrap().unwrap();
+    assert!(
+        matches!(outcome, ResignOutcome::Rejected(_)),
+        "the resignation of a leadership that ended is rejected: {outcome:?}"
+    );
+    link.set_cut(false);
+    let again = tokio::time::timeout(LEASE * 4, a.elected())
+        .await
+        .expect("the runner fell silent after the rejected resignation")
+        .unwrap();
+    assert!(again.ballot() > ga.ballot());
+    assert_ne!(a.state(), RunnerState::Stopped);
     a.shutdown().await;
 }

@@ -169,6 +169,7 @@ impl LocalState {
     /// the end the shorter lease gives, whatever becomes of the write.
     pub(crate) fn cap_belief(&mut self, lease: Duration, valid_until: LocalInstant) {
         if let Role::Leader(t) = &mut self.role {
+            // (`<=` would be the same rule: an equal end leaves the belief as it is.)
             if lease < t.lease && valid_until < t.valid_until {
                 t.valid_until = valid_until;
             }

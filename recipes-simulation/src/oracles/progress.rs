@@ -1,7 +1,8 @@
 //! Oracle 6: progress. A run in which nothing was elected, nothing renewed, or no fenced work
 //! committed fails, so a broken workload cannot pass vacuously. An election call failing with
 //! an error that no fault explains (a corrupt value, an exhausted counter, an unexpected
-//! error kind) also fails here at once.
+//! error kind) also fails here at once, and so does a live process whose runner machine goes
+//! quiet: nothing in flight and no wake-up scheduled.
 
 use super::{OracleId, Violation};
 
@@ -26,6 +27,18 @@ impl Progress {
         Violation::new(
             OracleId::Progress,
             format!("{who}: {what} failed with an unexpected error: {error}"),
+        )
+    }
+
+    /// A live process's runner machine went quiet: no operation in flight, no drain, no
+    /// wake-up scheduled (the tokio runner would stop without leaving the election).
+    pub fn went_quiet(who: &str) -> Violation {
+        Violation::new(
+            OracleId::Progress,
+            format!(
+                "{who}: the runner machine went quiet (no operation in flight, no wake-up): \
+                 the runner would stop participating"
+            ),
         )
     }
 

@@ -447,6 +447,9 @@ impl World {
             }
             self.poll_watches();
         }
+        for who in self.quiet_machines() {
+            self.found.push(Progress::went_quiet(&who));
+        }
         let beliefs = self.beliefs();
         if let Some(v) = self.belief.check(self.now, &beliefs) {
             self.found.push(v);

@@ -88,6 +88,10 @@ pub(crate) struct Process {
     pub(crate) paused_until: Nanos,
     /// Epoch of the machine's wake-up (a newer sleep supersedes an older one).
     pub(crate) ctl_epoch: u64,
+    /// A wake-up of the machine is scheduled (the epoch `ctl_epoch` is still to fire).
+    pub(crate) wake_pending: bool,
+    /// The machine went quiet (reported once).
+    pub(crate) quiet: bool,
     /// The operation in flight, with its sequence number.
     pub(crate) op: Option<(u64, OpKind)>,
     pub(crate) op_seq: u64,
@@ -191,6 +195,8 @@ impl World {
             ctl_epoch: 0,
             op: None,
             op_seq: 0,
+            wake_pending: false,
+            quiet: false,
             guard: None,
             draining: None,
             held_revoke: false,
@@ -225,6 +231,7 @@ impl World {
             return;
         };
         p.ctl_epoch = p.ctl_epoch.saturating_add(1);
+        p.wake_pending = true;
         let epoch = p.ctl_epoch;
         self.queue.push(
             self.now.saturating_add(delay),
@@ -239,11 +246,26 @@ impl World {
             .map_or(local, |p| p.clock.true_for_local(local))
     }
 
+    /// Live processes whose machine went quiet: nothing in flight (operation or drain) and no
+    /// wake-up scheduled. Each is reported once.
+    pub(super) fn quiet_machines(&mut self) -> Vec<String> {
+        let mut quiet = Vec::new();
+        for p in &mut self.procs {
+            let waiting = p.op.is_some() || p.draining.is_some() || p.wake_pending;
+            if p.status != Status::Dead && p.started && !waiting && !p.quiet {
+                p.quiet = true;
+                quiet.push(p.label.clone());
+            }
+        }
+        quiet
+    }
+
     /// The process's wake-up: its machine starts, or looks again.
     pub(super) fn control(&mut self, pid: usize) {
         let Some(p) = self.procs.get_mut(pid) else {
             return;
         };
+        p.wake_pending = false;
         if p.status == Status::Dead {
             return;
         }
@@ -771,6 +793,7 @@ impl World {
             return;
         };
         p.ctl_epoch = p.ctl_epoch.saturating_add(1);
+        p.wake_pending = false;
         let epoch = p.ctl_epoch;
         p.draining = Some(epoch);
         let d = self.local_delay(pid, bound);

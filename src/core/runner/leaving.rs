@@ -5,11 +5,12 @@ use super::*;
 
 impl Machine {
     pub(super) fn begin_leaving(&mut self, ctx: &Ctx, reason: StopReason, out: &mut Vec<Command>) {
+        // An in-flight transaction (or drain) is abandoned: the executor drops it. Already
+        // leaving (after a loss with `OnLoss::Exit`), the step it was taking is taken again.
+        self.in_flight = None;
         if matches!(self.phase, Phase::Leaving { .. } | Phase::Stopped) {
             return;
         }
-        // An in-flight transaction is abandoned: the executor drops it.
-        self.in_flight = None;
         self.phase = Phase::Leaving {
             attempt: 0,
             retry_at: None,

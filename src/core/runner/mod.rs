@@ -332,8 +332,13 @@ impl Machine {
             self.in_flight = Some(InFlight::Drain);
             return;
         }
-        if self.resigns > 0 && self.resign_due(ctx, out) {
-            return;
+        if self.resigns > 0 {
+            // A resignation starts its transaction, waits for busy work (cycles go on
+            // meanwhile), or is rejected (and the machine goes on as before).
+            self.resign_due(ctx, out);
+            if self.in_flight.is_some() {
+                return;
+            }
         }
         if self.run_now || ctx.now >= self.due_at() {
             self.run_now = false;
@@ -405,7 +410,13 @@ impl Machine {
     }
 
     fn wants_watch(&self, ctx: &Ctx) -> bool {
-        self.registered && !self.watch_armed && self.watch_retry_at.is_none_or(|t| ctx.now >= t)
+        self.registered && self.may_arm_watch(ctx)
+    }
+
+    /// Whether a watch may be armed now: none is armed, and a refused or failed one is not
+    /// waiting for its retry time (candidates and observers alike).
+    fn may_arm_watch(&self, ctx: &Ctx) -> bool {
+        !self.watch_armed && self.watch_retry_at.is_none_or(|t| ctx.now >= t)
     }
 
     fn drain_bound(&self) -> Duration {

@@ -8,7 +8,7 @@ impl Machine {
         let due = self.run_now || ctx.now >= self.next_cycle_at;
         if due {
             self.run_now = false;
-            let watch = !self.watch_armed && self.watch_retry_at.is_none_or(|t| ctx.now >= t);
+            let watch = self.may_arm_watch(ctx);
             out.push(Command::ReadRecord {
                 watch,
                 config: true,

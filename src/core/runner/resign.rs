@@ -36,13 +36,14 @@ impl Machine {
         }
     }
 
-    /// Whether the waiting resignation was started or rejected now.
-    pub(super) fn resign_due(&mut self, ctx: &Ctx, out: &mut Vec<Command>) -> bool {
+    /// The waiting resignation: its transaction starts (in flight), it keeps waiting for busy
+    /// work within the grace, or it is rejected because the leadership ended.
+    pub(super) fn resign_due(&mut self, ctx: &Ctx, out: &mut Vec<Command>) {
         if self.resign_since.is_none() {
             self.start_resign(ctx, out);
         }
         let Some(since) = self.resign_since else {
-            return true; // rejected at once
+            return; // rejected at once
         };
         let Some(ballot) = self.live_guard().map(|g| g.ballot) else {
             // The leadership ended while waiting.
@@ -54,15 +55,14 @@ impl Machine {
                     .record()
                     .and_then(|r| r.owner().map(|o| o.id().clone())),
             });
-            return true;
+            return;
         };
         let grace_over = ctx.now >= since.saturating_add(self.config.handover_grace());
         if ctx.work_in_flight && !grace_over {
-            return false;
+            return;
         }
         self.resigns = self.resigns.saturating_sub(1);
         out.push(Command::Resign { expected: ballot });
         self.in_flight = Some(InFlight::Resign);
-        true
     }
 }

@@ -1413,3 +1413,53 @@ fn a_renewal_that_fails_counts_as_a_failed_renewal() {
         Command::Failed { leading: false, .. }
     )));
 }
+
+#[test]
+fn a_leaving_machine_ignores_the_result_of_the_step_it_is_not_taking() {
+    // While draining, a stale "left" does not stop the machine before it resigned...
+    let mut r = Run::leader();
+    r.at(10).feed(Event::ShutdownRequested);
+    let out = r.feed(Event::Left(Ok(())));
+    assert!(!has(&out, |c| matches!(c, Command::Stop { .. })), "{out:?}");
+    assert_eq!(r.feed(Event::Drained(false)), vec![Command::Leave]);
+    // ...and while leaving, a stale "drained" neither starts a second leave nor changes
+    // whether the tasks finished.
+    let out = r.feed(Event::Drained(true));
+    assert!(!has(&out, |c| matches!(c, Command::Leave)), "{out:?}");
+    let out = r.feed(Event::Left(Ok(())));
+    assert!(has(&out, |c| *c
+        == Command::Stop {
+            tasks_finished: false
+        }));
+}
+
+#[test]
+fn a_resignation_rejected_while_waiting_for_busy_work_leaves_the_candidate_cycling() {
+    let mut r = Run::leader();
+    r.busy = true;
+    let out = r.at(10).feed(Event::ResignRequested);
+    assert!(has(&out, |c| *c == Command::CloseGuard));
+    // The lease runs out while the work is still busy: the leadership ends, its tasks drain...
+    r.belief = None;
+    let out = r.at(300).feed(Event::Tick);
+    assert!(
+        has(&out, |c| matches!(c, Command::DrainTasks { .. })),
+        "{out:?}"
+    );
+    r.busy = false;
+    // ...and the resignation is rejected; the candidate goes on (it is not quiet).
+    let out = r.feed(Event::Drained(true));
+    assert!(
+        has(&out, |c| matches!(c, Command::RejectResign { .. })),
+        "{out:?}"
+    );
+    assert!(
+        has(&out, |c| matches!(
+            c,
+            Command::RunCycle | Command::ReadRecord { .. } | Command::SleepUntil(_)
+        )),
+        "{out:?}"
+    );
+}
+
+mod walk;

@@ -194,7 +194,11 @@ impl<D: ElectionDatabase> Executor<D> {
             queue.extend(more);
         }
         // The machine stops by a `Stop` command; a queue that ran dry without it cannot
-        // happen, but would leave the runner stopped too.
+        // happen (the machine is never quiet: `core::runner` tests and the simulation's
+        // progress oracle check it), but would leave the runner stopped too, and says so.
+        if !self.alive.clean {
+            tracing::error!("the runner's machine went quiet without stopping; the runner stops");
+        }
         self.finish();
     }
 
