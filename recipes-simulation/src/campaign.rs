@@ -45,6 +45,11 @@ pub struct CampaignReport {
 
 /// Runs a campaign.
 pub fn run_campaign(c: &Campaign) -> CampaignReport {
+    run_campaign_with_progress(c, &|_| {})
+}
+
+/// Runs a campaign, calling `done` with the number of seeds finished after each seed.
+pub fn run_campaign_with_progress(c: &Campaign, done: &(dyn Fn(u64) + Sync)) -> CampaignReport {
     let started = Instant::now();
     let next = AtomicU64::new(0);
     let first_failure = AtomicU64::new(u64::MAX);
@@ -65,6 +70,7 @@ pub fn run_campaign(c: &Campaign) -> CampaignReport {
                         let mut t = totals.lock().unwrap_or_else(PoisonError::into_inner);
                         t.0 = t.0.saturating_add(1);
                         t.1.add(&outcome.stats);
+                        done(t.0);
                     }
                     if !outcome.passed() {
                         first_failure.fetch_min(i, Ordering::SeqCst);

@@ -7,23 +7,29 @@
 //! (see [`oracles`]). Every random choice comes from one ChaCha8 generator seeded with the
 //! seed, so a seed's trace is the same byte for byte on every run.
 //!
+//! The crate also holds the chaos harness of the real `fdb-leader` binary ([`chaos`], the
+//! `chaos` binary) and the timelines both draw ([`timeline`]).
+//!
 //! [`MemDb`]: fdb_leader_election::MemDb
 #![forbid(unsafe_code)]
 
 pub mod campaign;
+pub mod chaos;
 mod events;
 pub mod faults;
 pub mod history;
 pub mod oracles;
 pub mod params;
 pub mod plants;
+pub mod progress;
 pub mod stats;
 pub mod time;
+pub mod timeline;
 pub mod trace;
 pub mod wire;
 mod world;
 
-pub use campaign::{Campaign, CampaignReport, run_campaign};
+pub use campaign::{Campaign, CampaignReport, run_campaign, run_campaign_with_progress};
 pub use params::Options;
 pub use plants::Plant;
 pub use world::{SeedOutcome, run_seed};

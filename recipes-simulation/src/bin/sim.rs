@@ -3,15 +3,22 @@
 //! ```text
 //! cargo run --release -p fdb-leader-election-simulation --bin sim -- \
 //!     [--seeds N] [--seed S] [--plant NAME] [--list-plants] [--sim-seconds T] [--jobs J] [--trace]
+//!     [--timeline FILE.svg]
 //! ```
 //!
 //! Exits 0 only if every seed passed; the last line is the summary.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 use clap::Parser;
 use fdb_leader_election_simulation::oracles::OracleId;
-use fdb_leader_election_simulation::{Campaign, Options, Plant, run_campaign, run_seed};
+use fdb_leader_election_simulation::progress::{Progress, interactive};
+use fdb_leader_election_simulation::timeline::from_sim_trace;
+use fdb_leader_election_simulation::{
+    Campaign, Options, Plant, run_campaign_with_progress, run_seed,
+};
 
 /// Deterministic simulation of fdb-leader-election under faults.
 #[derive(Debug, Parser)]
@@ -44,6 +51,10 @@ struct Args {
     /// Keep running seeds after a violation and count every failing seed.
     #[arg(long)]
     keep_going: bool,
+    /// Draw the (first) seed's timeline to this SVG file: one lane per node, leadership
+    /// coloured by ballot, faults, outages, overlaps.
+    #[arg(long, value_name = "FILE.svg")]
+    timeline: Option<PathBuf>,
 }
 
 fn parse_oracle(s: &str) -> Result<OracleId, String> {
@@ -80,16 +91,40 @@ fn main() -> ExitCode {
             }
         }
     }
+    if let Some(path) = &args.timeline {
+        let traced = Options {
+            keep_trace: true,
+            ..options.clone()
+        };
+        let outcome = run_seed(first_seed, &traced);
+        let timeline = from_sim_trace(first_seed, outcome.trace.as_deref().unwrap_or_default());
+        if let Err(e) = timeline.write_svg(path) {
+            eprintln!("sim: {e}");
+            return ExitCode::FAILURE;
+        }
+        eprintln!("timeline of seed {first_seed}: {}", path.display());
+    }
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let report = run_campaign(&Campaign {
-        first_seed,
-        seeds,
-        jobs,
-        options,
-        keep_going: args.keep_going,
-    });
+    let progress = Mutex::new(Progress::new("sim", seeds, "seeds", interactive()));
+    let report = run_campaign_with_progress(
+        &Campaign {
+            first_seed,
+            seeds,
+            jobs,
+            options,
+            keep_going: args.keep_going,
+        },
+        &|done| {
+            if let Ok(mut p) = progress.lock() {
+                p.update(done, "");
+            }
+        },
+    );
+    if let Ok(mut p) = progress.lock() {
+        p.finish();
+    }
     if let Some(text) = report.failure_text() {
         print!("{text}");
     }

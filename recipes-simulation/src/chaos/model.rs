@@ -1,0 +1,190 @@
+//! What the harness records, timestamped in true time (`CLOCK_MONOTONIC` nanoseconds): the
+//! children's reports grouped per child, the faults, the pause windows, the observer's leader
+//! changes. The checks ([`super::checks`]) and the timeline read only this.
+
+use std::fmt;
+
+/// The kinds of fault the harness injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// `kill -9` of a supervisor (its watchdog then kills the child); the slot restarts as a
+    /// new incarnation.
+    Kill9,
+    /// `SIGSTOP` of a supervisor alone, longer than a lease, then `SIGCONT` (its child runs on
+    /// and cannot know).
+    Pause,
+    /// `SIGSTOP` of a supervisor and its child's process group together (a VM pause), longer
+    /// than a lease.
+    VmPause,
+    /// A graceful restart (`SIGTERM`: resign, hand over) as a new incarnation.
+    Restart,
+    /// A rolling restart: every slot in turn starts a new incarnation with a higher priority
+    /// than any before (it takes the leadership over by handover), then the old one stops.
+    Rolling,
+    /// The harness holds SQLite's write lock for longer than a lease.
+    StoreOutage,
+    /// A supervisor restarts under `libfaketime` with a clock rate error (the child does not
+    /// inherit it).
+    ClockRate,
+}
+
+impl FaultKind {
+    /// Every kind, in summary order.
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::Kill9,
+        FaultKind::Pause,
+        FaultKind::VmPause,
+        FaultKind::Restart,
+        FaultKind::Rolling,
+        FaultKind::StoreOutage,
+        FaultKind::ClockRate,
+    ];
+
+    /// The name in summaries and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill9 => "kill9",
+            FaultKind::Pause => "pause",
+            FaultKind::VmPause => "vm_pause",
+            FaultKind::Restart => "restart",
+            FaultKind::Rolling => "rolling",
+            FaultKind::StoreOutage => "store_outage",
+            FaultKind::ClockRate => "clock_rate",
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One child: every report it sent (its `sent_ns`, ascending).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildRun {
+    /// The supervisor's slot.
+    pub slot: u32,
+    /// The supervisor's incarnation.
+    pub incarnation: u32,
+    /// The child's pid.
+    pub pid: i32,
+    /// Its ballot.
+    pub ballot: u64,
+    /// When it reported, ascending.
+    pub times: Vec<u64>,
+}
+
+/// A window of true time during which one supervisor incarnation was paused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The slot.
+    pub slot: u32,
+    /// The incarnation.
+    pub incarnation: u32,
+    /// From (inclusive).
+    pub from: u64,
+    /// To (exclusive).
+    pub to: u64,
+}
+
+impl Window {
+    /// Whether `t` lies in the window for `(slot, incarnation)`.
+    pub fn covers(&self, slot: u32, incarnation: u32, t: u64) -> bool {
+        self.slot == slot && self.incarnation == incarnation && self.from <= t && t < self.to
+    }
+}
+
+/// One injected fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fault {
+    /// What.
+    pub kind: FaultKind,
+    /// The slot it hit (`None`: the store, or every slot).
+    pub slot: Option<u32>,
+    /// When it began.
+    pub start: u64,
+    /// When it healed (from then on, recovery is timed).
+    pub heal: u64,
+    /// Words for the log (durations, rates, priorities).
+    pub detail: String,
+}
+
+/// A leader change as the observer (`fdb-leader watch --json`) printed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedChange {
+    /// When the harness read the line.
+    pub t: u64,
+    /// `acquired`, `handed_over`, `replaced`, `lease_lapsed`, `stepped_down`, ...
+    pub reason: String,
+    /// The new leader's ballot, if there is a leader.
+    pub ballot: Option<u64>,
+    /// The new leader's candidate id.
+    pub leader: Option<String>,
+}
+
+impl ObservedChange {
+    /// Reads one line of `fdb-leader watch --json` (a flat object); `None` if it is not one.
+    pub fn parse(t: u64, line: &str) -> Option<ObservedChange> {
+        let reason = json_field(line, "reason")?;
+        let ballot = json_field(line, "ballot").and_then(|b| b.parse().ok());
+        let leader = json_field(line, "leader").filter(|l| l != "null");
+        Some(ObservedChange {
+            t,
+            reason,
+            ballot,
+            leader,
+        })
+    }
+}
+
+/// The value of `"key":` in a flat JSON object: a string's contents (no escapes expected in
+/// the fields read here) or the raw token (`12`, `null`).
+fn json_field(line: &str, key: &str) -> Option<String> {
+    let pattern = format!("\"{key}\":");
+    let start = line.find(&pattern)?.checked_add(pattern.len())?;
+    let rest = line.get(start..)?.trim_start();
+    if let Some(s) = rest.strip_prefix('"') {
+        let end = s.find('"')?;
+        return s.get(..end).map(str::to_owned);
+    }
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest.get(..end).map(|v| v.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observer_lines_parse() {
+        let line = r#"{"ballot":7,"leader":"c1i2-ab","payload":null,"previous_ballot":6,"previous_leader":"c0i1-cd","priority":3,"reason":"handed_over","reserved_for":null,"time":"2026-01-01T00:00:00Z"}"#;
+        let c = ObservedChange::parse(5, line);
+        assert_eq!(
+            c,
+            Some(ObservedChange {
+                t: 5,
+                reason: "handed_over".into(),
+                ballot: Some(7),
+                leader: Some("c1i2-ab".into()),
+            })
+        );
+        let gone = r#"{"ballot":null,"leader":null,"reason":"lease_lapsed"}"#;
+        let c = ObservedChange::parse(6, gone);
+        assert!(c.is_some_and(|c| c.ballot.is_none() && c.leader.is_none()));
+        assert_eq!(ObservedChange::parse(1, "not json"), None);
+    }
+
+    #[test]
+    fn windows_cover_their_incarnation_only() {
+        let w = Window {
+            slot: 1,
+            incarnation: 2,
+            from: 10,
+            to: 20,
+        };
+        assert!(w.covers(1, 2, 10));
+        assert!(!w.covers(1, 2, 20));
+        assert!(!w.covers(1, 3, 15));
+    }
+}
