@@ -61,6 +61,27 @@ fn a_child_that_exits_at_once_costs_a_few_ballots_not_thousands() {
 }
 
 #[test]
+fn a_command_that_is_not_a_shell_gets_sigterm_and_stops_within_the_grace() {
+    // `sleep` (not a shell, which would reset its signal mask itself) must start with SIGTERM
+    // unblocked: stopping the supervisor stops it at once, not by SIGKILL when the grace ends.
+    let mut world = World::new();
+    let mut a = run(&mut world, "a", &["--grace", "4s", "--", "sleep", "1000"]);
+    let leading = poll(PATIENCE, || {
+        status_json(&world).and_then(|v| v["leader"].as_str().map(str::to_owned))
+    });
+    assert!(leading.is_some(), "{}", world.stderr_of("a"));
+    thread::sleep(Duration::from_millis(300));
+    let stopped_at = Instant::now();
+    signal(&a, Signal::SIGTERM);
+    let status = wait_exit(&mut a, PATIENCE);
+    let took = stopped_at.elapsed();
+    let err = world.stderr_of("a");
+    assert!(status.is_some(), "{err}");
+    assert!(!err.contains("SIGKILL"), "the command ignored SIGTERM:\n{err}");
+    assert!(took < Duration::from_secs(3), "stopping took {took:?}:\n{err}");
+}
+
+#[test]
 fn exits_and_signals_are_warnings_and_restarts_back_off() {
     let mut world = World::new();
     let log = world.log();

@@ -107,8 +107,8 @@ fn watchdog(args: &[OsString]) -> ExitCode {
     // Started through /proc/self/exe, the process would be listed as `exe`.
     let _ = nix::sys::prctl::set_name(c"fdb-leader-wd");
     // Stops are for the command: the supervisor signals the whole group, and the watchdog
-    // must outlive the command to report how it ended. (Children start with an empty signal
-    // mask: the standard library resets it.)
+    // must outlive the command to report how it ended. (The mask is inherited through spawn
+    // and exec: the exec shim empties it again, so the command sees the stop signals.)
     let mut stops = SigSet::empty();
     for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         stops.add(signal);
@@ -188,6 +188,12 @@ fn exec_shim(args: &[OsString]) -> ExitCode {
     // The watchdog may have died before the request: then nobody would send the signal.
     if getppid() != Pid::from_raw(parent) {
         return ExitCode::from(1);
+    }
+    // The watchdog's blocked stop signals are inherited: the command must start with an
+    // empty mask, or it never sees SIGTERM and is killed at the end of the grace. A stop
+    // pending now ends the shim the way it would have ended the command.
+    if let Err(e) = SigSet::all().thread_unblock() {
+        return complain(&format!("cannot unblock signals: {e}"));
     }
     let e = StdCommand::new(program).args(rest).exec();
     eprintln!("fdb-leader: cannot run {}: {e}", program.to_string_lossy());
