@@ -77,8 +77,14 @@ fn a_command_that_is_not_a_shell_gets_sigterm_and_stops_within_the_grace() {
     let took = stopped_at.elapsed();
     let err = world.stderr_of("a");
     assert!(status.is_some(), "{err}");
-    assert!(!err.contains("SIGKILL"), "the command ignored SIGTERM:\n{err}");
-    assert!(took < Duration::from_secs(3), "stopping took {took:?}:\n{err}");
+    assert!(
+        !err.contains("SIGKILL"),
+        "the command ignored SIGTERM:\n{err}"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "stopping took {took:?}:\n{err}"
+    );
 }
 
 #[test]

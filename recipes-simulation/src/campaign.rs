@@ -178,7 +178,7 @@ impl CampaignReport {
             format!(
                 "workload: timeouts={} config_changes={} force_vacates={} operator_resigns={} \
                  operator_unregisters={} stale_queries={} composed_cycles={} \
-                 abandoned_compositions={} guarded_tasks={}",
+                 abandoned_compositions={} claims={} refreshes={} guarded_tasks={}",
                 t.timeouts,
                 t.config_changes,
                 t.force_vacates,
@@ -187,6 +187,8 @@ impl CampaignReport {
                 t.stale_queries,
                 t.composed_cycles,
                 t.abandoned_compositions,
+                t.claims,
+                t.refreshes,
                 t.guarded_tasks
             ),
             format!(

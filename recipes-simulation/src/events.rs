@@ -97,6 +97,8 @@ pub(crate) enum OperatorStep {
     SetPreemption { allow: bool },
     /// Evict dead candidates (periodic).
     Evict,
+    /// Evict dead candidates once, racing a claim that is in flight.
+    EvictRacing,
     /// Restore the world's configuration (the quiet phase; retried until it commits).
     Restore,
 }

@@ -65,6 +65,10 @@ pub struct SeedStats {
     pub composed_cycles: u64,
     /// Composed transactions with another candidate's cycle, then abandoned.
     pub abandoned_compositions: u64,
+    /// Cycles run as `try_claim_leadership` (with or without `heartbeat_candidate`).
+    pub claims: u64,
+    /// Cycles run as `refresh_lease`.
+    pub refreshes: u64,
     /// Guarded tasks started under a leadership guard.
     pub guarded_tasks: u64,
 }
@@ -72,7 +76,7 @@ pub struct SeedStats {
 impl SeedStats {
     /// Adds `o` into `self`.
     pub fn add(&mut self, o: &SeedStats) {
-        let pairs: [(&mut u64, u64); 30] = [
+        let pairs: [(&mut u64, u64); 32] = [
             (&mut self.events, o.events),
             (&mut self.sim_ns, o.sim_ns),
             (&mut self.elections, o.elections),
@@ -102,6 +106,8 @@ impl SeedStats {
             (&mut self.stale_queries, o.stale_queries),
             (&mut self.composed_cycles, o.composed_cycles),
             (&mut self.abandoned_compositions, o.abandoned_compositions),
+            (&mut self.claims, o.claims),
+            (&mut self.refreshes, o.refreshes),
             (&mut self.guarded_tasks, o.guarded_tasks),
         ];
         for (mine, theirs) in pairs {

@@ -34,6 +34,22 @@ fn a_short_campaign_passes_and_exercises_everything() {
         assert!(n > 0, "no {name} fault injected: {t:?}");
     }
     assert!(t.too_old_seen > 0 && t.conflicts_seen > 0, "{t:?}");
+    // Every public operation and configuration field is driven (DESIGN §9, coverage rule).
+    for (name, n) in [
+        ("executor timeouts", t.timeouts),
+        ("configuration changes", t.config_changes),
+        ("force_vacate", t.force_vacates),
+        ("request_resign", t.operator_resigns),
+        ("operator unregistrations", t.operator_unregisters),
+        ("stale queries", t.stale_queries),
+        ("composed cycles", t.composed_cycles),
+        ("abandoned compositions", t.abandoned_compositions),
+        ("try_claim_leadership", t.claims),
+        ("refresh_lease", t.refreshes),
+        ("guarded tasks", t.guarded_tasks),
+    ] {
+        assert!(n > 0, "no {name}: {t:?}");
+    }
     assert!(t.fenced_committed > 0 && t.fenced_stale > 0, "{t:?}");
     assert_eq!(t.fenced_lost, 0);
     assert!(

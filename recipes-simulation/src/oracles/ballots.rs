@@ -1,5 +1,6 @@
 //! Oracle 3: ballots never decrease, each ballot has exactly one owner, the owner is a
-//! registered candidate when it acquires, and an acquisition moves the ballot by exactly one.
+//! registered candidate when it acquires, an acquisition moves the ballot by exactly one, and a
+//! vacancy is reserved only for a registered candidate that was live when it was reserved.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,9 @@ use crate::history::{CycleAction, Op};
 pub struct Ballots {
     last: u64,
     owners: BTreeMap<u64, String>,
+    /// The (ballot, renewal) of the last record whose reservation was judged: it is judged
+    /// once, in the step that wrote it (a later configuration change moves the liveness bar).
+    judged: Option<(u64, u64)>,
 }
 
 impl Ballots {
@@ -51,6 +55,18 @@ impl Ballots {
                 OracleId::Ballots,
                 format!(
                     "ballot {} is reserved for {:?}, which is not registered",
+                    rec.ballot, rec.reservation
+                ),
+            ));
+        }
+        let first_sight = self.judged != Some((rec.ballot, rec.renewal));
+        self.judged = Some((rec.ballot, rec.renewal));
+        if first_sight && !db.holder_live {
+            return Some(Violation::new(
+                OracleId::Ballots,
+                format!(
+                    "ballot {} is reserved for {:?}, which was not live when it was reserved \
+                     (a leader hands over only to a registered, live candidate)",
                     rec.ballot, rec.reservation
                 ),
             ));

@@ -90,6 +90,7 @@ mod tests {
             leader: RecordView::default(),
             owner_registered: true,
             holder_registered: true,
+            holder_live: true,
             register: Some(register),
             counter: Some(counter),
             shadow: None,

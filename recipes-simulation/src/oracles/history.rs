@@ -124,6 +124,7 @@ mod tests {
             leader: RecordView::default(),
             owner_registered: true,
             holder_registered: true,
+            holder_live: true,
             register: None,
             counter: None,
             shadow: None,

@@ -176,6 +176,8 @@ pub struct DbState {
     pub owner_registered: bool,
     /// Whether the candidate the vacancy is reserved for (if any) is registered.
     pub holder_registered: bool,
+    /// Whether that candidate was live (by its registration) when the vacancy was reserved.
+    pub holder_live: bool,
     /// The protected register.
     pub register: Option<(u64, u64)>,
     /// The fenced counter.

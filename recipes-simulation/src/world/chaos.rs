@@ -345,7 +345,7 @@ impl World {
                     Err(_) => self.retry_operator(step),
                 }
             }
-            OperatorStep::Evict => {
+            OperatorStep::Evict | OperatorStep::EvictRacing => {
                 let res = self.rt.block_on(election.evict_dead_candidates(&txn));
                 match res {
                     Ok(ids) if !ids.is_empty() => {
@@ -364,11 +364,13 @@ impl World {
                     }
                     _ => {}
                 }
-                let d = self.between(2 * SEC, 4 * SEC);
-                self.queue.push(
-                    self.now.saturating_add(d),
-                    Event::Operator(OperatorStep::Evict),
-                );
+                if step == OperatorStep::Evict {
+                    let d = self.between(2 * SEC, 4 * SEC);
+                    self.queue.push(
+                        self.now.saturating_add(d),
+                        Event::Operator(OperatorStep::Evict),
+                    );
+                }
             }
         }
     }

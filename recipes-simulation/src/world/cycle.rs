@@ -1,4 +1,6 @@
-//! The election cycle the machine asks for, run the way applications run it: sometimes alone,
+//! The election cycle the machine asks for, run the way applications run it, through any of
+//! the library's cycle operations (`run_election_cycle`, `try_claim_leadership` with or
+//! without `heartbeat_candidate`, `refresh_lease` when leading): sometimes alone,
 //! sometimes composed with other operations in the same transaction (queries of the record it
 //! just wrote, a second cycle, fenced leader work), as DESIGN §10 says applications do. Every
 //! composition is checked: queries never change what the candidate believes or times, and a
@@ -12,6 +14,7 @@ use rand::Rng;
 
 use super::process::Status;
 use super::{Entry, Kind, World};
+use crate::events::{Event, OperatorStep};
 use crate::history::{CandView, CycleAction, Op, RecordView};
 use crate::oracles::{OracleId, Violation};
 use crate::plants::Plant;
@@ -34,7 +37,34 @@ enum Compose {
     GuestCycle,
 }
 
+/// Which of the library's cycle operations the application calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    /// `run_election_cycle`: heartbeat and cycle.
+    Cycle,
+    /// `try_claim_leadership`: a cycle without a heartbeat (the registration ages, so
+    /// eviction races the claim).
+    Claim,
+    /// `heartbeat_candidate`, then `try_claim_leadership`, in one transaction.
+    HeartbeatThenClaim,
+    /// `refresh_lease` (a leader renewing only).
+    Refresh,
+}
+
 impl World {
+    fn draw_how(&mut self, pid: usize, cand: &Candidate) -> How {
+        if self.procs.get(pid).is_some_and(|p| p.claims_only) {
+            return How::Claim;
+        }
+        match self.rng.random_range(0..100u32) {
+            0..80 => How::Cycle,
+            80..88 => How::Claim,
+            88..94 => How::HeartbeatThenClaim,
+            _ if cand.believes_it_leads() => How::Refresh,
+            _ => How::Cycle,
+        }
+    }
+
     /// A live, registered follower other than `pid` whose candidate joins the transaction. Not
     /// a leader: a runner's guard learns of a change of its candidate's belief from the
     /// runner's own cycles, so a leader's candidate is never driven outside its runner (the
@@ -84,9 +114,30 @@ impl World {
         let election = self.election.clone();
         let before = cand.leadership();
         let plant = self.plant;
+        let how = self.draw_how(pid, cand);
+        match how {
+            How::Claim | How::HeartbeatThenClaim => {
+                self.stats.claims = self.stats.claims.saturating_add(1);
+            }
+            How::Refresh => self.stats.refreshes = self.stats.refreshes.saturating_add(1),
+            How::Cycle => {}
+        }
+        if how == How::Claim && self.rng.random_ratio(1, 3) {
+            // Eviction racing the claim: its transaction starts now, before the claim commits.
+            self.queue
+                .push(self.now, Event::Operator(OperatorStep::EvictRacing));
+        }
         let res = self.rt.block_on(async {
             let prior = election.leader_record(txn).await?;
-            let cycle = election.run_election_cycle(txn, cand).await;
+            let cycle = match how {
+                How::Cycle => election.run_election_cycle(txn, cand).await,
+                How::Claim => election.try_claim_leadership(txn, cand).await,
+                How::HeartbeatThenClaim => {
+                    election.heartbeat_candidate(txn, cand).await?;
+                    election.try_claim_leadership(txn, cand).await
+                }
+                How::Refresh => election.refresh_lease(txn, cand).await,
+            };
             Ok::<_, ElectionError>((prior, cycle))
         });
         let (prior, cycle) = match res {

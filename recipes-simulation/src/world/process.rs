@@ -110,6 +110,9 @@ pub(crate) struct Process {
     /// The token of the last guard (what a process that skips its lease check acts on).
     pub(crate) cached_token: Option<u64>,
     pub(crate) rogue: bool,
+    /// The application claims with `try_claim_leadership` and never heartbeats: its
+    /// registration ages, and eviction races its claims.
+    pub(crate) claims_only: bool,
     pub(crate) rogue_tenure: Option<RogueTenure>,
     /// The identity the rogue watches and when (local) it first saw it.
     pub(crate) rogue_obs: Option<((u64, u64), Nanos)>,
@@ -182,6 +185,7 @@ impl World {
         );
         let pid = self.procs.len();
         let rogue = self.plant == Some(Plant::TakeoverAfterHalfLease) && node == 0;
+        let claims_only = self.rng.random_ratio(1, 8);
         self.procs.push(Process {
             label: label.clone(),
             node,
@@ -208,6 +212,7 @@ impl World {
             watch: None,
             cached_token: None,
             rogue,
+            claims_only,
             rogue_tenure: None,
             rogue_obs: None,
             rogue_seq: 1 << 48,
@@ -219,8 +224,9 @@ impl World {
             n.restart_pending = false;
         }
         self.log(format!(
-            "{label} start id={id} priority={priority} clock_rate={rate}ppm{}",
-            if rogue { " ROGUE" } else { "" }
+            "{label} start id={id} priority={priority} clock_rate={rate}ppm{}{}",
+            if rogue { " ROGUE" } else { "" },
+            if claims_only { " claims-only" } else { "" }
         ));
         self.schedule_control(pid, delay);
     }

@@ -25,9 +25,20 @@ impl World {
                 Some(o) => election.get_candidate(&txn, o.id()).await?.is_some(),
                 None => true,
             };
-            let holder_registered = match leader.reservation() {
-                Some(r) => election.get_candidate(&txn, r.id()).await?.is_some(),
-                None => true,
+            let holder = match leader.reservation() {
+                Some(r) => election.get_candidate(&txn, r.id()).await?.map(Some),
+                None => Some(None),
+            };
+            let holder_registered = holder.is_some();
+            // Live when it was reserved: measured against the record the reserving leader
+            // read (one renewal before the vacancy), as the leader measures.
+            let holder_live = match &holder {
+                Some(Some(c)) => {
+                    let read = leader.renewal().saturating_sub(1);
+                    read.saturating_sub(c.seen_renewal()) <= config.renewals_before_dead()
+                }
+                Some(None) => true,
+                None => false,
             };
             let register = txn.get(wire::REGISTER_KEY, ReadMode::Snapshot).await?;
             let counter = txn.get(wire::COUNTER_KEY, ReadMode::Snapshot).await?;
@@ -50,6 +61,7 @@ impl World {
                 leader: RecordView::of(&leader),
                 owner_registered,
                 holder_registered,
+                holder_live,
                 register: wire::decode_register(register.as_deref()),
                 counter: wire::decode_u64(counter.as_deref()),
                 shadow: wire::decode_u64(shadow.as_deref()),
