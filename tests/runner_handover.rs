@@ -136,6 +136,65 @@ async fn resign_reserves_for_the_next_candidate_with_and_without_watches() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn resign_waits_for_busy_guarded_work_within_the_grace() {
+    let db = db();
+    let (a, ga, _ra) = settled_leader(&db).await;
+    let b = builder(db.clone(), "b", 1).start().unwrap();
+    tokio::time::sleep(HEARTBEAT * 2).await;
+    let work = Duration::from_millis(250);
+    let task = ga.spawn(async move {
+        tokio::time::sleep(work).await;
+        "done"
+    });
+    let asked = Instant::now();
+    let outcome = a.resign().await.unwrap();
+    let took = asked.elapsed();
+    assert!(
+        matches!(outcome, ResignOutcome::Resigned { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        task.await.unwrap(),
+        Some("done"),
+        "the busy work finished first"
+    );
+    assert!(
+        took >= work,
+        "resigned after {took:?}, before the work finished"
+    );
+    assert!(
+        took <= work + HEARTBEAT,
+        "resigned {took:?} after it was asked"
+    );
+    assert!(ga.is_cancelled());
+    assert_eq!(b.elected().await.unwrap().ballot(), Ballot::new(2));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_that_first_runs_after_its_leadership_ended_never_starts_its_work() {
+    // The test runtime has one thread: a spawned task first runs when this test yields.
+    let db = db();
+    let (a, ga, _ra) = settled_leader(&db).await;
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&started);
+    let task = ga.spawn(async move {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    // The belief ends before the task first runs (the guard is not cancelled yet: the runner
+    // has not run either).
+    a.candidate().unwrap().step_down_locally();
+    assert!(!ga.is_valid());
+    assert_eq!(task.await.unwrap(), None);
+    assert!(
+        !started.load(std::sync::atomic::Ordering::SeqCst),
+        "work began on an ended leadership"
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn shutdown_hands_over_in_one_commit() {
     let db = db();
     let (a, ga, ra) = settled_leader(&db).await;
