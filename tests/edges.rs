@@ -132,6 +132,31 @@ impl Env {
     fn advance(&self, d: Duration) {
         self.world.advance(d);
     }
+
+    /// Another `Candidate` value with `owner`'s id, holding no local state: what an operator
+    /// builds to unregister or resign it, or a process's candidate for a second election.
+    fn stranger(&self, owner: &Candidate) -> Candidate {
+        Candidate::with_clock(
+            owner.id().clone(),
+            Priority::new(1),
+            Arc::new(self.world.clock.clone()),
+        )
+    }
+
+    /// `steps` times: time moves on by `step`, `c` cycles, and no two of `watched` believe.
+    async fn cycle_checking_overlap(
+        &self,
+        c: &Candidate,
+        steps: u32,
+        step: Duration,
+        watched: &[&Candidate],
+    ) {
+        for _ in 0..steps {
+            self.advance(step);
+            let _ = self.cycle(c).await.unwrap();
+            assert_no_overlap(watched);
+        }
+    }
 }
 
 fn ms(n: u64) -> Duration {
@@ -747,11 +772,7 @@ async fn a_candidate_value_that_never_held_the_ballot_cannot_hand_it_over_at_onc
     let b = env.candidate("b", 9).await;
     assert!(env.cycle(&a).await.unwrap().is_leader());
     let _ = env.action(&b).await; // (b asks for a handover; a has not cycled since)
-    let stranger = Candidate::with_clock(
-        a.id().clone(),
-        Priority::new(1),
-        Arc::new(env.world.clock.clone()),
-    );
+    let stranger = env.stranger(&a);
     let out = env
         .txn(|e, txn| {
             let s = stranger.clone();
@@ -837,11 +858,8 @@ async fn a_second_candidates_cycle_in_the_leaders_transaction_does_not_time_its_
     assert!(a.believes_it_leads());
     // A is then paused (or partitioned) for a while; B keeps cycling. A believes until
     // 3 s + 10 s × 0.99/1.01 ≈ 12.8 s; B must not take over before 3 s + 10 s = 13 s.
-    for _ in 0..100 {
-        env.advance(ms(100));
-        let _ = env.cycle(&b).await.unwrap();
-        assert_no_overlap(&[&a, &b]);
-    }
+    env.cycle_checking_overlap(&b, 100, ms(100), &[&a, &b])
+        .await;
 }
 
 // -------------------------------------------------------------------------------------------
@@ -849,28 +867,31 @@ async fn a_second_candidates_cycle_in_the_leaders_transaction_does_not_time_its_
 // `Candidate` value that never held the ballot itself (an operator unregistering a live owner
 // by its id) cannot know that nobody still believes in it: its resignation holds the vacancy
 // for a full lease instead." DESIGN §10.4: "Operators never create a second believer." The
-// hold is written with the *configured* lease (core `release`: `lease: cfg.lease_duration`),
-// not the lease the owner believes in. `force_vacate` gets this right
-// (`rec.lease.max(cfg.lease_duration)`); the stranger's resignation does not.
+// hold was written with the *configured* lease, shorter than the one the owner believes in;
+// every vacancy now keeps the longer of the stored and configured leases (`vacancy_lease`,
+// shared with `force_vacate`).
 // -------------------------------------------------------------------------------------------
-#[tokio::test]
-async fn an_operator_unregistering_the_owner_by_id_after_a_lease_cut_holds_the_owners_lease() {
+
+/// A leads (believing until ≈ 9.8 s), B follows, and 0.5 s later an operator shortens the
+/// lease to 1 s (A has not renewed since).
+async fn leader_then_a_lease_cut() -> (Env, Candidate, Candidate) {
     let env = Env::new(&no_stagger()).await;
     let a = env.candidate("a", 1).await;
     let b = env.candidate("b", 1).await;
-    assert!(env.cycle(&a).await.unwrap().is_leader()); // A believes until ≈ 9.8 s
+    assert!(env.cycle(&a).await.unwrap().is_leader());
     assert_eq!(env.action(&b).await, Action::None);
     env.advance(ms(500));
-    // An operator shortens the lease (A has not renewed since)...
     env.txn(|e, txn| async move { e.write_config(&txn, &short_lease()).await })
         .await
         .unwrap();
-    // ...then removes A's registration by its id (A's process is wedged, say).
-    let stranger = Candidate::with_clock(
-        a.id().clone(),
-        Priority::new(1),
-        Arc::new(env.world.clock.clone()),
-    );
+    (env, a, b)
+}
+
+#[tokio::test]
+async fn an_operator_unregistering_the_owner_by_id_after_a_lease_cut_holds_the_owners_lease() {
+    let (env, a, b) = leader_then_a_lease_cut().await;
+    // An operator removes A's registration by its id (A's process is wedged, say).
+    let stranger = env.stranger(&a);
     let out = env
         .txn(|e, txn| {
             let s = stranger.clone();
@@ -882,31 +903,15 @@ async fn an_operator_unregistering_the_owner_by_id_after_a_lease_cut_holds_the_o
     let rec = env.record().await;
     assert_eq!(rec.operator_hold(), Some(a.id()), "held for a full lease");
     // Which lease? The one A believes in was 10 s.
-    for _ in 0..60 {
-        env.advance(ms(100));
-        let _ = env.cycle(&b).await.unwrap();
-        assert_no_overlap(&[&a, &b]);
-    }
+    env.cycle_checking_overlap(&b, 60, ms(100), &[&a, &b]).await;
 }
 
 // Same, through `resign_leadership` with the owner's id (no unregistering).
 #[tokio::test]
 async fn a_resignation_by_another_value_of_the_owners_id_after_a_lease_cut_holds_the_owners_lease()
 {
-    let env = Env::new(&no_stagger()).await;
-    let a = env.candidate("a", 1).await;
-    let b = env.candidate("b", 1).await;
-    assert!(env.cycle(&a).await.unwrap().is_leader());
-    assert_eq!(env.action(&b).await, Action::None);
-    env.advance(ms(500));
-    env.txn(|e, txn| async move { e.write_config(&txn, &short_lease()).await })
-        .await
-        .unwrap();
-    let stranger = Candidate::with_clock(
-        a.id().clone(),
-        Priority::new(1),
-        Arc::new(env.world.clock.clone()),
-    );
+    let (env, a, b) = leader_then_a_lease_cut().await;
+    let stranger = env.stranger(&a);
     let out = env
         .txn(|e, txn| {
             let s = stranger.clone();
@@ -915,11 +920,7 @@ async fn a_resignation_by_another_value_of_the_owners_id_after_a_lease_cut_holds
         .await
         .unwrap();
     assert!(matches!(out, ResignOutcome::Resigned { .. }));
-    for _ in 0..60 {
-        env.advance(ms(100));
-        let _ = env.cycle(&b).await.unwrap();
-        assert_no_overlap(&[&a, &b]);
-    }
+    env.cycle_checking_overlap(&b, 60, ms(100), &[&a, &b]).await;
 }
 
 // -------------------------------------------------------------------------------------------
@@ -980,11 +981,7 @@ async fn one_candidate_in_two_elections_is_refused_and_a_second_one_waits_a_full
         y_election.run_cycle(&x.db, &shared).await.map(|_| ())
     ));
     // A separate Candidate with the same id takes part in Y.
-    let in_y = Candidate::with_clock(
-        shared.id().clone(),
-        Priority::new(1),
-        Arc::new(x.world.clock.clone()),
-    );
+    let in_y = x.stranger(&shared);
     register(&y_election, &in_y).await.unwrap();
     // 9.9 s later, shard Y gets its first leader: also (ballot 1, renewal 1).
     x.advance(ms(9_900));
