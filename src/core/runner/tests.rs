@@ -132,7 +132,11 @@ impl Run {
 
     /// Started, registered, and its first cycle in flight.
     fn registered() -> Self {
-        let mut r = Self::candidate();
+        Self::registered_with(OnLoss::Recampaign)
+    }
+
+    fn registered_with(on_loss: OnLoss) -> Self {
+        let mut r = Self::new(Some(id("me")), on_loss);
         assert_eq!(r.feed(Event::Start), vec![Command::Register]);
         let out = r.feed(Event::Registered(Ok(config())));
         assert!(out.contains(&Command::RunCycle), "{out:?}");
@@ -141,7 +145,11 @@ impl Run {
 
     /// A leader of ballot 1 (its first cycle acquired at 0, belief until 294 ms).
     fn leader() -> Self {
-        let mut r = Self::registered();
+        Self::leader_with(OnLoss::Recampaign)
+    }
+
+    fn leader_with(on_loss: OnLoss) -> Self {
+        let mut r = Self::registered_with(on_loss);
         r.believe(1, 294);
         let out = r.feed(Event::CycleCommitted(report(
             Action::Acquired,
@@ -578,16 +586,7 @@ fn leaving_gives_up_after_three_attempts() {
 
 #[test]
 fn exit_on_loss_leaves_after_a_lost_leadership_but_not_after_a_resignation() {
-    let mut r = Run::new(Some(id("me")), OnLoss::Exit);
-    r.feed(Event::Start);
-    r.feed(Event::Registered(Ok(config())));
-    r.believe(1, 294);
-    r.feed(Event::CycleCommitted(report(
-        Action::Acquired,
-        owned("me", 1, 1),
-        Some(1),
-    )));
-    r.watching(owned("me", 1, 1));
+    let mut r = Run::leader_with(OnLoss::Exit);
     r.belief = None;
     let out = r.at(300).feed(Event::Tick);
     assert!(has(&out, |c| matches!(
@@ -1291,15 +1290,7 @@ fn the_fallback_reason_of_an_own_record_follows_why_the_leadership_ended() {
 
 #[test]
 fn exit_on_loss_ignores_requested_ends_and_recampaign_ignores_losses() {
-    let mut r = Run::new(Some(id("me")), OnLoss::Exit);
-    r.feed(Event::Start);
-    r.feed(Event::Registered(Ok(config())));
-    r.believe(1, 294);
-    r.feed(Event::CycleCommitted(report(
-        Action::Acquired,
-        owned("me", 1, 1),
-        Some(1),
-    )));
+    let mut r = Run::leader_with(OnLoss::Exit);
     let mut out = Vec::new();
     r.m.end_leadership(StopReason::Resigned, &mut out);
     assert!(!r.m.exit_on_loss, "a requested end is no loss");
