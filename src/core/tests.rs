@@ -174,6 +174,19 @@ fn run(
     run_mode(st, c, rec, prio, t0_ms, Mode::Cycle)
 }
 
+/// A follower that first sees `rec` at 0 ms waits a full lease (10 s): nothing at 0 or at
+/// 10,000 ms, the acquisition at 10,001 ms.
+fn assert_waits_a_full_lease_then_acquires(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+) {
+    assert_eq!(plan(run(st, c, rec, prio, 0)).action, Action::None);
+    assert_eq!(plan(run(st, c, rec, prio, 10_000)).action, Action::None);
+    assert_eq!(plan(run(st, c, rec, prio, 10_001)).action, Action::Acquired);
+}
+
 fn run_mode(
     st: &mut LocalState,
     c: &ElectionConfig,
@@ -388,15 +401,7 @@ fn a_reservation_is_filled_at_once_by_its_holder_only() {
     let w = p.write.unwrap();
     assert_eq!((w.ballot, w.reservation), (Ballot::new(5), None));
     let mut other = LocalState::new(id("other"));
-    assert_eq!(plan(run(&mut other, &c, &rec, 9, 0)).action, Action::None);
-    assert_eq!(
-        plan(run(&mut other, &c, &rec, 9, 10_000)).action,
-        Action::None
-    );
-    assert_eq!(
-        plan(run(&mut other, &c, &rec, 9, 10_001)).action,
-        Action::Acquired
-    );
+    assert_waits_a_full_lease_then_acquires(&mut other, &c, &rec, 9);
 }
 
 #[test]
@@ -938,14 +943,7 @@ fn no_candidate_fills_an_operator_hold_before_a_full_lease_even_with_the_operato
     let p = plan(run(&mut st, &c, &hold, 1, 0));
     assert_eq!(p.action, Action::None);
     assert_eq!(p.next_action_at, Some(at(1).saturating_add(LEASE)));
-    assert_eq!(
-        plan(run(&mut st, &c, &hold, 1, 10_000)).action,
-        Action::None
-    );
-    assert_eq!(
-        plan(run(&mut st, &c, &hold, 1, 10_001)).action,
-        Action::Acquired
-    );
+    assert_waits_a_full_lease_then_acquires(&mut st, &c, &hold, 1);
 }
 
 #[test]
