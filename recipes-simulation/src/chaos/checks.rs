@@ -637,40 +637,19 @@ mod tests {
 
     #[test]
     fn recovery_is_timed_from_the_heal_to_a_current_child() {
+        let recovery = |faults: &[Fault], children: &[ChildRun]| {
+            check_recovery(faults, children, &[], 5 * MS, 2000 * MS, 50 * MS, 4000 * MS)
+        };
         let children = [child(0, 0, 1, 0, 1000), child(1, 0, 2, 2200, 4000)];
-        let r = check_recovery(
-            &[fault(1000)],
-            &children,
-            &[],
-            5 * MS,
-            2000 * MS,
-            50 * MS,
-            4000 * MS,
-        );
+        let r = recovery(&[fault(1000)], &children);
         assert_eq!(r[0].took, Some(1200 * MS));
         assert!(r[0].judged && !r[0].violated);
         // A leader alive through the fault: recovery 0.
-        let r = check_recovery(
-            &[fault(500)],
-            &children,
-            &[],
-            5 * MS,
-            2000 * MS,
-            50 * MS,
-            4000 * MS,
-        );
+        let r = recovery(&[fault(500)], &children);
         assert_eq!(r[0].took, Some(0));
         // A killed leader's child reporting for a few more milliseconds is no recovery.
         let dying = [child(0, 0, 1, 0, 1010), child(1, 0, 2, 2200, 4000)];
-        let r = check_recovery(
-            &[fault(1000)],
-            &dying,
-            &[],
-            5 * MS,
-            2000 * MS,
-            50 * MS,
-            4000 * MS,
-        );
+        let r = recovery(&[fault(1000)], &dying);
         assert_eq!(r[0].took, Some(1200 * MS));
     }
 
