@@ -305,19 +305,6 @@ impl World {
         }
     }
 
-    /// The process whose candidate owns the leader record now, if any.
-    fn owner_pid(&mut self) -> Option<usize> {
-        let txn = self.open(Actor::Operator);
-        let owner = self
-            .current_record(&txn)
-            .and_then(|r| r.owner().map(|o| o.id().clone()));
-        self.faults.close(txn.id());
-        let owner = owner?;
-        self.procs
-            .iter()
-            .position(|p| p.status != Status::Dead && p.candidate.id() == &owner)
-    }
-
     /// The operator removes a registration by id, with a `Candidate` value it builds for that
     /// id, while the real process cycles (it must never create a second believer).
     fn operator_unregister(&mut self) {
@@ -328,14 +315,28 @@ impl World {
             .filter(|(_, p)| p.status == Status::Running && !p.shutdown)
             .map(|(pid, _)| pid)
             .collect();
+        let txn = self.open(Actor::Operator);
+        let Some(prior) = self.current_record(&txn) else {
+            self.faults.close(txn.id());
+            return;
+        };
         // Mostly the leader (the case that must not create a second believer, above all
         // after a configuration shortened the lease), else anyone.
-        let owner = self.owner_pid().filter(|pid| running.contains(pid));
+        let owner = prior.owner().and_then(|o| {
+            running.iter().copied().find(|&pid| {
+                self.procs
+                    .get(pid)
+                    .is_some_and(|p| p.candidate.id() == o.id())
+            })
+        });
         let pid = match owner {
             Some(pid) if self.rng.random_ratio(7, 10) => pid,
             _ => match self.pick(&running) {
                 Some(pid) => pid,
-                None => return,
+                None => {
+                    self.faults.close(txn.id());
+                    return;
+                }
             },
         };
         let Some((id, prio)) = self
@@ -343,6 +344,7 @@ impl World {
             .get(pid)
             .map(|p| (p.candidate.id().clone(), p.candidate.priority()))
         else {
+            self.faults.close(txn.id());
             return;
         };
         let stranger = Candidate::with_clock(
@@ -350,11 +352,6 @@ impl World {
             prio,
             Arc::new(crate::time::TrueClock(self.time.clone())),
         );
-        let txn = self.open(Actor::Operator);
-        let Some(prior) = self.current_record(&txn) else {
-            self.faults.close(txn.id());
-            return;
-        };
         let election = self.election.clone();
         let res = self.rt.block_on(async {
             let out = election.unregister_candidate(&txn, &stranger).await?;
