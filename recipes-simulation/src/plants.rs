@@ -33,11 +33,14 @@ pub enum Plant {
     /// The operator's `force_vacate` reserves the vacancy for the id it was given, a
     /// registered candidate's, which then fills it at once.
     OperatorReservesForCandidate,
+    /// The executor loses about one wake-up in fifty that the runner machine asked for (a
+    /// machine that goes quiet, as one did after a rejected resignation).
+    LostWakeup,
 }
 
 impl Plant {
     /// Every plant, in listing order.
-    pub const ALL: [Plant; 9] = [
+    pub const ALL: [Plant; 10] = [
         Plant::ClockDriftBeyondRho,
         Plant::ActWithoutLeaseCheck,
         Plant::UnfencedLeaderWork,
@@ -47,6 +50,7 @@ impl Plant {
         Plant::RywAdoption,
         Plant::UncappedShorterLease,
         Plant::OperatorReservesForCandidate,
+        Plant::LostWakeup,
     ];
 
     /// The name used on the command line.
@@ -61,6 +65,7 @@ impl Plant {
             Plant::RywAdoption => "ryw-adoption",
             Plant::UncappedShorterLease => "uncapped-shorter-lease",
             Plant::OperatorReservesForCandidate => "operator-reserves-for-candidate",
+            Plant::LostWakeup => "lost-wakeup",
         }
     }
 
@@ -72,6 +77,7 @@ impl Plant {
             Plant::TakeoverAfterHalfLease => OracleId::Preemption,
             Plant::HistoryDropsEntry => OracleId::History,
             Plant::RevokeGuardAfterCommit => OracleId::Guard,
+            Plant::LostWakeup => OracleId::Progress,
             Plant::RywAdoption
             | Plant::UncappedShorterLease
             | Plant::OperatorReservesForCandidate => OracleId::BeliefOverlap,

@@ -92,7 +92,12 @@ fn an_operator_reserving_for_a_registered_candidate_is_caught_by_belief_overlap(
 }
 
 #[test]
+fn a_lost_wakeup_is_caught_by_the_progress_check_of_quiet_machines() {
+    check(Plant::LostWakeup);
+}
+
+#[test]
 fn every_plant_has_a_test_and_a_distinct_name() {
     let names: std::collections::BTreeSet<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(names.len(), 9);
+    assert_eq!(names.len(), 10);
 }

@@ -331,6 +331,9 @@ impl World {
             }
             Command::DrainTasks { bound } => self.drain(pid, nanos(bound)),
             Command::SleepUntil(at) => {
+                if self.plant == Some(Plant::LostWakeup) && self.rng.random_ratio(1, 50) {
+                    return;
+                }
                 let Some(p) = self.procs.get(pid) else {
                     return;
                 };
