@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use super::clock::millis;
 use super::model::{ChildRun, Fault, ObservedChange, Window};
-use super::sink::SinkEntry;
+use super::sink::{SinkLog, SinkState};
 
 /// (a) What a sink's log shows.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,6 +31,9 @@ pub struct SinkVerdict {
     pub lost: u64,
     /// Accepted writes whose ballot another candidate had written with.
     pub shared_ballots: u64,
+    /// Writes cut inside their one `write(2)` (the writer died in it): they did not happen,
+    /// the sink derived no state from them, and they are no violation.
+    pub cut_writes: u64,
     /// How many writes broke the fencing rules.
     pub violation_count: u64,
     /// What broke the fencing rules, in words (the first few).
@@ -47,13 +50,18 @@ fn note(v: &mut SinkVerdict, text: impl FnOnce() -> String) {
     }
 }
 
-/// (a) Checks a sink's log, in the order the sink saw the writes.
-pub fn check_sink(entries: &[SinkEntry]) -> SinkVerdict {
-    let mut v = SinkVerdict::default();
+/// (a) Checks a sink's log, in the order the sink saw the writes. Each line also records the
+/// state the sink derived after it; a line whose state is not the one its predecessors imply
+/// is a violation too (the sink decided on a state the log does not show).
+pub fn check_sink(log: &SinkLog) -> SinkVerdict {
+    let mut v = SinkVerdict {
+        cut_writes: log.cut,
+        ..SinkVerdict::default()
+    };
     let mut max_ballot = 0u64;
     let mut counter = 0u64;
     let mut owners: BTreeMap<u64, &str> = BTreeMap::new();
-    for (i, e) in entries.iter().enumerate() {
+    for (i, e) in log.entries.iter().enumerate() {
         if !e.accepted {
             if e.ballot < e.value {
                 v.rejected_stale = v.rejected_stale.saturating_add(1);
@@ -65,6 +73,7 @@ pub fn check_sink(entries: &[SinkEntry]) -> SinkVerdict {
                     )
                 });
             }
+            check_state(&mut v, i, e.state, max_ballot, counter);
             continue;
         }
         v.accepted = v.accepted.saturating_add(1);
@@ -102,9 +111,28 @@ pub fn check_sink(entries: &[SinkEntry]) -> SinkVerdict {
         }
         counter = e.value;
         max_ballot = max_ballot.max(e.ballot);
+        check_state(&mut v, i, e.state, max_ballot, counter);
     }
     v.lost = v.accepted.saturating_sub(counter);
     v
+}
+
+/// A line's recorded state against the one the log implies.
+fn check_state(v: &mut SinkVerdict, i: usize, state: SinkState, max_ballot: u64, counter: u64) {
+    if state
+        != (SinkState {
+            max_ballot,
+            counter,
+        })
+    {
+        note(v, || {
+            format!(
+                "write {i}: the sink recorded state ({}, {}) where its log implies \
+                 ({max_ballot}, {counter})",
+                state.max_ballot, state.counter
+            )
+        });
+    }
 }
 
 /// The runs of `times` (ascending) whose gaps stay within `split_gap`: `(first, last)`.
@@ -479,18 +507,35 @@ pub fn check_progress(t: &Transitions, accepted_writes: u64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::super::model::FaultKind;
+    use super::super::sink::SinkEntry;
     use super::*;
 
     const MS: u64 = 1_000_000;
 
-    fn entry(accepted: bool, ballot: u64, value: u64, who: &str) -> SinkEntry {
-        SinkEntry {
-            accepted,
-            ballot,
-            value,
-            t_ns: 0,
-            candidate: who.into(),
-        }
+    /// A log of `(accepted, ballot, value, writer)` lines, each with the state a sink that
+    /// took them in this order records after it.
+    fn log(lines: &[(bool, u64, u64, &str)]) -> SinkLog {
+        let mut state = SinkState::default();
+        let entries = lines
+            .iter()
+            .map(|&(accepted, ballot, value, who)| {
+                if accepted {
+                    state = SinkState {
+                        max_ballot: state.max_ballot.max(ballot),
+                        counter: value,
+                    };
+                }
+                SinkEntry {
+                    accepted,
+                    ballot,
+                    value,
+                    t_ns: 0,
+                    candidate: who.into(),
+                    state,
+                }
+            })
+            .collect();
+        SinkLog { entries, cut: 0 }
     }
 
     fn child(slot: u32, inc: u32, ballot: u64, from_ms: u64, to_ms: u64) -> ChildRun {
@@ -508,13 +553,13 @@ mod tests {
 
     #[test]
     fn a_fenced_log_passes_and_counts_stale_rejections() {
-        let log = [
-            entry(true, 1, 1, "a"),
-            entry(true, 1, 2, "a"),
-            entry(true, 2, 3, "b"),
-            entry(false, 1, 2, "a"),
-            entry(true, 2, 4, "b"),
-        ];
+        let log = log(&[
+            (true, 1, 1, "a"),
+            (true, 1, 2, "a"),
+            (true, 2, 3, "b"),
+            (false, 1, 2, "a"),
+            (true, 2, 4, "b"),
+        ]);
         let v = check_sink(&log);
         assert!(v.violations.is_empty(), "{:?}", v.violations);
         assert_eq!((v.accepted, v.rejected_stale, v.lost), (4, 1, 0));
@@ -524,12 +569,12 @@ mod tests {
     fn check_a_catches_an_unfenced_sink() {
         // The plant `unfenced-sink`: the stale writer (ballot 1) lands after ballot 2 and sets
         // the counter back.
-        let log = [
-            entry(true, 1, 1, "a"),
-            entry(true, 2, 2, "b"),
-            entry(true, 2, 3, "b"),
-            entry(true, 1, 2, "a"),
-        ];
+        let log = log(&[
+            (true, 1, 1, "a"),
+            (true, 2, 2, "b"),
+            (true, 2, 3, "b"),
+            (true, 1, 2, "a"),
+        ]);
         let v = check_sink(&log);
         assert_eq!(v.out_of_order, 1);
         assert_eq!(v.lost, 2);
@@ -544,13 +589,37 @@ mod tests {
 
     #[test]
     fn check_a_catches_a_ballot_with_two_owners_and_a_bogus_rejection() {
-        let v = check_sink(&[
-            entry(true, 3, 1, "a"),
-            entry(true, 3, 2, "b"),
-            entry(false, 3, 3, "c"),
-        ]);
+        let v = check_sink(&log(&[
+            (true, 3, 1, "a"),
+            (true, 3, 2, "b"),
+            (false, 3, 3, "c"),
+        ]));
         assert_eq!(v.shared_ballots, 1);
         assert_eq!(v.violations.len(), 2);
+    }
+
+    #[test]
+    fn cut_writes_are_counted_never_violations_but_a_state_the_log_does_not_imply_is() {
+        let mut cut = log(&[(true, 1, 1, "a"), (true, 1, 2, "a"), (true, 2, 3, "b")]);
+        cut.cut = 2;
+        let v = check_sink(&cut);
+        assert_eq!(
+            (v.cut_writes, v.violation_count),
+            (2, 0),
+            "{:?}",
+            v.violations
+        );
+        // A sink that decided on a counter its log does not show (the old state file, ahead
+        // of its log): the line's state and the next line's count both disagree.
+        let mut ahead = log(&[(true, 1, 1, "a"), (true, 2, 3, "b")]);
+        ahead.entries[0].state.counter = 2;
+        let v = check_sink(&ahead);
+        assert!(
+            v.violations
+                .iter()
+                .any(|s| s.contains("recorded state (1, 2)"))
+        );
+        assert!(v.violations.iter().any(|s| s.contains("updates lost")));
     }
 
     #[test]

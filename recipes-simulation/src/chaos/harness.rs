@@ -25,7 +25,7 @@ use super::child::{FENCED_SINK, SHADOW_SINK};
 use super::clock::{monotonic_ns, ns};
 use super::model::{ChildRun, Fault, FaultKind, ObservedChange, Window};
 use super::proto::Report;
-use super::sink::{SinkEntry, paths, read_log};
+use super::sink::{SinkLog, log_path, read_log};
 use super::store_lock::StoreLock;
 use super::{ChaosOptions, ChaosPlant, Settings};
 
@@ -87,11 +87,9 @@ pub struct ChaosRun {
     /// The observer's leader changes.
     pub observed: Vec<ObservedChange>,
     /// The judged sink's log.
-    pub fenced_log: Vec<SinkEntry>,
+    pub fenced_log: SinkLog,
     /// The unfenced shadow sink's log.
-    pub shadow_log: Vec<SinkEntry>,
-    /// Sink log lines that did not parse.
-    pub bad_log_lines: u64,
+    pub shadow_log: SinkLog,
     /// The run's directory (store, sinks, logs of every process).
     pub dir: PathBuf,
 }
@@ -918,9 +916,9 @@ impl World<'_> {
             c.times.sort_unstable();
         }
         let sink_dir = self.dir.join("sink");
-        let (fenced_log, bad_fenced) = read_log(&paths(&sink_dir, FENCED_SINK).1)
+        let fenced_log = read_log(&log_path(&sink_dir, FENCED_SINK))
             .map_err(|e| format!("reading the sink: {e}"))?;
-        let (shadow_log, bad_shadow) = read_log(&paths(&sink_dir, SHADOW_SINK).1)
+        let shadow_log = read_log(&log_path(&sink_dir, SHADOW_SINK))
             .map_err(|e| format!("reading the shadow sink: {e}"))?;
         Ok(ChaosRun {
             options: self.options.clone(),
@@ -938,7 +936,6 @@ impl World<'_> {
             observed: std::mem::take(&mut lock(&self.observed)),
             fenced_log,
             shadow_log,
-            bad_log_lines: bad_fenced.saturating_add(bad_shadow),
             dir: self.dir.clone(),
         })
     }

@@ -192,8 +192,6 @@ pub struct ChaosReport {
     pub unclean_children: u64,
     /// Supervisors that exited without being asked: `c{slot}i{incarnation}: status`.
     pub unexpected_exits: Vec<String>,
-    /// Sink log lines that did not parse.
-    pub bad_log_lines: u64,
     /// The lease, for ratios.
     pub lease: Duration,
     /// The recovery bound.
@@ -272,7 +270,6 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
         progress_missing,
         unclean_children: run.unclean_children,
         unexpected_exits,
-        bad_log_lines: run.bad_log_lines,
         lease: s.lease,
         recovery_bound: s.recovery_bound(),
         plant: run.options.plant,
@@ -429,12 +426,13 @@ impl ChaosReport {
                 self.recovery_bound.as_secs_f64()
             ),
             format!(
-                "fenced: writes={} rejected_stale={} out_of_order={} lost={} | unfenced \
-                 counterpart: writes={} out_of_order={} lost={}",
+                "fenced: writes={} rejected_stale={} out_of_order={} lost={} cut_writes={} | \
+                 unfenced counterpart: writes={} out_of_order={} lost={}",
                 self.fenced.accepted,
                 self.fenced.rejected_stale,
                 self.fenced.out_of_order,
                 self.fenced.lost,
+                self.fenced.cut_writes,
                 self.shadow.accepted,
                 self.shadow.out_of_order,
                 self.shadow.lost
@@ -446,9 +444,6 @@ impl ChaosReport {
                 "unexpected supervisor exits: {}",
                 self.unexpected_exits.join(", ")
             ));
-        }
-        if self.bad_log_lines > 0 {
-            lines.push(format!("sink log lines cut short: {}", self.bad_log_lines));
         }
         lines.push(self.checks_line());
         lines
@@ -469,13 +464,16 @@ impl ChaosReport {
             .collect();
         format!(
             "runs={} faults={total} ({}) overlaps={} sink_violations={} sink_rejected_stale={} \
-             recovery_p50_over_lease={:.2} recovery_p99_over_lease={:.2} elections={} \
+             sink_cut_writes={} recovery_p50_over_lease={:.2} recovery_p99_over_lease={:.2} elections={} \
              handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}",
             self.runs,
             kinds.join(" "),
             self.overlaps.violations.len(),
             self.fenced.violation_count,
             self.fenced.rejected_stale,
+            self.fenced
+                .cut_writes
+                .saturating_add(self.shadow.cut_writes),
             self.over_lease(percentile(&disrupted, 50)),
             self.over_lease(percentile(&disrupted, 99)),
             self.transitions.elections,
