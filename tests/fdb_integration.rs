@@ -1,31 +1,32 @@
 //! The FoundationDB adapter against a real cluster.
 //!
 //! Everything here runs only with the `fdb` feature (an API version such as `fdb-7_3`),
-//! `libfdb_c` to link, and `FDB_CLUSTER_FILE` naming a cluster file. Otherwise the one test,
-//! `against_a_cluster`, passes after saying on stderr (past the test harness's capture, so it
-//! shows in `cargo test --workspace --features fdb-leader-election/cli` too) why it was
-//! skipped. One command runs it all and prints one summary line: `scripts/fdb-check` (see the
-//! README's "First run on a real cluster"). By hand:
+//! `libfdb_c` to link, and `FDB_CLUSTER_FILE` naming a cluster file. Otherwise it says on
+//! stderr why it was skipped (`fdb_integration: SKIPPED: ...`) and runs nothing. One command
+//! starts a local cluster (`scripts/fdb-local start`, README "First run on a real cluster") and
+//! one runs every check against it (`scripts/fdb-check`). By hand:
 //!
 //! ```text
 //! FDB_CLUSTER_FILE=/etc/foundationdb/fdb.cluster \
-//!     cargo test --features fdb-7_3,cli --test fdb_integration -- --nocapture
+//!     cargo test --features fdb-7_3,cli --test fdb_integration
 //! ```
 //!
 //! (`cli` adds the `fdb-leader run --cluster-file` scenario.)
 //!
 //! The FoundationDB network can be started only once per process and must be stopped before
-//! the process exits, so every scenario runs inside the one test `against_a_cluster`, which
-//! owns the network for its whole duration. Add new scenarios to `run_scenarios`, not as
-//! separate `#[test]`s. It runs the transaction conformance suite, adapter-specific checks,
-//! every end-to-end election scenario of `tests/common/scenarios.rs` (the same ones
-//! `tests/election_memdb.rs` runs on MemDb), then the runner on `Arc<Database>` in real time:
-//! crash failover, a priority handover, follower cycles against renewals (with
-//! `ReportConflictingKeys`), commits cut short by FoundationDB's timer, the watch limit, and
-//! `fdb-leader run --cluster-file` under SIGTERM. Each scenario works on a fresh subspace.
-//! Each run writes only below `fdb-leader-election-tests/<random>/`; every election scenario
-//! clears its own subspace when it finishes, and the whole range is cleared when the run
-//! finishes (a panicking scenario leaves it behind).
+//! the process exits, so this test binary has a harness of its own (`harness = false`): `main`
+//! boots the network, runs each check as a test of its own (reported as libtest reports them,
+//! `test NAME ... ok` and a closing `test result:` line, so every check counts), then stops the
+//! network. Arguments are substring filters, as with libtest (`--list` lists the tests). It
+//! runs the transaction conformance suite check by check (`tests/common/conformance.rs`, the
+//! same checks MemDb and SQLite pass), adapter-specific checks, every end-to-end election
+//! scenario of `tests/common/scenarios.rs` (the same ones `tests/election_memdb.rs` runs on
+//! MemDb), then the runner on `Arc<Database>` in real time: crash failover, a priority
+//! handover, follower cycles against renewals (with `ReportConflictingKeys`), commits cut short
+//! by FoundationDB's timer, the watch limit, and `fdb-leader run --cluster-file` under SIGTERM.
+//! Each test works on a fresh subspace. Each run writes only below
+//! `fdb-leader-election-tests/<random>/`; every election scenario clears its own subspace when
+//! it finishes, and the whole range is cleared when the run finishes.
 
 #![allow(
     clippy::arithmetic_side_effects,
@@ -33,22 +34,38 @@
 )]
 
 use std::io::Write;
+use std::process::ExitCode;
 
-/// Writes `line` to stderr directly, past the test harness's output capture, so that a
-/// skipped or failed cluster run is seen in any `cargo test` output.
+/// Writes `line` to stderr directly, so that a skipped or failed cluster run is seen in any
+/// `cargo test` output.
 fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Without the `fdb` feature there is nothing to run: say so.
-#[cfg(not(feature = "fdb"))]
-#[test]
-fn against_a_cluster() {
-    say(
-        "fdb_integration: SKIPPED: built without the `fdb` feature. The FoundationDB tests need \
-         --features fdb-7_3 (or fdb-7_1, fdb-7_4), libfdb_c, and FDB_CLUSTER_FILE naming a \
-         cluster; scripts/fdb-check runs them all.",
-    );
+/// The closing line libtest prints, which `.ci/run` counts.
+fn result_line(passed: usize, failed: usize, filtered: usize, secs: f64) -> String {
+    format!(
+        "test result: {}. {passed} passed; {failed} failed; 0 ignored; 0 measured; \
+         {filtered} filtered out; finished in {secs:.2}s",
+        if failed == 0 { "ok" } else { "FAILED" }
+    )
+}
+
+fn main() -> ExitCode {
+    #[cfg(feature = "fdb")]
+    {
+        cluster::main()
+    }
+    #[cfg(not(feature = "fdb"))]
+    {
+        say(
+            "fdb_integration: SKIPPED: built without the `fdb` feature. The FoundationDB tests \
+             need --features fdb-7_3 (or fdb-7_1, fdb-7_4), libfdb_c, and FDB_CLUSTER_FILE \
+             naming a cluster; scripts/fdb-check runs them all.",
+        );
+        println!("\nrunning 0 tests\n\n{}\n", result_line(0, 0, 0, 0.0));
+        ExitCode::SUCCESS
+    }
 }
 
 #[cfg(feature = "fdb")]
@@ -56,10 +73,13 @@ mod common;
 
 #[cfg(feature = "fdb")]
 mod cluster {
-    use super::say;
+    use super::{result_line, say};
 
     use std::error::Error;
     use std::future::Future;
+    use std::panic::AssertUnwindSafe;
+    use std::pin::Pin;
+    use std::process::ExitCode;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use std::time::Duration;
@@ -157,9 +177,20 @@ mod cluster {
             [self.run_root.as_slice(), format!("{n:06}/").as_bytes()].concat()
         }
 
-        /// Real time: the cluster's versions advance about a million per second.
+        /// Real time: the cluster's versions advance about a million per second. A storage
+        /// server refuses a read version only once it has moved its oldest version past it,
+        /// which an idle cluster may not do for a while: small commits every 50 ms keep it
+        /// moving, as any cluster in use does.
         async fn age(&self, by: Duration) {
-            tokio::time::sleep(by).await;
+            let until = Instant::now() + by;
+            let tick = [self.run_root.as_slice(), b"tick"].concat();
+            while Instant::now() < until {
+                if let Ok(trx) = self.db.create_trx() {
+                    trx.set(&tick, b"x");
+                    let _ = trx.commit().await;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
 
         fn set_watch_limit(&self, limit: usize) -> bool {
@@ -170,100 +201,67 @@ mod cluster {
         }
     }
 
-    #[test]
-    fn against_a_cluster() -> TestResult {
-        let cluster_file = match std::env::var("FDB_CLUSTER_FILE") {
-            Ok(path) if !path.is_empty() => path,
-            Ok(_) | Err(std::env::VarError::NotPresent) => {
-                say(
-                    "fdb_integration: SKIPPED: FDB_CLUSTER_FILE is not set (point it at a cluster \
-                 file to run the FoundationDB tests)",
-                );
-                return Ok(());
-            }
-            Err(e) => return Err(format!("FDB_CLUSTER_FILE: {e}").into()),
-        };
+    /// One test: its name and its body, on the shared backend.
+    type Body = Box<dyn Fn(Arc<FdbBackend>) -> Pin<Box<dyn Future<Output = TestResult>>>>;
 
-        // SAFETY: `boot` may run once per process, and the guard it returns must be dropped before
-        // the process exits. This is the only call in this test binary, made by its only test
-        // that talks to a cluster, and `network` lives in this frame: it is dropped (network
-        // stopped, its thread joined) when this test returns or unwinds, before the harness exits.
-        #[allow(
-            unsafe_code,
-            reason = "foundationdb::boot is unsafe only because its guard must be dropped before \
-                  exit, which this frame guarantees"
-        )]
-        let network = unsafe { foundationdb::boot() };
-
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
-        let result = runtime.block_on(async {
-            let backend = FdbBackend::new(&cluster_file)?;
-            let result = run_scenarios(&backend).await;
-            let cleaned = backend.clean_up().await;
-            result?;
-            cleaned?;
-            Ok::<(), Box<dyn Error>>(())
-        });
-        // Every `Database` and `Transaction` is gone; stop the network last.
-        drop(runtime);
-        drop(network);
-        match &result {
-            Ok(()) => say("fdb_integration: PASSED: every scenario against the cluster"),
-            Err(e) => say(&format!("fdb_integration: FAILED: {e}")),
-        }
-        result
+    /// A test whose body is an async fn of the backend.
+    fn test<F, Fut>(name: impl Into<String>, body: F) -> (String, Body)
+    where
+        F: Fn(Arc<FdbBackend>) -> Fut + 'static,
+        Fut: Future<Output = TestResult> + 'static,
+    {
+        (name.into(), Box::new(move |b| Box::pin(body(b))))
     }
 
-    /// Runs each named function of `common::scenarios` against a fresh [`ElectionDb`] (its own
-    /// subspace), then clears that subspace. The scenarios fail by panicking, which skips the
-    /// clearing (see the module docs).
-    macro_rules! election_scenarios {
-    ($backend:expr, $($name:ident),+ $(,)?) => {
-        $(
-            let db = ElectionDb::new($backend);
-            let result = scenario(concat!("election: ", stringify!($name)), async {
-                scenarios::$name(&db).await;
-                Ok(())
-            })
-            .await;
-            let cleared = db.clear().await;
-            result?;
-            cleared?;
-        )+
-    };
-}
-
-    /// Every scenario, in order. The first failure stops the run.
-    async fn run_scenarios(backend: &FdbBackend) -> TestResult {
-        scenario("conformance suite", async {
-            conformance::run_all(backend).await;
-            Ok(())
-        })
-        .await?;
-        scenario(
-            "range reads return every row across batches",
-            range_reads_return_every_row(backend),
-        )
-        .await?;
-        scenario(
-            "a conflict raised inside Database::run is retried",
-            conflict_inside_run_is_retried(backend),
-        )
-        .await?;
-        scenario(
-            "other election errors end Database::run",
-            other_errors_end_run(backend),
-        )
-        .await?;
-        scenario(
-            "binding errors convert back to the election errors they carry",
-            binding_errors_convert_back(backend),
-        )
-        .await?;
+    /// Every test, in order.
+    fn tests() -> Vec<(String, Body)> {
+        let mut all: Vec<(String, Body)> = Vec::new();
+        macro_rules! conformance_checks {
+            ($($check:ident),* $(,)?) => {
+                $(
+                    all.push(test(
+                        concat!("conformance::", stringify!($check)),
+                        |b: Arc<FdbBackend>| async move {
+                            conformance::$check(&*b).await;
+                            Ok(())
+                        },
+                    ));
+                )*
+            };
+        }
+        conformance::with_checks!(conformance_checks);
+        all.push(test(
+            "adapter::range_reads_return_every_row_across_batches",
+            |b| async move { range_reads_return_every_row(&b).await },
+        ));
+        all.push(test(
+            "adapter::a_conflict_raised_inside_database_run_is_retried",
+            |b| async move { conflict_inside_run_is_retried(&b).await },
+        ));
+        all.push(test(
+            "adapter::other_election_errors_end_database_run",
+            |b| async move { other_errors_end_run(&b).await },
+        ));
+        all.push(test(
+            "adapter::binding_errors_convert_back_to_the_election_errors_they_carry",
+            |b| async move { binding_errors_convert_back(&b).await },
+        ));
+        macro_rules! election_scenarios {
+            ($($name:ident),* $(,)?) => {
+                $(
+                    all.push(test(
+                        concat!("election::", stringify!($name)),
+                        |b: Arc<FdbBackend>| async move {
+                            let db = ElectionDb::new(&b);
+                            scenarios::$name(&db).await;
+                            db.clear().await?;
+                            Ok(())
+                        },
+                    ));
+                )*
+            };
+        }
         election_scenarios!(
-            backend,
             several_candidates_elect_one_leader,
             renewal_keeps_the_ballot,
             crash_failover_waits_one_full_lease,
@@ -274,43 +272,200 @@ mod cluster {
             stale_ex_leader_is_fenced,
             unregistered_candidates_cannot_claim,
         );
-        scenario(
-            "runner: a crashed leader's successor leads within lease + 2 heartbeats",
-            runner_crash_failover(backend),
-        )
-        .await?;
-        scenario(
-            "runner: a higher priority takes over by handover, without overlap",
-            runner_priority_handover(backend),
-        )
-        .await?;
-        scenario(
-            "follower cycles never conflict with renewals (ReportConflictingKeys)",
-            follower_cycles_never_conflict_with_renewals(backend),
-        )
-        .await?;
-        scenario(
-            "commits cut short by FoundationDB's timer come back maybe committed",
-            commit_timeouts_come_back_maybe_committed(backend),
-        )
-        .await?;
-        scenario(
-            "runners under MaxWatches(1) poll without spinning",
-            runners_under_a_watch_limit_do_not_spin(backend),
-        )
-        .await?;
-        scenario(
-            "fdb-leader run --cluster-file exits cleanly on SIGTERM after a leader change",
-            cli_run_exits_cleanly_after_a_leader_change(backend),
-        )
-        .await?;
-        Ok(())
+        all.push(test(
+            "runner::a_crashed_leaders_successor_leads_within_lease_and_2_heartbeats",
+            |b| async move { runner_crash_failover(&b).await },
+        ));
+        all.push(test(
+            "runner::a_higher_priority_takes_over_by_handover_without_overlap",
+            |b| async move { runner_priority_handover(&b).await },
+        ));
+        all.push(test(
+            "runner::follower_cycles_never_conflict_with_renewals",
+            |b| async move { follower_cycles_never_conflict_with_renewals(&b).await },
+        ));
+        all.push(test(
+            "runner::commits_cut_short_by_foundationdbs_timer_come_back_maybe_committed",
+            |b| async move { commit_timeouts_come_back_maybe_committed(&b).await },
+        ));
+        all.push(test(
+            "runner::runners_under_max_watches_1_poll_without_spinning",
+            |b| async move { runners_under_a_watch_limit_do_not_spin(&b).await },
+        ));
+        all.push(test(
+            "cli::fdb_leader_run_exits_cleanly_on_sigterm_after_a_leader_change",
+            |b| async move { cli_run_exits_cleanly_after_a_leader_change(&b).await },
+        ));
+        all
     }
 
-    async fn scenario(name: &str, body: impl Future<Output = TestResult>) -> TestResult {
-        say(&format!("scenario: {name}"));
-        body.await
-            .map_err(|e| format!("scenario `{name}` failed: {e}").into())
+    /// What the command line asks for: substring filters (libtest's), `--list`.
+    struct Args {
+        filters: Vec<String>,
+        skips: Vec<String>,
+        exact: bool,
+        list: bool,
+    }
+
+    fn args() -> Args {
+        let mut parsed = Args {
+            filters: Vec::new(),
+            skips: Vec::new(),
+            exact: false,
+            list: false,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--list" => parsed.list = true,
+                "--exact" => parsed.exact = true,
+                "--skip" => parsed.skips.extend(it.next()),
+                // libtest's options that take a value: their values are no filters.
+                "--test-threads" | "--color" | "--format" | "--logfile" | "-Z" => {
+                    it.next();
+                }
+                flag if flag.starts_with('-') => {}
+                filter => parsed.filters.push(filter.to_owned()),
+            }
+        }
+        parsed
+    }
+
+    impl Args {
+        fn selects(&self, name: &str) -> bool {
+            let matches = |f: &String| {
+                if self.exact {
+                    name == f
+                } else {
+                    name.contains(f.as_str())
+                }
+            };
+            (self.filters.is_empty() || self.filters.iter().any(matches))
+                && !self.skips.iter().any(|s| name.contains(s.as_str()))
+        }
+    }
+
+    /// Boots the network, runs the selected tests one by one (a failure, or a panic, fails
+    /// that test and the run goes on), clears what the run wrote, stops the network.
+    pub(crate) fn main() -> ExitCode {
+        let args = args();
+        let all = tests();
+        let (selected, filtered): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|(name, _)| args.selects(name));
+        if args.list {
+            for (name, _) in &selected {
+                println!("{name}: test");
+            }
+            return ExitCode::SUCCESS;
+        }
+        let cluster_file = match std::env::var("FDB_CLUSTER_FILE") {
+            Ok(path) if !path.is_empty() => path,
+            _ => {
+                say(
+                    "fdb_integration: SKIPPED: FDB_CLUSTER_FILE is not set (point it at a \
+                     cluster file to run the FoundationDB tests)",
+                );
+                println!("\nrunning 0 tests\n\n{}\n", result_line(0, 0, 0, 0.0));
+                return ExitCode::SUCCESS;
+            }
+        };
+
+        // SAFETY: `boot` may run once per process, and the guard it returns must be dropped
+        // before the process exits. This is the only call in this test binary, and `network`
+        // lives in this frame: it is dropped (network stopped, its thread joined) before
+        // `main` returns. Panics of the tests are caught below, so this frame always gets
+        // there.
+        #[allow(
+            unsafe_code,
+            reason = "foundationdb::boot is unsafe only because its guard must be dropped before \
+                  exit, which this frame guarantees"
+        )]
+        let network = unsafe { foundationdb::boot() };
+        let started = std::time::Instant::now();
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                say(&format!("fdb_integration: cannot start a runtime: {e}"));
+                drop(network);
+                return ExitCode::FAILURE;
+            }
+        };
+        let backend = match FdbBackend::new(&cluster_file) {
+            Ok(b) => Arc::new(b),
+            Err(e) => {
+                say(&format!("fdb_integration: cannot open the cluster: {e}"));
+                drop(runtime);
+                drop(network);
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("\nrunning {} tests", selected.len());
+        let mut failures: Vec<(String, String)> = Vec::new();
+        for (name, body) in &selected {
+            say(&format!("test {name} ..."));
+            let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                runtime.block_on(body(Arc::clone(&backend)))
+            }));
+            let failed = match run {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(panic) => Some(
+                    panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_else(|| "panicked".to_owned()),
+                ),
+            };
+            match failed {
+                None => println!("test {name} ... ok"),
+                Some(why) => {
+                    println!("test {name} ... FAILED");
+                    failures.push((name.clone(), why));
+                }
+            }
+        }
+        let cleaned = runtime.block_on(backend.clean_up());
+        // Every `Database` and `Transaction` is gone; stop the network last.
+        drop(backend);
+        drop(runtime);
+        drop(network);
+        let failed = failures.len();
+        if let Err(e) = cleaned {
+            failures.push((
+                "clean-up of fdb-leader-election-tests/".to_owned(),
+                e.to_string(),
+            ));
+        }
+        if !failures.is_empty() {
+            println!("\nfailures:");
+            for (name, why) in &failures {
+                println!("    {name}: {why}");
+            }
+        }
+        let passed = selected.len().saturating_sub(failed);
+        println!(
+            "\n{}\n",
+            result_line(
+                passed,
+                failed,
+                filtered.len(),
+                started.elapsed().as_secs_f64()
+            )
+        );
+        if failures.is_empty() {
+            say("fdb_integration: PASSED: every test against the cluster");
+            ExitCode::SUCCESS
+        } else {
+            say(&format!(
+                "fdb_integration: FAILED: {failed} of {}",
+                selected.len()
+            ));
+            ExitCode::FAILURE
+        }
     }
 
     fn key(prefix: &[u8], suffix: &str) -> Vec<u8> {

@@ -25,14 +25,24 @@
 //!
 //! # Deliberate differences from FoundationDB
 //!
-//! Where MemDb is stricter than FoundationDB, the election does not rely on it (its suites
-//! and the simulation pass on both behaviours), and each difference fails loudly rather
-//! than silently:
+//! FoundationDB is the reference: the conformance suite (`tests/common/conformance.rs`) runs
+//! the same checks on MemDb, the SQLite store and a real cluster (`tests/fdb_integration.rs`
+//! in `.ci/run`'s FoundationDB tier). Where MemDb is stricter than FoundationDB, the election
+//! does not rely on it (its suites and the simulation pass on both behaviours), each
+//! difference fails loudly rather than silently, and a check pins it on every store:
 //!
-//! - after [`MAX_TRANSACTION_AGE`], every read fails with 1007, including a read FoundationDB
-//!   would serve from the transaction's own writes without asking the cluster;
+//! - after [`MAX_TRANSACTION_AGE`], every read fails with 1007 at once. FoundationDB fails a
+//!   read only once its storage servers have moved past the read version (an idle cluster
+//!   may still serve it), serves the reads it answers from the transaction's own cache (keys
+//!   it wrote or had already read) at any age, and accepts a `watch` call (the watch then
+//!   fails when the commit does, with 1025 in 7.3). Pinned by `reads_are_too_old_after_five_seconds`;
 //! - `add_read_conflict_key` and `watch` on a key over 10,000 bytes fail at once with 2102
-//!   (`key_too_large`); the election's keys are bounded far below that by the id limits.
+//!   (`key_too_large`); FoundationDB accepts the conflict key (no such key can exist) and
+//!   fails the watch through its future. The election's keys are bounded far below that by
+//!   the id limits. Pinned by `oversized_conflict_and_watch_keys`.
+//!
+//! Found on a real cluster and fixed here to match it: a read-only transaction one of whose
+//! reads failed with `transaction_too_old` fails its commit with it too (it used to commit).
 
 mod faults;
 mod run;

@@ -328,21 +328,21 @@ impl MemTransaction {
 }
 
 impl ElectionTxn for MemTransaction {
-    fn get(
-        &self,
-        key: &[u8],
-        mode: ReadMode,
-    ) -> impl Future<Output = Result<Option<Vec<u8>>, TxnError>> + Send {
+    async fn get(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
         self.get_inner(key, mode)
+            .await
+            .map_err(|e| self.state().read_failed(e))
     }
 
-    fn get_range(
+    async fn get_range(
         &self,
         begin: &[u8],
         end: &[u8],
         mode: ReadMode,
-    ) -> impl Future<Output = Result<Vec<KeyValue>, TxnError>> + Send {
+    ) -> Result<Vec<KeyValue>, TxnError> {
         self.get_range_inner(begin, end, mode)
+            .await
+            .map_err(|e| self.state().read_failed(e))
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
@@ -381,7 +381,8 @@ impl ElectionTxn for MemTransaction {
         let state = &mut *guard;
         state.ensure_open()?;
         let mut store = db.store();
-        let rv = read_version(&mut state.read_version, &mut store, db)?;
+        let rv = read_version(&mut state.read_version, &mut store, db)
+            .map_err(|e| state.read_failed(e))?;
         state.watch(
             &db.counters,
             &db.watch_limit,

@@ -307,21 +307,21 @@ impl SqliteTransaction {
 }
 
 impl ElectionTxn for SqliteTransaction {
-    fn get(
-        &self,
-        key: &[u8],
-        mode: ReadMode,
-    ) -> impl Future<Output = Result<Option<Vec<u8>>, TxnError>> + Send {
+    async fn get(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
         self.get_inner(key, mode)
+            .await
+            .map_err(|e| self.state().buffer.read_failed(e))
     }
 
-    fn get_range(
+    async fn get_range(
         &self,
         begin: &[u8],
         end: &[u8],
         mode: ReadMode,
-    ) -> impl Future<Output = Result<Vec<KeyValue>, TxnError>> + Send {
+    ) -> Result<Vec<KeyValue>, TxnError> {
         self.get_range_inner(begin, end, mode)
+            .await
+            .map_err(|e| self.state().buffer.read_failed(e))
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
@@ -365,7 +365,9 @@ impl ElectionTxn for SqliteTransaction {
         let mut guard = self.state();
         let state = &mut *guard;
         state.buffer.ensure_open()?;
-        state.read_version(db)?;
+        if let Err(e) = state.read_version(db) {
+            return Err(state.buffer.read_failed(e));
+        }
         let conn = state.conn.as_ref();
         state.buffer.watch(
             &db.counters,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::clock::LocalInstant;
 use crate::store::errors;
 use crate::store::stats::{Counters, TxnStats, bump};
-use crate::store::txn::{KeyValue, ReadMode, TxnError, Watch};
+use crate::store::txn::{KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 use crate::store::watch::{PendingWatch, WatchHandle, WatchLimit};
 
 /// How long a transaction may use its read version: reads and write commits fail with
@@ -155,7 +155,8 @@ pub(crate) struct TxnBuffer<W> {
     writes: Writes,
     conflicts: ReadConflicts,
     watches: Vec<PendingWatch<W>>,
-    /// The first invalid write, reported by the commit.
+    /// The first invalid write, or the first read that found the transaction too old:
+    /// reported by the commit.
     deferred: Option<TxnError>,
     stats: TxnStats,
 }
@@ -193,6 +194,17 @@ impl<W: WatchHandle> TxnBuffer<W> {
     #[cfg(test)]
     pub(crate) fn has_read_conflicts(&self) -> bool {
         !self.conflicts.is_empty()
+    }
+
+    /// A read (or watch) of this transaction failed with `error`. If the transaction was too
+    /// old (1007), its commit fails with the same error even if it writes nothing, as
+    /// FoundationDB's does (a read-only transaction whose reads all succeeded still commits,
+    /// whatever its age). Returns `error`.
+    pub(crate) fn read_failed(&mut self, error: TxnError) -> TxnError {
+        if error.kind() == TxnErrorKind::TooOld && self.deferred.is_none() {
+            self.deferred = Some(errors::copy_of(&error));
+        }
+        error
     }
 
     /// `used_during_commit` (2017) once the commit has begun.

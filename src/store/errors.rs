@@ -82,10 +82,16 @@ pub(crate) fn versions_exhausted() -> TxnError {
 /// A copy of `e` for a watch whose transaction failed to commit (the source is not cloneable,
 /// so it is replaced by its message).
 pub(crate) fn copy_for_watch(e: &TxnError) -> TxnError {
-    let copy = TxnError::with_source(
-        e.kind(),
-        format!("the watching transaction failed to commit: {e}"),
-    );
+    copy_with(e, format!("the watching transaction failed to commit: {e}"))
+}
+
+/// A copy of `e` (same kind and code), for a second place that reports it.
+pub(crate) fn copy_of(e: &TxnError) -> TxnError {
+    copy_with(e, e.to_string())
+}
+
+fn copy_with(e: &TxnError, source: String) -> TxnError {
+    let copy = TxnError::with_source(e.kind(), source);
     match e.code() {
         Some(code) => copy.with_code(code),
         None => copy,

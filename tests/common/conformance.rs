@@ -69,6 +69,39 @@ pub trait Backend {
         let _ = fault;
         false
     }
+
+    /// How the store differs from FoundationDB where the difference is deliberate (the
+    /// `memdb` module docs list each one): FoundationDB's own behaviour by default.
+    fn deliberate(&self) -> Deliberate {
+        Deliberate::FOUNDATIONDB
+    }
+}
+
+/// The deliberate differences from FoundationDB a store may have: each check below that pins
+/// one asserts the store's declared behaviour, so a store that changes silently fails it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deliberate {
+    /// A transaction older than five seconds fails every read with 1007, also a read that
+    /// FoundationDB serves from the transaction's read-your-writes cache without asking the
+    /// cluster (a key the transaction wrote, or had already read), and a `watch` call fails
+    /// at once (FoundationDB's fails through its future when the commit fails).
+    pub too_old_is_strict: bool,
+    /// `add_read_conflict_key` and `watch` on a key over 10,000 bytes fail at once with 2102
+    /// (FoundationDB accepts the conflict key, and fails the watch through its future).
+    pub oversized_keys_fail_at_once: bool,
+}
+
+impl Deliberate {
+    /// FoundationDB itself.
+    pub const FOUNDATIONDB: Deliberate = Deliberate {
+        too_old_is_strict: false,
+        oversized_keys_fail_at_once: false,
+    };
+    /// MemDb and the SQLite store (they share one buffer implementation).
+    pub const STRICT: Deliberate = Deliberate {
+        too_old_is_strict: true,
+        oversized_keys_fail_at_once: true,
+    };
 }
 
 /// Says that a check was skipped on this backend, and why.
@@ -76,32 +109,57 @@ fn skipped(check: &str, why: &str) {
     println!("conformance: {check} skipped: {why}");
 }
 
-/// Runs every check, in order.
+/// Calls macro `$then!` with the name of every check, in order: the one list the harnesses
+/// (MemDb, SQLite, FoundationDB) and [`run_all`] take them from.
+macro_rules! with_checks {
+    ($then:ident) => {
+        $then! {
+            read_your_writes_point,
+            read_your_writes_range,
+            snapshot_isolation,
+            writes_become_visible_together,
+            serializable_read_conflicts,
+            clear_conflicts_with_serializable_reader,
+            snapshot_read_adds_no_conflict,
+            explicit_read_conflict_key_conflicts,
+            no_conflict_with_commits_before_read_version,
+            reading_own_write_adds_no_conflict,
+            blind_writes_never_conflict,
+            read_only_commit_never_conflicts,
+            range_read_conflict_detects_insert,
+            range_read_ignores_writes_outside_range,
+            watch_fires_on_change_not_on_identical_write,
+            watch_fires_on_clear,
+            range_read_order_and_bounds,
+            read_conflict_key_on_own_write_is_ignored,
+            read_only_commit_is_never_too_old,
+            watch_fires_when_its_own_transaction_changes_the_key,
+            oversized_key_reads_as_absent,
+            transaction_size_counts_conflict_ranges,
+            too_many_watches_fail_through_the_future,
+            unknown_commit_may_land_after_the_next_transaction_starts,
+            invalid_writes_fail_the_commit_and_apply_nothing,
+            reads_are_too_old_after_five_seconds,
+            a_watch_fails_with_the_error_of_its_transactions_commit,
+            a_watch_of_a_transaction_dropped_before_committing_fails,
+            oversized_conflict_and_watch_keys,
+        }
+    };
+}
+#[allow(
+    unused_imports,
+    reason = "not every test crate that includes this module runs the checks one by one"
+)]
+pub(crate) use with_checks;
+
+/// Runs every check, in order, on one database.
 pub async fn run_all<B: Backend>(b: &B) {
-    read_your_writes_point(b).await;
-    read_your_writes_range(b).await;
-    snapshot_isolation(b).await;
-    writes_become_visible_together(b).await;
-    serializable_read_conflicts(b).await;
-    clear_conflicts_with_serializable_reader(b).await;
-    snapshot_read_adds_no_conflict(b).await;
-    explicit_read_conflict_key_conflicts(b).await;
-    no_conflict_with_commits_before_read_version(b).await;
-    reading_own_write_adds_no_conflict(b).await;
-    blind_writes_never_conflict(b).await;
-    read_only_commit_never_conflicts(b).await;
-    range_read_conflict_detects_insert(b).await;
-    range_read_ignores_writes_outside_range(b).await;
-    watch_fires_on_change_not_on_identical_write(b).await;
-    watch_fires_on_clear(b).await;
-    range_read_order_and_bounds(b).await;
-    read_conflict_key_on_own_write_is_ignored(b).await;
-    read_only_commit_is_never_too_old(b).await;
-    watch_fires_when_its_own_transaction_changes_the_key(b).await;
-    oversized_key_reads_as_absent(b).await;
-    transaction_size_counts_conflict_ranges(b).await;
-    too_many_watches_fail_through_the_future(b).await;
-    unknown_commit_may_land_after_the_next_transaction_starts(b).await;
+    macro_rules! each {
+        ($($check:ident),* $(,)?) => {
+            $( $check(b).await; )*
+        };
+    }
+    with_checks!(each);
 }
 
 fn key(prefix: &[u8], suffix: &[u8]) -> Vec<u8> {
@@ -778,4 +836,224 @@ pub async fn unknown_commit_may_land_after_the_next_transaction_starts<B: Backen
     // `next` read before the commit landed: writing, it conflicts.
     next.set(&k, b"next");
     assert_conflict(b.commit(next).await);
+}
+
+/// A value over 100,000 bytes (2103) or a key over 10,000 bytes (2102) fails the commit, not
+/// the `set`, and the commit applies nothing, not even the transaction's valid writes. Keys
+/// in the system range (`\xff...`) cannot be read or written (2004).
+pub async fn invalid_writes_fail_the_commit_and_apply_nothing<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let fine = key(&p, b"fine");
+    // (what, key, value, the code the commit fails with)
+    let cases = [
+        ("value", key(&p, b"big-value"), vec![b'v'; 100_001], 2103),
+        ("key", key(&p, &vec![b'k'; 10_001]), b"v".to_vec(), 2102),
+    ];
+    for (what, k, v, code) in cases {
+        let t = b.begin();
+        t.set(&fine, b"x");
+        t.set(&k, &v);
+        let e = b.commit(t).await.expect_err("an invalid write committed");
+        assert_eq!(
+            (e.kind(), e.code()),
+            (TxnErrorKind::Fatal, Some(code)),
+            "oversized {what}: {e}"
+        );
+        assert_eq!(
+            committed(b, &fine).await,
+            None,
+            "a valid write of a failed commit landed"
+        );
+    }
+    // The largest legal value and key commit.
+    let t = b.begin();
+    t.set(&key(&p, b"max-value"), &vec![b'v'; 100_000]);
+    let mut max_key = key(&p, b"max-key/");
+    max_key.resize(10_000, b'k');
+    t.set(&max_key, b"v");
+    b.commit(t).await.unwrap();
+    assert_eq!(committed(b, &max_key).await, Some(b"v".to_vec()));
+
+    let t = b.begin();
+    let e = t
+        .get(b"\xff/system", ReadMode::Snapshot)
+        .await
+        .expect_err("a system key was read");
+    assert_eq!(e.code(), Some(2004), "{e}");
+    let e = t
+        .get_range(&p, b"\xff\x00", ReadMode::Snapshot)
+        .await
+        .expect_err("a range into the system keys was read");
+    assert_eq!(e.code(), Some(2004), "{e}");
+    t.get_range(&p, b"\xff", ReadMode::Snapshot).await.unwrap();
+}
+
+/// Five seconds after its read version, a transaction's reads of the cluster fail with
+/// `transaction_too_old` (1007, retryable), and so does its commit if it writes (nothing
+/// applies). A read-only transaction still commits (it is never sent to the cluster), and a
+/// blind write, which takes no read version before its commit, is never too old. Whether a
+/// read FoundationDB serves from the transaction's cache (its own write, a key it had already
+/// read) still succeeds, and whether a `watch` call fails at once, is a deliberate difference
+/// ([`Deliberate`]).
+pub async fn reads_are_too_old_after_five_seconds<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (k, unread) = (key(&p, b"k"), key(&p, b"unread"));
+    let (mine, blind_key) = (key(&p, b"mine"), key(&p, b"blind"));
+    put(b, &k, b"v").await;
+    put(b, &unread, b"u").await;
+    // Three transactions age together (on FoundationDB this takes real time).
+    let writer = b.begin();
+    writer.get(&k, ReadMode::Serializable).await.unwrap();
+    writer.set(&mine, b"own write");
+    let reader = b.begin();
+    reader.get(&k, ReadMode::Snapshot).await.unwrap();
+    let blind = b.begin();
+    blind.set(&blind_key, b"blind");
+    b.age(Duration::from_millis(6_000)).await;
+
+    let strict = b.deliberate().too_old_is_strict;
+    for t in [&writer, &reader] {
+        let e = t.get(&unread, ReadMode::Snapshot).await.unwrap_err();
+        assert_eq!(
+            (e.kind(), e.code()),
+            (TxnErrorKind::TooOld, Some(1007)),
+            "{e}"
+        );
+        assert!(e.is_retryable() && !e.is_maybe_committed(), "{e}");
+        let e = t
+            .get_range(&key(&p, b"r/"), &key(&p, b"r0"), ReadMode::Snapshot)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Some(1007), "{e}");
+        let again = t.get(&k, ReadMode::Snapshot).await;
+        if strict {
+            let e = again.expect_err("a strict store served a cached read when too old");
+            assert_eq!(e.code(), Some(1007), "{e}");
+        } else {
+            assert_eq!(
+                again.unwrap().as_deref(),
+                Some(&b"v"[..]),
+                "a key read before"
+            );
+        }
+    }
+    let own = writer.get(&mine, ReadMode::Serializable).await;
+    if strict {
+        let e = own.expect_err("a strict store served its own write to a too-old transaction");
+        assert_eq!(e.code(), Some(1007), "{e}");
+    } else {
+        assert_eq!(own.unwrap().as_deref(), Some(&b"own write"[..]));
+    }
+    let watch = writer.watch(&unread);
+    let watch = if strict {
+        let e = watch
+            .err()
+            .expect("a strict store armed a watch of a too-old transaction");
+        assert_eq!(e.code(), Some(1007), "{e}");
+        None
+    } else {
+        Some(watch.expect("FoundationDB's watch call does not fail"))
+    };
+    let e = b.commit(writer).await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.code()),
+        (TxnErrorKind::TooOld, Some(1007)),
+        "{e}"
+    );
+    assert_eq!(committed(b, &mine).await, None);
+    if let Some(watch) = watch {
+        let e = tokio::time::timeout(FIRE_TIMEOUT, watch)
+            .await
+            .expect("the watch of a too-old commit did not resolve")
+            .expect_err("the watch of a too-old commit fired");
+        // FoundationDB 7.3 cancels it with its transaction (1025) rather than passing on the
+        // commit's 1007; either way it fails and never fires.
+        assert!(matches!(e.code(), Some(1007 | 1025)), "{e}");
+    }
+    // Read-only, but one of its reads failed: FoundationDB fails the commit too.
+    let e = b.commit(reader).await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.code()),
+        (TxnErrorKind::TooOld, Some(1007)),
+        "{e}"
+    );
+    b.commit(blind).await.unwrap();
+    assert_eq!(committed(b, &blind_key).await, Some(b"blind".to_vec()));
+}
+
+/// A watch set by a transaction whose commit fails fails with the commit's error: a conflict
+/// (1020) here. The key it watched never changed.
+pub async fn a_watch_fails_with_the_error_of_its_transactions_commit<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let (read, watched) = (key(&p, b"read"), key(&p, b"watched"));
+    let t = b.begin();
+    t.get(&read, ReadMode::Serializable).await.unwrap();
+    let watch = t.watch(&watched).unwrap();
+    put(b, &read, b"changed").await;
+    t.set(&read, b"mine");
+    assert_conflict(b.commit(t).await);
+    let e = tokio::time::timeout(FIRE_TIMEOUT, watch)
+        .await
+        .expect("the watch of a failed commit did not resolve")
+        .expect_err("the watch of a failed commit fired");
+    assert_eq!(
+        (e.kind(), e.code()),
+        (TxnErrorKind::Conflict, Some(1020)),
+        "{e}"
+    );
+}
+
+/// A watch set by a transaction that is dropped (every clone of it) without committing fails
+/// with `transaction_cancelled` (1025), a fatal error: it never fires, and it is not retried.
+pub async fn a_watch_of_a_transaction_dropped_before_committing_fails<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let k = key(&p, b"k");
+    let t = b.begin();
+    let clone = t.clone();
+    let watch = t.watch(&k).unwrap();
+    drop(t);
+    drop(clone);
+    let e = tokio::time::timeout(FIRE_TIMEOUT, watch)
+        .await
+        .expect("the watch of a dropped transaction did not resolve")
+        .expect_err("the watch of a dropped transaction fired");
+    assert_eq!(
+        (e.kind(), e.code()),
+        (TxnErrorKind::Fatal, Some(1025)),
+        "{e}"
+    );
+}
+
+/// `add_read_conflict_key` and `watch` on a key over 10,000 bytes (a deliberate difference,
+/// [`Deliberate::oversized_keys_fail_at_once`]): a strict store refuses both at once with
+/// `key_too_large` (2102); FoundationDB accepts the conflict key (no such key can exist, so
+/// the commit goes through) and fails the watch through its future.
+pub async fn oversized_conflict_and_watch_keys<B: Backend>(b: &B) {
+    let p = b.fresh_prefix();
+    let long = key(&p, &vec![b'k'; 10_001]);
+    let out = key(&p, b"out");
+    let t = b.begin();
+    let conflict = t.add_read_conflict_key(&long);
+    let watch = t.watch(&long);
+    if b.deliberate().oversized_keys_fail_at_once {
+        assert_eq!(
+            conflict.expect_err("conflict key accepted").code(),
+            Some(2102)
+        );
+        assert_eq!(watch.err().map(|e| e.code()), Some(Some(2102)));
+        t.set(&out, b"x");
+        b.commit(t).await.unwrap();
+    } else {
+        conflict.unwrap();
+        let watch = watch.expect("FoundationDB's watch call does not fail");
+        t.set(&out, b"x");
+        let committed_now = b.commit(t).await;
+        let e = tokio::time::timeout(FIRE_TIMEOUT, watch)
+            .await
+            .expect("the oversized watch did not resolve")
+            .expect_err("the oversized watch fired");
+        assert_eq!(e.code(), Some(2102), "{e}");
+        committed_now.unwrap();
+    }
+    assert_eq!(committed(b, &out).await, Some(b"x".to_vec()));
 }
