@@ -1,8 +1,11 @@
 //! Helpers for the command-line tests: spawning the built `fdb-leader`, a child script that
-//! logs its start and stop, reading that log, signals, bounded waits.
+//! logs its start and stop, reading that log, signals, bounded waits. A [`World`] runs its
+//! commands on a SQLite file of its own ([`World::new`]) or on an election of its own in a
+//! FoundationDB cluster ([`World::on_cluster`]).
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -47,10 +50,24 @@ trap 'sleep "$delay"; echo "stop $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"
 while :; do sleep 0.05; done
 "#;
 
+/// Where a [`World`]'s election lives.
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// `--sqlite DB`: the file `election.db` in the test's directory.
+    Sqlite,
+    /// `--cluster-file F --election NAME`: an election of the test's own on a FoundationDB
+    /// cluster shared with other tests.
+    Cluster {
+        cluster_file: PathBuf,
+        election: String,
+    },
+}
+
 /// A test's directory, with the store, the child script and the log; kills every process it
 /// started (and their children's process groups) when dropped.
 pub struct World {
     dir: TempDir,
+    store: Store,
     spawned: Vec<Pid>,
 }
 
@@ -64,13 +81,56 @@ pub struct Event {
 }
 
 impl World {
+    /// A world whose commands run on the SQLite file [`db`](Self::db).
     pub fn new() -> World {
+        World::with_store(Store::Sqlite)
+    }
+
+    /// A world whose commands run on election `election` of the FoundationDB cluster named by
+    /// `cluster_file`.
+    pub fn on_cluster(cluster_file: &Path, election: &str) -> World {
+        World::with_store(Store::Cluster {
+            cluster_file: cluster_file.to_owned(),
+            election: election.to_owned(),
+        })
+    }
+
+    fn with_store(store: Store) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         fs::write(dir.path().join("child.sh"), CHILD).expect("child script");
         World {
             dir,
+            store,
             spawned: Vec::new(),
         }
+    }
+
+    /// Where the election lives.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The flags that select the store (and, on a cluster, the election).
+    pub fn store_args(&self) -> Vec<OsString> {
+        match &self.store {
+            Store::Sqlite => vec!["--sqlite".into(), self.db().into()],
+            Store::Cluster {
+                cluster_file,
+                election,
+            } => vec![
+                "--cluster-file".into(),
+                cluster_file.into(),
+                "--election".into(),
+                election.into(),
+            ],
+        }
+    }
+
+    /// `fdb-leader STORE…`, to complete with a command.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(bin());
+        command.args(self.store_args());
+        command
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -87,14 +147,15 @@ impl World {
         self.path("log")
     }
 
-    /// `fdb-leader --sqlite DB ARGS…`, run to completion.
+    /// `fdb-leader STORE… ARGS…` (`STORE…`: `--sqlite DB`, or `--cluster-file F --election
+    /// NAME`), run to completion.
     pub fn cli(&self, args: &[&str]) -> Output {
-        let mut command = Command::new(bin());
-        command.arg("--sqlite").arg(self.db()).args(args);
+        let mut command = self.command();
+        command.args(args);
         output_of(command)
     }
 
-    /// Starts `fdb-leader --sqlite DB run --name NAME --lease 600ms --heartbeat 200ms EXTRA… --
+    /// Starts `fdb-leader STORE… run --name NAME --lease 600ms --heartbeat 200ms EXTRA… --
     /// sh child.sh LOG` in a process group of its own; stderr goes to `NAME.err`.
     pub fn start_run(&mut self, name: &str, extra: &[&str]) -> Child {
         self.start_run_stopping_in(name, extra, "0")
@@ -114,11 +175,9 @@ impl World {
         delay: &str,
         env: &[(&str, &str)],
     ) -> Child {
-        let mut command = Command::new(bin());
+        let mut command = self.command();
         command.envs(env.iter().copied());
         command
-            .arg("--sqlite")
-            .arg(self.db())
             .args([
                 "run",
                 "--name",
@@ -156,6 +215,13 @@ impl World {
     /// What a started process wrote to stderr so far.
     pub fn stderr_of(&self, name: &str) -> String {
         fs::read_to_string(self.path(&format!("{name}.err"))).unwrap_or_default()
+    }
+
+    /// What a started process wrote to stdout so far, by complete line.
+    pub fn stdout_lines(&self, name: &str) -> Vec<String> {
+        let text = fs::read_to_string(self.path(&format!("{name}.out"))).unwrap_or_default();
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        complete.lines().map(str::to_owned).collect()
     }
 
     /// The log, parsed.

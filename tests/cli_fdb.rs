@@ -1,0 +1,777 @@
+//! `fdb-leader --cluster-file` on a real FoundationDB cluster, with real processes: every
+//! subcommand (`run`, `status`, `watch`, `resign`, `force-vacate`, `config get|set`) held to
+//! what the SQLite tests and the README show. The cluster file comes from `FDB_CLUSTER_FILE`;
+//! each test works in an election of its own (`--election cli-fdb-TEST-RANDOM`), so tests
+//! share one cluster safely. Without `FDB_CLUSTER_FILE` each test prints
+//! `cli_fdb: SKIPPED: FDB_CLUSTER_FILE is not set` to stderr (uncaptured, so that CI can fail
+//! a FoundationDB tier that ran nothing) and returns.
+//!
+//! The tests that measure wall-clock failover and handover run one at a time.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation
+)]
+
+mod cli_support;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cli_support::{
+    HEARTBEAT_DUR, LEASE_DUR, PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of,
+    poll, running, signal, status_json, wait_exit, wait_live_candidates,
+};
+use nix::sys::signal::Signal;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+/// One timing-sensitive test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A world on an election of its own (`cli-fdb-TEST-RANDOM`) of the cluster named by
+/// `FDB_CLUSTER_FILE`; `None`, after saying so on stderr, when it is not set.
+fn world(test: &str) -> Option<World> {
+    let Some(cluster_file) = std::env::var_os("FDB_CLUSTER_FILE").filter(|f| !f.is_empty()) else {
+        // Straight to the process's stderr: libtest captures only the print macros.
+        let _ = writeln!(
+            std::io::stderr(),
+            "cli_fdb: SKIPPED: FDB_CLUSTER_FILE is not set"
+        );
+        return None;
+    };
+    let random = rand::rngs::StdRng::from_os_rng().random::<u64>();
+    let election = format!("cli-fdb-{test}-{random:016x}");
+    Some(World::on_cluster(&PathBuf::from(cluster_file), &election))
+}
+
+/// `world(TEST)`, or return from the test.
+macro_rules! world_or_skip {
+    ($test:expr) => {
+        match world($test) {
+            Some(world) => world,
+            None => return,
+        }
+    };
+}
+
+fn cluster_file(world: &World) -> PathBuf {
+    match world.store() {
+        Store::Cluster { cluster_file, .. } => cluster_file.clone(),
+        Store::Sqlite => panic!("not a cluster world"),
+    }
+}
+
+fn election(world: &World) -> String {
+    match world.store() {
+        Store::Cluster { election, .. } => election.clone(),
+        Store::Sqlite => panic!("not a cluster world"),
+    }
+}
+
+/// What a command answers for an election that does not exist.
+fn no_election(world: &World) -> String {
+    format!(
+        "no election at the FoundationDB cluster of {} (name {})",
+        cluster_file(world).display(),
+        election(world)
+    )
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `world.cli(args)` and asserts that it succeeded; returns its stdout.
+fn ok(world: &World, args: &[&str]) -> String {
+    let out = world.cli(args);
+    assert!(
+        out.status.success(),
+        "{args:?} exited with {:?}:\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    assert_no_panic(&text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Runs `world.cli(args)` and asserts that it was refused with exit code 1 and a message
+/// containing `expected`.
+fn refused(world: &World, args: &[&str], expected: &str) {
+    let out = world.cli(args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.contains(expected), "{args:?}: {err}");
+    assert_no_panic(&err);
+}
+
+/// A stored configuration with a long lease (3 s, heartbeat 1 s): long enough that "no wait
+/// of a lease" and "a wait of a full lease" cannot be confused on a loaded machine.
+const LONG_LEASE: Duration = Duration::from_secs(3);
+
+fn store_long_lease(world: &World) {
+    ok(
+        world,
+        &[
+            "config",
+            "set",
+            "--lease",
+            "3s",
+            "--heartbeat",
+            "1s",
+            "--transaction-timeout",
+            "500ms",
+        ],
+    );
+}
+
+/// The supervisor whose candidate is `id`, of `a` and `b` (started as `a` and `b`).
+fn split(id: &str, a: Child, b: Child) -> (Child, Child) {
+    if is_label(id, "a") { (a, b) } else { (b, a) }
+}
+
+fn stop_cleanly(world: &World, name: &str, child: &mut Child) {
+    signal(child, Signal::SIGTERM);
+    let status = wait_exit(child, PATIENCE).unwrap_or_else(|| panic!("{name} did not exit"));
+    assert!(
+        status.success(),
+        "{name} exited with {status:?}:\n{}",
+        world.stderr_of(name)
+    );
+}
+
+#[test]
+fn commands_on_a_missing_election_answer_no_election_and_create_nothing() {
+    let world = world_or_skip!("missing");
+    let expected = no_election(&world);
+    refused(&world, &["status"], &expected);
+    refused(&world, &["status", "--json"], &expected);
+    refused(&world, &["watch", "--json"], &expected);
+    refused(&world, &["config", "get"], &expected);
+    refused(&world, &["resign", "--expected-ballot", "1"], &expected);
+    refused(
+        &world,
+        &["force-vacate", "--expected-ballot", "1"],
+        &expected,
+    );
+    // None of them created the election.
+    refused(&world, &["config", "get", "--json"], &expected);
+}
+
+#[test]
+fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
+    let _serial = serial();
+    let mut world = world_or_skip!("run");
+    let log = world.log();
+    let log = log.to_str().unwrap();
+    let begin =
+        format!("echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
+    let end =
+        format!("echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
+    let hooks = ["--begin-command", &begin, "--end-command", &end];
+    // Both at once, on an election that does not exist yet: both create it, one leads.
+    let a = world.start_run("a", &hooks);
+    let b = world.start_run("b", &hooks);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start")
+        .unwrap_or_else(|| {
+            panic!(
+                "nobody led:\n{}\n{}",
+                world.stderr_of("a"),
+                world.stderr_of("b")
+            )
+        });
+    assert_eq!(first.ballot, 1, "a new election's first ballot");
+    wait_live_candidates(&world, 2);
+    // Three leases: one child all along, both campaigners alive.
+    let until = Instant::now() + LEASE_DUR * 3;
+    while Instant::now() < until {
+        let active = world.active();
+        assert_eq!(active.len(), 1, "children running: {active:?}");
+        assert_eq!(active[0].pid, first.pid);
+        thread::sleep(Duration::from_millis(25));
+    }
+    let (mut leader, mut follower) = split(&first.id, a, b);
+    assert!(leader.try_wait().unwrap().is_none() && follower.try_wait().unwrap().is_none());
+    // The child's FDB_LEADER_ID and FDB_LEADER_BALLOT are the election's.
+    let status = status_json(&world).unwrap();
+    assert_eq!(status["leader"], first.id.as_str());
+    assert_eq!(status["ballot"], first.ballot);
+    assert_eq!(status["lease_state"], "owned");
+
+    let (leader_name, follower_name) = if is_label(&first.id, "a") {
+        ("a", "b")
+    } else {
+        ("b", "a")
+    };
+    stop_cleanly(&world, leader_name, &mut leader);
+    let (second, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && e.pid != first.pid)
+        .unwrap_or_else(|| panic!("no successor:\n{}", world.stderr_of(follower_name)));
+    assert!(is_label(&second.id, follower_name), "{second:?}");
+    assert_eq!(second.ballot, first.ballot + 1);
+    stop_cleanly(&world, follower_name, &mut follower);
+
+    let name = election(&world);
+    let expected: Vec<String> = [&first, &second]
+        .iter()
+        .flat_map(|e| {
+            let (id, ballot, pid) = (&e.id, e.ballot, e.pid);
+            [
+                format!("begin {id} {ballot} {name}"),
+                format!("start {id} {ballot} {pid}"),
+                format!("stop {id} {ballot} {pid}"),
+                format!("end {id} {ballot} {name}"),
+            ]
+        })
+        .collect();
+    assert_eq!(world.log_lines(), expected);
+    assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
+}
+
+#[test]
+fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_the_lease() {
+    let _serial = serial();
+    let mut world = world_or_skip!("sigkill");
+    // The children start a grandchild too: the whole group must go.
+    let env = [("GRANDCHILD", "1")];
+    let mut a = world.start_run_with("a", &[], "0", &env);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run_with("b", &[], "0", &env);
+    wait_live_candidates(&world, 2);
+    let grandchild = world
+        .events()
+        .into_iter()
+        .find(|e| e.kind == "grandchild" && e.id == first.id)
+        .expect("a's child started a grandchild");
+    assert!(running(first.pid) && running(grandchild.pid));
+
+    // Kill a right after one of its renewals: `before` is when the last status that still
+    // saw the previous renewal started, so a's last renewal committed after `before`, and b
+    // (which must see the record unchanged for a full lease) cannot lead before
+    // `before + lease`.
+    let mut before = Instant::now();
+    let mut last = status_json(&world).unwrap()["renewal"].as_u64().unwrap();
+    let kill_at = poll(PATIENCE, || {
+        let asked = Instant::now();
+        let status = status_json(&world)?;
+        assert_eq!(status["leader"], first.id.as_str());
+        let renewal = status["renewal"].as_u64()?;
+        if renewal != last {
+            signal(&a, Signal::SIGKILL);
+            return Some(Instant::now());
+        }
+        (last, before) = (renewal, asked);
+        None
+    })
+    .expect("a never renewed");
+
+    let gone = poll(PATIENCE, || {
+        (!running(first.pid) && !running(grandchild.pid)).then(Instant::now)
+    })
+    .unwrap_or_else(|| panic!("a's child group outlived it: {:?}", world.log_lines()));
+    let orphan_gone = gone - kill_at;
+    eprintln!(
+        "orphans gone {} ms after SIGKILL of the supervisor",
+        orphan_gone.as_millis()
+    );
+    assert!(
+        orphan_gone < Duration::from_secs(1),
+        "the child group was gone only after {orphan_gone:?}"
+    );
+
+    let (next, seen) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
+        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let failover = seen - kill_at;
+    let bound = LEASE_DUR + HEARTBEAT_DUR + Duration::from_secs(1);
+    eprintln!(
+        "failover after SIGKILL: {failover:?} (bound {bound:?}); {:?} after the last status \
+         that saw the previous renewal",
+        seen - before
+    );
+    assert!(
+        failover <= bound,
+        "failover took {failover:?}, more than {bound:?}"
+    );
+    assert!(
+        seen - before >= LEASE_DUR,
+        "b led {:?} after a's last renewal, before a full lease",
+        seen - before
+    );
+    // The successor's child started only after the old group was gone.
+    assert!(
+        seen > gone,
+        "b's child started before a's child group was gone"
+    );
+    assert!(next.ballot > first.ballot, "{next:?} after {first:?}");
+    assert!(wait_exit(&mut a, PATIENCE).is_some());
+    assert_eq!(world.active(), vec![next.clone()]);
+    let status = status_json(&world).unwrap();
+    assert_eq!(status["leader"], next.id.as_str());
+    assert_eq!(status["ballot"], next.ballot);
+
+    stop_cleanly(&world, "b", &mut b);
+    assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
+}
+
+#[test]
+fn sigterm_stops_the_child_and_hands_over_without_a_lease_wait() {
+    let _serial = serial();
+    let mut world = world_or_skip!("sigterm");
+    store_long_lease(&world);
+    let mut a = world.start_run("a", &[]);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run("b", &[]);
+    wait_live_candidates(&world, 2);
+
+    let start = Instant::now();
+    signal(&a, Signal::SIGTERM);
+    let (next, seen) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
+        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let handover = seen - start;
+    eprintln!("handover after SIGTERM: {handover:?} (lease {LONG_LEASE:?})");
+    let bound = LONG_LEASE / 2;
+    assert!(
+        handover < bound,
+        "handover took {handover:?}: a lease wait (lease {LONG_LEASE:?})"
+    );
+    assert_eq!(next.ballot, first.ballot + 1, "one handover, one ballot");
+    // The old child logged its stop before the new one started: no overlap.
+    let events = world.events();
+    let stop = events
+        .iter()
+        .position(|e| e.kind == "stop" && e.pid == first.pid);
+    let new = events.iter().position(|e| e.pid == next.pid);
+    assert!(stop.is_some() && stop < new, "{:?}", world.log_lines());
+    let status = wait_exit(&mut a, PATIENCE).expect("a exits");
+    assert!(
+        status.success(),
+        "a exited with {status:?}:\n{}",
+        world.stderr_of("a")
+    );
+    // a resigned and unregistered: b leads alone.
+    let status = poll(PATIENCE, || {
+        let s = status_json(&world)?;
+        (s["candidates"].as_array()?.len() == 1).then_some(s)
+    })
+    .expect("a unregistered");
+    assert_eq!(status["leader"], next.id.as_str());
+
+    stop_cleanly(&world, "b", &mut b);
+    assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
+}
+
+#[test]
+fn status_shows_leader_ballot_lease_state_candidates_and_config() {
+    let mut world = world_or_skip!("status");
+    ok(&world, &["config", "set", "--preemption", "on"]);
+    // Another election of the same cluster does not exist.
+    let other = format!("{}-other", election(&world));
+    let mut command = Command::new(bin());
+    command
+        .arg("--cluster-file")
+        .arg(cluster_file(&world))
+        .args(["--election", &other, "status", "--json"]);
+    let out = output_of(command);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let expected = format!(
+        "no election at the FoundationDB cluster of {} (name {other})",
+        cluster_file(&world).display()
+    );
+    assert!(
+        text(&out.stderr).contains(&expected),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let mut a = world.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
+    let (leader, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run("b", &["--priority", "1"]);
+    let status = wait_live_candidates(&world, 2);
+
+    assert_eq!(status["election"], election(&world).as_str());
+    assert_eq!(
+        status["store"],
+        format!("foundationdb {}", cluster_file(&world).display()).as_str()
+    );
+    assert_eq!(status["leader"], leader.id.as_str());
+    assert_eq!(status["leader_priority"], 5);
+    assert_eq!(status["ballot"], leader.ballot);
+    assert_eq!(status["lease_state"], "owned");
+    assert!(status["renewal"].as_u64().is_some(), "{status}");
+    assert_eq!(status["lease_ms"], 10_000);
+    assert_eq!(status["handover_requested_by"], Value::Null);
+    assert_eq!(status["operator_request"], Value::Null);
+    assert_eq!(status["reserved_for"], Value::Null);
+    assert_eq!(status["operator_hold"], Value::Null);
+    assert_eq!(status["payload"], "10.0.0.1:7000");
+    assert_eq!(status["payload_hex"], "31302e302e302e313a37303030");
+    assert!(
+        status["renewals_before_dead"].as_u64().is_some(),
+        "{status}"
+    );
+    // `config set` created the election with the defaults; `run --lease 600ms` joined it.
+    assert_eq!(status["config"]["lease_ms"], 10_000);
+    assert_eq!(status["config"]["preemption"], true);
+    let candidates = status["candidates"].as_array().expect("candidates array");
+    assert_eq!(candidates.len(), 2);
+    let mut seen: Vec<(String, i64, bool)> = candidates
+        .iter()
+        .map(|c| {
+            for field in ["heartbeat", "seen_renewal", "renewal_lag", "registration"] {
+                assert!(c[field].as_u64().is_some(), "{field}: {c}");
+            }
+            assert_eq!(c["live"], true, "{c}");
+            (
+                c["id"].as_str().unwrap().to_owned(),
+                c["priority"].as_i64().unwrap(),
+                c["leader"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    seen.sort_by_key(|(_, p, _)| -p);
+    assert_eq!(seen[0], (leader.id.clone(), 5, true));
+    assert!(
+        is_label(&seen[1].0, "b") && seen[1].1 == 1 && !seen[1].2,
+        "{seen:?}"
+    );
+
+    // The text form says the same.
+    let shown = ok(&world, &["status"]);
+    for line in [
+        format!(
+            "election   {} (foundationdb {})",
+            election(&world),
+            cluster_file(&world).display()
+        ),
+        format!("leader     {} (priority 5)", leader.id),
+        format!("ballot     {}", leader.ballot),
+        "lease      owned, renewal ".to_owned(),
+        "payload    10.0.0.1:7000".to_owned(),
+        "config     lease 10s, heartbeat 3s".to_owned(),
+        "candidates (2)".to_owned(),
+    ] {
+        assert!(shown.contains(&line), "{line:?} not in:\n{shown}");
+    }
+    let row = shown
+        .lines()
+        .find(|l| l.contains(&leader.id) && l.ends_with("leader"))
+        .unwrap_or_else(|| panic!("no candidate row for the leader:\n{shown}"));
+    assert!(row.contains(" 5 ") && row.contains(" yes "), "{row}");
+
+    stop_cleanly(&world, "b", &mut b);
+    stop_cleanly(&world, "a", &mut a);
+    // Both left: no leader, the ballot kept, no candidates.
+    let status = status_json(&world).unwrap();
+    assert_eq!(status["leader"], Value::Null);
+    assert!(status["ballot"].as_u64().unwrap() >= leader.ballot);
+    assert_eq!(status["candidates"], Value::Array(vec![]));
+}
+
+/// Waits for the `n`-th line (from 1) of `watch`'s stdout, parsed.
+fn watch_line(world: &World, n: usize, what: &str) -> Value {
+    let lines = poll(PATIENCE, || {
+        let lines = world.stdout_lines("watch");
+        (lines.len() >= n).then_some(lines)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no watch line for {what}: {:?}\n{}",
+            world.stdout_lines("watch"),
+            world.stderr_of("watch")
+        )
+    });
+    let line = &lines[n - 1];
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+}
+
+#[test]
+fn watch_waits_for_the_election_and_prints_one_line_per_leader_change() {
+    let mut world = world_or_skip!("watch");
+    // Started before the election exists: --wait waits for it, creating nothing.
+    let mut command = world.command();
+    command.args(["watch", "--json", "--wait"]);
+    let mut watch = world.start(command, "watch");
+    poll(PATIENCE, || {
+        world
+            .stderr_of("watch")
+            .contains("no such election yet")
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("watch --wait did not wait:\n{}", world.stderr_of("watch")));
+    assert!(watch.try_wait().unwrap().is_none(), "watch --wait gave up");
+    refused(&world, &["status"], &no_election(&world));
+
+    let mut a = world.start_run("a", &[]);
+    let elected = watch_line(&world, 1, "a's election");
+    let (first, _) = world.wait_event(PATIENCE, |e| e.kind == "start").unwrap();
+    assert_eq!(elected["leader"], first.id.as_str());
+    assert_eq!(elected["ballot"], first.ballot);
+    assert_eq!(elected["previous_leader"], Value::Null);
+    assert!(elected["time"].as_str().is_some_and(|t| t.ends_with('Z')));
+
+    signal(&a, Signal::SIGTERM);
+    let gone = watch_line(&world, 2, "a's resignation");
+    assert_eq!(gone["leader"], Value::Null);
+    assert_eq!(gone["reason"], "stepped_down");
+    assert_eq!(gone["previous_leader"], first.id.as_str());
+    assert_eq!(gone["previous_ballot"], first.ballot);
+    assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
+
+    let mut b = world.start_run("b", &["--payload", "host-b"]);
+    let second = watch_line(&world, 3, "b's election");
+    assert!(
+        is_label(second["leader"].as_str().unwrap(), "b"),
+        "{second}"
+    );
+    assert!(second["ballot"].as_u64().unwrap() > first.ballot);
+    assert_eq!(second["payload"], "host-b");
+    let (b_child, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
+        .unwrap();
+    assert_eq!(second["ballot"], b_child.ballot);
+
+    // An operator's force-vacate: one line, naming the operator.
+    let ballot = b_child.ballot.to_string();
+    ok(&world, &["force-vacate", "--expected-ballot", &ballot]);
+    let forced = watch_line(&world, 4, "the force-vacate");
+    assert_eq!(forced["reason"], "forced_vacant", "{forced}");
+    assert_eq!(forced["leader"], Value::Null);
+    assert!(
+        forced["operator"]
+            .as_str()
+            .is_some_and(|o| is_label(o, "operator")),
+        "{forced}"
+    );
+    assert_eq!(forced["previous_leader"], second["leader"]);
+    // After the held lease, b leads again with a new ballot.
+    let again = watch_line(&world, 5, "b's second election");
+    assert_eq!(again["leader"], second["leader"]);
+    assert!(
+        again["ballot"].as_u64().unwrap() > b_child.ballot + 1,
+        "{again}"
+    );
+    stop_cleanly(&world, "b", &mut b);
+    let last = watch_line(&world, 6, "b's resignation");
+    assert_eq!(last["reason"], "stepped_down");
+
+    signal(&watch, Signal::SIGINT);
+    let status = wait_exit(&mut watch, PATIENCE).expect("watch exits");
+    assert!(
+        status.success(),
+        "watch exited with {status:?}:\n{}",
+        world.stderr_of("watch")
+    );
+    // One line per change, nothing else.
+    assert_eq!(
+        world.stdout_lines("watch").len(),
+        6,
+        "{:?}",
+        world.stdout_lines("watch")
+    );
+}
+
+#[test]
+fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
+    let _serial = serial();
+    let mut world = world_or_skip!("operator");
+    store_long_lease(&world);
+    let a = world.start_run("a", &[]);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    assert_eq!(first.ballot, 1);
+    let b = world.start_run("b", &[]);
+    wait_live_candidates(&world, 2);
+
+    // A stale ballot: rejected, nothing changes.
+    for command in ["resign", "force-vacate"] {
+        refused(
+            &world,
+            &[command, "--expected-ballot", "7"],
+            "rejected: the election is at ballot 1, not 7",
+        );
+    }
+    assert_eq!(world.active(), vec![first.clone()]);
+
+    // resign: the leader stops its child and steps down, reserving the leadership for the
+    // best live candidate, b, which takes over in one commit (no lease wait).
+    let asked = Instant::now();
+    let said = ok(&world, &["resign", "--expected-ballot", "1"]);
+    assert!(said.contains("resign requested"), "{said}");
+    let (second, seen) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 2)
+        .unwrap_or_else(|| panic!("nobody led with ballot 2:\n{}", world.stderr_of("b")));
+    assert!(is_label(&second.id, "b"), "{second:?}");
+    assert!(
+        seen - asked < LONG_LEASE / 2,
+        "the resign took {:?}",
+        seen - asked
+    );
+    let events = world.events();
+    let stop = events
+        .iter()
+        .position(|e| e.kind == "stop" && e.pid == first.pid);
+    let start = events.iter().position(|e| e.pid == second.pid);
+    assert!(stop.is_some() && stop < start, "{:?}", world.log_lines());
+
+    // force-vacate: fences ballot 2 out (the ballot becomes 3, held for the operator); no
+    // candidate leads before a full lease of no change; then the next leader gets ballot 4.
+    let asked = Instant::now();
+    let said = ok(&world, &["force-vacate", "--expected-ballot", "2"]);
+    assert!(said.contains("the election is at ballot 3"), "{said}");
+    let status = status_json(&world).unwrap();
+    assert_eq!(status["lease_state"], "held", "{status}");
+    assert_eq!(status["leader"], Value::Null);
+    assert_eq!(status["ballot"], 3);
+    assert!(
+        status["operator_hold"]
+            .as_str()
+            .is_some_and(|o| is_label(o, "operator")),
+        "{status}"
+    );
+    // Nobody holds ballot 3: a resign of it is rejected.
+    refused(
+        &world,
+        &["resign", "--expected-ballot", "3"],
+        "rejected: no leader holds the ballot",
+    );
+    world
+        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == second.pid)
+        .expect("b's child stopped");
+    let (fourth, seen) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 4)
+        .expect("led again with ballot 4");
+    assert!(
+        seen - asked >= LONG_LEASE,
+        "ballot 4 led {:?} after the force-vacate, before a full lease",
+        seen - asked
+    );
+    refused(
+        &world,
+        &["force-vacate", "--expected-ballot", "2"],
+        "rejected: the election is at ballot 4, not 2",
+    );
+
+    // With preemption off, an operator's resign request is still honoured (it is no
+    // preemption): the leader of ballot 4 steps down, the other leads with ballot 5.
+    ok(&world, &["config", "set", "--preemption", "off"]);
+    ok(&world, &["resign", "--expected-ballot", "4"]);
+    world
+        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == fourth.pid)
+        .expect("the child stopped");
+    let (fifth, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 5)
+        .expect("led with ballot 5");
+    assert_ne!(fifth.id, fourth.id, "the resign handed over to the other");
+    assert_eq!(world.active(), vec![fifth.clone()]);
+
+    let (mut leader, mut follower) = split(&fifth.id, a, b);
+    let (leader_name, follower_name) = if is_label(&fifth.id, "a") {
+        ("a", "b")
+    } else {
+        ("b", "a")
+    };
+    stop_cleanly(&world, follower_name, &mut follower);
+    stop_cleanly(&world, leader_name, &mut leader);
+    assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
+}
+
+/// `config get --json`, parsed.
+fn config_get(world: &World) -> Value {
+    serde_json::from_str(&ok(world, &["config", "get", "--json"])).expect("config json")
+}
+
+#[test]
+fn config_set_and_get_round_trip_and_the_stored_config_wins() {
+    let mut world = world_or_skip!("config");
+    let said = ok(
+        &world,
+        &[
+            "config",
+            "set",
+            "--lease",
+            "900ms",
+            "--heartbeat",
+            "300ms",
+            "--candidate-timeout",
+            "2s",
+            "--transaction-timeout",
+            "100ms",
+            "--handover-grace",
+            "2s",
+            "--elections",
+            "on",
+        ],
+    );
+    assert!(said.contains("lease                     900ms"), "{said}");
+    let config = config_get(&world);
+    assert_eq!(config["lease_ms"], 900);
+    assert_eq!(config["heartbeat_ms"], 300);
+    assert_eq!(config["candidate_timeout_ms"], 2000);
+    assert_eq!(config["transaction_timeout_ms"], 100);
+    assert_eq!(config["handover_grace_ms"], 2000);
+    assert_eq!(config["elections"], true);
+    assert_eq!(config["preemption"], true);
+    let shown = ok(&world, &["config", "get"]);
+    assert!(shown.contains("heartbeat                 300ms"), "{shown}");
+
+    // Only the fields given change.
+    ok(&world, &["config", "set", "--preemption", "off"]);
+    let changed = config_get(&world);
+    assert_eq!(changed["preemption"], false);
+    let mut expected = config.clone();
+    expected["preemption"] = Value::Bool(false);
+    assert_eq!(changed, expected);
+    ok(&world, &["config", "set", "--preemption", "on"]);
+    assert_eq!(config_get(&world), config);
+
+    // An invalid change names the rule and changes nothing.
+    let out = world.cli(&["config", "set", "--heartbeat", "1s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--heartbeat (1s) must be at most a third of --lease (900ms)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(config_get(&world), config);
+
+    // `run --lease 600ms` joins the existing election: the stored configuration wins, and it
+    // says so; the leader runs with it.
+    let mut a = world.start_run("a", &[]);
+    let seen = poll(PATIENCE, || {
+        let err = world.stderr_of("a");
+        err.contains("the stored configuration wins").then_some(err)
+    });
+    assert!(seen.is_some(), "{}", world.stderr_of("a"));
+    let (leader, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start")
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let status = status_json(&world).unwrap();
+    assert_eq!(status["leader"], leader.id.as_str());
+    assert_eq!(status["lease_ms"], 900, "the record's lease");
+    assert_eq!(status["config"], config);
+    stop_cleanly(&world, "a", &mut a);
+    assert_eq!(config_get(&world), config);
+}
