@@ -775,3 +775,55 @@ fn config_set_and_get_round_trip_and_the_stored_config_wins() {
     stop_cleanly(&world, "a", &mut a);
     assert_eq!(config_get(&world), config);
 }
+
+#[test]
+fn run_and_watch_wait_out_an_unreachable_cluster_until_a_signal() {
+    let real = world_or_skip!("unreachable");
+    // A cluster file whose only coordinator does not answer (a loopback port just freed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dead = dir.path().join("fdb.cluster");
+    std::fs::write(&dead, format!("dead:unreachable@127.0.0.1:{port}\n")).unwrap();
+    let mut world = World::on_cluster(&dead, &election(&real));
+    let mut a = world.start_run("a", &[]);
+    let mut command = world.command();
+    command.args(["watch", "--json", "--wait"]);
+    let mut watch = world.start(command, "watch");
+
+    // An unreachable cluster is a passing failure: both keep trying, past the 15 s for which a
+    // one-shot command (status, config, ...) retries before it gives up with exit 3.
+    let until = Instant::now() + Duration::from_secs(18);
+    while Instant::now() < until {
+        for (name, child) in [("a", &mut a), ("watch", &mut watch)] {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "{name} gave up on the unreachable cluster with {status:?}:\n{}",
+                    world.stderr_of(name)
+                );
+            }
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(world.events().is_empty(), "{:?}", world.log_lines());
+
+    // A signal ends the wait at once, cleanly.
+    let asked = Instant::now();
+    signal(&a, Signal::SIGTERM);
+    signal(&watch, Signal::SIGINT);
+    for (name, child) in [("a", &mut a), ("watch", &mut watch)] {
+        let status = wait_exit(child, PATIENCE).unwrap_or_else(|| panic!("{name} did not exit"));
+        assert!(
+            status.success(),
+            "{name} exited with {status:?}:\n{}",
+            world.stderr_of(name)
+        );
+        assert_no_panic(&world.stderr_of(name));
+    }
+    let took = asked.elapsed();
+    eprintln!("stopped {took:?} after the signals");
+    assert!(took < Duration::from_secs(2), "stopping took {took:?}");
+    assert!(world.stdout_lines("watch").is_empty());
+}

@@ -2,10 +2,13 @@
 //! cannot heal (see [`crate::classify`]), which ends the command with exit code 3.
 
 use std::io;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
+
+use crate::exit::Failure;
 
 /// Why a command is asked to stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +90,22 @@ impl Signals {
     /// The store failure reported, if any (it decides the exit code).
     pub(crate) fn failure(&self) -> Option<String> {
         self.fatal.failure()
+    }
+
+    /// The result of a command that `stop` ends while it holds nothing to give back (no
+    /// leadership, no registration; `while_doing` says when, for the log): exit 0 for a
+    /// signal, the store failure (exit 3) otherwise.
+    pub(crate) fn stopped(&self, stop: Stop, while_doing: &str) -> Result<ExitCode, Failure> {
+        match stop {
+            Stop::Signal(name) => {
+                tracing::info!(signal = name, "stopping ({while_doing})");
+                Ok(ExitCode::SUCCESS)
+            }
+            Stop::StoreFailed => Err(Failure::store(
+                self.failure()
+                    .unwrap_or_else(|| "the store failed".to_owned()),
+            )),
+        }
     }
 
     /// The next reason to stop. Cancel-safe: a signal received while nobody waits is

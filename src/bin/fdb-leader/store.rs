@@ -183,7 +183,8 @@ pub(crate) enum Retry {
     NotAfterUnknown,
 }
 
-/// Runs `body` in a transaction, retrying conflicts and transient failures for a while.
+/// Runs `body` in a transaction, retrying conflicts and transient failures for a while: for
+/// the one-shot commands, which give up after [`RETRY_FOR`].
 pub(crate) async fn once<D, F, Fut, T>(
     db: &D,
     ctx: &Ctx,
@@ -196,11 +197,52 @@ where
     Fut: Future<Output = Result<T, ElectionError>> + Send,
     T: Send,
 {
+    attempts(db, ctx, retry, Some(RETRY_FOR), body).await
+}
+
+/// Runs `body` (idempotent) in a transaction, retrying conflicts and transient failures (an
+/// unreachable cluster, a busy file) until they pass: for `run` and `watch`, which end on a
+/// signal, not on a passing failure. The caller races it against its signals.
+pub(crate) async fn until_done<D, F, Fut, T>(db: &D, ctx: &Ctx, body: F) -> Result<T, Failure>
+where
+    D: ElectionDatabase,
+    F: Fn(D::Txn) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<T, ElectionError>> + Send,
+    T: Send,
+{
+    attempts(db, ctx, Retry::Idempotent, None, body).await
+}
+
+/// How often [`until_done`] repeats its warning while the store keeps failing.
+const WARN_EVERY: Duration = Duration::from_secs(30);
+
+/// Runs `body` in a transaction, retrying conflicts and transient failures for `retry_for`
+/// (`None`: until they pass).
+async fn attempts<D, F, Fut, T>(
+    db: &D,
+    ctx: &Ctx,
+    retry: Retry,
+    retry_for: Option<Duration>,
+    body: F,
+) -> Result<T, Failure>
+where
+    D: ElectionDatabase,
+    F: Fn(D::Txn) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<T, ElectionError>> + Send,
+    T: Send,
+{
     let start = tokio::time::Instant::now();
     let mut delay = Duration::from_millis(50);
+    let mut failures = 0_u64;
+    let mut warned: Option<tokio::time::Instant> = None;
     loop {
         match db.transact(ATTEMPT_TIMEOUT, &body).await {
-            Ok(value) => return Ok(value),
+            Ok(value) => {
+                if failures > 0 && retry_for.is_none() {
+                    tracing::info!(failures, store = %ctx.store, "the store answers again");
+                }
+                return Ok(value);
+            }
             Err(e) if retry == Retry::NotAfterUnknown && e.is_maybe_committed() => {
                 return Err(Failure::store(format!(
                     "the outcome is unknown: {} (the write may have applied; check with {})",
@@ -208,8 +250,23 @@ where
                     ctx.suggest(&["status"])
                 )));
             }
-            Err(e) if e.is_retryable() && start.elapsed().saturating_add(delay) < RETRY_FOR => {
-                tracing::debug!(error = %chain(&e), "transient failure; retrying");
+            Err(e)
+                if e.is_retryable()
+                    && retry_for
+                        .is_none_or(|bound| start.elapsed().saturating_add(delay) < bound) =>
+            {
+                failures = failures.saturating_add(1);
+                if retry_for.is_none() && warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                    warned = Some(tokio::time::Instant::now());
+                    tracing::warn!(
+                        error = %chain(&e),
+                        failures,
+                        store = %ctx.store,
+                        "the store does not answer; retrying until it does (a signal stops)"
+                    );
+                } else {
+                    tracing::debug!(error = %chain(&e), "transient failure; retrying");
+                }
                 tokio::time::sleep(delay).await;
                 delay = delay.saturating_mul(2).min(Duration::from_secs(1));
             }

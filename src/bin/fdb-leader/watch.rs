@@ -13,8 +13,8 @@ use crate::cli::WatchArgs;
 use crate::durations::now_rfc3339;
 use crate::exit::{Failure, chain};
 use crate::output;
-use crate::signals::{Signals, Stop};
-use crate::store::{Ctx, Retry, once};
+use crate::signals::Signals;
+use crate::store::{Ctx, until_done};
 
 /// A leader change as printed: the change the observer reported, or the current leader after
 /// the observer's stream ran ahead of the printing (`resync`).
@@ -123,9 +123,10 @@ pub(crate) async fn watch<D: ElectionDatabase>(
 ) -> Result<ExitCode, Failure> {
     let as_json = args.json;
     // Refuse a corrupt election at once (the observer would retry forever), and one that does
-    // not exist unless asked to wait for it.
+    // not exist unless asked to wait for it. A store that does not answer yet is waited for,
+    // as the observer would; a signal ends the wait.
     let election = ctx.election.clone();
-    let exists = once(&db, ctx, Retry::Idempotent, move |txn| {
+    let exists = until_done(&db, ctx, move |txn| {
         let election = election.clone();
         async move {
             match election.leader_record(&txn).await {
@@ -134,8 +135,12 @@ pub(crate) async fn watch<D: ElectionDatabase>(
                 Err(e) => Err(e),
             }
         }
-    })
-    .await?;
+    });
+    let exists = tokio::select! {
+        biased;
+        stop = signals.recv() => return signals.stopped(stop, "before watching"),
+        exists = exists => exists?,
+    };
     if !exists {
         if !args.wait {
             return Err(ctx.no_election());
@@ -154,16 +159,7 @@ pub(crate) async fn watch<D: ElectionDatabase>(
     tracing::info!(election = %ctx.name, store = %ctx.store, "watching");
     let result = loop {
         let change = tokio::select! {
-            stop = signals.recv() => match stop {
-                Stop::Signal(name) => {
-                    tracing::info!(signal = name, "stopping");
-                    break Ok(ExitCode::SUCCESS);
-                }
-                Stop::StoreFailed => {
-                    let message = signals.failure().unwrap_or_else(|| "the store failed".to_owned());
-                    break Err(Failure::store(message));
-                }
-            },
+            stop = signals.recv() => break signals.stopped(stop, "watching"),
             change = changes.recv() => change,
         };
         let printed = match change {

@@ -18,7 +18,7 @@ use crate::limits::{self, MIN_HEARTBEAT, MIN_LEASE};
 use crate::preflight;
 use crate::serve;
 use crate::signals::{Signals, Stop};
-use crate::store::{Ctx, Retry, once};
+use crate::store::{Ctx, until_done};
 
 /// The configuration this process creates the election with: the defaults, scaled to
 /// `--lease` (heartbeat a third of it), with `--heartbeat` if given, and a transaction bound
@@ -150,7 +150,9 @@ pub(crate) async fn run<D: ElectionDatabase>(
     }
     let election = ctx.election.clone();
     let wanted = desired.clone();
-    let (stored, record) = once(&db, ctx, Retry::Idempotent, move |txn| {
+    // A store that does not answer yet (a cluster still starting, say) is waited for, like
+    // one that stops answering later; a signal ends the wait.
+    let joined = until_done(&db, ctx, move |txn| {
         let (election, wanted) = (election.clone(), wanted.clone());
         async move {
             election.initialize_with_config(&txn, &wanted).await?;
@@ -158,8 +160,12 @@ pub(crate) async fn run<D: ElectionDatabase>(
             let record = election.leader_record(&txn).await?;
             Ok((config, record))
         }
-    })
-    .await?;
+    });
+    let (stored, record) = tokio::select! {
+        biased;
+        stop = signals.recv() => return signals.stopped(stop, "before joining the election"),
+        joined = joined => joined?,
+    };
     if args.try_once {
         if let Some(taken) = taken_by(&record) {
             return Err(Failure::not_elected(format!(
