@@ -18,5 +18,10 @@ use foundationdb_tuple::Subspace;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> runner_demos::DemoResult {
     runner_demos::init_logging();
-    scheduler_demo::run(MemDb::new(), Subspace::from("job-scheduler")).await
+    scheduler_demo::run(
+        MemDb::new(),
+        Subspace::from("job-scheduler"),
+        runner_demos::fast_config()?,
+    )
+    .await
 }

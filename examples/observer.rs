@@ -17,5 +17,10 @@ use foundationdb_tuple::Subspace;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> runner_demos::DemoResult {
     runner_demos::init_logging();
-    observer_demo::run(MemDb::new(), Subspace::from("observer")).await
+    observer_demo::run(
+        MemDb::new(),
+        Subspace::from("observer"),
+        runner_demos::fast_config()?,
+    )
+    .await
 }

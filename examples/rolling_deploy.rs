@@ -18,5 +18,10 @@ use foundationdb_tuple::Subspace;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> runner_demos::DemoResult {
     runner_demos::init_logging();
-    deploy_demo::run(MemDb::new(), Subspace::from("rolling-deploy")).await
+    deploy_demo::run(
+        MemDb::new(),
+        Subspace::from("rolling-deploy"),
+        runner_demos::fast_config()?,
+    )
+    .await
 }

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use fdb_leader_election::runner::{ElectionDatabase, Runner};
-use fdb_leader_election::{Ballot, ElectionError, ElectionTxn, LeaderElection, ReadMode};
+use fdb_leader_election::{
+    Ballot, ElectionConfig, ElectionError, ElectionTxn, LeaderElection, ReadMode,
+};
 use foundationdb_tuple::Subspace;
 
-use crate::runner_demos::{DemoResult, fast_config, label, say};
+use crate::runner_demos::{DemoResult, label, say, wait_until};
 
 const JOBS: u32 = 30;
 const TIMEOUT: Duration = Duration::from_secs(1);
@@ -106,7 +108,11 @@ async fn count<D: ElectionDatabase>(db: &D, space: &Subspace) -> DemoResult<Vec<
 
 /// Runs the demo under `root`; fails if a job is lost or assigned twice, or if the stale
 /// leader's assignment is accepted.
-pub(crate) async fn run<D: ElectionDatabase>(db: D, root: Subspace) -> DemoResult {
+pub(crate) async fn run<D: ElectionDatabase>(
+    db: D,
+    root: Subspace,
+    config: ElectionConfig,
+) -> DemoResult {
     let start = Instant::now();
     let app = root.subspace(&("jobs",));
     let keys = Keys::new(&app);
@@ -125,7 +131,6 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, root: Subspace) -> DemoResul
         format!("{JOBS} jobs queued; starting 3 scheduler instances"),
     );
 
-    let config = fast_config()?;
     let election_space = root.subspace(&("election",));
     let mut nodes = Vec::new();
     for name in ["sched-1", "sched-2", "sched-3"] {
@@ -155,13 +160,23 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, root: Subspace) -> DemoResul
     nodes[crashed].abort();
 
     // A successor takes over after one lease.
-    let successor = loop {
-        let others = nodes.iter().enumerate().filter(|(i, _)| *i != crashed);
-        if let Some((_, n)) = others.clone().find(|(_, n)| n.is_leader()) {
-            break n.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let others: Vec<Runner> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != crashed)
+        .map(|(_, n)| n.clone())
+        .collect();
+    wait_until(
+        "a successor leads",
+        config.lease_duration().saturating_mul(4),
+        || others.iter().any(Runner::is_leader),
+    )
+    .await?;
+    let successor = others
+        .iter()
+        .find(|n| n.is_leader())
+        .ok_or("the successor lost its leadership at once")?
+        .clone();
     let new_token = successor
         .leadership()
         .map(|g| g.ballot())
@@ -185,7 +200,7 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, root: Subspace) -> DemoResul
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Let the leader find the queue empty, then shut everyone down.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(config.heartbeat_interval()).await;
     for (i, n) in nodes.iter().enumerate() {
         if i != crashed {
             n.shutdown().await;

@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use fdb_leader_election::ElectionConfig;
 use fdb_leader_election::runner::{ElectionDatabase, LeaderInfo, Runner};
 use foundationdb_tuple::Subspace;
 
-use crate::runner_demos::{DemoResult, fast_config, label, say};
+use crate::runner_demos::{DemoResult, label, say};
 
 fn show(leader: Option<&LeaderInfo>) -> String {
     match leader {
@@ -21,19 +22,28 @@ fn show(leader: Option<&LeaderInfo>) -> String {
     }
 }
 
-/// Waits until the observer's view of the leader's address is `address` (or no leader).
-async fn until_observer_knows(observer: &Runner, address: Option<&str>) -> DemoResult {
+/// Waits (at most `bound`) until the observer's view of the leader's address is
+/// `address` (or no leader).
+async fn until_observer_knows(
+    observer: &Runner,
+    address: Option<&str>,
+    bound: Duration,
+) -> DemoResult {
     let mut updates = observer.leader_updates();
     let known = updates.wait_for(|l| l.as_ref().and_then(LeaderInfo::payload_str) == address);
-    tokio::time::timeout(Duration::from_secs(2), known)
+    tokio::time::timeout(bound, known)
         .await
         .map_err(|_| format!("the observer never learned {address:?}"))??;
     Ok(())
 }
 
-pub(crate) async fn run<D: ElectionDatabase>(db: D, space: Subspace) -> DemoResult {
+pub(crate) async fn run<D: ElectionDatabase>(
+    db: D,
+    space: Subspace,
+    config: ElectionConfig,
+) -> DemoResult {
     let start = Instant::now();
-    let config = fast_config()?;
+    let within = config.lease_duration().saturating_mul(4);
     let observer = Runner::observer(db.clone(), space.clone())
         .config(config.clone())
         .start()?;
@@ -65,23 +75,23 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, space: Subspace) -> DemoResu
     let a = candidate("a", "10.0.0.1:7000")?;
     a.elected().await.ok_or("a stopped")?;
     let b = candidate("b", "10.0.0.2:7000")?;
-    until_observer_knows(&observer, Some("10.0.0.1:7000")).await?;
+    until_observer_knows(&observer, Some("10.0.0.1:7000"), within).await?;
 
     say(start, "a shuts down (hands over to b)");
     a.shutdown().await;
-    until_observer_knows(&observer, Some("10.0.0.2:7000")).await?;
+    until_observer_knows(&observer, Some("10.0.0.2:7000"), within).await?;
 
     say(start, "b moves to another port");
     b.candidate()
         .ok_or("b is a candidate")?
         .set_payload(Some(b"10.0.0.2:7001".to_vec()))?;
-    until_observer_knows(&observer, Some("10.0.0.2:7001")).await?;
+    until_observer_knows(&observer, Some("10.0.0.2:7001"), within).await?;
 
     say(start, "b crashes; c starts");
     b.abort();
-    until_observer_knows(&observer, None).await?;
+    until_observer_knows(&observer, None, within).await?;
     let c = candidate("c", "10.0.0.3:7000")?;
-    until_observer_knows(&observer, Some("10.0.0.3:7000")).await?;
+    until_observer_knows(&observer, Some("10.0.0.3:7000"), within).await?;
 
     let known = observer.leader();
     let actual = c.leadership().map(|g| g.ballot());

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use fdb_leader_election::Priority;
 use fdb_leader_election::runner::{ElectionDatabase, Runner};
+use fdb_leader_election::{ElectionConfig, Priority};
 use foundationdb_tuple::Subspace;
 
-use crate::runner_demos::{DemoResult, fast_config, label, say};
+use crate::runner_demos::{DemoResult, label, say, wait_until};
 
 /// The application of one instance: while it leads, it runs 150 ms jobs under the guard, one
 /// after the other; when asked to hand over, it starts no new job.
@@ -45,9 +45,15 @@ async fn app(runner: Runner, jobs_done: Arc<AtomicU32>, start: Instant) {
     }
 }
 
-pub(crate) async fn run<D: ElectionDatabase>(db: D, space: Subspace) -> DemoResult {
+pub(crate) async fn run<D: ElectionDatabase>(
+    db: D,
+    space: Subspace,
+    config: ElectionConfig,
+) -> DemoResult {
     let start = Instant::now();
-    let config = fast_config()?;
+    // The demo's own pace: four heartbeats between steps.
+    let step = config.heartbeat_interval().saturating_mul(4);
+    let within = config.lease_duration().saturating_mul(4);
     let jobs_done = Arc::new(AtomicU32::new(0));
     let start_instance = |name: &str, priority: i32| -> DemoResult<Runner> {
         let runner = Runner::builder(db.clone(), space.clone())
@@ -65,7 +71,11 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, space: Subspace) -> DemoResu
         .into_iter()
         .map(|n| start_instance(n, 1))
         .collect::<DemoResult<_>>()?;
-    old[0].elected().await.ok_or("v1-a stopped")?;
+    // Whichever old instance wins first: on MemDb the first started, on a real cluster any.
+    wait_until("an old instance leads", within, || {
+        old.iter().any(Runner::is_leader)
+    })
+    .await?;
 
     // Every millisecond: at most one instance may hold a valid guard.
     let all: Arc<std::sync::Mutex<Vec<Runner>>> = Arc::new(std::sync::Mutex::new(old.clone()));
@@ -90,7 +100,7 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, space: Subspace) -> DemoResu
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(step).await;
 
     // The deploy: new instances one by one.
     let mut new = Vec::new();
@@ -100,8 +110,12 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, space: Subspace) -> DemoResu
             rs.push(runner.clone());
         }
         new.push(runner);
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(step).await;
     }
+    wait_until("a new instance leads", within, || {
+        new.iter().any(Runner::is_leader)
+    })
+    .await?;
     let leader = new
         .iter()
         .find(|r| r.is_leader())
@@ -125,7 +139,7 @@ pub(crate) async fn run<D: ElectionDatabase>(db: D, space: Subspace) -> DemoResu
             return Err(format!("{name} did not unregister: {:?}", report.error).into());
         }
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(step).await;
     if !leader.is_leader() {
         return Err("the new leader lost its leadership".into());
     }
