@@ -1180,9 +1180,9 @@ mod cluster {
             "it-{:016x}",
             rand::rngs::StdRng::from_os_rng().random::<u64>()
         );
-        let start = |name: &str, priority: &str| -> std::io::Result<std::process::Child> {
+        let start = |name: &str, priority: &str| -> std::io::Result<Supervisor> {
             let out = std::fs::File::create(dir.path().join(format!("{name}.out")))?;
-            std::process::Command::new(bin)
+            let child = std::process::Command::new(bin)
                 .args(["--cluster-file", &b.cluster_file, "--election", &election])
                 .args(["run", "--name", name, "--priority", priority])
                 .args(["--lease", "2s", "--heartbeat", "500ms", "--"])
@@ -1191,7 +1191,8 @@ mod cluster {
                 .stderr(std::fs::File::create(
                     dir.path().join(format!("{name}.err")),
                 )?)
-                .spawn()
+                .spawn()?;
+            Ok(Supervisor(child))
         };
         let leads = |name: &str| {
             std::fs::read_to_string(dir.path().join(format!("{name}.out")))
@@ -1206,7 +1207,14 @@ mod cluster {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Err(format!("{what} within {bound:?}"))
+            let err = |name: &str| {
+                std::fs::read_to_string(dir.path().join(format!("{name}.err"))).unwrap_or_default()
+            };
+            Err(format!(
+                "{what} within {bound:?}\n--- low's stderr:\n{}--- high's stderr:\n{}",
+                err("low"),
+                err("high")
+            ))
         };
         let mut low = start("low", "1")?;
         wait("low to lead".into(), Duration::from_secs(10), &|| {
@@ -1218,12 +1226,12 @@ mod cluster {
         })?;
         // Right after the leader change: SIGTERM to the new leader.
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &high.id().to_string()])
+            .args(["-TERM", &high.0.id().to_string()])
             .status()?;
         if !status.success() {
             return Err("kill -TERM failed".into());
         }
-        let exited = wait_exit(&mut high, Duration::from_secs(10))?;
+        let exited = wait_exit(&mut high.0, Duration::from_secs(10))?;
         if exited.code() != Some(0) {
             let err = std::fs::read_to_string(dir.path().join("high.err")).unwrap_or_default();
             return Err(format!("fdb-leader exited with {exited} after SIGTERM:\n{err}").into());
@@ -1232,13 +1240,26 @@ mod cluster {
             leads("low") == 2
         })?;
         std::process::Command::new("kill")
-            .args(["-TERM", &low.id().to_string()])
+            .args(["-TERM", &low.0.id().to_string()])
             .status()?;
-        let exited = wait_exit(&mut low, Duration::from_secs(10))?;
+        let exited = wait_exit(&mut low.0, Duration::from_secs(10))?;
         if exited.code() != Some(0) {
             return Err(format!("the last fdb-leader exited with {exited}").into());
         }
         Ok(())
+    }
+
+    /// A started `fdb-leader run`, killed (SIGKILL) if still running when dropped: its
+    /// watchdog then kills its child's group, so a failed scenario leaves nothing behind.
+    struct Supervisor(std::process::Child);
+
+    impl Drop for Supervisor {
+        fn drop(&mut self) {
+            if matches!(self.0.try_wait(), Ok(None)) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
     }
 
     /// Waits for `child` to exit, for at most `bound` (then kills it).
