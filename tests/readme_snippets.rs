@@ -16,7 +16,7 @@ fn region(text: &str, name: &str) -> Option<Vec<String>> {
     let indent = body
         .iter()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
+        .map(|l| l.len().saturating_sub(l.trim_start().len()))
         .min()
         .unwrap_or(0);
     Some(
