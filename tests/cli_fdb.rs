@@ -827,3 +827,34 @@ fn run_and_watch_wait_out_an_unreachable_cluster_until_a_signal() {
     assert!(took < Duration::from_secs(2), "stopping took {took:?}");
     assert!(world.stdout_lines("watch").is_empty());
 }
+
+#[test]
+fn a_missing_cluster_file_is_a_store_error_that_names_it() {
+    let real = world_or_skip!("no-cluster-file");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("no-such-dir").join("fdb.cluster");
+    let world = World::on_cluster(&missing, &election(&real));
+    let child = world.path("child.sh");
+    let child = child.to_str().unwrap();
+    for args in [
+        &["status"][..],
+        &["config", "get"],
+        &["config", "set", "--preemption", "off"],
+        &["resign", "--expected-ballot", "1"],
+        &["watch", "--wait"],
+        &["run", "--name", "a", "--", "sh", child, "/dev/null"],
+    ] {
+        let out = world.cli(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "cannot open the FoundationDB cluster file {}",
+                missing.display()
+            )),
+            "{args:?}: {err}"
+        );
+        assert_no_panic(&err);
+    }
+    assert!(!missing.exists() && !missing.parent().unwrap().exists());
+}

@@ -36,6 +36,15 @@ pub(crate) fn open(path: &Path) -> Result<std::sync::Arc<foundationdb::Database>
     let text = path
         .to_str()
         .ok_or_else(|| Failure::usage("the cluster file path is not valid UTF-8"))?;
+    // The client reads the file only at the first transaction, and then blames "the current
+    // directory or default location" for a file that is missing: check it here, by its name.
+    std::fs::File::open(path).map_err(|e| {
+        Failure::store(format!(
+            "cannot open the FoundationDB cluster file {}: {e} (give the cluster's file, \
+             /etc/foundationdb/fdb.cluster on a server with FoundationDB installed)",
+            path.display()
+        ))
+    })?;
     foundationdb::Database::new(Some(text))
         .map(std::sync::Arc::new)
         .map_err(|e| {
