@@ -163,6 +163,29 @@ impl ElectionConfig {
         scale_down(lease, self.max_clock_rate_error_ppm)
     }
 
+    /// How long before its belief ends a leader starts its last renewal attempt: room for one
+    /// attempt (`transaction_timeout`) and a quarter of a heartbeat of slack, so that attempt
+    /// ends, even when it times out, before the belief does. The runner's schedule renews at
+    /// the latest this long before the deadline; [`min_renewal_interval`](Self::min_renewal_interval)
+    /// and validation take it from here, so the rule that schedules renewals and the rule that
+    /// accepts a configuration are one.
+    pub fn renewal_margin(&self) -> Duration {
+        self.transaction_timeout
+            .saturating_add(div(self.heartbeat_interval, 4))
+    }
+
+    /// The shortest interval the runner's schedule leaves between the starts of two renewals
+    /// (with no failure): the jittered heartbeat (at least 80% of it), or the belief less the
+    /// [`renewal_margin`](Self::renewal_margin), whichever is shorter. A valid configuration
+    /// keeps it at least half a heartbeat ([`ConfigError::BeliefTooShortToRenew`]), so a
+    /// leader renews at most twice per heartbeat, never in a loop.
+    pub fn min_renewal_interval(&self) -> Duration {
+        let by_deadline = self
+            .local_validity(self.lease_duration)
+            .saturating_sub(self.renewal_margin());
+        div(self.heartbeat_interval.saturating_mul(4), 5).min(by_deadline)
+    }
+
     /// The number of leader renewals a live candidate may lag behind:
     /// `ceil(candidate_timeout / heartbeat_interval)`.
     pub fn renewals_before_dead(&self) -> u64 {
@@ -233,6 +256,20 @@ impl ElectionConfig {
                 heartbeat: c.heartbeat_interval,
             });
         }
+        if c.min_renewal_interval() < div(c.heartbeat_interval, 2) {
+            return Err(ConfigError::BeliefTooShortToRenew {
+                belief: c.local_validity(c.lease_duration),
+                needed: c
+                    .renewal_margin()
+                    .saturating_add(div(c.heartbeat_interval, 2)),
+                lease: c.lease_duration,
+                min_lease: scale_up(
+                    c.renewal_margin()
+                        .saturating_add(div(c.heartbeat_interval, 2)),
+                    c.max_clock_rate_error_ppm,
+                ),
+            });
+        }
         Ok(c)
     }
 }
@@ -263,6 +300,17 @@ fn scale_down(d: Duration, ppm: u32) -> Duration {
         .saturating_mul(num)
         .checked_div(den)
         .unwrap_or(0);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// The shortest lease whose belief ([`scale_down`]) is at least `d`: `d × (1 + ρ) / (1 − ρ)`,
+/// rounded up (for error messages).
+fn scale_up(d: Duration, ppm: u32) -> Duration {
+    let ppm = u128::from(ppm);
+    let ppm_total = u128::from(PPM);
+    let num = ppm_total.saturating_add(ppm);
+    let den = ppm_total.saturating_sub(ppm).max(1);
+    let nanos = d.as_nanos().saturating_mul(num).div_ceil(den);
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
@@ -393,6 +441,28 @@ pub enum ConfigError {
         transaction_timeout: Duration,
         /// The configured heartbeat.
         heartbeat: Duration,
+    },
+    /// The leader's belief must leave the runner room to renew: after a renewal, the next one
+    /// is due at the latest [`ElectionConfig::renewal_margin`] (one attempt and a quarter
+    /// heartbeat) before the belief ends, and that must be at least half a heartbeat after
+    /// the renewal started. Otherwise the leader would renew in a tight loop (or could not
+    /// finish an attempt before its belief ends).
+    #[error(
+        "the leader's belief, lease_duration × (1 − ρ)/(1 + ρ) = {belief:?}, must be at least \
+         transaction_timeout + 3/4 heartbeat_interval = {needed:?} so the leader can renew \
+         before it ends without renewing in a loop: lengthen lease_duration ({lease:?}) to at \
+         least {min_lease:?}, or shorten transaction_timeout or heartbeat_interval, or lower \
+         max_clock_rate_error_ppm"
+    )]
+    BeliefTooShortToRenew {
+        /// The leader's belief: the lease scaled down by ρ.
+        belief: Duration,
+        /// What it must be at least: the renewal margin plus half a heartbeat.
+        needed: Duration,
+        /// The configured lease.
+        lease: Duration,
+        /// The shortest lease that would do with the other settings.
+        min_lease: Duration,
     },
     /// A duration setting is unreasonably long.
     #[error("{field} ({value:?}) must be at most {max:?}")]

@@ -388,13 +388,10 @@ impl Machine {
             due = due.min(self.last_cycle_at.saturating_add(poll));
         }
         if let Some(g) = self.live_guard() {
-            // Renew before the lease runs out, leaving room for one attempt and some slack.
-            let margin = self
-                .config
-                .transaction_timeout()
-                .saturating_add(part(self.config.heartbeat_interval(), 4));
+            // Renew before the lease runs out, leaving room for one attempt and some slack
+            // (the same margin validation checks, `ElectionConfig::renewal_margin`).
             if !self.failing {
-                due = due.min(before(g.deadline, margin));
+                due = due.min(before(g.deadline, self.config.renewal_margin()));
             }
         }
         due

@@ -1453,4 +1453,5 @@ fn a_resignation_rejected_while_waiting_for_busy_work_leaves_the_candidate_cycli
     );
 }
 
+mod schedule;
 mod walk;
