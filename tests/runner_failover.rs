@@ -212,3 +212,104 @@ async fn a_resignation_rejected_because_the_lease_ran_out_while_waiting_leaves_t
     assert_ne!(a.state(), RunnerState::Stopped);
     a.shutdown().await;
 }
+
+/// Makes the reply of the next commit that writes the leader record take `delay` once
+/// armed, after the commit applied; records when that commit was processed.
+#[derive(Debug, Default)]
+struct SlowLeaderReply {
+    armed: std::sync::atomic::AtomicBool,
+    at: std::sync::Mutex<Option<Instant>>,
+}
+
+impl fdb_leader_election::FaultInjector for SlowLeaderReply {
+    fn on_commit(
+        &self,
+        ctx: &fdb_leader_election::memdb::CommitContext<'_>,
+    ) -> fdb_leader_election::memdb::CommitDecision {
+        use std::sync::atomic::Ordering;
+        let decision = fdb_leader_election::memdb::CommitDecision::proceed();
+        if ctx.written_keys.contains(&leader_key()) && self.armed.swap(false, Ordering::SeqCst) {
+            *self.at.lock().unwrap() = Some(Instant::now());
+            return decision.with_reply_latency(Duration::from_secs(2));
+        }
+        decision
+    }
+}
+
+/// DESIGN §10.3: the guard never outlives the lease any commit of its candidate may have
+/// written, however late the reply. An operator shortens the lease from 30 s to 600 ms; the
+/// leader's next renewal writes the shorter lease, applies at once, and its reply takes 2 s
+/// (well within the old configuration's 4 s attempts). The belief is capped before the commit
+/// at the attempt's start + 588 ms; the guard, and the work it runs, must end then, not when
+/// the reply comes: a follower with the new lease may take over from 600 ms on. (Before the
+/// fix the guard's timer moved only when the reply came: its work ran on for 1.4 s more.)
+#[tokio::test(start_paused = true)]
+async fn a_shortened_lease_with_a_slow_reply_ends_the_guard_at_the_shorter_deadline() {
+    use fdb_leader_election::runner::ElectionDatabase;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let old = fdb_leader_election::ElectionConfig::builder()
+        .lease_duration(Duration::from_secs(30))
+        .heartbeat_interval(Duration::from_secs(5))
+        .candidate_timeout(Duration::from_secs(60))
+        .transaction_timeout(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    let short = fdb_leader_election::ElectionConfig::builder()
+        .lease_duration(Duration::from_millis(600))
+        .heartbeat_interval(Duration::from_millis(200))
+        .candidate_timeout(Duration::from_millis(1_200))
+        .transaction_timeout(Duration::from_millis(60))
+        .build()
+        .unwrap();
+    let db = db();
+    let slow = Arc::new(SlowLeaderReply::default());
+    db.set_fault_injector(slow.clone());
+    let a = builder(db.clone(), "a", 1).config(old).start().unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), a.elected())
+        .await
+        .unwrap()
+        .unwrap();
+    // Guarded work: notes (in ms since `t0`) every millisecond it runs.
+    let t0 = Instant::now();
+    let last_ran = Arc::new(AtomicU64::new(0));
+    let ran = Arc::clone(&last_ran);
+    let work = guard.spawn(async move {
+        loop {
+            ran.store(t0.elapsed().as_millis() as u64, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    // The operator shortens the lease; the leader's next renewal writes it, slowly answered.
+    let election = a.election().clone();
+    db.transact(Duration::from_secs(1), |txn| {
+        let (e, short) = (election.clone(), short.clone());
+        async move { e.write_config(&txn, &short).await }
+    })
+    .await
+    .unwrap();
+    slow.armed.store(true, Ordering::SeqCst);
+    let ended = tokio::time::timeout(Duration::from_secs(20), guard.cancelled()).await;
+    assert!(ended.is_ok(), "the guard was never cancelled");
+    let ended_at = t0.elapsed();
+    let committed = slow.at.lock().unwrap().expect("the renewal was slowed");
+    let committed = committed.duration_since(t0);
+    // The attempt started at or before the commit: the capped belief ends by commit + 588 ms.
+    let capped = committed + short.local_validity(short.lease_duration());
+    assert!(
+        ended_at <= capped + Duration::from_millis(1),
+        "guard cancelled {:?} after the capped deadline (commit at {committed:?})",
+        ended_at.saturating_sub(capped)
+    );
+    assert!(
+        work.await.unwrap().is_none(),
+        "the guarded work was cancelled"
+    );
+    let last = Duration::from_millis(last_ran.load(Ordering::SeqCst));
+    assert!(
+        last <= capped + Duration::from_millis(1),
+        "guarded work ran until {last:?}, past the capped deadline {capped:?}"
+    );
+    a.shutdown().await;
+}

@@ -235,6 +235,11 @@ pub struct CommitDecision {
     pub latency: Duration,
     /// The failure to inject, or `None` to process the commit normally.
     pub fault: Option<CommitFault>,
+    /// How long the reply takes once the commit has been processed (applied, or failed): the
+    /// commit's effects are visible to everyone meanwhile, while its caller still waits, as
+    /// with a slow reply of FoundationDB under load. A caller that gives up meanwhile (a
+    /// transaction timeout) sees a maybe-committed error for a commit that applied.
+    pub reply_latency: Duration,
 }
 
 impl CommitDecision {
@@ -243,6 +248,7 @@ impl CommitDecision {
         CommitDecision {
             latency: Duration::ZERO,
             fault: None,
+            reply_latency: Duration::ZERO,
         }
     }
 
@@ -251,12 +257,19 @@ impl CommitDecision {
         CommitDecision {
             latency: Duration::ZERO,
             fault: Some(fault),
+            reply_latency: Duration::ZERO,
         }
     }
 
     /// The same decision, taken after waiting `latency`.
     pub const fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
+        self
+    }
+
+    /// The same decision, its reply taking `reply_latency` after the commit was processed.
+    pub const fn with_reply_latency(mut self, reply_latency: Duration) -> Self {
+        self.reply_latency = reply_latency;
         self
     }
 }
@@ -372,6 +385,7 @@ impl FaultInjector for ScriptedFaults {
             CommitDecision {
                 latency: s.commit_latency,
                 fault,
+                reply_latency: Duration::ZERO,
             }
         })
     }

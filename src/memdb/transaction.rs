@@ -205,9 +205,14 @@ impl MemTransaction {
         if let Err(e) = &result {
             parts.fail_watches(e);
         }
-        let mut state = self.state();
-        state.read_version = parts.read_version;
-        state.end_commit();
+        {
+            let mut state = self.state();
+            state.read_version = parts.read_version;
+            state.end_commit();
+        }
+        if !decision.reply_latency.is_zero() {
+            tokio::time::sleep(decision.reply_latency).await;
+        }
         result
     }
 

@@ -127,6 +127,20 @@ impl Machine {
         }
     }
 
+    /// Moves the live guard's deadline back to the belief's if the belief now ends sooner
+    /// (never forward: inside a transaction nothing is confirmed yet).
+    pub(super) fn follow_lowered_belief(&mut self, ctx: &Ctx, out: &mut Vec<Command>) {
+        let Some(g) = self.guard.as_mut().filter(|g| g.revoked.is_none()) else {
+            return;
+        };
+        if let Some(b) = ctx.belief.filter(|b| b.ballot == g.ballot) {
+            if b.valid_until < g.deadline {
+                g.deadline = b.valid_until;
+                out.push(Command::SetGuardDeadline(b.valid_until));
+            }
+        }
+    }
+
     /// The cycle's commit confirmed leadership of `ballot`.
     pub(super) fn leading(
         &mut self,

@@ -35,6 +35,10 @@ impl Machine {
         let ballot = g.ballot;
         let reason = self.stop_reason(decided, ballot);
         self.revoke_unless_believed(ctx, reason, out);
+        // A shorter lease this cycle writes capped the belief before its commit: the guard's
+        // deadline moves with it now, before the commit can apply, not when the reply comes
+        // (which may be as late as the transaction timeout of the old configuration).
+        self.follow_lowered_belief(ctx, out);
     }
 
     pub(super) fn cycle_committed(

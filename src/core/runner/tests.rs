@@ -328,6 +328,28 @@ fn a_shorter_belief_shortens_the_guard_even_when_the_commit_failed() {
 }
 
 #[test]
+fn a_shorter_lease_written_inside_the_transaction_moves_the_guard_deadline_before_the_commit() {
+    let mut r = Run::leader();
+    // The cycle writes a shorter lease: the belief was capped, inside the transaction.
+    r.at(100).cycling().believe(1, 150);
+    let out = r.feed(Event::CycleDecided(Ok((
+        Action::Renewed,
+        owned("me", 1, 2),
+    ))));
+    assert_eq!(out, vec![Command::SetGuardDeadline(at(150))]);
+    // A belief that did not shrink moves nothing inside the transaction (nothing is
+    // confirmed yet), not even forward.
+    r.believe(1, 400);
+    assert_eq!(
+        r.feed(Event::CycleDecided(Ok((
+            Action::Renewed,
+            owned("me", 1, 2)
+        )))),
+        vec![]
+    );
+}
+
+#[test]
 fn stepping_down_revokes_the_guard_inside_the_transaction_before_its_commit() {
     let mut r = Run::leader();
     r.at(100).cycling();

@@ -87,13 +87,17 @@ impl Drop for Alive {
 }
 
 /// The machine, shared with the transaction closures that must consult it before their
-/// commit (a cycle that stepped down revokes the guard *then*).
+/// commit (a cycle that stepped down revokes the guard *then*; one that wrote a shorter lease
+/// moves the guard's deadline *then*).
 #[derive(Clone)]
 struct Brain {
     machine: Arc<Mutex<Machine>>,
     me: Option<Candidate>,
     clock: Arc<dyn Clock>,
     shared: Arc<Shared>,
+    /// Notified when a transaction moved the guard's deadline, so the wait for that
+    /// transaction re-arms its timer on the new deadline.
+    deadline_moved: Arc<tokio::sync::Notify>,
 }
 
 impl Brain {
@@ -111,14 +115,24 @@ impl Brain {
         self.lock().handle(event, ctx)
     }
 
-    /// Inside a transaction, before its commit: feeds `event` and revokes the guard at once
-    /// if the machine says so. Nothing else can come out while a transaction is in flight.
+    /// Inside a transaction, before its commit: feeds `event` and revokes the guard, or moves
+    /// its deadline back, at once if the machine says so. Nothing else can come out while a
+    /// transaction is in flight.
     fn decided(&self, event: Event) {
         for command in self.feed(event) {
-            if let Command::RevokeGuard(reason) = command {
-                if let Some(guard) = self.shared.guard() {
-                    guard.revoke(reason);
+            match command {
+                Command::RevokeGuard(reason) => {
+                    if let Some(guard) = self.shared.guard() {
+                        guard.revoke(reason);
+                    }
                 }
+                Command::SetGuardDeadline(deadline) => {
+                    if let Some(guard) = self.shared.guard() {
+                        guard.set_deadline(deadline);
+                        self.deadline_moved.notify_one();
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -155,6 +169,7 @@ impl<D: ElectionDatabase> Executor<D> {
                 me: s.me,
                 clock: s.clock,
                 shared: s.shared,
+                deadline_moved: Arc::new(tokio::sync::Notify::new()),
             },
             db: s.db,
             election: s.election,
@@ -264,9 +279,11 @@ impl<D: ElectionDatabase> Executor<D> {
             Shutdown,
             Done(Outcome),
             Deadline,
+            DeadlineMoved,
             Request(Option<Request>),
         }
         tokio::pin!(op);
+        let moved = Arc::clone(&self.brain.deadline_moved);
         loop {
             let deadline = self.guard_deadline();
             let shutdown = self.shutdown.clone();
@@ -277,6 +294,7 @@ impl<D: ElectionDatabase> Executor<D> {
                 () = shutdown.cancelled(), if !fed => Woke::Shutdown,
                 outcome = &mut op => Woke::Done(outcome),
                 () = sleep_until_opt(deadline) => Woke::Deadline,
+                () = moved.notified() => Woke::DeadlineMoved,
                 request = requests.recv(), if open => Woke::Request(request),
             };
             match woke {
@@ -295,6 +313,8 @@ impl<D: ElectionDatabase> Executor<D> {
                     let commands = self.brain.feed(Event::Tick);
                     self.apply_all(commands);
                 }
+                // The transaction moved the guard's deadline back: wait on the new one.
+                Woke::DeadlineMoved => {}
                 Woke::Request(request) => {
                     let commands = self.request(request);
                     self.apply_all(commands);
