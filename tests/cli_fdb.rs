@@ -26,8 +26,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    HEARTBEAT_DUR, LEASE_DUR, PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of,
-    poll, running, signal, status_json, wait_exit, wait_live_candidates,
+    PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of, poll, running, signal,
+    status_json, wait_exit, wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
@@ -55,8 +55,17 @@ fn world(test: &str) -> Option<World> {
     };
     let random = rand::rngs::StdRng::from_os_rng().random::<u64>();
     let election = format!("cli-fdb-{test}-{random:016x}");
-    Some(World::on_cluster(&PathBuf::from(cluster_file), &election))
+    Some(World::on_cluster(&PathBuf::from(cluster_file), &election).with_timing(LEASE, HEARTBEAT))
 }
+
+/// The runs' lease and heartbeat. Longer than the SQLite tests' 600 ms and 200 ms: with those,
+/// each attempt gets 100 ms (half a heartbeat), and the one-process cluster, sharing this
+/// loaded 2-core machine, missed that often enough to lapse a lease every few minutes; with
+/// 250 ms per attempt it did not miss once.
+const LEASE: &str = "1500ms";
+const HEARTBEAT: &str = "500ms";
+const LEASE_DUR: Duration = Duration::from_millis(1500);
+const HEARTBEAT_DUR: Duration = Duration::from_millis(500);
 
 /// `world(TEST)`, or return from the test.
 macro_rules! world_or_skip {
@@ -196,8 +205,8 @@ fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
         });
     assert_eq!(first.ballot, 1, "a new election's first ballot");
     wait_live_candidates(&world, 2);
-    // Three leases: one child all along, both campaigners alive.
-    let until = Instant::now() + LEASE_DUR * 3;
+    // Two leases: one child all along, both campaigners alive.
+    let until = Instant::now() + LEASE_DUR * 2;
     while Instant::now() < until {
         let active = world.active();
         assert_eq!(active.len(), 1, "children running: {active:?}");
@@ -431,7 +440,7 @@ fn status_shows_leader_ballot_lease_state_candidates_and_config() {
         status["renewals_before_dead"].as_u64().is_some(),
         "{status}"
     );
-    // `config set` created the election with the defaults; `run --lease 600ms` joined it.
+    // `config set` created the election with the defaults; `run --lease 1500ms` joined it.
     assert_eq!(status["config"]["lease_ms"], 10_000);
     assert_eq!(status["config"]["preemption"], true);
     let candidates = status["candidates"].as_array().expect("candidates array");
@@ -456,6 +465,39 @@ fn status_shows_leader_ballot_lease_state_candidates_and_config() {
         is_label(&seen[1].0, "b") && seen[1].1 == 1 && !seen[1].2,
         "{seen:?}"
     );
+
+    // `run --try` finds the leadership taken: exit 5, nothing changed.
+    let child = world.path("child.sh");
+    let log = world.log();
+    let out = world.cli(&[
+        "run",
+        "--try",
+        "--name",
+        "c",
+        "--",
+        "sh",
+        child.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains(&format!("not elected (--try): {} leads", leader.id)),
+        "{err}"
+    );
+    let ids = |s: &Value| -> Vec<String> {
+        let mut ids: Vec<String> = s["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let after = status_json(&world).unwrap();
+    assert_eq!(ids(&after), ids(&status), "--try left a registration");
+    assert_eq!(after["ballot"], status["ballot"]);
 
     // The text form says the same.
     let shown = ok(&world, &["status"]);
@@ -757,7 +799,7 @@ fn config_set_and_get_round_trip_and_the_stored_config_wins() {
     );
     assert_eq!(config_get(&world), config);
 
-    // `run --lease 600ms` joins the existing election: the stored configuration wins, and it
+    // `run --lease 1500ms` joins the existing election: the stored configuration wins, and it
     // says so; the leader runs with it.
     let mut a = world.start_run("a", &[]);
     let seen = poll(PATIENCE, || {

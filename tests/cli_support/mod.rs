@@ -68,6 +68,9 @@ pub enum Store {
 pub struct World {
     dir: TempDir,
     store: Store,
+    /// `--lease` and `--heartbeat` of [`start_run`](Self::start_run): [`LEASE`] and
+    /// [`HEARTBEAT`] unless [`with_timing`](Self::with_timing) changed them.
+    timing: (&'static str, &'static str),
     spawned: Vec<Pid>,
 }
 
@@ -101,8 +104,15 @@ impl World {
         World {
             dir,
             store,
+            timing: (LEASE, HEARTBEAT),
             spawned: Vec::new(),
         }
+    }
+
+    /// This world, with `run --lease LEASE --heartbeat HEARTBEAT` for the runs it starts.
+    pub fn with_timing(mut self, lease: &'static str, heartbeat: &'static str) -> World {
+        self.timing = (lease, heartbeat);
+        self
     }
 
     /// Where the election lives.
@@ -156,7 +166,8 @@ impl World {
     }
 
     /// Starts `fdb-leader STORE… run --name NAME --lease 600ms --heartbeat 200ms EXTRA… --
-    /// sh child.sh LOG` in a process group of its own; stderr goes to `NAME.err`.
+    /// sh child.sh LOG` (other timings: [`with_timing`](Self::with_timing)) in a process group
+    /// of its own; stderr goes to `NAME.err`.
     pub fn start_run(&mut self, name: &str, extra: &[&str]) -> Child {
         self.start_run_stopping_in(name, extra, "0")
     }
@@ -183,9 +194,9 @@ impl World {
                 "--name",
                 name,
                 "--lease",
-                LEASE,
+                self.timing.0,
                 "--heartbeat",
-                HEARTBEAT,
+                self.timing.1,
             ])
             .args(extra)
             .arg("--")
