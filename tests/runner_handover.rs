@@ -373,3 +373,37 @@ async fn the_guard_is_never_valid_together_with_a_successor() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// DESIGN §10.6: no leader keeps a closed guard. `b` (priority 5) asks `a` to hand over while
+/// `a` runs a 400 ms guarded job; `a` closes its guard and drains; `b` shuts down meanwhile
+/// (its unregistration withdraws the request). When the job is done, `a` must not renew with
+/// its guard closed for good: it steps down anyway, reserving for the best live candidate
+/// (`c`), within the grace plus a heartbeat. (Before the fix `a` renewed forever with a closed
+/// guard and `c` never led.)
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_requester_left_during_the_drain_steps_down_anyway() {
+    let db = db();
+    let (a, ga, _ra) = settled_leader(&db).await;
+    let c = builder(db.clone(), "c", 1).start().unwrap();
+    tokio::time::sleep(HEARTBEAT * 2).await;
+    let job = ga.spawn(tokio::time::sleep(Duration::from_millis(400)));
+    let b = builder(db.clone(), "b", 5).start().unwrap();
+    wait_until("a is asked to hand over", LEASE, || {
+        ga.is_handover_requested()
+    })
+    .await;
+    assert!(!ga.accepts_work());
+    b.shutdown().await;
+    let drained = Instant::now();
+    assert_eq!(job.await.unwrap(), Some(()), "the in-flight job finished");
+    let gc = tokio::time::timeout(config().handover_grace() + HEARTBEAT, c.elected())
+        .await
+        .expect("c leads within the grace and a heartbeat")
+        .unwrap();
+    assert!(ga.is_cancelled(), "a's closed guard ended before c led");
+    assert_eq!(ga.stop_reason(), Some(StopReason::Resigned));
+    assert_eq!(gc.ballot(), Ballot::new(2));
+    assert!(drained.elapsed() <= config().handover_grace() + HEARTBEAT);
+    a.shutdown().await;
+    c.shutdown().await;
+}

@@ -127,6 +127,32 @@ impl Machine {
         }
     }
 
+    /// No leader keeps a closed guard (DESIGN §10.6): a cycle that renewed while the guard is
+    /// closed, honouring no request and with no resignation waiting, means the request that
+    /// closed it was withdrawn (its requester unregistered or died while the work drained) or
+    /// the resignation that closed it failed. The leader steps down anyway, reserving for
+    /// the best live candidate, its grace counted from when the guard closed.
+    pub(super) fn step_down_if_closed(
+        &mut self,
+        report: &CycleReport,
+        ctx: &Ctx,
+        out: &mut Vec<Command>,
+    ) {
+        if report.honoured.is_some() || self.resigns > 0 || self.resign_since.is_some() {
+            return;
+        }
+        let Some(closed_at) = self
+            .live_guard()
+            .filter(|g| Some(g.ballot) == report.leading)
+            .and_then(|g| g.closed_at)
+        else {
+            return;
+        };
+        out.push(Command::SteppingDownAnyway);
+        self.resigns = 1;
+        self.resign_since = Some(closed_at.min(ctx.now));
+    }
+
     /// Moves the live guard's deadline back to the belief's if the belief now ends sooner
     /// (never forward: inside a transaction nothing is confirmed yet).
     pub(super) fn follow_lowered_belief(&mut self, ctx: &Ctx, out: &mut Vec<Command>) {
@@ -179,7 +205,7 @@ impl Machine {
                     ballot,
                     deadline: belief.valid_until,
                     revoked: None,
-                    handover: false,
+                    closed_at: None,
                 });
                 out.push(Command::IssueGuard {
                     ballot,
@@ -192,17 +218,17 @@ impl Machine {
 
     /// A request the cycle honoured: the guard accepts no new work (the leader drains it, or
     /// has stepped down already), and the leader is told once, before it stops.
-    pub(super) fn note_request(&mut self, report: &CycleReport, out: &mut Vec<Command>) {
+    pub(super) fn note_request(&mut self, report: &CycleReport, ctx: &Ctx, out: &mut Vec<Command>) {
         let Some(request) = report.honoured.as_ref() else {
             return;
         };
         let Some(g) = self.guard.as_mut() else {
             return;
         };
-        if g.handover {
+        if g.closed_at.is_some() {
             return;
         }
-        g.handover = true;
+        g.closed_at = Some(ctx.now);
         if g.revoked.is_none() {
             out.push(Command::CloseGuard);
         }

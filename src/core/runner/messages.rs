@@ -260,6 +260,10 @@ pub enum Command {
     },
     /// Stop believing in any leadership (the runner leaves).
     StepDownLocally,
+    /// The guard is closed but nothing will end this leadership: the request that closed it
+    /// was withdrawn, or the resignation that closed it failed. The leader resigns anyway
+    /// (a `Resign` follows, once guarded work is idle or the grace from the closing ends).
+    SteppingDownAnyway,
     /// A candidate asked this leader to hand over, and the leader honours it (waiting for its
     /// guarded work first).
     HandoverRequested(Named),

@@ -65,8 +65,9 @@ struct Guard {
     deadline: LocalInstant,
     /// Revoked (cancelled) already, with this reason; the leadership ends at the next look.
     revoked: Option<StopReason>,
-    /// A handover or operator request is honoured: no new work, step down when idle.
-    handover: bool,
+    /// Since when the guard accepts no new work (a handover or operator request is
+    /// honoured, or a resignation waits): the leader steps down when idle, within the grace.
+    closed_at: Option<LocalInstant>,
 }
 
 /// The transaction (or wait) in flight: at most one at a time.
@@ -252,7 +253,7 @@ impl Machine {
             Event::RecordRead(read) => self.record_read(read, &ctx, &mut out),
             Event::WatchFired(fired) => self.watch_fired(fired, &ctx),
             Event::WorkIdle => {
-                if self.live_guard().is_some_and(|g| g.handover) {
+                if self.live_guard().is_some_and(|g| g.closed_at.is_some()) {
                     self.run_now = true;
                 }
             }

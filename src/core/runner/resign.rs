@@ -19,8 +19,8 @@ impl Machine {
     pub(super) fn start_resign(&mut self, ctx: &Ctx, out: &mut Vec<Command>) {
         match self.guard.as_mut().filter(|g| g.revoked.is_none()) {
             Some(g) => {
-                if !g.handover {
-                    g.handover = true;
+                if g.closed_at.is_none() {
+                    g.closed_at = Some(ctx.now);
                     out.push(Command::CloseGuard);
                 }
                 self.resign_since = Some(ctx.now);

@@ -57,10 +57,11 @@ impl Machine {
         self.last_cycle_at = started;
         self.next_cycle_at = started.saturating_add(jittered(&mut self.rng, heartbeat));
         // The request first: the leader is told about it before it stops.
-        self.note_request(&report, out);
+        self.note_request(&report, ctx, out);
         if let Some(ballot) = report.leading {
             self.leading(ballot, started, report.action, ctx, out);
         }
+        self.step_down_if_closed(&report, ctx, out);
         self.observe(&report.record, Some(report.action), out);
         self.reconcile(ctx, out);
         self.update_state(out);

@@ -471,6 +471,86 @@ fn an_honoured_request_closes_the_guard_and_idle_work_triggers_the_handover() {
 }
 
 #[test]
+fn a_request_withdrawn_while_the_leader_drained_makes_it_step_down_anyway() {
+    let mut r = Run::leader();
+    let mut rec = owned("me", 1, 2);
+    let req = Named::new(id("new"), Priority::new(5));
+    rec.handover = Some(Party::Candidate(req.clone()));
+    r.at(100).believe(1, 394);
+    r.busy = true;
+    let mut rep = report(Action::Renewed, rec, Some(1));
+    rep.honoured = Some(Party::Candidate(req));
+    r.watching(owned("me", 1, 1));
+    let out = r.cycling().feed(Event::CycleCommitted(rep));
+    assert!(has(&out, |c| *c == Command::CloseGuard));
+    // The work drains; the cycle that would hand over finds the requester gone (unregistered
+    // or evicted): the core renews, honouring nothing.
+    r.busy = false;
+    assert!(has(&r.at(160).feed(Event::WorkIdle), |c| *c
+        == Command::RunCycle));
+    r.at(160).believe(1, 454);
+    let out = r.cycling().feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 3),
+        Some(1),
+    )));
+    // The leader does not keep its closed guard: it resigns (reserving for the best live
+    // candidate) at once, its work being idle.
+    assert!(has(&out, |c| *c == Command::SteppingDownAnyway), "{out:?}");
+    assert!(
+        has(&out, |c| *c
+            == Command::Resign {
+                expected: Ballot::new(1)
+            }),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_failed_resignation_leaves_no_closed_guard_it_is_retried() {
+    let mut r = Run::leader();
+    let out = r.at(10).feed(Event::ResignRequested);
+    assert!(has(&out, |c| *c == Command::CloseGuard));
+    assert!(has(&out, |c| matches!(c, Command::Resign { .. })));
+    // The resignation's transaction failed: the belief is intact, the guard still closed.
+    r.at(20).believe(1, 294);
+    let out = r.feed(Event::ResignDone);
+    assert!(has(&out, |c| *c == Command::RunCycle), "{out:?}");
+    r.at(20).believe(1, 314);
+    let out = r.cycling().feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 2),
+        Some(1),
+    )));
+    assert!(has(&out, |c| *c == Command::SteppingDownAnyway), "{out:?}");
+    assert!(
+        has(&out, |c| matches!(c, Command::Resign { .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_draining_leader_whose_request_stands_does_not_step_down_on_its_own() {
+    let mut r = Run::leader();
+    let mut rec = owned("me", 1, 2);
+    let req = Named::new(id("new"), Priority::new(5));
+    rec.handover = Some(Party::Candidate(req.clone()));
+    r.at(100).believe(1, 394);
+    r.busy = true;
+    let mut rep = report(Action::Renewed, rec, Some(1));
+    rep.honoured = Some(Party::Candidate(req));
+    r.watching(owned("me", 1, 1));
+    r.cycling().feed(Event::CycleCommitted(rep.clone()));
+    // Still draining: the next renewal honours the same request; nothing else happens.
+    let out = r.at(150).cycling().feed(Event::CycleCommitted(rep));
+    assert!(!has(&out, |c| *c == Command::SteppingDownAnyway), "{out:?}");
+    assert!(
+        !has(&out, |c| matches!(c, Command::Resign { .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn an_operator_request_is_reported_as_such() {
     let mut r = Run::leader();
     let mut rep = report(Action::HandedOver, vacant(1, 2, Some("best")), None);

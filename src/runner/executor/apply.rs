@@ -149,6 +149,12 @@ impl<D: ElectionDatabase> Executor<D> {
                 tracing::info!(failures, "transactions succeed again");
             }
             Command::DisarmWatch => self.watch = None,
+            Command::SteppingDownAnyway => {
+                tracing::warn!(
+                    "the guard is closed (a handover request withdrawn, or a resignation that \
+                     failed): stepping down anyway"
+                );
+            }
             Command::RejectResign { current } => {
                 if let Some(reply) = self.resign_replies.pop_front() {
                     let _ = reply.send(Ok(ResignOutcome::Rejected(
