@@ -353,7 +353,8 @@ pub fn wait_exit(child: &mut Child, bound: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// Runs `command` to completion (at most `PATIENCE`), capturing its output.
+/// Runs `command` to completion (at most `PATIENCE`, then it is killed), capturing its
+/// output.
 pub fn output_of(mut command: Command) -> Output {
     command.stdin(Stdio::null());
     let child = command
@@ -361,13 +362,19 @@ pub fn output_of(mut command: Command) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    let pid = pid_of(&child);
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    rx.recv_timeout(PATIENCE)
-        .expect("the command did not finish in time")
-        .expect("output")
+    match rx.recv_timeout(PATIENCE) {
+        Ok(output) => output.expect("output"),
+        Err(_) => {
+            // Not reaped yet (its waiter has not returned): the pid is still this process.
+            let _ = kill(pid, Signal::SIGKILL);
+            panic!("the command did not finish in {PATIENCE:?}: killed");
+        }
+    }
 }
 
 /// Whether `label`'s candidate id (`label-<hex>`) is `id`.
