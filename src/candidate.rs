@@ -347,6 +347,11 @@ pub struct CycleOutcome {
     pub record: LeaderRecord,
     /// What the candidate believes after adopting it.
     pub result: ElectionResult,
+    /// The earliest local instant (on the candidate's clock) at which the candidate could act
+    /// without any change to the record: a follower timing a lease, a leader's minimum tenure
+    /// or handover grace ending. Run the next cycle at this instant or one heartbeat from now,
+    /// whichever is sooner, and a lapsed lease is taken over on time (as the runner does).
+    pub next_action_at: Option<LocalInstant>,
 }
 
 impl CycleOutcome {

@@ -650,11 +650,13 @@ impl LeaderElection {
             })
             .await?;
         let (action, record) = (cycle.action(), cycle.record().clone());
+        let next_action_at = cycle.next_action_at();
         let result = candidate.adopt(cycle);
         Ok(CycleOutcome {
             action,
             record,
             result,
+            next_action_at,
         })
     }
 

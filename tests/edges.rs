@@ -1293,3 +1293,40 @@ fn every_source_path_the_readme_layout_names_exists() {
         "README Layout names missing paths: {missing:?}"
     );
 }
+
+// The easy flow says when to act next (issue 20, item 8): `run_cycle`'s outcome carries the
+// cycle's `next_action_at`, so a user of `run_cycle` paces takeovers as the runner does.
+#[tokio::test]
+async fn run_cycle_tells_a_follower_when_the_lease_it_times_lapses() {
+    let config = ElectionConfig::builder()
+        .lease_duration(Duration::from_secs(3))
+        .heartbeat_interval(Duration::from_secs(1))
+        .candidate_timeout(Duration::from_secs(6))
+        .transaction_timeout(Duration::from_millis(300))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let env = Env::new(&config).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    let led = env.election.run_cycle(&env.db, &a).await.unwrap();
+    assert!(led.is_leader());
+    assert_eq!(
+        led.next_action_at, None,
+        "a leader with no tenure or grace waits for nothing"
+    );
+    let first = env.election.run_cycle(&env.db, &b).await.unwrap();
+    let seen_at = b.now();
+    let takeover = first.next_action_at.expect("a follower times the lease");
+    assert!(
+        takeover >= seen_at.saturating_add(Duration::from_secs(3))
+            && takeover <= seen_at.saturating_add(Duration::from_millis(3_001)),
+        "{takeover:?} vs {seen_at:?}"
+    );
+    // The leader stops renewing; at that instant (not a heartbeat later) b takes over.
+    env.world
+        .advance(takeover.saturating_duration_since(b.now()));
+    let took = env.election.run_cycle(&env.db, &b).await.unwrap();
+    assert!(took.is_leader(), "{took:?}");
+    assert_eq!(took.record.ballot(), Ballot::new(2));
+}
