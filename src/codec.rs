@@ -6,7 +6,16 @@
 //! handover request names either a candidate or an operator (so that no candidate can fill a
 //! vacancy an operator holds). This build writes version 2 and reads both; a version-1 leader
 //! record's reservation and request are a candidate's. Every other value has the same body in
-//! both versions.
+//! both versions, except the fence.
+//!
+//! The fence is the one value other languages read (a fenced write from any FoundationDB
+//! binding checks it in its own transaction), so since version 3 it is a FoundationDB tuple,
+//! not bincode: `pack((3, ballot, vacant))`, an integer, an integer and a boolean, e.g.
+//! `15 03 15 05 26` for ballot 5, not vacant. Its first byte (`0x15`, the tuple code of a
+//! one-byte positive integer) is no version byte a version-1 or -2 reader knows, so an older
+//! build refuses a version-3 fence as an unknown format (it never misreads it); this build
+//! still reads the version-1 and -2 bincode fences older builds write. A tuple whose first
+//! element is a version above 3 is an unknown version.
 //!
 //! Decoding is strict: an empty value, an unknown version, a malformed body, trailing bytes
 //! or a state the protocol never writes is a [`DecodeError`], reported with the key as
@@ -312,8 +321,54 @@ struct FenceWire {
     vacant: bool,
 }
 
-/// Encodes a fence record.
+/// The fence's format version: the first element of its tuple.
+pub const FENCE_FORMAT_VERSION: u8 = 3;
+
+/// The tuple code of a positive integer that fits in one byte (the fence's version).
+const TUPLE_ONE_BYTE_INT: u8 = 0x15;
+
+/// Encodes a fence record: the tuple `(3, ballot, vacant)`.
 pub(crate) fn encode_fence(f: &FenceRecord) -> Result<Vec<u8>, ElectionError> {
+    Ok(foundationdb_tuple::pack(&(
+        u16::from(FENCE_FORMAT_VERSION),
+        f.ballot.get(),
+        f.vacant,
+    )))
+}
+
+/// Decodes a fence record stored at `key`: the tuple format (version 3), or the bincode format
+/// of versions 1 and 2.
+pub(crate) fn decode_fence(key: &[u8], bytes: &[u8]) -> Result<FenceRecord, ElectionError> {
+    let corrupt = |e| ElectionError::corrupt(key, e);
+    let (ballot, vacant) = match bytes {
+        [] => return Err(corrupt(DecodeError::Empty)),
+        [TUPLE_ONE_BYTE_INT, version, ..] => {
+            if *version != FENCE_FORMAT_VERSION {
+                return Err(corrupt(DecodeError::UnknownVersion {
+                    found: *version,
+                    supported: FENCE_FORMAT_VERSION,
+                }));
+            }
+            let (_, ballot, vacant): (u16, u64, bool) = foundationdb_tuple::unpack(bytes)
+                .map_err(|e| corrupt(DecodeError::MalformedTuple(e)))?;
+            (Ballot::new(ballot), vacant)
+        }
+        // Versions 1 and 2 (bincode), and anything else: refused by `split_version`.
+        _ => {
+            let w: FenceWire = decode_body(bytes).map_err(corrupt)?;
+            (w.ballot, w.vacant)
+        }
+    };
+    if !vacant && ballot == Ballot::ZERO {
+        return Err(corrupt(DecodeError::Impossible("owned fence at ballot 0")));
+    }
+    Ok(FenceRecord { ballot, vacant })
+}
+
+/// The bincode fence of format versions 1 and 2, as older builds wrote it (for tests of
+/// rolling upgrades).
+#[cfg(test)]
+pub(crate) fn encode_fence_v2(f: &FenceRecord) -> Result<Vec<u8>, ElectionError> {
     encode(
         "fence record",
         &FenceWire {
@@ -321,21 +376,6 @@ pub(crate) fn encode_fence(f: &FenceRecord) -> Result<Vec<u8>, ElectionError> {
             vacant: f.vacant,
         },
     )
-}
-
-/// Decodes a fence record stored at `key`.
-pub(crate) fn decode_fence(key: &[u8], bytes: &[u8]) -> Result<FenceRecord, ElectionError> {
-    let w: FenceWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
-    if !w.vacant && w.ballot == Ballot::ZERO {
-        return Err(ElectionError::corrupt(
-            key,
-            DecodeError::Impossible("owned fence at ballot 0"),
-        ));
-    }
-    Ok(FenceRecord {
-        ballot: w.ballot,
-        vacant: w.vacant,
-    })
 }
 
 /// Encodes the registration counter.
@@ -451,6 +491,91 @@ mod tests {
             })
         ));
         Ok(())
+    }
+
+    /// The fence's bytes, pinned: any binding reads them with its tuple layer.
+    #[test]
+    fn the_fence_is_a_tuple_of_version_ballot_and_vacant_byte_for_byte() -> Result<(), ElectionError>
+    {
+        let fence = |ballot, vacant| FenceRecord {
+            ballot: Ballot::new(ballot),
+            vacant,
+        };
+        // 0x15 NN: a positive integer of one byte; 0x26/0x27: false/true.
+        assert_eq!(encode_fence(&fence(5, false))?, [0x15, 3, 0x15, 5, 0x26]);
+        assert_eq!(encode_fence(&fence(7, true))?, [0x15, 3, 0x15, 7, 0x27]);
+        assert_eq!(encode_fence(&fence(0, true))?, [0x15, 3, 0x14, 0x27]);
+        assert_eq!(
+            encode_fence(&fence(300, false))?,
+            [0x15, 3, 0x16, 0x01, 0x2c, 0x26]
+        );
+        let mut max = vec![0x15, 3, 0x1c];
+        max.extend([0xff; 8]);
+        max.push(0x26);
+        assert_eq!(encode_fence(&fence(u64::MAX, false))?, max);
+        for f in [
+            fence(5, false),
+            fence(7, true),
+            fence(0, true),
+            fence(u64::MAX, false),
+        ] {
+            assert_eq!(decode_fence(b"k", &encode_fence(&f)?)?, f);
+        }
+        Ok(())
+    }
+
+    /// A rolling upgrade: this build reads the fences older builds wrote (versions 1 and 2,
+    /// bincode), and an older build's reader refuses a version-3 fence as an unknown version
+    /// instead of misreading it.
+    #[test]
+    fn old_fences_are_read_and_old_readers_refuse_the_new_one() -> Result<(), ElectionError> {
+        let f = FenceRecord {
+            ballot: Ballot::new(5),
+            vacant: false,
+        };
+        // Exactly what version 2 wrote: the version byte, varint 5, false.
+        assert_eq!(encode_fence_v2(&f)?, [2, 5, 0]);
+        assert_eq!(decode_fence(b"k", &[2, 5, 0])?, f);
+        assert_eq!(decode_fence(b"k", &[1, 5, 0])?, f);
+        // The reader of versions 1 and 2 (every value but the fence still decodes this way).
+        let new = encode_fence(&f)?;
+        assert!(matches!(
+            decode_body::<FenceWire>(&new),
+            Err(DecodeError::UnknownVersion { found: 0x15, .. })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn newer_or_malformed_fences_are_typed_errors() {
+        let reason = |bytes: &[u8]| match decode_fence(b"k", bytes) {
+            Err(ElectionError::Corrupt { reason, .. }) => Some(reason),
+            _ => None,
+        };
+        assert!(matches!(
+            reason(&[0x15, 4, 0x15, 5, 0x26]),
+            Some(DecodeError::UnknownVersion {
+                found: 4,
+                supported: 3
+            })
+        ));
+        assert!(matches!(
+            reason(&[0x15, 3, 0x15]),
+            Some(DecodeError::MalformedTuple(_))
+        ));
+        assert!(matches!(
+            reason(&[0x15, 3, 0x15, 5, 0x26, 0x26]),
+            Some(DecodeError::MalformedTuple(_))
+        ));
+        assert!(matches!(
+            reason(&[0x15, 3, 0x02, b'x', 0, 0x26]),
+            Some(DecodeError::MalformedTuple(_))
+        ));
+        assert!(matches!(reason(&[]), Some(DecodeError::Empty)));
+        assert!(matches!(
+            reason(&[0x15, 3, 0x14, 0x26]),
+            Some(DecodeError::Impossible(_))
+        ));
     }
 
     #[test]

@@ -1008,26 +1008,16 @@ impl LeaderElection {
     /// Fences the caller's transaction: reads the fence record with a conflict range and
     /// requires that `token` is the current ballot and its leader has not stepped down. A
     /// write in the same transaction then commits only while that ballot leads. The fence
-    /// changes only when ownership changes, so renewals do not abort fenced transactions.
+    /// changes only when ownership changes, so renewals do not abort fenced transactions. The
+    /// rule is [`check_fence`](crate::check_fence)'s, the one every FoundationDB binding
+    /// applies.
     ///
     /// # Errors
     ///
     /// [`ElectionError::StaleToken`] if another ballot leads or the leader stepped down;
     /// [`ElectionError::NotInitialized`]; corrupt values; database errors.
     pub async fn fence<T: ElectionTxn>(&self, txn: &T, token: Ballot) -> Result<(), ElectionError> {
-        let bytes = txn
-            .get(&self.keys.fence, ReadMode::Serializable)
-            .await?
-            .ok_or(ElectionError::NotInitialized)?;
-        let fence = codec::decode_fence(&self.keys.fence, &bytes)?;
-        if fence.ballot != token || fence.vacant {
-            return Err(ElectionError::StaleToken {
-                token,
-                current: fence.ballot,
-                vacant: fence.vacant,
-            });
-        }
-        Ok(())
+        crate::fence::check_fence_at(txn, &self.keys.fence, token).await
     }
 
     /// Watches the leader record: the watch resolves after the record changes (any renewal,

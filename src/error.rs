@@ -34,6 +34,9 @@ pub enum DecodeError {
     /// The body decoded to a state the protocol never writes.
     #[error("impossible state: {0}")]
     Impossible(&'static str),
+    /// A value in FoundationDB's tuple encoding (the fence) does not unpack.
+    #[error("malformed tuple")]
+    MalformedTuple(#[source] foundationdb_tuple::PackError),
 }
 
 /// Everything that can go wrong in an election operation.

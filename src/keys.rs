@@ -3,7 +3,7 @@
 //! ```text
 //! S + ("config",)              -> ElectionConfig       (v1 + bincode)
 //! S + ("leader",)              -> LeaderRecord         (v1 + bincode)   never deleted
-//! S + ("fence",)               -> FenceRecord          (v1 + bincode)   changes only with ownership
+//! S + ("fence",)               -> FenceRecord          tuple (3, ballot, vacant)   changes only with ownership
 //! S + ("registrations",)       -> u64 registration counter (v1 + bincode)
 //! S + ("candidates", <id>)     -> CandidateRecord      (v1 + bincode)
 //! ```
@@ -31,10 +31,15 @@ impl Keys {
         Keys {
             config: subspace.pack(&("config",)),
             leader: subspace.pack(&("leader",)),
-            fence: subspace.pack(&("fence",)),
+            fence: Self::fence_of(subspace),
             registrations: subspace.pack(&("registrations",)),
             candidates: subspace.subspace(&("candidates",)),
         }
+    }
+
+    /// The fence key of the election in `subspace`.
+    pub(crate) fn fence_of(subspace: &Subspace) -> Vec<u8> {
+        subspace.pack(&("fence",))
     }
 
     /// The registration key of `id`, checked against the key size limit.

@@ -1330,3 +1330,55 @@ async fn run_cycle_tells_a_follower_when_the_lease_it_times_lapses() {
     assert!(took.is_leader(), "{took:?}");
     assert_eq!(took.record.ballot(), Ballot::new(2));
 }
+
+// A rolling upgrade (issue 21): the previous release wrote the fence as version 2 + bincode.
+// This release reads it (the old leader's fenced writes keep passing) and, at the next change
+// of owner, writes the tuple fence every binding reads.
+#[tokio::test]
+async fn a_fence_of_the_previous_release_is_read_and_the_next_owner_writes_the_tuple_fence() {
+    let env = Env::new(&short_lease()).await;
+    let a = env.candidate("a", 1).await;
+    let b = env.candidate("b", 1).await;
+    assert!(env.cycle(&a).await.unwrap().is_leader());
+    // What the previous release wrote for ballot 1: version 2, varint 1, false.
+    let key = env.election.fence_key().to_vec();
+    let legacy = key.clone();
+    env.txn(move |_, txn| {
+        let key = legacy.clone();
+        async move {
+            txn.set(&key, &[2, 1, 0]);
+            Ok(())
+        }
+    })
+    .await
+    .unwrap();
+    env.txn(|e, txn| async move { e.fence(&txn, Ballot::new(1)).await })
+        .await
+        .expect("the old fence admits its leader");
+    assert!(matches!(
+        env.txn(|e, txn| async move { e.fence(&txn, Ballot::new(2)).await })
+            .await,
+        Err(ElectionError::StaleToken { .. })
+    ));
+    // a stops renewing; b takes over a full lease later, at ballot 2.
+    assert!(!env.cycle(&b).await.unwrap().is_leader());
+    env.advance(Duration::from_millis(1_001));
+    assert!(env.cycle(&b).await.unwrap().is_leader());
+    let bytes = env
+        .txn(move |_, txn| {
+            let key = key.clone();
+            async move { txn.get(&key, ReadMode::Snapshot).await.map_err(Into::into) }
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bytes, foundationdb_tuple::pack(&(3u16, 2u64, false)));
+    assert!(matches!(
+        env.txn(|e, txn| async move { e.fence(&txn, Ballot::new(1)).await })
+            .await,
+        Err(ElectionError::StaleToken { .. })
+    ));
+    env.txn(|e, txn| async move { e.fence(&txn, Ballot::new(2)).await })
+        .await
+        .unwrap();
+}
