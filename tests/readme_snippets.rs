@@ -1,18 +1,26 @@
 //! The README's FoundationDB snippets are regions of examples that CI runs on a real cluster:
 //! each code block after a `<!-- snippet: FILE#NAME -->` marker must be exactly the lines of
-//! `FILE` between `// README: NAME` and `// README: end` (less their common indentation).
+//! `FILE` between `// README: NAME` and `// README: end` (`#` for Python), less their common
+//! indentation.
 //! A snippet edited in one place only fails here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 
-/// The lines of `text` between `// README: name` and `// README: end`, dedented.
+/// Whether `line` is the marker `// README: what` (Rust) or `# README: what` (Python).
+fn is_marker(line: &str, what: &str) -> bool {
+    let line = line.trim();
+    [format!("// README: {what}"), format!("# README: {what}")]
+        .iter()
+        .any(|m| line == m)
+}
+
+/// The lines of `text` between the markers `README: name` and `README: end`, dedented.
 fn region(text: &str, name: &str) -> Option<Vec<String>> {
-    let start = format!("// README: {name}");
-    let mut lines = text.lines().skip_while(|l| l.trim() != start);
+    let mut lines = text.lines().skip_while(|l| !is_marker(l, name));
     lines.next()?;
-    let body: Vec<&str> = lines.take_while(|l| l.trim() != "// README: end").collect();
+    let body: Vec<&str> = lines.take_while(|l| !is_marker(l, "end")).collect();
     let indent = body
         .iter()
         .filter(|l| !l.trim().is_empty())
@@ -57,7 +65,7 @@ fn every_marked_readme_snippet_is_the_region_of_its_example() {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let blocks = marked_blocks(&readme);
     assert!(
-        blocks.len() >= 3,
+        blocks.len() >= 4,
         "the README's FoundationDB snippets are marked ({} found)",
         blocks.len()
     );
