@@ -63,6 +63,65 @@ impl fmt::Display for Priority {
     }
 }
 
+/// One shard of a sharded election (DESIGN §12): shards are numbered `0..M`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct ShardId(u32);
+
+impl ShardId {
+    /// Shard `n`.
+    pub const fn new(n: u32) -> Self {
+        ShardId(n)
+    }
+
+    /// The shard's number.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for ShardId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A member's share of the shards, relative to the other members': a member of weight `w`
+/// owns about `M × w / W` of `M` shards (`W`: the live members' total). Weight 0 is
+/// *drained*: it owns none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Weight(u32);
+
+impl Weight {
+    /// A drained member's weight: it owns no shard.
+    pub const DRAINED: Weight = Weight(0);
+    /// The default weight.
+    pub const ONE: Weight = Weight(1);
+
+    /// A weight from its value.
+    pub const fn new(w: u32) -> Self {
+        Weight(w)
+    }
+
+    /// The weight's value.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for Weight {
+    fn default() -> Self {
+        Weight::ONE
+    }
+}
+
+impl fmt::Display for Weight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// The longest candidate id, in bytes. Ids appear in keys (10,000-byte limit) and several times
 /// in the leader record, so they are kept well below FoundationDB's limits.
 pub const MAX_CANDIDATE_ID_BYTES: usize = 1024;

@@ -141,7 +141,7 @@ pub use config::{
 };
 pub use database::{ElectionDatabase, TransactionTimedOut};
 pub use error::{DecodeError, ElectionError, printable_key};
-pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority};
+pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority, ShardId, Weight};
 pub use memdb::{
     CommitFault, FaultInjector, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats,
     RetryClassify, RunOptions, ScriptedFaults, StoreStats, TxnStats,
@@ -163,6 +163,12 @@ mod core;
 mod election;
 mod fence;
 pub mod raw;
+
+/// Sharded leadership (DESIGN §12): M shards, one owner and one fencing token each, balanced
+/// over live members. Its placement is a pure function ([`placement::plan`]).
+pub mod shard {
+    pub use crate::core::shard::placement;
+}
 pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
 pub use codec::FENCE_FORMAT_VERSION;
 pub use core::{Action, ResignRejected};

@@ -11,6 +11,7 @@
 
 pub(crate) mod operator;
 pub(crate) mod runner;
+pub(crate) mod shard;
 mod state;
 #[cfg(test)]
 mod tests;

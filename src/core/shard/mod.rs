@@ -1,0 +1,7 @@
+//! Sharded leadership (DESIGN §12): M shards, one owner and one fencing token each, owned by
+//! live members under one lease per member. The pure parts: placement.
+
+pub mod placement;
+
+#[cfg(test)]
+mod tests;
