@@ -277,7 +277,10 @@ async fn a_shortened_lease_with_a_slow_reply_ends_the_guard_at_the_shorter_deadl
     let ran = Arc::clone(&last_ran);
     let work = guard.spawn(async move {
         loop {
-            ran.store(t0.elapsed().as_millis() as u64, Ordering::SeqCst);
+            ran.store(
+                u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                Ordering::SeqCst,
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     });

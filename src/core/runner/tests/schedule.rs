@@ -57,7 +57,8 @@ proptest! {
     ) {
         let lease = ms(lease_ms);
         let hb = ms((lease_ms * hb_per_mille / 1_000).max(1));
-        let tx = ms((hb.as_millis() as u64 * tx_per_mille / 1_000).max(1));
+        let hb_ms = u64::try_from(hb.as_millis()).unwrap_or(u64::MAX);
+        let tx = ms((hb_ms * tx_per_mille / 1_000).max(1));
         let built = ElectionConfig::builder()
             .lease_duration(lease)
             .heartbeat_interval(hb)
