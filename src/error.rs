@@ -76,6 +76,13 @@ pub enum ElectionError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A sharded election's layout (shard count, move limit) is invalid, or a shard number is
+    /// out of range.
+    #[error("invalid shard layout: {reason}")]
+    InvalidLayout {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// An id, payload, metadata or key exceeds its size limit.
     #[error("{what} is {len} bytes, more than the limit of {max}")]
     TooLarge {

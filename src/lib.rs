@@ -164,11 +164,7 @@ mod election;
 mod fence;
 pub mod raw;
 
-/// Sharded leadership (DESIGN §12): M shards, one owner and one fencing token each, balanced
-/// over live members. Its placement is a pure function ([`placement::plan`]).
-pub mod shard {
-    pub use crate::core::shard::placement;
-}
+pub mod shard;
 pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
 pub use codec::FENCE_FORMAT_VERSION;
 pub use core::{Action, ResignRejected};

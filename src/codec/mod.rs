@@ -33,6 +33,12 @@ use crate::record::{
     AttemptId, CandidateRecord, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named, Party,
 };
 
+mod shard;
+pub(crate) use shard::{
+    decode_inbox, decode_layout, decode_member, decode_shard, encode_inbox, encode_layout,
+    encode_member, encode_shard,
+};
+
 /// The format version this build writes. It also reads every older version (down to 1).
 pub const FORMAT_VERSION: u8 = 2;
 
@@ -97,6 +103,22 @@ fn nanos(d: Duration) -> u64 {
 struct NamedWire {
     id: CandidateId,
     priority: Priority,
+}
+
+/// The wire form of an attempt id.
+fn attempt_wire(a: &AttemptId) -> AttemptWire {
+    AttemptWire {
+        candidate: a.candidate.clone(),
+        seq: a.seq,
+    }
+}
+
+/// An attempt id from its wire form.
+fn attempt(w: AttemptWire) -> AttemptId {
+    AttemptId {
+        candidate: w.candidate,
+        seq: w.seq,
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -189,10 +211,7 @@ pub(crate) fn encode_leader(r: &LeaderRecord) -> Result<Vec<u8>, ElectionError> 
             handover: r.handover.as_ref().map(party_wire),
             reservation: r.reservation.as_ref().map(party_wire),
             payload: r.payload.clone(),
-            writer: r.writer.as_ref().map(|w| AttemptWire {
-                candidate: w.candidate.clone(),
-                seq: w.seq,
-            }),
+            writer: r.writer.as_ref().map(attempt_wire),
         },
     )
 }
@@ -213,10 +232,7 @@ pub(crate) fn decode_leader(key: &[u8], bytes: &[u8]) -> Result<LeaderRecord, El
         handover: w.handover.map(party),
         reservation: w.reservation.map(party),
         payload: w.payload,
-        writer: w.writer.map(|a| AttemptId {
-            candidate: a.candidate,
-            seq: a.seq,
-        }),
+        writer: w.writer.map(attempt),
     };
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;

@@ -1,6 +1,8 @@
 //! Sharded leadership (DESIGN §12): M shards, one owner and one fencing token each, owned by
 //! live members under one lease per member. The pure parts: placement.
 
+pub(crate) mod coordinator;
+pub(crate) mod member;
 pub mod placement;
 
 #[cfg(test)]

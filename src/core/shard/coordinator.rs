@@ -1,0 +1,239 @@
+//! The coordinator's decisions (DESIGN §12.2, §12.3): the leader of the sharded election's
+//! coordinator election times every member's record (the one lapse rule), fences out the
+//! members whose record stayed unchanged for a full lease (their epoch bumped, in the same
+//! commit as the reservations of their shards), and writes the next placement steps. Pure.
+
+use std::collections::BTreeMap;
+
+use super::placement::{self, MemberShare, Placement, PlacementStep, ShardState};
+use crate::clock::LocalInstant;
+use crate::core::lapse_at;
+use crate::error::ElectionError;
+use crate::ids::{CandidateId, ShardId};
+use crate::record::AttemptId;
+use crate::shard::record::{Inbox, Layout, MemberRecord, ShardRecord};
+
+/// A member record's observation identity, and since when the coordinator has seen it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Seen {
+    epoch: u64,
+    renewal: u64,
+    writer: Option<AttemptId>,
+    first_seen: LocalInstant,
+}
+
+/// What the coordinator knows locally: when it first saw each member's current record.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CoordinatorState {
+    seen: BTreeMap<CandidateId, Seen>,
+    next_seq: u64,
+}
+
+/// The inputs of one coordinator attempt.
+#[derive(Debug)]
+pub(crate) struct CoordinatorInput<'a> {
+    /// The coordinator's id (the writer of what it writes).
+    pub(crate) me: &'a CandidateId,
+    pub(crate) layout: &'a Layout,
+    /// Every member's record and inbox, as read.
+    pub(crate) members: &'a BTreeMap<CandidateId, (MemberRecord, Inbox)>,
+    /// Every shard's record (`None`: never written), by shard number.
+    pub(crate) shards: &'a [Option<ShardRecord>],
+    /// A clock reading taken after the reads.
+    pub(crate) read_at: LocalInstant,
+}
+
+/// The writes of a coordinator attempt.
+#[derive(Debug, Default)]
+pub(crate) struct CoordinatorPlan {
+    /// Members fenced out now (their epoch bumped).
+    pub(crate) fenced: Vec<(CandidateId, MemberRecord)>,
+    pub(crate) shards: Vec<(ShardId, ShardRecord)>,
+    pub(crate) inboxes: Vec<(CandidateId, Inbox)>,
+    /// The placement computed (for status and metrics).
+    pub(crate) placement: Option<Placement>,
+}
+
+/// Decides one coordinator attempt.
+///
+/// # Errors
+///
+/// Exhausted counters.
+pub(crate) fn decide_coordinator(
+    st: &mut CoordinatorState,
+    input: &CoordinatorInput<'_>,
+) -> Result<CoordinatorPlan, ElectionError> {
+    let mut plan = CoordinatorPlan::default();
+    // Time every member record; forget the ones gone.
+    st.seen.retain(|id, _| input.members.contains_key(id));
+    let mut live: Vec<MemberShare> = Vec::new();
+    let mut epochs: BTreeMap<&CandidateId, u64> = BTreeMap::new();
+    for (id, (rec, _)) in input.members {
+        if rec.fenced {
+            continue;
+        }
+        let same = st.seen.get(id).is_some_and(|s| {
+            s.epoch == rec.epoch && s.renewal == rec.renewal && s.writer == rec.writer
+        });
+        if !same {
+            st.seen.insert(
+                id.clone(),
+                Seen {
+                    epoch: rec.epoch,
+                    renewal: rec.renewal,
+                    writer: rec.writer.clone(),
+                    first_seen: input.read_at,
+                },
+            );
+        }
+        let lapsed = st
+            .seen
+            .get(id)
+            .is_some_and(|s| input.read_at >= lapse_at(s.first_seen, rec.lease));
+        if lapsed {
+            // Unchanged for a full lease: fence it out (its belief ended long ago).
+            let epoch = rec
+                .epoch
+                .checked_add(1)
+                .ok_or(ElectionError::CounterExhausted { what: "epoch" })?;
+            let renewal = rec
+                .renewal
+                .checked_add(1)
+                .ok_or(ElectionError::CounterExhausted { what: "renewal" })?;
+            plan.fenced.push((
+                id.clone(),
+                MemberRecord {
+                    epoch,
+                    renewal,
+                    fenced: true,
+                    writer: None,
+                    ..rec.clone()
+                },
+            ));
+            st.seen.remove(id);
+        } else {
+            epochs.insert(id, rec.epoch);
+            live.push(MemberShare {
+                id: id.clone(),
+                priority: rec.priority,
+                weight: rec.weight,
+            });
+        }
+    }
+    let owner_live =
+        |o: &crate::shard::record::ShardOwner| epochs.get(&o.member).is_some_and(|e| *e == o.epoch);
+    let states: Vec<ShardState> = input
+        .shards
+        .iter()
+        .map(|r| match r {
+            None => ShardState::Vacant,
+            Some(r) => match (&r.owner, &r.move_to, &r.reserved_for) {
+                (Some(o), Some(to), _) if owner_live(o) => ShardState::Moving {
+                    owner: o.member.clone(),
+                    to: to.clone(),
+                },
+                (Some(o), None, _) if owner_live(o) => ShardState::Owned {
+                    owner: o.member.clone(),
+                },
+                // An owner whose epoch ended (fenced now or before): nobody's.
+                (Some(_), _, _) => ShardState::Vacant,
+                (None, _, Some(h)) => ShardState::Reserved { holder: h.clone() },
+                (None, _, None) => ShardState::Vacant,
+            },
+        })
+        .collect();
+    let mut placement = placement::plan(&live, &states, input.layout.max_concurrent_moves);
+    if input.layout.frozen {
+        placement
+            .steps
+            .retain(|s| !matches!(s, PlacementStep::Move { .. }));
+    }
+    let seq = st.next_seq;
+    st.next_seq = seq
+        .checked_add(1)
+        .ok_or(ElectionError::CounterExhausted { what: "attempt" })?;
+    let writer = AttemptId {
+        candidate: input.me.clone(),
+        seq,
+    };
+    let mut inboxes: BTreeMap<CandidateId, Inbox> = BTreeMap::new();
+    let inbox = |id: &CandidateId, inboxes: &mut BTreeMap<CandidateId, Inbox>| -> bool {
+        if !inboxes.contains_key(id) {
+            match input.members.get(id) {
+                Some((_, i)) => {
+                    inboxes.insert(id.clone(), i.clone());
+                }
+                None => return false,
+            }
+        }
+        true
+    };
+    for step in &placement.steps {
+        let (shard, current) = match step {
+            PlacementStep::Reserve { shard, .. }
+            | PlacementStep::Move { shard, .. }
+            | PlacementStep::Withdraw { shard } => (*shard, input.shards.get(idx(*shard))),
+        };
+        let current = current
+            .cloned()
+            .flatten()
+            .unwrap_or_else(ShardRecord::initial);
+        // Whatever the step, an old reservation or request leaves its member's inbox.
+        if let Some(h) = &current.reserved_for {
+            if inbox(h, &mut inboxes) {
+                if let Some(i) = inboxes.get_mut(h) {
+                    i.reserved.retain(|s| *s != shard);
+                }
+            }
+        }
+        if let (Some(o), Some(_)) = (&current.owner, &current.move_to) {
+            if inbox(&o.member, &mut inboxes) {
+                if let Some(i) = inboxes.get_mut(&o.member) {
+                    i.hand_over.retain(|(s, _)| *s != shard);
+                }
+            }
+        }
+        let mut next = ShardRecord {
+            writer: Some(writer.clone()),
+            ..current.clone()
+        };
+        match step {
+            PlacementStep::Reserve { holder, .. } => {
+                next.owner = None;
+                next.move_to = None;
+                next.reserved_for = Some(holder.clone());
+                if inbox(holder, &mut inboxes) {
+                    if let Some(i) = inboxes.get_mut(holder) {
+                        i.reserved.push(shard);
+                    }
+                }
+            }
+            PlacementStep::Move { from, to, .. } => {
+                next.move_to = Some(to.clone());
+                if inbox(from, &mut inboxes) {
+                    if let Some(i) = inboxes.get_mut(from) {
+                        i.hand_over.push((shard, to.clone()));
+                    }
+                }
+            }
+            PlacementStep::Withdraw { .. } => {
+                next.move_to = None;
+                next.reserved_for = None;
+            }
+        }
+        plan.shards.push((shard, next));
+    }
+    for (id, mut i) in inboxes {
+        let before = input.members.get(&id).map(|(_, b)| b);
+        if before != Some(&i) {
+            i.seq = i.seq.saturating_add(1);
+            plan.inboxes.push((id, i));
+        }
+    }
+    plan.placement = Some(placement);
+    Ok(plan)
+}
+
+fn idx(shard: ShardId) -> usize {
+    usize::try_from(shard.get()).unwrap_or(usize::MAX)
+}

@@ -1,0 +1,18 @@
+//! Sharded leadership (DESIGN §12): M shards, one owner and one fencing token (ballot) each,
+//! owned by live members under one lease per member, balanced over them by a pure placement
+//! function ([`placement::plan`]) and moved cooperatively.
+//!
+//! The manual flow: every member runs [`ShardedElection::member_cycle`] once per heartbeat in
+//! a transaction of its own and adopts it after the commit ([`Member::adopt`]); the leader of
+//! the [coordinator election](ShardedElection::coordinator_election) runs
+//! [`ShardedElection::coordinate`] once per heartbeat; every write of a shard's work is fenced
+//! with [`ShardedElection::fence_shard`] in its own transaction.
+
+mod election;
+mod member;
+pub mod record;
+
+pub use crate::core::shard::placement;
+pub use election::{Coordination, ShardedElection};
+pub use member::{Coordinator, Member, MemberCycle};
+pub use record::{Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord};
