@@ -350,3 +350,39 @@ async fn one_unsettled_cycle_per_member_and_only_the_coordinators_leader_places(
     );
     let _ = LeaderElection::new(Subspace::from("unused"));
 }
+
+// DESIGN §10 per shard: an acquisition whose commit result was unknown is adopted only once
+// a later cycle finds the member's own attempt in its record, dated from that attempt's
+// start; the cycle read back inside its own transaction never makes the member believe.
+#[tokio::test]
+async fn an_acquisition_with_an_unknown_result_is_recognised_by_the_next_cycle() {
+    use fdb_leader_election::{CommitFault, ScriptedFaults};
+    let w = World::new(8, 8).await;
+    let faults = ScriptedFaults::new();
+    w.db.set_fault_injector(Arc::new(faults.clone()));
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a, &BTreeSet::new()).await;
+    w.coordinate(&leader, &coord).await;
+    // The acquisition applies, its reply is lost: nothing is adopted.
+    faults.push_commit_fault(CommitFault::UnknownApplied);
+    let txn = w.db.create_transaction();
+    let cycle = w
+        .election
+        .member_cycle(&txn, &a, &BTreeSet::new())
+        .await
+        .unwrap();
+    assert_eq!(cycle.acquired().len(), 8);
+    assert!(txn.commit().await.is_err());
+    drop(cycle);
+    assert!(
+        a.owned_shards().is_empty(),
+        "no belief from an unknown result"
+    );
+    // The next cycle finds its own attempt in the record: the shards are adopted, at the
+    // ballot the lost commit wrote (no second acquisition, no ballot skipped).
+    w.cycle(&a, &BTreeSet::new()).await;
+    let owned = a.owned_shards();
+    assert_eq!(owned.len(), 8);
+    assert!(owned.values().all(|b| *b == Ballot::new(1)), "{owned:?}");
+}
