@@ -13,6 +13,7 @@
 pub mod checks;
 pub mod child;
 pub mod clock;
+pub mod cluster;
 pub mod harness;
 pub mod model;
 pub mod proto;
