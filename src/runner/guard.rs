@@ -3,15 +3,14 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
-use tokio_util::task::TaskTracker;
 
+use super::guard_core::GuardCore;
 use crate::candidate::Candidate;
 use crate::clock::LocalInstant;
 use crate::core::runner::StopReason;
@@ -46,12 +45,7 @@ pub struct LeadershipGuard {
 struct GuardInner {
     ballot: Ballot,
     candidate: Candidate,
-    /// The local deadline, in nanoseconds since the candidate clock's origin.
-    deadline: AtomicU64,
-    token: CancellationToken,
-    handover: CancellationToken,
-    reason: Mutex<Option<StopReason>>,
-    tracker: TaskTracker,
+    core: GuardCore<StopReason>,
     work: Arc<Work>,
 }
 
@@ -110,10 +104,6 @@ impl Drop for Busy {
     }
 }
 
-fn nanos(t: LocalInstant) -> u64 {
-    u64::try_from(t.since_origin().as_nanos()).unwrap_or(u64::MAX)
-}
-
 impl LeadershipGuard {
     pub(crate) fn new(
         ballot: Ballot,
@@ -125,11 +115,7 @@ impl LeadershipGuard {
             inner: Arc::new(GuardInner {
                 ballot,
                 candidate,
-                deadline: AtomicU64::new(nanos(deadline)),
-                token: CancellationToken::new(),
-                handover: CancellationToken::new(),
-                reason: Mutex::new(None),
-                tracker: TaskTracker::new(),
+                core: GuardCore::new(deadline),
                 work,
             }),
         }
@@ -148,9 +134,7 @@ impl LeadershipGuard {
     /// The local instant (on the candidate's clock) at which this leadership ends unless it is
     /// renewed. Each renewal moves it forward.
     pub fn deadline(&self) -> LocalInstant {
-        LocalInstant::from_origin(Duration::from_nanos(
-            self.inner.deadline.load(Ordering::SeqCst),
-        ))
+        self.inner.core.deadline()
     }
 
     /// How long the leadership lasts from now without another renewal (zero once it ended).
@@ -172,24 +156,24 @@ impl LeadershipGuard {
 
     /// Whether the guard has been cancelled.
     pub fn is_cancelled(&self) -> bool {
-        self.inner.token.is_cancelled()
+        self.inner.core.is_cancelled()
     }
 
     /// A future that resolves when the guard is cancelled. It is `'static`: move it into
     /// other tasks freely.
     pub fn cancelled(&self) -> WaitForCancellationFutureOwned {
-        self.inner.token.clone().cancelled_owned()
+        self.inner.core.cancelled()
     }
 
     /// A token cancelled with the guard (a child token: cancelling it does not end the
     /// leadership).
     pub fn token(&self) -> CancellationToken {
-        self.inner.token.child_token()
+        self.inner.core.token()
     }
 
     /// Why the leadership ended, once it has.
     pub fn stop_reason(&self) -> Option<StopReason> {
-        self.reason().clone()
+        self.inner.core.stop_reason()
     }
 
     /// Whether this leader is about to step down: a higher-priority candidate (or an
@@ -197,12 +181,12 @@ impl LeadershipGuard {
     /// the guard accepts no new work; the leader steps down once the work in flight is done,
     /// or the configured grace has passed.
     pub fn is_handover_requested(&self) -> bool {
-        self.inner.handover.is_cancelled()
+        self.inner.core.is_handover_requested()
     }
 
     /// A future that resolves when a handover is requested, or the guard is cancelled.
     pub fn handover_requested(&self) -> WaitForCancellationFutureOwned {
-        self.inner.handover.clone().cancelled_owned()
+        self.inner.core.handover_requested()
     }
 
     /// Runs `work` as a tokio task under this leadership: it is cancelled (dropped at its next
@@ -223,19 +207,7 @@ impl LeadershipGuard {
     {
         let guard = self.clone();
         let busy = self.accepts_work().then(|| self.inner.work.begin());
-        self.inner.tracker.spawn(async move {
-            let _busy = busy?;
-            if !guard.is_valid() {
-                return None;
-            }
-            let token = guard.inner.token.clone();
-            drop(guard);
-            tokio::select! {
-                biased;
-                () = token.cancelled() => None,
-                out = work => Some(out),
-            }
-        })
+        self.inner.core.spawn(work, busy, move || guard.is_valid())
     }
 
     /// Whether [`spawn`](Self::spawn) would start new work now.
@@ -243,48 +215,31 @@ impl LeadershipGuard {
         self.is_valid() && !self.is_handover_requested()
     }
 
-    fn reason(&self) -> MutexGuard<'_, Option<StopReason>> {
-        self.inner
-            .reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Ends the leadership (the first reason sticks) and cancels the guard.
     pub(crate) fn revoke(&self, reason: StopReason) {
-        {
-            let mut slot = self.reason();
-            if slot.is_none() {
-                *slot = Some(reason);
-            }
-        }
-        self.inner.handover.cancel();
-        self.inner.token.cancel();
+        self.inner.core.revoke(reason);
     }
 
     /// Sets the deadline: the belief's (a renewal moves it forward; writing a shorter lease
     /// moves it back).
     pub(crate) fn set_deadline(&self, deadline: LocalInstant) {
-        self.inner.deadline.store(nanos(deadline), Ordering::SeqCst);
+        self.inner.core.set_deadline(deadline);
     }
 
     /// Accepts no new work from now on: a handover or a resignation is pending.
     pub(crate) fn close(&self) {
-        self.inner.handover.cancel();
+        self.inner.core.close();
     }
 
     /// Stops accepting tasks and waits for the ones in flight, at most `bound`. Returns
     /// whether they all finished.
     pub(crate) async fn wait_tasks(&self, bound: Duration) -> bool {
-        self.inner.tracker.close();
-        tokio::time::timeout(bound, self.inner.tracker.wait())
-            .await
-            .is_ok()
+        self.inner.core.wait_tasks(bound).await
     }
 
     /// How many of this guard's tasks are still running.
     pub(crate) fn tasks_running(&self) -> usize {
-        self.inner.tracker.len()
+        self.inner.core.tasks_running()
     }
 }
 
@@ -296,8 +251,8 @@ impl fmt::Debug for LeadershipGuard {
             .field("deadline", &self.deadline())
             .field("cancelled", &self.is_cancelled())
             .field("handover_requested", &self.is_handover_requested())
-            .field("stop_reason", &*self.reason())
-            .field("tasks", &self.inner.tracker.len())
+            .field("stop_reason", &self.stop_reason())
+            .field("tasks", &self.tasks_running())
             .finish()
     }
 }

@@ -91,6 +91,7 @@ mod builder;
 mod events;
 mod executor;
 mod guard;
+pub(crate) mod guard_core;
 mod handle;
 mod health;
 pub mod metrics;
