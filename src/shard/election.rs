@@ -299,7 +299,68 @@ impl ShardedElection {
             adoption: plan.adoption,
             released: plan.released,
             joined: plan.joined,
+            remaining: plan.remaining,
         })
+    }
+
+    /// A member leaves gracefully: every shard it owns is written vacant and its epoch ends
+    /// (its record fenced, its inbox cleared), in one commit, so the coordinator reserves its
+    /// shards for others at once, without a lease's wait. The member owns nothing from now on
+    /// (before the commit).
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::NotInitialized`]; corrupt values; database errors.
+    pub async fn leave<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        member: &Member,
+    ) -> Result<(), ElectionError> {
+        let id = member.id().clone();
+        let owned = {
+            let mut local = member.lock();
+            let owned: Vec<ShardId> = local.core.owned.keys().copied().collect();
+            local.core.lose_all();
+            owned
+        };
+        let Some(record) = self.member_with(txn, &id, ReadMode::Serializable).await? else {
+            return Ok(());
+        };
+        if record.fenced {
+            return Ok(());
+        }
+        for shard in owned {
+            let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
+            if rec
+                .owner
+                .as_ref()
+                .is_some_and(|o| o.member == id && o.epoch == record.epoch)
+            {
+                let vacant = ShardRecord {
+                    owner: None,
+                    move_to: None,
+                    reserved_for: None,
+                    ..rec
+                };
+                txn.set(&self.shard_key(shard), &codec::encode_shard(&vacant)?);
+            }
+        }
+        let gone = MemberRecord {
+            epoch: record
+                .epoch
+                .checked_add(1)
+                .ok_or(ElectionError::CounterExhausted { what: "epoch" })?,
+            renewal: record
+                .renewal
+                .checked_add(1)
+                .ok_or(ElectionError::CounterExhausted { what: "renewal" })?,
+            fenced: true,
+            writer: None,
+            ..record
+        };
+        txn.set(&self.member_key(&id), &codec::encode_member(&gone)?);
+        txn.clear(&self.inbox_key(&id));
+        Ok(())
     }
 
     /// One coordinator attempt, by the leader of the [coordinator

@@ -186,6 +186,7 @@ pub struct MemberCycle {
     pub(crate) adoption: MemberAdoption,
     pub(crate) released: Vec<ShardId>,
     pub(crate) joined: bool,
+    pub(crate) remaining: crate::shard::record::Inbox,
 }
 
 impl MemberCycle {
@@ -207,6 +208,17 @@ impl MemberCycle {
     /// The epoch this cycle renews (or joins at).
     pub fn epoch(&self) -> u64 {
         self.adoption.lease.epoch
+    }
+
+    /// The shards the coordinator still asks this member to hand over, after this cycle.
+    pub fn hand_over_requested(&self) -> Vec<ShardId> {
+        self.remaining.hand_over.iter().map(|(s, _)| *s).collect()
+    }
+
+    /// Whether shards reserved for this member are still to be acquired (another cycle has
+    /// work to do at once).
+    pub fn more_to_acquire(&self) -> bool {
+        !self.remaining.reserved.is_empty()
     }
 }
 

@@ -9,10 +9,22 @@
 //! with [`ShardedElection::fence_shard`] in its own transaction.
 
 mod election;
+mod guard;
 mod member;
 pub mod record;
+mod runner;
 
 pub use crate::core::shard::placement;
+
+/// A member's runner decisions as a pure state machine, without I/O, clocks or tokio: the
+/// [`ShardedRunner`] executes it. See [`ShardMachine`](machine::ShardMachine).
+pub mod machine {
+    pub use crate::core::shard::machine::{
+        ShardCommand, ShardCtx, ShardEvent, ShardMachine, ShardStop,
+    };
+}
 pub use election::{Coordination, ShardedElection};
+pub use guard::ShardGuard;
 pub use member::{Coordinator, Member, MemberCycle};
 pub use record::{Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord};
+pub use runner::{ShardChange, ShardedRunner, ShardedRunnerBuilder, metrics};

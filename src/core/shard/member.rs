@@ -90,8 +90,8 @@ impl MemberState {
         }
     }
 
-    /// Loses every shard and the lease (an ended epoch, a lapsed lease).
-    fn lose_all(&mut self) {
+    /// Loses every shard and the lease (an ended epoch, a lapsed lease, leaving).
+    pub(crate) fn lose_all(&mut self) {
         self.lease = None;
         self.owned.clear();
     }
@@ -175,7 +175,7 @@ pub(crate) enum MemberDecision {
         inboxes: Vec<CandidateId>,
     },
     /// Write these and adopt `adoption` after the commit.
-    Plan(MemberPlan),
+    Plan(Box<MemberPlan>),
 }
 
 /// The writes of a member attempt.
@@ -190,6 +190,8 @@ pub(crate) struct MemberPlan {
     pub(crate) released: Vec<ShardId>,
     /// Whether this attempt joins (a first time, or again at a new epoch).
     pub(crate) joined: bool,
+    /// This member's inbox as the attempt leaves it (what is still asked of it).
+    pub(crate) remaining: Inbox,
 }
 
 /// Decides one member attempt. Mutates `st` only with facts and losses; gains are adopted
@@ -374,7 +376,7 @@ pub(crate) fn decide_member(
     let mut inboxes: Vec<(CandidateId, Inbox)> = targets.into_iter().collect();
     if inbox != *input.inbox {
         inbox.seq = inbox.seq.saturating_add(1);
-        inboxes.push((st.id.clone(), inbox));
+        inboxes.push((st.id.clone(), inbox.clone()));
     }
     if joined {
         st.epoch = Some(epoch);
@@ -393,12 +395,13 @@ pub(crate) fn decide_member(
         adoption: adoption.clone(),
         read_version: input.read_version,
     });
-    Ok(MemberDecision::Plan(MemberPlan {
+    Ok(MemberDecision::Plan(Box::new(MemberPlan {
         record: new_record,
         shards,
         inboxes,
         adoption,
         released,
         joined,
-    }))
+        remaining: inbox,
+    })))
 }

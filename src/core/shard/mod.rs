@@ -2,6 +2,7 @@
 //! live members under one lease per member. The pure parts: placement.
 
 pub(crate) mod coordinator;
+pub(crate) mod machine;
 pub(crate) mod member;
 pub mod placement;
 

@@ -1,0 +1,184 @@
+//! The sharded runner on MemDb, in tokio's paused time: members balanced, checked every
+//! millisecond for two valid guards of one shard; a late joiner takes its share by handovers
+//! (each old guard cancelled before the new one is issued); a crashed member's shards owned
+//! again within about a lease; a graceful shutdown hands its shards over without a lease's
+//! wait; guarded work finishes before its shard is handed over.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use fdb_leader_election::shard::ShardedRunner;
+use fdb_leader_election::{ElectionConfig, MemDb, ShardId, TokioClock, Weight};
+use foundationdb_tuple::Subspace;
+use tokio::time::Instant;
+
+const LEASE: Duration = Duration::from_millis(300);
+
+fn config() -> ElectionConfig {
+    ElectionConfig::builder()
+        .lease_duration(LEASE)
+        .heartbeat_interval(Duration::from_millis(100))
+        .candidate_timeout(Duration::from_millis(600))
+        .transaction_timeout(Duration::from_millis(30))
+        .handover_grace(Duration::from_millis(200))
+        .build()
+        .unwrap()
+}
+
+fn db() -> MemDb {
+    MemDb::with_clock(Arc::new(TokioClock::new()))
+}
+
+fn start(db: &MemDb, name: &str, shards: u32) -> ShardedRunner {
+    ShardedRunner::builder(db.clone(), Subspace::from("sharded"))
+        .shards(shards)
+        .max_concurrent_moves(8)
+        .label(name)
+        .weight(Weight::ONE)
+        .config(config())
+        .seed(name.len() as u64)
+        .start()
+        .unwrap()
+}
+
+/// Panics if two runners hold a valid guard of one shard.
+fn exclusive(runners: &[&ShardedRunner]) -> usize {
+    let mut seen: BTreeMap<ShardId, usize> = BTreeMap::new();
+    for (i, r) in runners.iter().enumerate() {
+        for shard in r.owned().keys() {
+            if let Some(j) = seen.insert(*shard, i) {
+                panic!("shard {shard} held by runners {j} and {i}");
+            }
+        }
+    }
+    seen.len()
+}
+
+/// Watches exclusivity every millisecond for `d`.
+async fn watch(runners: &[&ShardedRunner], d: Duration) -> usize {
+    let start = Instant::now();
+    let mut owned = 0;
+    while start.elapsed() < d {
+        owned = exclusive(runners);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    owned
+}
+
+#[tokio::test(start_paused = true)]
+async fn members_are_balanced_and_a_late_joiner_takes_its_share_without_overlap() {
+    let db = db();
+    let (a, b, c) = (
+        start(&db, "a", 64),
+        start(&db, "b", 64),
+        start(&db, "c", 64),
+    );
+    assert_eq!(watch(&[&a, &b, &c], Duration::from_secs(2)).await, 64);
+    let counts: Vec<usize> = [&a, &b, &c].iter().map(|r| r.owned().len()).collect();
+    assert!(counts.iter().all(|n| *n == 21 || *n == 22), "{counts:?}");
+    // A guarded job on one of a's shards: its handover waits for it.
+    let d = start(&db, "d", 64);
+    assert_eq!(watch(&[&a, &b, &c, &d], Duration::from_secs(3)).await, 64);
+    for r in [&a, &b, &c, &d] {
+        assert_eq!(r.owned().len(), 16, "{r:?}");
+    }
+    for r in [&a, &b, &c, &d] {
+        r.shutdown().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_members_shards_are_owned_again_within_about_a_lease() {
+    let db = db();
+    let (a, b) = (start(&db, "a", 32), start(&db, "b", 32));
+    assert_eq!(watch(&[&a, &b], Duration::from_secs(2)).await, 32);
+    let crashed = b.owned().len();
+    assert_eq!(crashed, 16);
+    b.abort();
+    let started = Instant::now();
+    while a.owned().len() < 32 {
+        exclusive(&[&a, &b]);
+        assert!(
+            started.elapsed() < LEASE * 4,
+            "not owned again in {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let took = started.elapsed();
+    eprintln!("crashed member's shards owned again after {took:?} (lease {LEASE:?})");
+    assert!(
+        took >= LEASE / 2,
+        "taken over after {took:?}, before the lease could end"
+    );
+    assert!(took <= LEASE * 2, "taken over after {took:?}");
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_graceful_shutdown_hands_its_shards_over_without_a_lease_wait() {
+    let db = db();
+    let (a, b) = (start(&db, "a", 32), start(&db, "b", 32));
+    assert_eq!(watch(&[&a, &b], Duration::from_secs(2)).await, 32);
+    let started = Instant::now();
+    b.shutdown().await;
+    while a.owned().len() < 32 {
+        assert!(
+            started.elapsed() < LEASE,
+            "handed over only after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn guarded_work_finishes_before_its_shard_is_handed_over() {
+    let db = db();
+    let a = start(&db, "a", 8);
+    watch(&[&a], Duration::from_secs(1)).await;
+    assert_eq!(a.owned().len(), 8);
+    // Work on every shard: 100 ms jobs, one after the other, while the guard accepts work.
+    // A job cut short by its guard's cancellation counts in `cut`.
+    let (done, cut) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    for (_, guard) in a.owned() {
+        let (done, cut) = (Arc::clone(&done), Arc::clone(&cut));
+        tokio::spawn(async move {
+            while guard.accepts_work() {
+                let started = Arc::new(AtomicU32::new(0));
+                let s = Arc::clone(&started);
+                let job = guard.spawn(async move {
+                    s.store(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                });
+                match job.await {
+                    Ok(Some(())) => done.fetch_add(1, Ordering::SeqCst),
+                    _ if started.load(Ordering::SeqCst) == 1 => cut.fetch_add(1, Ordering::SeqCst),
+                    _ => 0,
+                };
+            }
+        });
+    }
+    let b = start(&db, "b", 8);
+    assert_eq!(watch(&[&a, &b], Duration::from_secs(2)).await, 8);
+    assert_eq!(b.owned().len(), 4);
+    assert!(done.load(Ordering::SeqCst) > 0);
+    assert_eq!(
+        cut.load(Ordering::SeqCst),
+        0,
+        "a handover cut a job short instead of waiting for it"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
