@@ -24,7 +24,7 @@ mod leadership;
 mod leaving;
 mod messages;
 mod observer;
-mod pacing;
+pub(crate) mod pacing;
 mod resign;
 mod results;
 #[cfg(test)]
