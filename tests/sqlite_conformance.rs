@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use common::conformance::{self, Backend};
 use common::scenarios::{self, Backend as ScenarioBackend};
 use fdb_leader_election::sqlite::{
-    Durability, SCHEMA_VERSION, SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction,
+    Durability, FileChange, SCHEMA_VERSION, SqliteDb, SqliteOpenError, SqliteOptions,
+    SqliteTransaction, StoreFile, StoreFileChanged,
 };
 use fdb_leader_election::{
     Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
@@ -504,9 +505,9 @@ async fn missing_or_unusable_directories_are_typed_errors() {
     let e = open_err(&file.join("election.db"));
     assert!(matches!(e, SqliteOpenError::CannotOpen { .. }), "{e:?}");
 
-    // A directory.
+    // A directory: not a regular file (see `paths_that_are_not_regular_files_are_refused`).
     let e = open_err(dir.path());
-    assert!(matches!(e, SqliteOpenError::CannotOpen { .. }), "{e:?}");
+    assert!(matches!(e, SqliteOpenError::NotAFile { .. }), "{e:?}");
 
     // A read-only directory (unless running as root, who may write anyway).
     #[cfg(unix)]
@@ -1143,5 +1144,348 @@ fn a_foreign_database_is_refused_and_left_byte_for_byte_untouched() {
             !dir.path().join("other.db-wal").exists(),
             "switched to WAL: {setup}"
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store's files: paths that are not regular files, and files deleted or replaced while in
+// use (the rule of `fdb_leader_election::sqlite::files`).
+
+/// `path` with `suffix` appended.
+fn side(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The files in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn paths_that_are_not_regular_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // /dev/null: SQLite would open it, find an empty database and create /dev/null-wal (or,
+    // before WAL mode, /dev/null-journal).
+    let created_before: Vec<bool> = ["-journal", "-wal", "-shm"]
+        .iter()
+        .map(|s| side(Path::new("/dev/null"), s).exists())
+        .collect();
+    let e = open_err(Path::new("/dev/null"));
+    assert!(
+        matches!(&e, SqliteOpenError::NotAFile { kind, .. } if *kind == "a character device"),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("/dev/null is a character device"),
+        "{e}"
+    );
+    assert_eq!(e.path(), Path::new("/dev/null"));
+    let created_after: Vec<bool> = ["-journal", "-wal", "-shm"]
+        .iter()
+        .map(|s| side(Path::new("/dev/null"), s).exists())
+        .collect();
+    assert_eq!(
+        created_before, created_after,
+        "a file was created beside /dev/null"
+    );
+
+    // A FIFO, and a directory where the -wal would go.
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let e = open_err(&fifo);
+        assert!(
+            matches!(&e, SqliteOpenError::NotAFile { kind, .. } if kind.contains("FIFO")),
+            "{e:?}"
+        );
+    } else {
+        eprintln!("skipped the FIFO: no mkfifo");
+    }
+    let db = dir.path().join("election.db");
+    std::fs::create_dir(side(&db, "-wal")).unwrap();
+    let e = open_err(&db);
+    assert!(
+        matches!(&e, SqliteOpenError::NotAFile { file, kind, .. }
+            if *file == side(&db, "-wal") && *kind == "a directory"),
+        "{e:?}"
+    );
+    assert_eq!(e.path(), db.as_path());
+    let mut expected = vec!["election.db-wal".to_owned()];
+    if fifo.exists() {
+        expected.insert(1, "fifo".to_owned());
+    }
+    expected.sort();
+    assert_eq!(listing(dir.path()), expected, "something was created");
+}
+
+/// The `StoreFileChanged` at the root of `e`, a transaction error.
+#[track_caller]
+fn changed_of(e: &TxnError) -> StoreFileChanged {
+    assert_kind(e, TxnErrorKind::Fatal, None);
+    assert!(!e.is_retryable());
+    let source = std::error::Error::source(e).unwrap_or_else(|| panic!("no source: {e:?}"));
+    source
+        .downcast_ref::<StoreFileChanged>()
+        .unwrap_or_else(|| panic!("not a StoreFileChanged: {source:?}"))
+        .clone()
+}
+
+/// Deleting the -wal and -shm (or only the -shm, or replacing the database file) under a
+/// handle: from then on its commits (read-only ones too) and watches fail with a fatal error
+/// naming the file, and `check_files` says so. Before, they went on, on files no other process
+/// would ever see again.
+#[tokio::test]
+async fn files_deleted_or_replaced_under_a_handle_fail_its_commits_and_watches() {
+    type Damage = fn(&Path);
+    let cases: [(&str, Damage, StoreFile, FileChange); 4] = [
+        (
+            "rm -wal -shm",
+            |p| {
+                std::fs::remove_file(side(p, "-wal")).unwrap();
+                std::fs::remove_file(side(p, "-shm")).unwrap();
+            },
+            StoreFile::WriteAheadLog,
+            FileChange::Deleted,
+        ),
+        (
+            "rm -shm",
+            |p| std::fs::remove_file(side(p, "-shm")).unwrap(),
+            StoreFile::SharedMemoryIndex,
+            FileChange::Deleted,
+        ),
+        (
+            "mv over -wal",
+            |p| {
+                std::fs::write(side(p, ".other"), b"").unwrap();
+                std::fs::rename(side(p, ".other"), side(p, "-wal")).unwrap();
+            },
+            StoreFile::WriteAheadLog,
+            FileChange::Replaced,
+        ),
+        (
+            "mv over the database",
+            |p| {
+                std::fs::copy(p, side(p, ".copy")).unwrap();
+                std::fs::rename(side(p, ".copy"), p).unwrap();
+            },
+            StoreFile::Database,
+            FileChange::Replaced,
+        ),
+    ];
+    for (what, damage, file, change) in cases {
+        let (_dir, path, db) = temp_store(options());
+        put(&db, b"k", b"1").await;
+        db.check_files().unwrap();
+        let t = db.create_transaction();
+        let watch = t.watch(b"k").unwrap();
+        t.commit().await.unwrap();
+
+        damage(&path);
+
+        let expected_path = match file {
+            StoreFile::Database => path.clone(),
+            StoreFile::WriteAheadLog => side(&path, "-wal"),
+            _ => side(&path, "-shm"),
+        };
+        let checked = db.check_files().unwrap_err();
+        assert_eq!(
+            (checked.file(), checked.change(), checked.path()),
+            (file, change, expected_path.as_path()),
+            "{what}"
+        );
+        let t = db.create_transaction();
+        t.set(b"k", b"2");
+        let e = t.commit().await.unwrap_err();
+        assert_eq!(changed_of(&e), checked, "{what}");
+        assert!(
+            e.to_string().contains("database error")
+                && checked
+                    .to_string()
+                    .contains(&expected_path.display().to_string()),
+            "{what}: {e} / {checked}"
+        );
+        // A read-only commit too: what it read may not be the store's any more.
+        let t = db.create_transaction();
+        let _ = t.get(b"k", ReadMode::Serializable).await;
+        let e = t.commit().await.unwrap_err();
+        assert_eq!(changed_of(&e), checked, "{what}");
+        // The watch armed before fails instead of waiting for a change no one will make.
+        let e = tokio::time::timeout(Duration::from_secs(5), watch)
+            .await
+            .expect("the watch neither fired nor failed")
+            .unwrap_err();
+        assert_eq!(changed_of(&e), checked, "{what}");
+        // The retry loop does not retry it.
+        let attempts = AtomicU64::new(0);
+        let e = db
+            .run(|t, _| {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    t.set(b"k", b"3");
+                    Ok::<_, TxnError>(())
+                }
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(changed_of(&e), checked, "{what}");
+        assert_eq!(attempts.load(Ordering::SeqCst), 1, "{what}");
+    }
+}
+
+/// What SQLite does to the files on its own never trips the rule: checkpoints (TRUNCATE
+/// too), a size limit on the log, connections opened and closed (a pool that keeps none),
+/// other handles closing, the last handle closing (SQLite deletes the -wal and -shm) and the
+/// store opened again (new ones).
+#[tokio::test]
+async fn what_sqlite_does_to_its_files_never_trips_the_rule() {
+    let (_dir, path, a) = temp_store(options());
+    let b = SqliteDb::open_with(&path, options().with_max_idle_connections(0)).unwrap();
+    let c = SqliteDb::open_with(&path, options()).unwrap();
+    for round in 0..20u32 {
+        let value = round.to_be_bytes();
+        put(&a, b"k", &value).await;
+        put(&b, b"k", &value).await;
+        assert_eq!(read(&c, b"k").await, Some(value.to_vec()));
+        match round {
+            5 => a
+                .debug_execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .unwrap(),
+            8 => b
+                .debug_execute_batch(
+                    "PRAGMA journal_size_limit = 0; PRAGMA wal_checkpoint(RESTART)",
+                )
+                .unwrap(),
+            // Another handle comes and goes.
+            11 => drop(SqliteDb::open_with(&path, options()).unwrap()),
+            _ => {}
+        }
+        for db in [&a, &b, &c] {
+            db.check_files().unwrap();
+        }
+    }
+    assert!(side(&path, "-wal").exists());
+    drop(c);
+    put(&a, b"k", b"after c").await;
+    drop(b);
+    put(&a, b"k", b"after b").await;
+    a.check_files().unwrap();
+    // The last handle closes: SQLite checkpoints and deletes the -wal and -shm.
+    drop(a);
+    assert!(!side(&path, "-wal").exists() && !side(&path, "-shm").exists());
+    let again = SqliteDb::open_with(&path, options()).unwrap();
+    assert_eq!(read(&again, b"k").await, Some(b"after b".to_vec()));
+    put(&again, b"k", b"again").await;
+    again.check_files().unwrap();
+}
+
+/// The environment variable that turns [`helper_process_holding_a_store`] into a process
+/// holding the store at its path.
+const HOLD_ENV: &str = "SQLITE_CONFORMANCE_HOLD_STORE";
+
+/// Not a test by itself: the other process of
+/// `opening_beside_a_process_on_deleted_files_is_refused`, which runs this test binary again
+/// with [`HOLD_ENV`] set. Opens the store, commits, prints `ready`, and holds the store until
+/// its standard input closes.
+#[test]
+#[ignore = "a helper process, started by another test"]
+fn helper_process_holding_a_store() {
+    use std::io::{Read, Write};
+    let Some(path) = std::env::var_os(HOLD_ENV) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = SqliteDb::open_with(&path, options()).unwrap();
+    runtime.block_on(put(&db, b"held", b"yes"));
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    drop(db);
+}
+
+/// Kills the helper process when dropped, also when an assertion fails.
+struct Helper(std::process::Child);
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Another process holds the store; its -wal and -shm are deleted (or only its -shm). A
+/// handle opened now would create new ones, without the commits in the old log and with locks
+/// that do not exclude the other process's: it is refused, naming that process, until that
+/// process is gone. Before, it opened (and the two led side by side with one ballot).
+#[test]
+fn opening_beside_a_process_on_deleted_files_is_refused() {
+    use std::io::BufRead;
+    if !Path::new("/proc/locks").exists() {
+        eprintln!("SKIPPED: no /proc/locks on this system");
+        return;
+    }
+    for only_shm in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("election.db");
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "helper_process_holding_a_store",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HOLD_ENV, &path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut helper = Helper(child);
+        let pid = helper.0.id();
+        let stdout = helper.0.stdout.take().unwrap();
+        let ready = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("ready"));
+        assert!(ready, "the helper process never held the store");
+
+        // A healthy store opens beside it.
+        drop(SqliteDb::open_with(&path, options()).unwrap());
+
+        if !only_shm {
+            std::fs::remove_file(side(&path, "-wal")).unwrap();
+        }
+        std::fs::remove_file(side(&path, "-shm")).unwrap();
+        let started = Instant::now();
+        let e = SqliteDb::open_with(&path, options())
+            .err()
+            .unwrap_or_else(|| {
+                panic!("opened beside process {pid} on deleted files (only -shm: {only_shm})")
+            });
+        eprintln!(
+            "refused after {:?} (only -shm: {only_shm}): {e}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(&e, SqliteOpenError::InUseThroughOtherFiles { pid: p, .. } if *p == pid),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(&format!("process {pid}")), "{e}");
+        assert_eq!(e.path(), path.as_path());
+
+        // Once that process is gone, the store opens again.
+        drop(helper);
+        let db = SqliteDb::open_with(&path, options()).unwrap();
+        db.check_files().unwrap();
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::ErrorCode;
 
+use super::files::StoreFileChanged;
 use crate::txn::{TxnError, TxnErrorKind};
 
 /// Why [`SqliteDb::open`](super::SqliteDb::open) failed.
@@ -76,6 +77,48 @@ pub enum SqliteOpenError {
         /// The journal mode SQLite reported instead.
         mode: String,
     },
+    /// The path (or the `-wal` or `-shm` file beside it) is not a regular file: a directory,
+    /// a FIFO, a character or block device (`/dev/null`), a socket. Nothing was created.
+    #[error(
+        "{} is {kind}, not a regular file: a SQLite store and its -wal and -shm files must be \
+         regular files (nothing was created)",
+        file.display()
+    )]
+    NotAFile {
+        /// The database file.
+        path: PathBuf,
+        /// The file that is not a regular file: the database file, or its `-wal` or `-shm`.
+        file: PathBuf,
+        /// What it is instead ("a directory", "a character device", ...).
+        kind: &'static str,
+    },
+    /// One of the store's files was deleted or replaced while it was being opened (see
+    /// [`StoreFileChanged`]).
+    #[error("the files of the SQLite store {} changed while it was being opened", path.display())]
+    FilesChanged {
+        /// The database file.
+        path: PathBuf,
+        /// Which file, and how.
+        #[source]
+        source: StoreFileChanged,
+    },
+    /// Another process uses the store through a `-shm` (and so a `-wal`) that is no longer at
+    /// its path: they were deleted or replaced while it used them. Opening the store now
+    /// would start a second log beside that process's, without the commits still in its log,
+    /// with locks that do not exclude it. Stop that process first (a handle on the old files
+    /// fails every commit, and `fdb-leader` exits). See [the rule](super::files).
+    #[error(
+        "process {pid} uses the SQLite store {} through a -wal and -shm that are no longer at \
+         their paths (deleted or replaced while in use): opening it now would start a second \
+         log beside that process's",
+        path.display()
+    )]
+    InUseThroughOtherFiles {
+        /// The database file.
+        path: PathBuf,
+        /// The process that uses the old files.
+        pid: u32,
+    },
     /// Any other SQLite error while opening, for example a lock held longer than the busy
     /// timeout.
     #[error("SQLite error while opening {}", path.display())]
@@ -98,6 +141,9 @@ impl SqliteOpenError {
             | SqliteOpenError::WrongSchema { path, .. }
             | SqliteOpenError::UnsupportedSchemaVersion { path, .. }
             | SqliteOpenError::NoWriteAheadLog { path, .. }
+            | SqliteOpenError::NotAFile { path, .. }
+            | SqliteOpenError::FilesChanged { path, .. }
+            | SqliteOpenError::InUseThroughOtherFiles { path, .. }
             | SqliteOpenError::Sqlite { path, .. } => path,
         }
     }
@@ -147,6 +193,12 @@ pub(super) fn txn_error(e: rusqlite::Error) -> TxnError {
         _ => TxnErrorKind::Fatal,
     };
     TxnError::with_source(kind, e)
+}
+
+/// The store's files are no longer the ones this handle has open: a fatal error (it never
+/// heals) whose source names the file.
+pub(super) fn files_changed(e: StoreFileChanged) -> TxnError {
+    TxnError::with_source(TxnErrorKind::Fatal, e)
 }
 
 /// The commit statement itself failed after the writes were made: whether they reached the

@@ -55,8 +55,20 @@
 //!
 //! The file must be on a local file system: write-ahead logging needs shared memory between
 //! the processes, which network file systems do not provide. SQLite creates `-wal` and `-shm`
-//! files beside it, so its directory must be writable. Do not delete or replace the file
-//! while processes use it: those holding it open would go on with the old one.
+//! files beside it, so its directory must be writable. The path must name a regular file (or
+//! nothing yet): a directory, a FIFO or a device (`/dev/null`) is refused with
+//! [`SqliteOpenError::NotAFile`] before anything is created.
+//!
+//! # Deleted or replaced files
+//!
+//! The `-wal` and `-shm` are part of the store: the log holds the latest commits, the index
+//! holds the locks between processes. A handle whose files are deleted or replaced at their
+//! paths while it runs (`rm election.db*`, `rm election.db-wal election.db-shm`, a `mv` over
+//! one) refuses every commit and watch from then on, with a fatal error whose source is a
+//! [`StoreFileChanged`] naming the file, and [`SqliteDb::check_files`] says so on demand; a
+//! store opened while another process still uses older files at its paths is refused
+//! ([`SqliteOpenError::InUseThroughOtherFiles`]). Why this rule is exact, and when SQLite
+//! itself deletes and recreates these files: [`files`].
 //!
 //! # Blocking
 //!
@@ -105,6 +117,7 @@
 //! ```
 
 mod error;
+pub mod files;
 mod schema;
 mod transaction;
 mod watch;
@@ -119,6 +132,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use error::SqliteOpenError;
+use files::StoreFiles;
+pub use files::{FileChange, StoreFile, StoreFileChanged};
 pub use schema::SCHEMA_VERSION;
 pub use transaction::SqliteTransaction;
 
@@ -265,11 +280,15 @@ pub struct SqliteDb {
 struct Shared {
     path: PathBuf,
     options: SqliteOptions,
+    /// The store's files as this handle opened them ([the rule](files)).
+    files: StoreFiles,
     /// Idle connections, none inside a transaction.
     pool: Mutex<Vec<Connection>>,
-    /// The connection armed watches poll with; it never writes (so its `data_version` moves
-    /// only with other connections' commits). Opened at the first poll.
-    watch_conn: Mutex<Option<Connection>>,
+    /// The anchor: the handle's first connection, closed only with the handle. It holds
+    /// SQLite's shared lock on the database file (so SQLite never deletes the `-wal` and
+    /// `-shm` while the handle lives) and serves the watches' polls. It never writes after the
+    /// open, so its `data_version` moves only with other connections' commits.
+    anchor: Mutex<Connection>,
     counters: Counters,
     watch_limit: WatchLimit,
     next_txn_id: AtomicU64,
@@ -298,26 +317,24 @@ impl Shared {
     }
 
     /// For a watch: whether `key`'s latest committed value differs from `expected`. Re-reads
-    /// the key only if another connection committed since `seen` (the watch connection's
-    /// `data_version` at the watch's last look), and updates `seen`.
+    /// the key only if another connection committed since `seen` (the anchor's
+    /// `data_version` at the watch's last look), and updates `seen`. Fails, for good, once
+    /// the store's files are no longer this handle's.
     fn watch_changed(
         &self,
         key: &[u8],
         expected: Option<&[u8]>,
         seen: &mut Option<i64>,
     ) -> Result<bool, TxnError> {
-        let mut guard = lock(&self.watch_conn);
-        let conn = match &mut *guard {
-            Some(conn) => conn,
-            slot @ None => slot.insert(schema::reconnect(&self.path, &self.options)?),
-        };
+        self.files.check().map_err(error::files_changed)?;
+        let conn = lock(&self.anchor);
         let data_version: i64 = conn
             .query_row("PRAGMA data_version", [], |row| row.get(0))
             .map_err(error::txn_error)?;
         if *seen == Some(data_version) {
             return Ok(false);
         }
-        let current = transaction::read_value(conn, key)?;
+        let current = transaction::read_value(&conn, key)?;
         *seen = Some(data_version);
         Ok(current.as_deref() != expected)
     }
@@ -335,8 +352,9 @@ impl SqliteDb {
     ///
     /// # Errors
     ///
-    /// A [`SqliteOpenError`]: the file cannot be opened or created, is not a SQLite database,
-    /// is corrupt, is another application's database, or has an unknown schema version.
+    /// A [`SqliteOpenError`]: the path is not a regular file, the file cannot be opened or
+    /// created, is not a SQLite database, is corrupt, is another application's database, has
+    /// an unknown schema version, or another process still uses older files at its paths.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteDb, SqliteOpenError> {
         Self::open_with(path, SqliteOptions::default())
     }
@@ -352,13 +370,14 @@ impl SqliteDb {
         options: SqliteOptions,
     ) -> Result<SqliteDb, SqliteOpenError> {
         let path = path.as_ref().to_path_buf();
-        let conn = schema::open(&path, &options)?;
+        let (anchor, files) = schema::open(&path, &options)?;
         Ok(SqliteDb {
             shared: Arc::new(Shared {
                 path,
                 options,
-                pool: Mutex::new(vec![conn]),
-                watch_conn: Mutex::new(None),
+                files,
+                pool: Mutex::new(Vec::new()),
+                anchor: Mutex::new(anchor),
                 counters: Counters::default(),
                 watch_limit: WatchLimit::default(),
                 next_txn_id: AtomicU64::new(1),
@@ -453,6 +472,18 @@ impl SqliteDb {
     /// How many of this handle's watches are outstanding.
     pub fn outstanding_watches(&self) -> usize {
         self.shared.watch_limit.outstanding()
+    }
+
+    /// Whether the store's files at their paths (the database file, its `-wal` and `-shm`) are
+    /// still the files this handle opened: the check every commit and every watch poll makes
+    /// (see [the rule](files)). A few `stat` calls; nothing is opened.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreFileChanged`] naming the first file that was deleted or replaced. It never
+    /// heals: every later commit and watch of this handle fails too.
+    pub fn check_files(&self) -> Result<(), StoreFileChanged> {
+        self.shared.files.check()
     }
 
     /// The database file.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use super::error::{SqliteOpenError, txn_error};
+use super::files::StoreFiles;
 use super::{Durability, SqliteOptions};
 use crate::txn::TxnError;
 
@@ -93,10 +94,64 @@ pub(super) fn reconnect(path: &Path, options: &SqliteOptions) -> Result<Connecti
     connect(path, options, false).map_err(txn_error)
 }
 
+/// What a path names, if it exists and is not a regular file (symbolic links followed).
+fn not_regular(path: &Path) -> Option<&'static str> {
+    let meta = std::fs::metadata(path).ok()?;
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return None;
+    }
+    if kind.is_dir() {
+        return Some("a directory");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return Some("a FIFO (named pipe)");
+        }
+        if kind.is_char_device() {
+            return Some("a character device");
+        }
+        if kind.is_block_device() {
+            return Some("a block device");
+        }
+        if kind.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
+}
+
+/// Refuses a path (or a `-wal` or `-shm` beside it) that names something other than a
+/// regular file, before anything is opened or created.
+fn check_regular(path: &Path) -> Result<(), SqliteOpenError> {
+    let side = |suffix: &str| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        std::path::PathBuf::from(name)
+    };
+    for file in [path.to_path_buf(), side("-wal"), side("-shm")] {
+        if let Some(kind) = not_regular(&file) {
+            return Err(SqliteOpenError::NotAFile {
+                path: path.to_path_buf(),
+                file,
+                kind,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Opens (creating if absent) the store at `path`: checks that the file is empty or ours,
-/// then turns write-ahead logging on and creates or checks the schema. Returns a ready
-/// connection.
-pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, SqliteOpenError> {
+/// then turns write-ahead logging on, records the store's files (see [`StoreFiles`]) and
+/// creates or checks the schema. Returns the handle's anchor connection (it has read in WAL
+/// mode, so it holds SQLite's shared lock and the `-wal` and `-shm` open) and the files.
+pub(super) fn open(
+    path: &Path,
+    options: &SqliteOptions,
+) -> Result<(Connection, StoreFiles), SqliteOpenError> {
+    check_regular(path)?;
     let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
     let conn = connect(path, options, true).map_err(sqlite)?;
     let patience = options.busy_timeout;
@@ -119,6 +174,22 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, S
             mode,
         });
     }
+    // A read in WAL mode: from here on this connection holds its shared lock on the file and
+    // has the -wal and -shm open, until the handle drops. Then the files are recorded, and a
+    // process still using older files at these paths is looked for, before anything is
+    // written.
+    retry_busy(patience, || header(&conn)).map_err(sqlite)?;
+    let files =
+        StoreFiles::record(path, &conn).map_err(|source| SqliteOpenError::FilesChanged {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if let Some(pid) = files.user_of_other_files() {
+        return Err(SqliteOpenError::InUseThroughOtherFiles {
+            path: path.to_path_buf(),
+            pid,
+        });
+    }
     retry_busy(patience, || conn.execute_batch("BEGIN IMMEDIATE")).map_err(sqlite)?;
     let checked = create_or_check(&conn, path);
     let end = match &checked {
@@ -127,7 +198,7 @@ pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, S
     };
     checked?;
     end.map_err(sqlite)?;
-    Ok(conn)
+    Ok((conn, files))
 }
 
 /// How many schema objects the file holds, and its application id.

@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::error::{commit_task_lost, commit_unknown, log_pruned, malformed, txn_error};
+use super::error::{
+    commit_task_lost, commit_unknown, files_changed, log_pruned, malformed, txn_error,
+};
+use super::files::StoreFiles;
 use super::schema::{
     DELETE_VALUE, INSERT_LOG, LOG_HAS_KEY_SINCE, LOG_HAS_RANGE_SINCE, LOG_KEYS_SINCE,
     META_LOG_FLOOR, META_VERSION, PRUNE_LOG, SELECT_META, SELECT_RANGE, SELECT_VALUE, UPDATE_META,
@@ -212,11 +215,12 @@ impl SqliteTransaction {
             }
         };
         let result = if parts.is_read_only() {
-            // Read-only: nothing to check or apply.
+            // Read-only: no conflict to check, nothing to apply; but what it read must come
+            // from the store's files.
             if let Some(conn) = conn {
                 db.checkin(conn);
             }
-            Ok(())
+            db.files.check().map_err(files_changed)
         } else {
             let writes = std::mem::take(&mut parts.writes);
             let conflicts = std::mem::take(&mut parts.conflicts);
@@ -247,12 +251,21 @@ impl SqliteTransaction {
         let retention = db.options.log_retention.max(1);
         let clock = Arc::clone(&db.options.clock);
         let version = read_version.map(|rv| rv.version);
+        let shared = Arc::clone(db);
         let work = move || {
-            let result = commit_locked(&conn, version, &writes, &conflicts, retention, || {
-                // Checked again once the lock is granted: a commit that waited for it past
-                // the age limit fails as FoundationDB's would.
-                read_version.is_some_and(|rv| rv.is_too_old(clock.now()))
-            });
+            let result = commit_locked(
+                &conn,
+                &shared.files,
+                version,
+                &writes,
+                &conflicts,
+                retention,
+                || {
+                    // Checked again once the lock is granted: a commit that waited for it past
+                    // the age limit fails as FoundationDB's would.
+                    read_version.is_some_and(|rv| rv.is_too_old(clock.now()))
+                },
+            );
             (conn, result)
         };
         let (conn, result) = match tokio::runtime::Handle::try_current() {
@@ -448,10 +461,12 @@ fn read_range(conn: &Connection, begin: &[u8], end: &[u8]) -> Result<Vec<KeyValu
         .map_err(txn_error)
 }
 
-/// The write commit, blocking: ends the snapshot, takes the write lock, checks, applies,
-/// commits. Returns the new version.
+/// The write commit, blocking: ends the snapshot, takes the write lock, checks that the
+/// store's files are still this handle's ([the rule](super::files)), checks for conflicts,
+/// applies, commits. Returns the new version.
 fn commit_locked(
     conn: &Connection,
+    files: &StoreFiles,
     read_version: Option<u64>,
     writes: &Writes,
     conflicts: &ReadConflicts,
@@ -466,6 +481,8 @@ fn commit_locked(
     conn.execute_batch("BEGIN IMMEDIATE").map_err(txn_error)?;
     let applied = if too_old() {
         Err(errors::too_old())
+    } else if let Err(changed) = files.check() {
+        Err(files_changed(changed))
     } else {
         apply(conn, read_version, writes, conflicts, retention)
     };
