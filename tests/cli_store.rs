@@ -157,6 +157,107 @@ fn a_deleted_store_file_stops_the_child_and_exits_3() {
     }
 }
 
+/// `rm election.db-wal election.db-shm` (or only the -shm) under a leader, and a second `run`
+/// started at once: the leader stops its child and exits 3 (its files are no longer the
+/// store's), and the second never runs its child beside the first's (before, it led with the
+/// same ballot on new files while the first kept renewing on its orphaned log). With a child
+/// that takes a second to stop, the first holds the old files that long: the second waits, or
+/// is refused (exit 3), but does not start a new log beside it.
+#[test]
+fn a_deleted_wal_and_shm_stop_the_leader_and_no_second_leader_starts_beside_it() {
+    for (only_shm, stop_delay) in [(false, "0"), (true, "0"), (false, "1")] {
+        let mut world = World::new();
+        let mut a = world.start_run_stopping_in("a", &[], stop_delay);
+        let (first, _) = world
+            .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+            .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+        let start = Instant::now();
+        if !only_shm {
+            fs::remove_file(world.path("election.db-wal")).unwrap();
+        }
+        fs::remove_file(world.path("election.db-shm")).unwrap();
+        let mut b = world.start_run("b", &[]);
+        let status = wait_exit(&mut a, PATIENCE).expect("a exits");
+        let took = start.elapsed();
+        let err = world.stderr_of("a");
+        assert_no_panic(&err);
+        assert_eq!(status.code(), Some(3), "{err}");
+        let what = if only_shm {
+            "write-ahead log index"
+        } else {
+            "write-ahead log"
+        };
+        assert!(err.contains(&format!("the store's {what}")), "{err}");
+        // Deleted, or already replaced by b's new file.
+        assert!(
+            err.contains("was deleted while in use")
+                || err.contains("was replaced by another file while in use"),
+            "{err}"
+        );
+        assert!(err.contains("never delete the -wal or -shm"), "{err}");
+        assert!(
+            world
+                .events()
+                .iter()
+                .any(|e| e.kind == "stop" && e.pid == first.pid),
+            "{:?}",
+            world.log_lines()
+        );
+        eprintln!(
+            "{} deleted: a's child stopped and exit 3 after {} ms",
+            if only_shm { "-shm" } else { "-wal and -shm" },
+            took.as_millis()
+        );
+        // Within a heartbeat (200 ms) plus the child's stop, with slack for a loaded host.
+        let bound = if stop_delay == "0" { 3 } else { 5 };
+        assert!(took < Duration::from_secs(bound), "took {took:?}");
+
+        // b either led after a's child had stopped, or was refused while a held the old files
+        // (exit 3), or is still waiting: never beside it.
+        let b_led = world.wait_event(Duration::from_secs(3), |e| {
+            e.kind == "start" && is_label(&e.id, "b")
+        });
+        let b_status = b.try_wait().unwrap();
+        let lines = world.log_lines();
+        let a_stop = lines
+            .iter()
+            .position(|l| l.starts_with("stop") && l.ends_with(&format!(" {}", first.pid)));
+        let b_start = lines
+            .iter()
+            .position(|l| l.starts_with("start") && l.contains(" b-"));
+        if let Some(b_start) = b_start {
+            assert!(
+                a_stop.is_some_and(|stop| stop < b_start),
+                "b's child started before a's stopped: {lines:?}"
+            );
+        }
+        eprintln!(
+            "b: {} (ballot {:?}, a's was {})",
+            match (&b_led, b_status) {
+                (Some(_), _) => "led after a's child stopped".to_owned(),
+                (None, Some(s)) => format!(
+                    "exited {:?}: {}",
+                    s.code(),
+                    world.stderr_of("b").lines().last().unwrap_or("")
+                ),
+                (None, None) => "did not lead".to_owned(),
+            },
+            b_led.map(|(e, _)| e.ballot),
+            first.ballot
+        );
+        if let Some(code) = b_status.and_then(|s| s.code()) {
+            assert_eq!(code, 3, "{}", world.stderr_of("b"));
+            assert!(
+                world.stderr_of("b").contains("no longer at their paths"),
+                "{}",
+                world.stderr_of("b")
+            );
+        }
+        let _ = b.kill();
+        let _ = b.wait();
+    }
+}
+
 #[test]
 fn a_network_file_system_is_refused_unless_allowed() {
     let world = World::new();

@@ -9,7 +9,7 @@
 use std::error::Error;
 use std::path::Path;
 
-use fdb_leader_election::sqlite::SqliteOpenError;
+use fdb_leader_election::sqlite::{SqliteOpenError, StoreFileChanged};
 use rusqlite::ErrorCode;
 
 /// Why a store can never work as it is.
@@ -31,8 +31,13 @@ pub(crate) enum Cause {
     NewerSchema,
     /// Write-ahead logging is impossible (typically a network file system).
     NoWriteAheadLog,
-    /// The file was deleted or replaced while in use.
+    /// The file, its `-wal` or its `-shm` was deleted or replaced while in use.
     Moved,
+    /// The path names a directory, a FIFO, a device (`/dev/null`) or a socket.
+    NotAFile,
+    /// Another process still uses the store through a `-wal` and `-shm` that were deleted or
+    /// replaced under it.
+    InUseThroughOtherFiles,
 }
 
 /// Whether waiting can fix an error.
@@ -57,6 +62,9 @@ pub(crate) fn classify(e: &(dyn Error + 'static)) -> Healing {
                 return healing;
             }
         }
+        if err.downcast_ref::<StoreFileChanged>().is_some() {
+            return Healing::Never(Cause::Moved);
+        }
         if let Some(sqlite) = err.downcast_ref::<rusqlite::Error>() {
             return classify_sqlite(sqlite);
         }
@@ -73,6 +81,9 @@ fn classify_open(e: &SqliteOpenError) -> Option<Healing> {
         SqliteOpenError::WrongSchema { .. } => Cause::Foreign,
         SqliteOpenError::UnsupportedSchemaVersion { .. } => Cause::NewerSchema,
         SqliteOpenError::NoWriteAheadLog { .. } => Cause::NoWriteAheadLog,
+        SqliteOpenError::NotAFile { .. } => Cause::NotAFile,
+        SqliteOpenError::InUseThroughOtherFiles { .. } => Cause::InUseThroughOtherFiles,
+        SqliteOpenError::FilesChanged { .. } => Cause::Moved,
         // CannotOpen and Sqlite: SQLite's own code (the source) says which.
         _ => return None,
     };
@@ -139,9 +150,21 @@ pub(crate) fn fix(cause: Cause, path: &Path) -> String {
              (a network file system?): put the store on a local file system"
         ),
         Cause::Moved => format!(
-            "{p} was deleted or replaced while this process used it: a new file would restart \
-             ballots at 1 and defeat fencing, so stop every fdb-leader on the old file, then \
-             start them again on one file"
+            "{p}, its -wal or its -shm was deleted or replaced while this process used it: a \
+             new file would restart ballots at 1 and defeat fencing (a new -wal lacks the \
+             commits still in the old one, a new -shm holds locks that do not exclude this \
+             process), so stop every fdb-leader on the old files, then start them again on one \
+             store; never delete the -wal or -shm of a store in use"
+        ),
+        Cause::NotAFile => format!(
+            "--sqlite {p}: give --sqlite the path of a store file, or of a file to create in a \
+             writable local directory (SQLite creates {p}-wal and {p}-shm beside it)"
+        ),
+        Cause::InUseThroughOtherFiles => format!(
+            "the -wal and -shm of {p} were deleted or replaced while that process used them: \
+             stop it (an fdb-leader on the old files notices within 50 ms and exits 3 by \
+             itself), then start this one again; never delete the -wal or -shm of a store in \
+             use"
         ),
     }
 }
@@ -213,6 +236,29 @@ mod tests {
     }
 
     #[test]
+    fn files_deleted_under_the_store_never_heal() {
+        use fdb_leader_election::sqlite::{FileChange, StoreFile};
+        let changed =
+            StoreFileChanged::new("/x/e.db-wal", StoreFile::WriteAheadLog, FileChange::Deleted);
+        let e = ElectionError::Database(TxnError::with_source(TxnErrorKind::Fatal, changed));
+        assert_eq!(classify(&e), Healing::Never(Cause::Moved));
+        let split = SqliteOpenError::InUseThroughOtherFiles {
+            path: "/x/e.db".into(),
+            pid: 7,
+        };
+        assert_eq!(
+            classify(&split),
+            Healing::Never(Cause::InUseThroughOtherFiles)
+        );
+        let device = SqliteOpenError::NotAFile {
+            path: "/dev/null".into(),
+            file: "/dev/null".into(),
+            kind: "a character device",
+        };
+        assert_eq!(classify(&device), Healing::Never(Cause::NotAFile));
+    }
+
+    #[test]
     fn open_errors_are_classified_by_variant_or_sqlite_code() {
         let path = Path::new("/x/e.db");
         let newer = SqliteOpenError::UnsupportedSchemaVersion {
@@ -246,6 +292,8 @@ mod tests {
             Cause::NewerSchema,
             Cause::NoWriteAheadLog,
             Cause::Moved,
+            Cause::NotAFile,
+            Cause::InUseThroughOtherFiles,
         ] {
             let text = fix(cause, path);
             assert!(text.contains("/srv/jobs/election.db"), "{cause:?}: {text}");

@@ -173,16 +173,8 @@ async fn open_and_execute(
             }
             let db = store::open_sqlite(&path, create, allow_network_fs, &ctx).await?;
             if matches!(command, Command::Run(_) | Command::Watch(_)) {
-                let Some(id) = identity::opened(&path) else {
-                    return Err(Failure::store(format!(
-                        "the store {} changed while it was being opened ({})",
-                        path.display(),
-                        classify::fix(classify::Cause::Moved, &path)
-                    )));
-                };
                 tokio::spawn(identity::monitor(
-                    path.clone(),
-                    id,
+                    db.clone(),
                     identity::PERIOD,
                     fatal.clone(),
                 ));

@@ -167,12 +167,8 @@ pub(crate) fn check_store_access(path: &Path) -> Result<(), Failure> {
         ))
     };
     let rw = AccessFlags::R_OK | AccessFlags::W_OK;
-    if path.is_dir() {
-        return Err(Failure::store(format!(
-            "{} is a directory, not a store file",
-            path.display()
-        )));
-    }
+    // A directory, a FIFO or a device is refused by the store itself
+    // (`SqliteOpenError::NotAFile`), before it creates anything.
     let mut files = vec![path.to_path_buf()];
     for suffix in ["-wal", "-shm"] {
         let mut side = path.as_os_str().to_owned();
