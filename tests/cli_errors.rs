@@ -244,3 +244,90 @@ fn help_documents_the_exit_codes() {
         assert!(help.contains(needle), "{needle:?} not in --help");
     }
 }
+
+/// `fdb-leader ENV… ARGS…` (no store flag added).
+fn with_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut command = Command::new(bin());
+    for var in [
+        "FDB_LEADER_SQLITE",
+        "FDB_LEADER_CLUSTER_FILE",
+        "FDB_LEADER_MEMORY",
+        "FDB_LEADER_TIMEOUT",
+        "FDB_LEADER_TRY",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied()).args(args);
+    output_of(command)
+}
+
+/// "A flag on the command line wins": over the setting of its group that comes from the
+/// environment (as the README's systemd unit sets FDB_LEADER_SQLITE), for the store and for
+/// `run --try` / `--timeout`. Two flags, or two variables with no flag, still conflict (exit 2,
+/// naming them). Before, every one of these was refused as a conflict.
+#[test]
+fn a_flag_on_the_command_line_wins_over_the_environment() {
+    let world = World::new();
+    let db = world.db();
+    let db_text = db.display().to_string();
+    let sqlite = ("FDB_LEADER_SQLITE", db_text.as_str());
+
+    // --memory over FDB_LEADER_SQLITE: the file is not even created.
+    let out = with_env(
+        &[sqlite],
+        &["--memory", "config", "set", "--preemption", "on"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!db.exists(), "the store of the environment was used");
+    // --sqlite over FDB_LEADER_CLUSTER_FILE and FDB_LEADER_MEMORY (a pair that alone would
+    // conflict).
+    let out = with_env(
+        &[
+            ("FDB_LEADER_CLUSTER_FILE", "/nonexistent/fdb.cluster"),
+            ("FDB_LEADER_MEMORY", "true"),
+        ],
+        &["--sqlite", &db_text, "config", "set", "--preemption", "on"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(db.exists());
+    // A flag variable set to false sets nothing.
+    let out = with_env(
+        &[sqlite, ("FDB_LEADER_MEMORY", "false")],
+        &["config", "get"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // run --try over FDB_LEADER_TIMEOUT, and --timeout over FDB_LEADER_TRY.
+    for (env, flag) in [
+        (("FDB_LEADER_TIMEOUT", "30s"), &["--try"][..]),
+        (("FDB_LEADER_TRY", "true"), &["--timeout", "30s"][..]),
+    ] {
+        let mut args = vec!["--memory", "run", "--on-child-exit", "exit"];
+        args.extend_from_slice(flag);
+        args.extend(["--", "sh", "-c", "exit 7"]);
+        let out = with_env(&[env], &args);
+        assert_no_panic(&stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{env:?} {flag:?}: {}",
+            stderr(&out)
+        );
+    }
+
+    // Still conflicts: two flags, or two variables and no flag.
+    let out = with_env(&[], &["--memory", "--sqlite", &db_text, "status"]);
+    assert_fails(&out, 2, "--sqlite and --memory cannot be used together");
+    let out = with_env(
+        &[],
+        &["--memory", "run", "--try", "--timeout", "1s", "--", "true"],
+    );
+    assert_fails(&out, 2, "--timeout and --try cannot be used together");
+    let out = with_env(&[sqlite, ("FDB_LEADER_MEMORY", "true")], &["status"]);
+    assert_fails(
+        &out,
+        2,
+        "FDB_LEADER_SQLITE (--sqlite) and FDB_LEADER_MEMORY (--memory) are set in the environment",
+    );
+    assert!(stderr(&out).contains("a flag wins over the environment"));
+}

@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::durations;
 
@@ -74,9 +75,9 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Where the election lives.
+/// Where the election lives: at most one of these (see [`Cli::parse_args`] for how the
+/// command line and the environment combine).
 #[derive(Debug, Args)]
-#[group(multiple = false)]
 pub(crate) struct StoreArgs {
     /// A SQLite file shared by the processes of one host (the embedded default store). It
     /// must be on a local file system, in a writable directory.
@@ -95,6 +96,188 @@ pub(crate) struct StoreArgs {
     /// An in-process store, gone when the process exits: a single-process demo.
     #[arg(long, global = true, env = "FDB_LEADER_MEMORY")]
     pub(crate) memory: bool,
+}
+
+/// Groups of settings of which at most one may be set; the first element of each is the
+/// subcommand path where they are (empty: global).
+const EXCLUSIVE: &[(&[&str], &[&str])] = &[
+    (&[], &["sqlite", "cluster_file", "memory"]),
+    (&["run"], &["timeout", "try_once"]),
+];
+
+/// Where a setting of an exclusive group came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Typed on the command line.
+    Flag,
+    /// From its environment variable.
+    Env,
+}
+
+/// Decides a group of settings of which at most one may be set, given where each one set
+/// came from: a pure decision. A flag on the command line wins over the others from the
+/// environment; two flags, or two variables and no flag, conflict. `Ok`: the index of the
+/// one that stands (the others are dropped), if any.
+pub(crate) fn decide(set: &[Origin]) -> Result<Option<usize>, Conflict> {
+    let flags: Vec<usize> = (0..set.len())
+        .filter(|&i| set.get(i) == Some(&Origin::Flag))
+        .collect();
+    match (flags.as_slice(), set.len()) {
+        ([], 0) => Ok(None),
+        ([], 1) => Ok(Some(0)),
+        ([], _) => Err(Conflict::Env),
+        ([one], _) => Ok(Some(*one)),
+        _ => Err(Conflict::Flags),
+    }
+}
+
+/// Why an exclusive group is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Conflict {
+    /// Two of them were typed on the command line.
+    Flags,
+    /// No flag was typed, and several come from the environment.
+    Env,
+}
+
+impl Cli {
+    /// Parses `argv`. A flag on the command line wins over the settings of its group that come
+    /// from the environment: with `FDB_LEADER_SQLITE` set, `--memory` picks the in-memory
+    /// store; with `FDB_LEADER_TIMEOUT` set, `run --try` tries once. Two flags of one group on
+    /// the command line conflict, and so do two variables of one group with no flag to
+    /// decide. A boolean variable set to `false` sets nothing.
+    pub(crate) fn parse_args<I, T>(argv: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut command = Cli::command();
+        let matches = command.try_get_matches_from_mut(argv)?;
+        let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+        for (path, ids) in EXCLUSIVE {
+            let Some((sub, m)) = descend(&command, &matches, path) else {
+                continue;
+            };
+            let set: Vec<(&str, Origin)> = ids
+                .iter()
+                .filter_map(|id| origin(m, id).map(|o| (*id, o)))
+                .collect();
+            let origins: Vec<Origin> = set.iter().map(|(_, o)| *o).collect();
+            let described = |origin: Origin| {
+                let names: Vec<String> = set
+                    .iter()
+                    .filter(|(_, o)| *o == origin)
+                    .map(|(id, _)| describe(sub, id, origin))
+                    .collect();
+                match names.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} and {last}", rest.join(", "))
+                    }
+                    _ => names.join(""),
+                }
+            };
+            match decide(&origins) {
+                Ok(winner) => {
+                    let winner = winner.and_then(|i| set.get(i)).map(|(id, _)| *id);
+                    for (id, _) in &set {
+                        if Some(*id) != winner {
+                            cli.unset(id);
+                        }
+                    }
+                }
+                Err(Conflict::Flags) => {
+                    return Err(command.error(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        format!(
+                            "{} cannot be used together: choose one",
+                            described(Origin::Flag)
+                        ),
+                    ));
+                }
+                Err(Conflict::Env) => {
+                    return Err(command.error(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        format!(
+                            "{} are set in the environment: unset all but one, or choose on \
+                             the command line (a flag wins over the environment)",
+                            described(Origin::Env)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(cli)
+    }
+
+    /// Drops the setting `id` (one an exclusive group's decision overrode).
+    fn unset(&mut self, id: &str) {
+        match id {
+            "sqlite" => self.store.sqlite = None,
+            "cluster_file" => self.store.cluster_file = None,
+            "memory" => self.store.memory = false,
+            _ => {}
+        }
+        if let Command::Run(run) = &mut self.command {
+            match id {
+                "timeout" => run.timeout = None,
+                "try_once" => run.try_once = false,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The (sub)command at `path` and its matches, and, for global arguments (an empty path), the
+/// innermost subcommand's matches, where clap propagates them.
+fn descend<'a>(
+    command: &'a clap::Command,
+    matches: &'a ArgMatches,
+    path: &[&str],
+) -> Option<(&'a clap::Command, &'a ArgMatches)> {
+    if path.is_empty() {
+        let mut m = matches;
+        while let Some((_, sub)) = m.subcommand() {
+            m = sub;
+        }
+        return Some((command, m));
+    }
+    let (mut c, mut m) = (command, matches);
+    for name in path {
+        match m.subcommand() {
+            Some((found, sub)) if found == *name => {
+                m = sub;
+                c = c.find_subcommand(name)?;
+            }
+            _ => return None,
+        }
+    }
+    Some((c, m))
+}
+
+/// Whether `id` is set in `m`, and from where: from the command line or the environment, and,
+/// for a flag, to true.
+fn origin(m: &ArgMatches, id: &str) -> Option<Origin> {
+    let source = m.value_source(id)?;
+    let on = match m.try_get_one::<bool>(id) {
+        Ok(Some(flag)) => *flag,
+        // Not a flag: set if present.
+        _ => true,
+    };
+    match source {
+        ValueSource::CommandLine if on => Some(Origin::Flag),
+        ValueSource::EnvVariable if on => Some(Origin::Env),
+        _ => None,
+    }
+}
+
+/// `--flag`, or `VARIABLE` for a setting from the environment.
+fn describe(command: &clap::Command, id: &str, origin: Origin) -> String {
+    let arg = command.get_arguments().find(|a| a.get_id() == id);
+    let long = arg.and_then(clap::Arg::get_long).unwrap_or(id);
+    match (origin, arg.and_then(clap::Arg::get_env)) {
+        (Origin::Env, Some(var)) => format!("{} (--{long})", var.to_string_lossy()),
+        _ => format!("--{long}"),
+    }
 }
 
 /// The store chosen on the command line.
@@ -334,7 +517,7 @@ pub(crate) struct RunArgs {
 
     /// Give up (exit 5) at once if another candidate leads or holds a reservation, and after
     /// one lease if another candidate wins the vacancy.
-    #[arg(long = "try", conflicts_with = "timeout", env = "FDB_LEADER_TRY")]
+    #[arg(long = "try", env = "FDB_LEADER_TRY")]
     pub(crate) try_once: bool,
 
     /// After the begin-command fails (or the child cannot be started), leave the election,
@@ -465,7 +648,7 @@ mod tests {
 
     #[test]
     fn run_takes_the_command_after_the_options() -> Result<(), clap::Error> {
-        let cli = Cli::try_parse_from([
+        let cli = Cli::parse_args([
             "fdb-leader",
             "--sqlite",
             "/tmp/x.db",
@@ -494,16 +677,83 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_wins_over_the_environment_and_two_of_either_conflict() {
+        use Origin::{Env, Flag};
+        assert_eq!(decide(&[]), Ok(None));
+        assert_eq!(decide(&[Env]), Ok(Some(0)));
+        assert_eq!(decide(&[Flag]), Ok(Some(0)));
+        assert_eq!(decide(&[Env, Flag]), Ok(Some(1)));
+        assert_eq!(decide(&[Flag, Env, Env]), Ok(Some(0)));
+        assert_eq!(decide(&[Env, Env]), Err(Conflict::Env));
+        assert_eq!(decide(&[Flag, Flag]), Err(Conflict::Flags));
+        assert_eq!(decide(&[Flag, Env, Flag]), Err(Conflict::Flags));
+    }
+
+    #[test]
+    fn every_exclusive_setting_can_be_unset() -> Result<(), clap::Error> {
+        let mut cli = Cli::parse_args([
+            "fdb-leader",
+            "--sqlite",
+            "a",
+            "run",
+            "--timeout",
+            "1s",
+            "--",
+            "x",
+        ])?;
+        for (_, ids) in EXCLUSIVE {
+            for id in *ids {
+                cli.unset(id);
+            }
+        }
+        assert_eq!(cli.store.choice(), None);
+        let Command::Run(run) = &cli.command else {
+            return Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand));
+        };
+        assert_eq!((run.timeout, run.try_once), (None, false));
+        // Each id names an argument of its (sub)command.
+        let command = Cli::command();
+        for (path, ids) in EXCLUSIVE {
+            let sub = path
+                .iter()
+                .try_fold(&command, |c, name| c.find_subcommand(name));
+            assert!(sub.is_some(), "no subcommand {path:?}");
+            for id in *ids {
+                assert!(
+                    sub.is_some_and(|sub| sub.get_arguments().any(|a| a.get_id() == *id)),
+                    "{path:?} has no argument {id}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
     fn store_flags_go_before_or_after_the_subcommand_but_only_one() {
-        let after = Cli::try_parse_from(["fdb-leader", "status", "--memory", "--election", "x"]);
+        let after = Cli::parse_args(["fdb-leader", "status", "--memory", "--election", "x"]);
         assert!(
             after.is_ok_and(|c| c.store.choice() == Some(StoreChoice::Memory) && c.election == "x")
         );
-        let both = Cli::try_parse_from(["fdb-leader", "--memory", "--sqlite", "a", "status"]);
-        assert!(both.is_err());
-        let bad = Cli::try_parse_from(["fdb-leader", "--memory", "run", "--lease", "3", "--", "x"]);
+        let both = Cli::parse_args(["fdb-leader", "--memory", "--sqlite", "a", "status"]);
+        assert!(both.is_err_and(|e| {
+            e.kind() == clap::error::ErrorKind::ArgumentConflict
+                && e.to_string()
+                    .contains("--sqlite and --memory cannot be used together")
+        }));
+        let both = Cli::parse_args([
+            "fdb-leader",
+            "--memory",
+            "run",
+            "--try",
+            "--timeout",
+            "1s",
+            "--",
+            "x",
+        ]);
+        assert!(both.is_err_and(|e| e.kind() == clap::error::ErrorKind::ArgumentConflict));
+        let bad = Cli::parse_args(["fdb-leader", "--memory", "run", "--lease", "3", "--", "x"]);
         assert!(bad.is_err_and(|e| e.to_string().contains("3ms")));
-        let none = Cli::try_parse_from(["fdb-leader", "--memory", "run"]);
+        let none = Cli::parse_args(["fdb-leader", "--memory", "run"]);
         assert!(none.is_err());
     }
 }

@@ -27,7 +27,6 @@ mod watchdog;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use fdb_leader_election::runner::ElectionDatabase;
 use fdb_leader_election::{ElectionConfig, MemDb};
 use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -47,7 +46,7 @@ fn main() -> ExitCode {
     if let Some(code) = watchdog::hidden_mode(&argv) {
         return code;
     }
-    let cli = match Cli::try_parse_from(argv) {
+    let cli = match Cli::parse_args(argv) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout (exit 0); usage errors to stderr (exit 2).
