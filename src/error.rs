@@ -83,6 +83,13 @@ pub enum ElectionError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// An operator's override was refused (for example, moving a shard by hand while
+    /// placement is not frozen); the reason says what to do instead.
+    #[error("operator override refused: {reason}")]
+    OperatorRefused {
+        /// Why, and the fix.
+        reason: &'static str,
+    },
     /// An id, payload, metadata or key exceeds its size limit.
     #[error("{what} is {len} bytes, more than the limit of {max}")]
     TooLarge {

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardedElection};
+use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardMove, ShardedElection};
 use fdb_leader_election::{
     Ballot, Candidate, CandidateId, ElectionConfig, ElectionError, LeaderElection, ManualClock,
     MemDb, Priority, ShardId, Weight,
@@ -139,6 +139,40 @@ impl World {
                 async move { e.fence_shard(&txn, shard, token).await }
             })
             .await
+    }
+
+    /// Runs an operator's body in a transaction of its own.
+    async fn operate<T, F, Fut>(&self, body: F) -> Result<T, ElectionError>
+    where
+        F: Fn(ShardedElection, fdb_leader_election::memdb::MemTransaction) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ElectionError>>,
+    {
+        let e = self.election.clone();
+        self.db.run(|txn, _| body(e.clone(), txn)).await
+    }
+
+    /// Rounds of coordinate, hand over (work stopped), acquire, until a round changes
+    /// nothing; returns how many rounds changed something.
+    async fn settle(&self, leader: &Candidate, c: &Coordinator, members: &[&Member]) -> u32 {
+        let mut rounds = 0;
+        loop {
+            let before: Vec<_> = members.iter().map(|m| m.owned_shards()).collect();
+            self.coordinate(leader, c).await;
+            for m in members {
+                self.cycle_all_ready(m).await;
+                assert_exclusive(members);
+            }
+            for m in members {
+                self.cycle(m, &BTreeSet::new()).await;
+                assert_exclusive(members);
+            }
+            let after: Vec<_> = members.iter().map(|m| m.owned_shards()).collect();
+            if before == after {
+                return rounds;
+            }
+            rounds += 1;
+            assert!(rounds < 20, "placement did not settle");
+        }
     }
 
     fn advance(&self, d: Duration) {
@@ -385,4 +419,185 @@ async fn an_acquisition_with_an_unknown_result_is_recognised_by_the_next_cycle()
     let owned = a.owned_shards();
     assert_eq!(owned.len(), 8);
     assert!(owned.values().all(|b| *b == Ballot::new(1)), "{owned:?}");
+}
+
+#[tokio::test]
+async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_undrained() {
+    let w = World::new(M, 8).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b, c) = (w.member("a", 1), w.member("b", 1), w.member("c", 1));
+    for m in [&a, &b, &c] {
+        w.cycle(m, &BTreeSet::new()).await;
+    }
+    w.settle(&leader, &coord, &[&a, &b, &c]).await;
+    assert!(b.owned_shards().len() >= 21);
+    let b_id = b.id().clone();
+    w.operate(|e, txn| {
+        let b_id = b_id.clone();
+        async move { e.set_drained(&txn, &b_id, true).await }
+    })
+    .await
+    .unwrap();
+    let drained = w
+        .operate(|e, txn| async move { e.drained_members(&txn).await })
+        .await
+        .unwrap();
+    assert_eq!(drained, BTreeSet::from([b_id.clone()]));
+    // At most 8 moves in flight: 21 or 22 shards leave b in three rounds.
+    let rounds = w.settle(&leader, &coord, &[&a, &b, &c]).await;
+    assert!((3..=4).contains(&rounds), "{rounds} rounds");
+    assert!(b.owned_shards().is_empty(), "{:?}", b.owned_shards());
+    assert_eq!(a.owned_shards().len() + c.owned_shards().len(), 64);
+    // b still renews (drained is not dead): its record is live, its quota 0.
+    let placement = w
+        .operate(|e, txn| async move { e.placement(&txn).await })
+        .await
+        .unwrap();
+    assert_eq!(placement.quotas.get(&b_id), Some(&0));
+    w.operate(|e, txn| {
+        let b_id = b_id.clone();
+        async move { e.set_drained(&txn, &b_id, false).await }
+    })
+    .await
+    .unwrap();
+    w.settle(&leader, &coord, &[&a, &b, &c]).await;
+    let counts: Vec<usize> = [&a, &b, &c]
+        .iter()
+        .map(|m| m.owned_shards().len())
+        .collect();
+    assert!(counts.iter().all(|n| *n == 21 || *n == 22), "{counts:?}");
+}
+
+#[tokio::test]
+async fn an_operator_moves_a_shard_by_hand_under_a_frozen_placement_and_it_stays() {
+    let w = World::new(M, 8).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b) = (w.member("a", 1), w.member("b", 1));
+    for m in [&a, &b] {
+        w.cycle(m, &BTreeSet::new()).await;
+    }
+    w.settle(&leader, &coord, &[&a, &b]).await;
+    let operator = CandidateId::parse("ops").unwrap();
+    let (shard, old_token) = a.owned_shards().into_iter().next().unwrap();
+    let move_to_b = |shard: ShardId| {
+        let (b_id, operator) = (b.id().clone(), operator.clone());
+        move |e: ShardedElection, txn| {
+            let (b_id, operator) = (b_id.clone(), operator.clone());
+            async move { e.move_shard(&txn, shard, &b_id, &operator).await }
+        }
+    };
+    // Refused while the coordinator balances: it would move the shard back.
+    assert!(matches!(
+        w.operate(move_to_b(shard)).await,
+        Err(ElectionError::OperatorRefused { .. })
+    ));
+    w.operate(|e, txn| async move { e.set_frozen(&txn, true).await })
+        .await
+        .unwrap();
+    // A target that never joined, and a shard out of range, are refused.
+    let nobody = CandidateId::parse("nobody").unwrap();
+    let (n2, op2) = (nobody.clone(), operator.clone());
+    assert!(matches!(
+        w.operate(|e, txn| {
+            let (n2, op2) = (n2.clone(), op2.clone());
+            async move { e.move_shard(&txn, shard, &n2, &op2).await }
+        })
+        .await,
+        Err(ElectionError::NotRegistered { candidate }) if candidate == nobody
+    ));
+    assert!(matches!(
+        w.operate(move_to_b(ShardId::new(M))).await,
+        Err(ElectionError::InvalidLayout { .. })
+    ));
+    let outcome = w.operate(move_to_b(shard)).await.unwrap();
+    assert_eq!(
+        outcome,
+        ShardMove::Requested {
+            from: a.id().clone()
+        }
+    );
+    // Until its work stops, a keeps the shard and its token still fences.
+    w.cycle(&a, &BTreeSet::new()).await;
+    assert_eq!(a.shard_token(shard), Some(old_token));
+    w.fence(shard, old_token).await.unwrap();
+    // a hands it over (one commit), b acquires it (one commit), ballot + 1.
+    w.cycle(&a, &BTreeSet::from([shard])).await;
+    assert_eq!(a.shard_token(shard), None);
+    assert!(matches!(
+        w.fence(shard, old_token).await,
+        Err(ElectionError::StaleToken { .. })
+    ));
+    w.cycle(&b, &BTreeSet::new()).await;
+    let new_token = Ballot::new(old_token.get() + 1);
+    assert_eq!(b.shard_token(shard), Some(new_token));
+    w.fence(shard, new_token).await.unwrap();
+    // Frozen: the coordinator leaves the unbalanced placement (33 to 31) as it is.
+    assert_eq!(w.settle(&leader, &coord, &[&a, &b]).await, 0);
+    assert_eq!(b.owned_shards().len(), 33);
+    assert_eq!(
+        w.operate(move_to_b(shard)).await.unwrap(),
+        ShardMove::AlreadyThere
+    );
+    // Unfrozen: balance comes back with one move.
+    w.operate(|e, txn| async move { e.set_frozen(&txn, false).await })
+        .await
+        .unwrap();
+    assert_eq!(w.settle(&leader, &coord, &[&a, &b]).await, 1);
+    assert_eq!((a.owned_shards().len(), b.owned_shards().len()), (32, 32));
+}
+
+#[tokio::test]
+async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holder() {
+    let w = World::new(8, 8).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b, c) = (w.member("a", 1), w.member("b", 1), w.member("c", 1));
+    for m in [&a, &b] {
+        w.cycle(m, &BTreeSet::new()).await;
+    }
+    w.operate(|e, txn| async move { e.set_frozen(&txn, true).await })
+        .await
+        .unwrap();
+    // Frozen from the start: vacant shards are still reserved (nobody live holds them).
+    w.settle(&leader, &coord, &[&a, &b]).await;
+    assert_eq!((a.owned_shards().len(), b.owned_shards().len()), (4, 4));
+    // c joins: frozen, nothing moves to it.
+    w.cycle(&c, &BTreeSet::new()).await;
+    assert_eq!(w.settle(&leader, &coord, &[&a, &c]).await, 0);
+    assert!(c.owned_shards().is_empty());
+    // b crashes; after a full lease the coordinator fences it out and, in the same commit,
+    // reserves its shards for c (below its quota).
+    let b_shards = b.owned_shards();
+    let mut fenced = Vec::new();
+    while fenced.is_empty() {
+        w.advance(Duration::from_millis(500));
+        w.cycle(&a, &BTreeSet::new()).await;
+        w.cycle(&c, &BTreeSet::new()).await;
+        fenced = w.coordinate(&leader, &coord).await;
+    }
+    // c is drained before it acquires them: frozen, the coordinator leaves the reservations
+    // of a live holder where they are (frozen wins over drained).
+    let c_id = c.id().clone();
+    w.operate(|e, txn| {
+        let c_id = c_id.clone();
+        async move { e.set_drained(&txn, &c_id, true).await }
+    })
+    .await
+    .unwrap();
+    w.coordinate(&leader, &coord).await;
+    for shard in b_shards.keys() {
+        let rec = w
+            .operate(|e, txn| async move { e.shard_record(&txn, *shard).await })
+            .await
+            .unwrap();
+        assert_eq!(rec.reserved_for(), Some(&c_id), "shard {shard}");
+    }
+    w.cycle(&c, &BTreeSet::new()).await;
+    let owned: Vec<ShardId> = c.owned_shards().keys().copied().collect();
+    assert_eq!(owned, b_shards.keys().copied().collect::<Vec<_>>());
+    // Unfrozen, the drain takes effect: c hands everything to a.
+    w.operate(|e, txn| async move { e.set_frozen(&txn, false).await })
+        .await
+        .unwrap();
+    w.settle(&leader, &coord, &[&a, &c]).await;
+    assert_eq!((a.owned_shards().len(), c.owned_shards().len()), (8, 0));
 }

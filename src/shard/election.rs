@@ -18,9 +18,11 @@ use super::member::{Coordinator, Member, MemberCycle};
 use super::record::{Inbox, Layout, MemberRecord, ShardRecord};
 use crate::codec;
 use crate::config::ElectionConfig;
-use crate::core::shard::coordinator::{CoordinatorInput, decide_coordinator};
+use crate::core::shard::coordinator::{
+    CoordinatorInput, decide_coordinator, effective_weight, place,
+};
 use crate::core::shard::member::{MemberDecision, MemberInput, MemberLookups, decide_member};
-use crate::core::shard::placement::{self, MemberShare, Placement, ShardState};
+use crate::core::shard::placement::{self, MemberShare, Placement};
 use crate::election::LeaderElection;
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId, ShardId};
@@ -31,10 +33,18 @@ use crate::txn::{ElectionTxn, ReadMode};
 pub struct ShardedElection {
     subspace: Subspace,
     config: Vec<u8>,
-    layout: Vec<u8>,
+    pub(super) layout: Vec<u8>,
     members: Subspace,
     shards: Subspace,
     coordinator: LeaderElection,
+}
+
+/// Every member's record and inbox, and the members an operator drained, as one range read
+/// returns them.
+#[derive(Debug, Default)]
+pub(super) struct MembersRead {
+    pub(super) records: BTreeMap<CandidateId, (MemberRecord, Inbox)>,
+    pub(super) drained: BTreeSet<CandidateId>,
 }
 
 /// What a coordinator attempt wrote.
@@ -80,6 +90,12 @@ impl ShardedElection {
     /// The key of `member`'s inbox.
     pub fn inbox_key(&self, member: &CandidateId) -> Vec<u8> {
         self.members.pack(&(member.as_str(), "inbox"))
+    }
+
+    /// The key that marks `member` drained by an operator
+    /// ([`set_drained`](Self::set_drained)).
+    pub fn drained_key(&self, member: &CandidateId) -> Vec<u8> {
+        self.members.pack(&(member.as_str(), "drained"))
     }
 
     /// The key of `shard`'s record.
@@ -129,24 +145,6 @@ impl ShardedElection {
         codec::decode_layout(&self.layout, &bytes)
     }
 
-    /// Freezes placement (no moves; shards nobody live holds are still reserved) or unfreezes
-    /// it: an operator override.
-    ///
-    /// # Errors
-    ///
-    /// As [`layout`](Self::layout).
-    pub async fn set_frozen<T: ElectionTxn>(
-        &self,
-        txn: &T,
-        frozen: bool,
-    ) -> Result<(), ElectionError> {
-        let mut layout = self.layout(txn).await?;
-        txn.add_read_conflict_key(&self.layout)?;
-        layout.frozen = frozen;
-        txn.set(&self.layout, &codec::encode_layout(&layout)?);
-        Ok(())
-    }
-
     async fn config<T: ElectionTxn>(&self, txn: &T) -> Result<ElectionConfig, ElectionError> {
         let bytes = txn
             .get(&self.config, ReadMode::Snapshot)
@@ -155,7 +153,7 @@ impl ShardedElection {
         codec::decode_config(&self.config, &bytes)
     }
 
-    async fn inbox<T: ElectionTxn>(
+    pub(super) async fn inbox<T: ElectionTxn>(
         &self,
         txn: &T,
         member: &CandidateId,
@@ -181,7 +179,7 @@ impl ShardedElection {
         self.member_with(txn, member, ReadMode::Snapshot).await
     }
 
-    async fn member_with<T: ElectionTxn>(
+    pub(super) async fn member_with<T: ElectionTxn>(
         &self,
         txn: &T,
         member: &CandidateId,
@@ -207,7 +205,7 @@ impl ShardedElection {
         self.shard_with(txn, shard, ReadMode::Snapshot).await
     }
 
-    async fn shard_with<T: ElectionTxn>(
+    pub(super) async fn shard_with<T: ElectionTxn>(
         &self,
         txn: &T,
         shard: ShardId,
@@ -393,8 +391,9 @@ impl ShardedElection {
                 &CoordinatorInput {
                     me: &coordinator.id,
                     layout: &layout,
-                    members: &members,
+                    members: &members.records,
                     shards: &shards,
+                    drained: &members.drained,
                     read_at,
                 },
             )?
@@ -423,38 +422,47 @@ impl ShardedElection {
         })
     }
 
-    /// Every member's record and inbox (one range read).
-    async fn read_members<T: ElectionTxn>(
+    /// Every member's record and inbox, and the drained members (one range read).
+    pub(super) async fn read_members<T: ElectionTxn>(
         &self,
         txn: &T,
-    ) -> Result<BTreeMap<CandidateId, (MemberRecord, Inbox)>, ElectionError> {
+    ) -> Result<MembersRead, ElectionError> {
         let (begin, end) = self.members.range();
         let rows = txn.get_range(&begin, &end, ReadMode::Snapshot).await?;
         let mut records: BTreeMap<CandidateId, MemberRecord> = BTreeMap::new();
         let mut inboxes: BTreeMap<CandidateId, Inbox> = BTreeMap::new();
+        let mut drained = BTreeSet::new();
         for (key, value) in rows {
             let bad = |why| ElectionError::corrupt(&key, DecodeError::Impossible(why));
+            let id = |name: &str| CandidateId::parse(name).map_err(|_| bad("invalid member id"));
             if let Ok((name,)) = self.members.unpack::<(String,)>(&key) {
-                let id = CandidateId::parse(&name).map_err(|_| bad("invalid member id"))?;
-                records.insert(id, codec::decode_member(&key, &value)?);
-            } else if let Ok((name, _)) = self.members.unpack::<(String, String)>(&key) {
-                let id = CandidateId::parse(&name).map_err(|_| bad("invalid member id"))?;
-                inboxes.insert(id, codec::decode_inbox(&key, &value)?);
+                records.insert(id(&name)?, codec::decode_member(&key, &value)?);
+            } else if let Ok((name, kind)) = self.members.unpack::<(String, String)>(&key) {
+                match kind.as_str() {
+                    "inbox" => {
+                        inboxes.insert(id(&name)?, codec::decode_inbox(&key, &value)?);
+                    }
+                    "drained" => {
+                        drained.insert(id(&name)?);
+                    }
+                    _ => return Err(bad("unknown key under the members")),
+                }
             } else {
                 return Err(bad("unknown key under the members"));
             }
         }
-        Ok(records
+        let records = records
             .into_iter()
             .map(|(id, rec)| {
                 let inbox = inboxes.remove(&id).unwrap_or_default();
                 (id, (rec, inbox))
             })
-            .collect())
+            .collect();
+        Ok(MembersRead { records, drained })
     }
 
     /// Every shard's record, by number (one range read).
-    async fn read_shards<T: ElectionTxn>(
+    pub(super) async fn read_shards<T: ElectionTxn>(
         &self,
         txn: &T,
         count: u32,
@@ -523,7 +531,8 @@ impl ShardedElection {
     }
 
     /// The placement as the records show it now, every member not fenced out counted live (a
-    /// query: it times nothing and changes nothing).
+    /// query: it times nothing and changes nothing). Under a frozen layout its steps are only
+    /// those the coordinator would still write.
     ///
     /// # Errors
     ///
@@ -532,41 +541,16 @@ impl ShardedElection {
         let layout = self.layout(txn).await?;
         let members = self.read_members(txn).await?;
         let shards = self.read_shards(txn, layout.shards).await?;
-        let live: Vec<MemberShare> = members
-            .iter()
-            .filter(|(_, (r, _))| !r.fenced)
+        let live_records = || members.records.iter().filter(|(_, (r, _))| !r.fenced);
+        let live: Vec<MemberShare> = live_records()
             .map(|(id, (r, _))| MemberShare {
                 id: id.clone(),
                 priority: r.priority,
-                weight: r.weight,
+                weight: effective_weight(id, r, &members.drained),
             })
             .collect();
-        let epoch_of: BTreeMap<&CandidateId, u64> = members
-            .iter()
-            .filter(|(_, (r, _))| !r.fenced)
-            .map(|(id, (r, _))| (id, r.epoch))
-            .collect();
-        let states: Vec<ShardState> = shards
-            .iter()
-            .map(|r| match r {
-                Some(r) => match (&r.owner, &r.move_to, &r.reserved_for) {
-                    (Some(o), move_to, _) if epoch_of.get(&o.member) == Some(&o.epoch) => {
-                        match move_to {
-                            Some(to) => ShardState::Moving {
-                                owner: o.member.clone(),
-                                to: to.clone(),
-                            },
-                            None => ShardState::Owned {
-                                owner: o.member.clone(),
-                            },
-                        }
-                    }
-                    (None, _, Some(h)) => ShardState::Reserved { holder: h.clone() },
-                    _ => ShardState::Vacant,
-                },
-                None => ShardState::Vacant,
-            })
-            .collect();
-        Ok(placement::plan(&live, &states, layout.max_concurrent_moves))
+        let epochs: BTreeMap<&CandidateId, u64> =
+            live_records().map(|(id, (r, _))| (id, r.epoch)).collect();
+        Ok(place(&layout, &live, &epochs, &shards))
     }
 }

@@ -11,9 +11,11 @@
 mod election;
 mod guard;
 mod member;
+mod operator;
 pub mod record;
 mod runner;
 
+pub use crate::core::shard::operator::ShardMove;
 pub use crate::core::shard::placement;
 
 /// A member's runner decisions as a pure state machine, without I/O, clocks or tokio: the

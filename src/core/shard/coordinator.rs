@@ -3,15 +3,15 @@
 //! members whose record stayed unchanged for a full lease (their epoch bumped, in the same
 //! commit as the reservations of their shards), and writes the next placement steps. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::placement::{self, MemberShare, Placement, PlacementStep, ShardState};
 use crate::clock::LocalInstant;
 use crate::core::lapse_at;
 use crate::error::ElectionError;
-use crate::ids::{CandidateId, ShardId};
+use crate::ids::{CandidateId, ShardId, Weight};
 use crate::record::AttemptId;
-use crate::shard::record::{Inbox, Layout, MemberRecord, ShardRecord};
+use crate::shard::record::{Inbox, Layout, MemberRecord, ShardOwner, ShardRecord};
 
 /// A member record's observation identity, and since when the coordinator has seen it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +39,8 @@ pub(crate) struct CoordinatorInput<'a> {
     pub(crate) members: &'a BTreeMap<CandidateId, (MemberRecord, Inbox)>,
     /// Every shard's record (`None`: never written), by shard number.
     pub(crate) shards: &'a [Option<ShardRecord>],
+    /// The members an operator drained: placed as if their weight were 0.
+    pub(crate) drained: &'a BTreeSet<CandidateId>,
     /// A clock reading taken after the reads.
     pub(crate) read_at: LocalInstant,
 }
@@ -116,38 +118,11 @@ pub(crate) fn decide_coordinator(
             live.push(MemberShare {
                 id: id.clone(),
                 priority: rec.priority,
-                weight: rec.weight,
+                weight: effective_weight(id, rec, input.drained),
             });
         }
     }
-    let owner_live =
-        |o: &crate::shard::record::ShardOwner| epochs.get(&o.member).is_some_and(|e| *e == o.epoch);
-    let states: Vec<ShardState> = input
-        .shards
-        .iter()
-        .map(|r| match r {
-            None => ShardState::Vacant,
-            Some(r) => match (&r.owner, &r.move_to, &r.reserved_for) {
-                (Some(o), Some(to), _) if owner_live(o) => ShardState::Moving {
-                    owner: o.member.clone(),
-                    to: to.clone(),
-                },
-                (Some(o), None, _) if owner_live(o) => ShardState::Owned {
-                    owner: o.member.clone(),
-                },
-                // An owner whose epoch ended (fenced now or before): nobody's.
-                (Some(_), _, _) => ShardState::Vacant,
-                (None, _, Some(h)) => ShardState::Reserved { holder: h.clone() },
-                (None, _, None) => ShardState::Vacant,
-            },
-        })
-        .collect();
-    let mut placement = placement::plan(&live, &states, input.layout.max_concurrent_moves);
-    if input.layout.frozen {
-        placement
-            .steps
-            .retain(|s| !matches!(s, PlacementStep::Move { .. }));
-    }
+    let placement = place(input.layout, &live, &epochs, input.shards);
     let seq = st.next_seq;
     st.next_seq = seq
         .checked_add(1)
@@ -232,6 +207,67 @@ pub(crate) fn decide_coordinator(
     }
     plan.placement = Some(placement);
     Ok(plan)
+}
+
+/// Placement as the coordinator computes it (DESIGN §12.3): from the live members (with
+/// their effective weights) at their current epochs and every shard's record, the target and
+/// the next steps; under a frozen layout, only the steps that change no live member's
+/// holding (reservations of shards nobody live holds, withdrawals).
+pub(crate) fn place(
+    layout: &Layout,
+    live: &[MemberShare],
+    epochs: &BTreeMap<&CandidateId, u64>,
+    shards: &[Option<ShardRecord>],
+) -> Placement {
+    let owner_live = |o: &ShardOwner| epochs.get(&o.member).is_some_and(|e| *e == o.epoch);
+    let states: Vec<ShardState> = shards
+        .iter()
+        .map(|r| match r {
+            None => ShardState::Vacant,
+            Some(r) => match (&r.owner, &r.move_to, &r.reserved_for) {
+                (Some(o), Some(to), _) if owner_live(o) => ShardState::Moving {
+                    owner: o.member.clone(),
+                    to: to.clone(),
+                },
+                (Some(o), None, _) if owner_live(o) => ShardState::Owned {
+                    owner: o.member.clone(),
+                },
+                // An owner whose epoch ended (fenced now or before): nobody's.
+                (Some(_), _, _) => ShardState::Vacant,
+                (None, _, Some(h)) => ShardState::Reserved { holder: h.clone() },
+                (None, _, None) => ShardState::Vacant,
+            },
+        })
+        .collect();
+    let mut placement = placement::plan(live, &states, layout.max_concurrent_moves);
+    if layout.frozen {
+        // Frozen: nothing a live member holds changes hands (no move, no reservation taken
+        // from a live holder); shards nobody live holds are still reserved.
+        let live_ids: BTreeSet<&CandidateId> = live.iter().map(|m| &m.id).collect();
+        placement.steps.retain(|s| match s {
+            PlacementStep::Move { .. } => false,
+            PlacementStep::Reserve { shard, .. } => !matches!(
+                states.get(idx(*shard)),
+                Some(ShardState::Reserved { holder }) if live_ids.contains(holder)
+            ),
+            PlacementStep::Withdraw { .. } => true,
+        });
+    }
+    placement
+}
+
+/// The weight placement gives a member: 0 once an operator drained it (DESIGN §12.5), its
+/// own otherwise.
+pub(crate) fn effective_weight(
+    id: &CandidateId,
+    rec: &MemberRecord,
+    drained: &BTreeSet<CandidateId>,
+) -> Weight {
+    if drained.contains(id) {
+        Weight::DRAINED
+    } else {
+        rec.weight
+    }
 }
 
 fn idx(shard: ShardId) -> usize {

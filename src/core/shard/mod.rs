@@ -4,6 +4,7 @@
 pub(crate) mod coordinator;
 pub(crate) mod machine;
 pub(crate) mod member;
+pub(crate) mod operator;
 pub mod placement;
 
 #[cfg(test)]
