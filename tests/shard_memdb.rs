@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardMove, ShardedElection};
+use fdb_leader_election::ElectionTxn;
 use fdb_leader_election::{
     Ballot, Candidate, CandidateId, ElectionConfig, ElectionError, LeaderElection, ManualClock,
     MemDb, Priority, ShardId, Weight,
@@ -600,4 +601,49 @@ async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holde
         .unwrap();
     w.settle(&leader, &coord, &[&a, &c]).await;
     assert_eq!((a.owned_shards().len(), c.owned_shards().len()), (8, 0));
+}
+
+#[tokio::test]
+async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
+    let w = World::new(8, 8).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a, &BTreeSet::new()).await;
+    // Arms a watch on the marker (in a read-only transaction of its own).
+    let arm = || async {
+        let e = w.election.clone();
+        w.db.run(|txn, _| {
+            let e = e.clone();
+            async move { Ok::<_, ElectionError>(txn.watch(e.assignments_key())?) }
+        })
+        .await
+        .unwrap()
+    };
+    let fired = |watch| async {
+        tokio::time::timeout(Duration::from_millis(50), watch)
+            .await
+            .is_ok()
+    };
+    let watch = arm().await;
+    w.coordinate(&leader, &coord).await; // first sight: published; reserves the 8 shards
+    assert!(fired(watch).await, "the first coordination publishes");
+    let watch = arm().await;
+    w.cycle(&a, &BTreeSet::new()).await; // a acquires the 8
+    w.coordinate(&leader, &coord).await;
+    assert!(
+        fired(watch).await,
+        "the reservations and the acquisitions changed the records"
+    );
+    // Steady: renewals and coordinations change nothing an observer sees.
+    let watch = arm().await;
+    for _ in 0..3 {
+        w.cycle(&a, &BTreeSet::new()).await;
+        w.coordinate(&leader, &coord).await;
+    }
+    assert!(!fired(watch).await, "a steady heartbeat rewrote the marker");
+    let view = w
+        .operate(|e, txn| async move { e.assignments(&txn).await })
+        .await
+        .unwrap();
+    assert_eq!(view.shards_of(a.id()).len(), 8);
 }

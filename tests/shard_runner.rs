@@ -182,3 +182,65 @@ async fn guarded_work_finishes_before_its_shard_is_handed_over() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_observer_follows_every_change_through_the_coordinators_marker() {
+    use fdb_leader_election::shard::AssignmentObserver;
+    let db = db();
+    let (a, b) = (start(&db, "a", 32), start(&db, "bb", 32));
+    let observer = AssignmentObserver::start(db.clone(), Subspace::from("sharded")).unwrap();
+    let mut changes = observer.subscribe();
+    watch(&[&a, &b], Duration::from_secs(2)).await;
+    // The observer's view is the members' own.
+    let view = observer.current();
+    assert_eq!(
+        view.shards_of(a.id()),
+        a.owned().keys().copied().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        view.shards_of(b.id()),
+        b.owned().keys().copied().collect::<Vec<_>>()
+    );
+    assert_eq!(view.vacant(), 0);
+    for (shard, guard) in a.owned() {
+        assert_eq!(view.owner_of(shard), Some((a.id(), guard.fencing_token())));
+    }
+    // c joins and a leaves: the stream replayed on nothing gives the current view.
+    let c = start(&db, "ccc", 32);
+    watch(&[&a, &b, &c], Duration::from_secs(1)).await;
+    let left = Instant::now();
+    a.shutdown().await;
+    tokio::time::timeout(
+        Duration::from_secs(1),
+        observer
+            .updates()
+            .wait_for(|v| v.shards_of(a.id()).is_empty() && v.vacant() == 0),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    // Within a lease: the handover needs no lease wait.
+    let took = left.elapsed();
+    assert!(took < LEASE, "observer saw a's leave after {took:?}");
+    let mut replay: BTreeMap<ShardId, Option<String>> = BTreeMap::new();
+    while let Ok(change) = changes.try_recv() {
+        replay.insert(change.shard, change.to.map(|t| t.to_string()));
+    }
+    let seen = observer.current();
+    for assignment in seen.shards() {
+        assert_eq!(
+            replay.get(&assignment.shard).cloned().flatten(),
+            assignment.owner.as_ref().map(ToString::to_string),
+            "shard {}",
+            assignment.shard
+        );
+    }
+    let counts = seen.counts();
+    assert_eq!(
+        counts.get(b.id()).copied().unwrap_or(0) + counts.get(c.id()).copied().unwrap_or(0),
+        32
+    );
+    observer.shutdown();
+    b.shutdown().await;
+    c.shutdown().await;
+}

@@ -34,6 +34,7 @@ pub struct ShardedElection {
     subspace: Subspace,
     config: Vec<u8>,
     pub(super) layout: Vec<u8>,
+    assignments: Vec<u8>,
     members: Subspace,
     shards: Subspace,
     coordinator: LeaderElection,
@@ -65,6 +66,7 @@ impl ShardedElection {
         ShardedElection {
             config: subspace.pack(&("config",)),
             layout: subspace.pack(&("layout",)),
+            assignments: subspace.pack(&("assignments",)),
             members: subspace.subspace(&("members",)),
             shards: subspace.subspace(&("shards",)),
             coordinator: LeaderElection::new(subspace.subspace(&("coordinator",))),
@@ -80,6 +82,14 @@ impl ShardedElection {
     /// The coordinator election: its leader places the shards ([`coordinate`](Self::coordinate)).
     pub fn coordinator_election(&self) -> &LeaderElection {
         &self.coordinator
+    }
+
+    /// The assignments marker: the coordinator rewrites it whenever the ownership records it
+    /// reads have changed since it last did (an opaque 8-byte digest), so an observer watches
+    /// this one key instead of M shard records
+    /// ([`AssignmentObserver`](super::AssignmentObserver)).
+    pub fn assignments_key(&self) -> &[u8] {
+        &self.assignments
     }
 
     /// The key of `member`'s record.
@@ -145,7 +155,10 @@ impl ShardedElection {
         codec::decode_layout(&self.layout, &bytes)
     }
 
-    async fn config<T: ElectionTxn>(&self, txn: &T) -> Result<ElectionConfig, ElectionError> {
+    pub(super) async fn config<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<ElectionConfig, ElectionError> {
         let bytes = txn
             .get(&self.config, ReadMode::Snapshot)
             .await?
@@ -380,9 +393,15 @@ impl ShardedElection {
     ) -> Result<Coordination, ElectionError> {
         self.coordinator.fence(txn, token).await?;
         let layout = self.layout(txn).await?;
-        let (members, shards) =
-            tokio::join!(self.read_members(txn), self.read_shards(txn, layout.shards));
+        let (members, shards, marker) = tokio::join!(
+            self.read_members(txn),
+            self.read_shards(txn, layout.shards),
+            txn.get(&self.assignments, ReadMode::Snapshot),
+        );
         let (members, shards) = (members?, shards?);
+        let marker = marker?
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_slice()).ok())
+            .map(u64::from_be_bytes);
         let read_at = coordinator.clock.now();
         let plan = {
             let mut st = coordinator.lock();
@@ -395,6 +414,7 @@ impl ShardedElection {
                     shards: &shards,
                     drained: &members.drained,
                     read_at,
+                    marker,
                 },
             )?
         };
@@ -412,6 +432,9 @@ impl ShardedElection {
             let key = self.inbox_key(id);
             txn.add_read_conflict_key(&key)?;
             txn.set(&key, &codec::encode_inbox(inbox)?);
+        }
+        if let Some(digest) = plan.publish {
+            txn.set(&self.assignments, &digest.to_be_bytes());
         }
         Ok(Coordination {
             fenced: plan.fenced.into_iter().map(|(id, _)| id).collect(),

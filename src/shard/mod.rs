@@ -8,9 +8,11 @@
 //! [`ShardedElection::coordinate`] once per heartbeat; every write of a shard's work is fenced
 //! with [`ShardedElection::fence_shard`] in its own transaction.
 
+mod assignments;
 mod election;
 mod guard;
 mod member;
+mod observer;
 mod operator;
 pub mod record;
 mod runner;
@@ -25,8 +27,10 @@ pub mod machine {
         ShardCommand, ShardCtx, ShardEvent, ShardMachine, ShardStop,
     };
 }
+pub use assignments::{AssignmentChange, Assignments, ShardAssignment};
 pub use election::{Coordination, ShardedElection};
 pub use guard::ShardGuard;
 pub use member::{Coordinator, Member, MemberCycle};
+pub use observer::AssignmentObserver;
 pub use record::{Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord};
 pub use runner::{ShardChange, ShardedRunner, ShardedRunnerBuilder, metrics};

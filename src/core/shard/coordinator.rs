@@ -43,6 +43,9 @@ pub(crate) struct CoordinatorInput<'a> {
     pub(crate) drained: &'a BTreeSet<CandidateId>,
     /// A clock reading taken after the reads.
     pub(crate) read_at: LocalInstant,
+    /// The assignments marker as read ([`assignments_digest`] of the records that published
+    /// it), if any.
+    pub(crate) marker: Option<u64>,
 }
 
 /// The writes of a coordinator attempt.
@@ -54,6 +57,30 @@ pub(crate) struct CoordinatorPlan {
     pub(crate) inboxes: Vec<(CandidateId, Inbox)>,
     /// The placement computed (for status and metrics).
     pub(crate) placement: Option<Placement>,
+    /// A new assignments marker to write: the records read differ from the ones the stored
+    /// marker was published for, so observers wake and read them.
+    pub(crate) publish: Option<u64>,
+}
+
+/// A digest of what observers of the assignments see in the records: every shard's record
+/// (owner and its epoch, ballot, move request, reservation; not its writer) and every member's
+/// epoch and whether it is fenced out (not its renewals). Any change of ownership, request or
+/// liveness changes it; a steady heartbeat does not.
+pub(crate) fn assignments_digest(
+    members: &BTreeMap<CandidateId, (MemberRecord, Inbox)>,
+    shards: &[Option<ShardRecord>],
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for (id, (rec, _)) in members {
+        (id, rec.epoch, rec.fenced).hash(&mut h);
+    }
+    for rec in shards {
+        rec.as_ref()
+            .map(|r| (r.ballot, &r.owner, &r.move_to, &r.reserved_for))
+            .hash(&mut h);
+    }
+    h.finish()
 }
 
 /// Decides one coordinator attempt.
@@ -206,6 +233,8 @@ pub(crate) fn decide_coordinator(
         }
     }
     plan.placement = Some(placement);
+    let digest = assignments_digest(input.members, input.shards);
+    plan.publish = (input.marker != Some(digest)).then_some(digest);
     Ok(plan)
 }
 
