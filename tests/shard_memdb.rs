@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardMove, ShardedElection};
 use fdb_leader_election::ElectionTxn;
+use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardMove, ShardedElection};
 use fdb_leader_election::{
     Ballot, Candidate, CandidateId, ElectionConfig, ElectionError, LeaderElection, ManualClock,
     MemDb, Priority, ShardId, Weight,
@@ -612,14 +612,13 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
     // Arms a watch on the marker (in a read-only transaction of its own).
     let arm = || async {
         let e = w.election.clone();
-        w.db.run(|txn, _| {
+        let armed = w.db.run(|txn, _| {
             let e = e.clone();
             async move { Ok::<_, ElectionError>(txn.watch(e.assignments_key())?) }
-        })
-        .await
-        .unwrap()
+        });
+        [armed.await.unwrap()]
     };
-    let fired = |watch| async {
+    let fired = |[watch]: [fdb_leader_election::Watch; 1]| async {
         tokio::time::timeout(Duration::from_millis(50), watch)
             .await
             .is_ok()
