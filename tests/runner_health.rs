@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fdb_leader_election::runner::{HealthProblem, Runner, RunnerState};
+use fdb_leader_election::shard::ShardedRunner;
 use fdb_leader_election::{Clock, LocalInstant, ScriptedFaults, TokioClock};
 use runner_support::*;
 
@@ -158,4 +159,63 @@ async fn a_stalled_leader_is_wedged_until_its_loop_runs_again() {
     wait_until("the loop notices", HEARTBEAT, || a.health().is_ok()).await;
     assert!(guard.is_cancelled());
     a.shutdown().await;
+}
+
+fn sharded(db: &fdb_leader_election::MemDb, clock: Arc<JumpClock>) -> ShardedRunner {
+    ShardedRunner::builder(db.clone(), subspace())
+        .shards(4)
+        .label("member")
+        .config(config())
+        .clock(clock)
+        .start()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_sharded_member_is_wedged_until_its_loop_runs_again() {
+    let db = db();
+    let clock = Arc::new(JumpClock::default());
+    let member = sharded(&db, Arc::clone(&clock));
+    wait_until("the member owns its shards", LEASE * 4, || {
+        member.owned().len() == 4
+    })
+    .await;
+    assert_eq!(member.health(), Ok(()));
+    let guards = member.owned();
+    clock.jump(LEASE * 2);
+    match member.health() {
+        Err(HealthProblem::Wedged {
+            since_renewal,
+            lease,
+        }) => {
+            assert_eq!(lease, LEASE);
+            assert!(since_renewal >= LEASE * 2);
+        }
+        other => panic!("expected a wedge, got {other:?}"),
+    }
+    // Its guards do not wait for the loop: invalid at once.
+    assert!(guards.values().all(|g| !g.is_valid()));
+    wait_until("the loop runs again", HEARTBEAT * 3, || {
+        member.health().is_ok()
+    })
+    .await;
+    member.shutdown().await;
+    assert_eq!(member.health(), Ok(()), "a clean shutdown is healthy");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sharded_member_that_owns_nothing_is_healthy_and_an_aborted_one_is_dead() {
+    let db = db();
+    let clock = Arc::new(JumpClock::default());
+    let member = sharded(&db, Arc::clone(&clock));
+    // Owning nothing yet, a stall is no wedge.
+    clock.jump(LEASE * 2);
+    assert_eq!(member.health(), Ok(()));
+    wait_until("the member owns its shards", LEASE * 4, || {
+        member.owned().len() == 4
+    })
+    .await;
+    member.abort();
+    tokio::task::yield_now().await;
+    assert_eq!(member.health(), Err(HealthProblem::RunnerDied));
 }

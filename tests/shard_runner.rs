@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use fdb_leader_election::shard::ShardedRunner;
+use fdb_leader_election::shard::machine::ShardStop;
+use fdb_leader_election::shard::{ShardChange, ShardedRunner};
 use fdb_leader_election::{ElectionConfig, MemDb, ShardId, TokioClock, Weight};
 use foundationdb_tuple::Subspace;
 use tokio::time::Instant;
@@ -243,4 +244,58 @@ async fn an_observer_follows_every_change_through_the_coordinators_marker() {
     observer.shutdown();
     b.shutdown().await;
     c.shutdown().await;
+}
+
+/// Records every change of `runner`'s ownership with the (paused-clock) instant it was seen.
+fn record(runner: &ShardedRunner) -> Arc<std::sync::Mutex<Vec<(ShardChange, Instant)>>> {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut changes = runner.subscribe();
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok(change) = changes.recv().await {
+            log.lock().unwrap().push((change, Instant::now()));
+        }
+    });
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cooperative_move_lands_within_20_ms_through_the_inbox_watches() {
+    let db = db();
+    let (a, b) = (start(&db, "a", 32), start(&db, "bb", 32));
+    watch(&[&a, &b], Duration::from_secs(2)).await;
+    let (from_a, from_b) = (record(&a), record(&b));
+    let c = start(&db, "ccc", 32);
+    let to_c = record(&c);
+    assert_eq!(watch(&[&a, &b, &c], Duration::from_secs(2)).await, 32);
+    let mut released: BTreeMap<ShardId, Instant> = BTreeMap::new();
+    for (change, at) in from_a
+        .lock()
+        .unwrap()
+        .iter()
+        .chain(from_b.lock().unwrap().iter())
+    {
+        assert_eq!(change.ended, Some(ShardStop::HandedOver));
+        released.insert(change.shard, *at);
+    }
+    let acquired = to_c.lock().unwrap().clone();
+    assert_eq!(
+        acquired.len(),
+        10,
+        "c takes its share of 32 over three: 10 or 11"
+    );
+    let mut slowest = Duration::ZERO;
+    for (change, at) in &acquired {
+        let gone = released[&change.shard];
+        slowest = slowest.max(at.duration_since(gone));
+    }
+    // The heartbeat is 100 ms: without the watches a move would wait for the target's next
+    // heartbeat (tens of milliseconds on average).
+    assert!(
+        slowest <= Duration::from_millis(20),
+        "slowest move {slowest:?}"
+    );
+    for r in [&a, &b, &c] {
+        r.shutdown().await;
+    }
 }

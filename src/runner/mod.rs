@@ -93,7 +93,7 @@ mod executor;
 mod guard;
 pub(crate) mod guard_core;
 mod handle;
-mod health;
+pub(crate) mod health;
 pub mod metrics;
 mod shared;
 mod timers;

@@ -21,7 +21,9 @@ use crate::core::shard::machine::{ShardCommand, ShardCtx, ShardEvent, ShardMachi
 use crate::database::ElectionDatabase;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::runner::{BuildError, Runner};
+use crate::runner::health::Status;
+use crate::runner::{BuildError, HealthProblem, Runner};
+use crate::txn::{ElectionTxn, Watch};
 
 /// The metrics of a sharded runner (through the `metrics` facade).
 pub mod metrics {
@@ -52,6 +54,8 @@ struct Shared {
     /// Set by `abort`: stop at once, leaving nothing (a crash, for tests).
     aborted: CancellationToken,
     stopped: CancellationToken,
+    /// The member's health: owning shards with a renewal older than the lease is wedged.
+    status: Status,
 }
 
 impl Shared {
@@ -194,6 +198,19 @@ impl ShardedRunner {
         self.coordinator.is_leader()
     }
 
+    /// The health check: fails if this member owns shards but its last successful cycle
+    /// started a lease ago or more (a wedged member: its guards have expired, its work is
+    /// stopped, and it does nothing), if its task died (it did not shut down), or if its
+    /// coordinator runner fails its own check. Never fails for owning nothing.
+    ///
+    /// # Errors
+    ///
+    /// The [`HealthProblem`].
+    pub fn health(&self) -> Result<(), HealthProblem> {
+        self.shared.status.check(self.member.now())?;
+        self.coordinator.health()
+    }
+
     /// Stops every shard's work (cancels and awaits it, within a heartbeat), hands every shard
     /// back and ends this member's epoch in one commit, and leaves the coordinator election
     /// (handing it over).
@@ -291,6 +308,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             shutdown: CancellationToken::new(),
             aborted: CancellationToken::new(),
             stopped: CancellationToken::new(),
+            status: Status::new(config.lease_duration()),
         });
         let seed = self.seed.unwrap_or_else(|| {
             id.as_str()
@@ -312,6 +330,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             config: config.clone(),
             layout,
             ended: Vec::new(),
+            inbox: None,
             initialized: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         tokio::spawn(task.run());
@@ -344,6 +363,8 @@ struct MemberTask<D: ElectionDatabase> {
     config: ElectionConfig,
     layout: Layout,
     ended: Vec<ShardGuard>,
+    /// The watch on this member's inbox, armed by its last committed cycle.
+    inbox: Option<Watch>,
     /// Whether this member has seen the election initialized (it creates it at first).
     initialized: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -362,6 +383,8 @@ impl<D: ElectionDatabase> MemberTask<D> {
     }
 
     async fn run(mut self) {
+        // A panic or an abort drops this before the end: the member is then reported dead.
+        let died = DeadOnDrop(Arc::clone(&self.shared));
         let mut queue: std::collections::VecDeque<ShardCommand> =
             self.feed(ShardEvent::Start).into();
         let aborted = self.shared.aborted.clone();
@@ -381,6 +404,10 @@ impl<D: ElectionDatabase> MemberTask<D> {
         }
         self.shared.guards().clear();
         ::metrics::gauge!(metrics::SHARDS_OWNED).set(0.0);
+        if !self.shared.aborted.is_cancelled() {
+            std::mem::forget(died);
+        }
+        self.shared.status.not_leading();
         self.shared.stopped.cancel();
     }
 
@@ -455,26 +482,13 @@ impl<D: ElectionDatabase> MemberTask<D> {
     }
 
     fn revoke(&mut self, shard: ShardId, reason: ShardStop) {
-        let removed = self.shared.guards().remove(&shard);
-        if let Some(guard) = removed {
-            guard.revoke(reason.clone());
-            if reason == ShardStop::HandedOver {
-                ::metrics::counter!(metrics::SHARD_MOVES).increment(1);
-            }
-            let _ = self.shared.changes.send(ShardChange {
-                shard,
-                ballot: guard.fencing_token(),
-                ended: Some(reason),
-            });
+        if let Some(guard) = revoke(&self.shared, shard, reason) {
             self.ended.push(guard);
         }
-        self.owned_gauge();
     }
 
     fn owned_gauge(&self) {
-        #[expect(clippy::cast_precision_loss, reason = "a gauge of at most 2^20 shards")]
-        let n = self.shared.guards().len() as f64;
-        ::metrics::gauge!(metrics::SHARDS_OWNED).set(n);
+        owned_gauge(&self.shared);
     }
 
     async fn cycle(&mut self, ready: BTreeSet<ShardId>) -> Vec<ShardCommand> {
@@ -485,6 +499,7 @@ impl<D: ElectionDatabase> MemberTask<D> {
         let layout = self.layout;
         let config = self.config.clone();
         let initialized = Arc::clone(&self.initialized);
+        let started_at = self.clock.now();
         let result = self
             .db
             .transact(self.config.transaction_timeout(), |txn| {
@@ -502,6 +517,10 @@ impl<D: ElectionDatabase> MemberTask<D> {
                         election.initialize(&txn, &config, &layout).await?;
                     }
                     let cycle = election.member_cycle(&txn, &member, &ready).await?;
+                    // Wakes the member when its inbox changes after this commit (the inbox was
+                    // read serializably: the watch adds no conflict). Without watches, the
+                    // heartbeat alone paces it.
+                    let inbox = txn.watch(&election.inbox_key(member.id())).ok();
                     // Inside the transaction, before the commit: revoke what is handed over.
                     let ctx = ctx_of(&member, &shared, clock.now());
                     let commands = machine
@@ -510,22 +529,28 @@ impl<D: ElectionDatabase> MemberTask<D> {
                         .handle(ShardEvent::CycleDecided, &ctx);
                     for command in commands {
                         if let ShardCommand::RevokeGuard { shard, reason } = command {
-                            if let Some(guard) = shared.guards().remove(&shard) {
-                                guard.revoke(reason);
-                            }
+                            revoke(&shared, shard, reason);
                         }
                     }
-                    Ok(cycle)
+                    Ok((cycle, inbox))
                 }
             })
             .await;
         match result {
-            Ok(cycle) => {
+            Ok((cycle, inbox)) => {
+                self.inbox = inbox;
                 self.initialized
                     .store(true, std::sync::atomic::Ordering::SeqCst);
                 let hand_over = cycle.hand_over_requested();
                 let more = cycle.more_to_acquire();
                 self.member.adopt(cycle);
+                if self.member.owned_shards().is_empty() {
+                    self.shared.status.not_leading();
+                } else {
+                    self.shared
+                        .status
+                        .renewed(started_at, self.config.lease_duration());
+                }
                 self.feed(ShardEvent::CycleCommitted {
                     hand_over,
                     more,
@@ -541,13 +566,59 @@ impl<D: ElectionDatabase> MemberTask<D> {
         let wait = at.saturating_duration_since(now);
         let shutdown = self.shared.shutdown.clone();
         let idle = Arc::clone(&self.idle);
+        let inbox = async {
+            match self.inbox.as_mut().map(|w| w.as_mut()) {
+                Some(w) => {
+                    // A failed watch (watches unavailable, too many) leaves the heartbeat.
+                    let fired = w.await.is_ok();
+                    self.inbox = None;
+                    if !fired {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         let event = tokio::select! {
             () = shutdown.cancelled() => ShardEvent::ShutdownRequested,
             () = idle.notified() => ShardEvent::WorkIdle,
+            () = inbox => ShardEvent::InboxChanged,
             () = tokio::time::sleep(wait) => ShardEvent::Tick,
         };
         self.feed(event)
     }
+}
+
+/// Marks the member dead when dropped: armed for the task's life, forgotten at a clean end.
+struct DeadOnDrop(Arc<Shared>);
+
+impl Drop for DeadOnDrop {
+    fn drop(&mut self) {
+        self.0.status.mark_dead();
+    }
+}
+
+/// Revokes `shard`'s guard (if any) for `reason`: counted, streamed, and returned so that its
+/// work can be awaited.
+fn revoke(shared: &Shared, shard: ShardId, reason: ShardStop) -> Option<ShardGuard> {
+    let guard = shared.guards().remove(&shard)?;
+    guard.revoke(reason.clone());
+    if reason == ShardStop::HandedOver {
+        ::metrics::counter!(metrics::SHARD_MOVES).increment(1);
+    }
+    let _ = shared.changes.send(ShardChange {
+        shard,
+        ballot: guard.fencing_token(),
+        ended: Some(reason),
+    });
+    owned_gauge(shared);
+    Some(guard)
+}
+
+fn owned_gauge(shared: &Shared) {
+    #[expect(clippy::cast_precision_loss, reason = "a gauge of at most 2^20 shards")]
+    let n = shared.guards().len() as f64;
+    ::metrics::gauge!(metrics::SHARDS_OWNED).set(n);
 }
 
 fn ctx_of(member: &Member, shared: &Shared, now: crate::clock::LocalInstant) -> ShardCtx {

@@ -93,6 +93,9 @@ pub enum ShardEvent {
     CycleFailed(Failure),
     /// A shard's guarded work went idle.
     WorkIdle,
+    /// The member's inbox changed (a watch fired): the coordinator or another member asks
+    /// something of it, so the next cycle runs now rather than at the heartbeat.
+    InboxChanged,
     /// Shutdown was asked for.
     ShutdownRequested,
     /// The guarded work of the ended guards was awaited (`true`: all of it finished).
@@ -224,6 +227,8 @@ impl ShardMachine {
                 }
             }
             ShardEvent::Tick | ShardEvent::WorkIdle => {}
+            // While failing, the back-off stands: a watch is no reason to hammer the store.
+            ShardEvent::InboxChanged => self.run_now |= !self.failing,
             ShardEvent::CycleDecided => {
                 // Shards handed over inside this transaction: revoked before the commit.
                 self.revoke_unowned(ctx, ShardStop::HandedOver, &mut out);
@@ -650,6 +655,30 @@ mod tests {
         assert!(
             wake.is_some_and(|t| t > at(92) && t <= at(92 + 50)),
             "{out:?}"
+        );
+    }
+
+    #[test]
+    fn an_inbox_change_cycles_at_once_unless_backing_off() {
+        let mut m = owning();
+        let owned = [(1, 5), (2, 5)];
+        // Sleeping until the heartbeat: the watch fires at 20 ms, the cycle runs then.
+        let out = m.handle(ShardEvent::InboxChanged, &ctx(20, &owned, Some(294), &[]));
+        assert_eq!(out, vec![run(&[])]);
+        let failure = Failure {
+            kind: "unavailable",
+            retryable: true,
+            not_registered: false,
+            not_initialized: false,
+        };
+        m.handle(
+            ShardEvent::CycleFailed(failure),
+            &ctx(25, &owned, Some(294), &[]),
+        );
+        let out = m.handle(ShardEvent::InboxChanged, &ctx(26, &owned, Some(294), &[]));
+        assert!(
+            matches!(out.as_slice(), [ShardCommand::SleepUntil(t)] if *t > at(26)),
+            "a watch must not cut the back-off short: {out:?}"
         );
     }
 
