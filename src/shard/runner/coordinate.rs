@@ -1,0 +1,65 @@
+//! The coordinator loop: while this process leads the coordinator election, one
+//! coordinator attempt per quarter heartbeat, fenced by its token.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Shared, metrics};
+use crate::config::ElectionConfig;
+use crate::database::ElectionDatabase;
+use crate::error::ElectionError;
+use crate::runner::Runner;
+use crate::shard::election::ShardedElection;
+use crate::shard::member::Coordinator;
+
+/// While this process leads the coordinator election: one coordinator attempt per
+/// heartbeat, fenced by its token.
+pub(super) async fn coordinate<D: ElectionDatabase>(
+    db: D,
+    election: ShardedElection,
+    runner: Runner,
+    coordinator: Coordinator,
+    config: ElectionConfig,
+    shared: Arc<Shared>,
+) {
+    loop {
+        let elected = tokio::select! {
+            () = shared.shutdown.cancelled() => return,
+            () = shared.aborted.cancelled() => return,
+            guard = runner.elected() => guard,
+        };
+        let Some(guard) = elected else {
+            return;
+        };
+        while guard.is_valid() {
+            let token = guard.fencing_token();
+            let (e, c) = (election.clone(), coordinator.clone());
+            let done = db
+                .transact(config.transaction_timeout(), |txn| {
+                    let (e, c) = (e.clone(), c.clone());
+                    async move { e.coordinate(&txn, &c, token).await }
+                })
+                .await;
+            match done {
+                Ok(done) => {
+                    if !done.fenced.is_empty() {
+                        ::metrics::counter!(metrics::SHARD_TAKEOVERS)
+                            .increment(u64::try_from(done.fenced.len()).unwrap_or(u64::MAX));
+                    }
+                }
+                Err(ElectionError::NotInitialized) => {}
+                Err(e) => tracing::debug!(error = %e, "coordinator attempt failed"),
+            }
+            let pause = config
+                .heartbeat_interval()
+                .checked_div(4)
+                .unwrap_or(Duration::ZERO);
+            tokio::select! {
+                () = shared.shutdown.cancelled() => return,
+                () = shared.aborted.cancelled() => return,
+                () = guard.cancelled() => break,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+}
