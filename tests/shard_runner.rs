@@ -299,3 +299,28 @@ async fn a_cooperative_move_lands_within_20_ms_through_the_inbox_watches() {
         r.shutdown().await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_observer_started_before_the_election_exists_sees_it_at_its_first_publication() {
+    use fdb_leader_election::shard::AssignmentObserver;
+    let db = db();
+    let observer = AssignmentObserver::start(db.clone(), Subspace::from("sharded")).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(observer.current().shards().is_empty());
+    let started = Instant::now();
+    let a = start(&db, "a", 8);
+    // Not a default heartbeat's poll later (seconds): the marker's watch, armed before the
+    // election existed, fires at the coordinator's first publications.
+    tokio::time::timeout(
+        Duration::from_millis(500),
+        observer
+            .updates()
+            .wait_for(|v| v.shards_of(a.id()).len() == 8),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_millis(500));
+    a.shutdown().await;
+    observer.shutdown();
+}

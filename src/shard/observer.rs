@@ -127,16 +127,20 @@ async fn follow<D: ElectionDatabase>(
             .transact(config.transaction_timeout(), |txn| {
                 let election = election.clone();
                 async move {
-                    let stored = election.config(&txn).await?;
-                    let assignments = election.assignments(&txn).await?;
-                    // Armed at the commit; a read-only transaction never conflicts.
+                    // Armed at the commit; a read-only transaction never conflicts. Armed before
+                    // the election exists too: the coordinator's first publication wakes it.
                     let marker = txn.watch(election.assignments_key()).ok();
-                    Ok::<_, ElectionError>((stored, assignments, marker))
+                    let read = match election.config(&txn).await {
+                        Ok(stored) => Some((stored, election.assignments(&txn).await?)),
+                        Err(ElectionError::NotInitialized) => None,
+                        Err(e) => return Err(e),
+                    };
+                    Ok((read, marker))
                 }
             })
             .await;
         let marker = match read {
-            Ok((stored, assignments, marker)) => {
+            Ok((Some((stored, assignments)), marker)) => {
                 config = stored;
                 let before = current.borrow().clone();
                 for change in assignments.changes_since(&before) {
@@ -147,7 +151,7 @@ async fn follow<D: ElectionDatabase>(
                 }
                 marker
             }
-            Err(ElectionError::NotInitialized) => None,
+            Ok((None, marker)) => marker,
             Err(e) => {
                 tracing::debug!(error = %e, "reading the shard assignments failed; retrying");
                 None
