@@ -177,7 +177,7 @@ pub(crate) async fn run<D: ElectionDatabase>(
     let a = member(&db, &subspace, &config, "a", &tally)?;
     let b = member(&db, &subspace, &config, "b", &tally)?;
     let owned = |rs: &[&ShardedRunner]| rs.iter().map(|r| r.owned().len()).sum::<usize>();
-    wait_until("a and b own every shard", lease * 10, || {
+    wait_until("a and b own every shard", lease.saturating_mul(10), || {
         owned(&[&a, &b]) == 64 && a.owned().len() == 32
     })
     .await?;
@@ -193,7 +193,7 @@ pub(crate) async fn run<D: ElectionDatabase>(
 
     let c = member(&db, &subspace, &config, "c", &tally)?;
     let overlaps = watch_overlaps(vec![a.clone(), b.clone(), c.clone()], Arc::clone(&tally));
-    wait_until("c takes its share", lease * 20, || {
+    wait_until("c takes its share", lease.saturating_mul(20), || {
         owned(&[&a, &b, &c]) == 64 && c.owned().len() >= 21
     })
     .await?;
@@ -204,7 +204,10 @@ pub(crate) async fn run<D: ElectionDatabase>(
             a.owned().len(),
             b.owned().len(),
             c.owned().len(),
-            tally.moves.load(Ordering::Relaxed) - moves_before_c
+            tally
+                .moves
+                .load(Ordering::Relaxed)
+                .saturating_sub(moves_before_c)
         ),
     );
 
@@ -245,7 +248,7 @@ pub(crate) async fn run<D: ElectionDatabase>(
             }
         })
     };
-    wait_until("a and c own every shard", lease * 20, || {
+    wait_until("a and c own every shard", lease.saturating_mul(20), || {
         owned(&[&a, &c]) == 64
     })
     .await?;
@@ -253,7 +256,7 @@ pub(crate) async fn run<D: ElectionDatabase>(
     zombie.await?;
     // The observer (anyone may run one: a router, a dashboard) follows the same records.
     let view = tokio::time::timeout(
-        lease * 10,
+        lease.saturating_mul(10),
         observer.updates().wait_for(|v| {
             v.shards().len() == 64 && v.vacant() == 0 && v.shards_of(b.id()).is_empty()
         }),
@@ -280,7 +283,7 @@ pub(crate) async fn run<D: ElectionDatabase>(
         ),
     );
     // Balanced again, then a clean shutdown hands everything back.
-    wait_until("balance over a and c", lease * 20, || {
+    wait_until("balance over a and c", lease.saturating_mul(20), || {
         a.owned().len() == 32 && c.owned().len() == 32
     })
     .await?;
