@@ -1,0 +1,61 @@
+//! The MemDb demos (`examples/runner_demos/`) run to their end in the test suite: each fails
+//! on what it claims (an overlap, a lost or out-of-order write, a missed takeover), so the
+//! examples a user copies stay true. Real time, a few seconds each.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../examples/runner_demos/mod.rs"]
+mod runner_demos;
+
+#[path = "../examples/runner_demos/job_scheduler.rs"]
+mod job_scheduler;
+#[path = "../examples/runner_demos/observer.rs"]
+mod observer;
+#[path = "../examples/runner_demos/rolling_deploy.rs"]
+mod rolling_deploy;
+#[path = "../examples/runner_demos/sharded_scheduler.rs"]
+mod sharded_scheduler;
+
+use fdb_leader_election::MemDb;
+use foundationdb_tuple::Subspace;
+
+/// One demo at a time: they run in real time on short leases, and the machine may have two
+/// cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn config() -> fdb_leader_election::ElectionConfig {
+    runner_demos::init_logging();
+    runner_demos::fast_config().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_scheduler_demo_runs_clean() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    job_scheduler::run(MemDb::new(), Subspace::from("demo"), config())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rolling_deploy_demo_runs_clean() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    rolling_deploy::run(MemDb::new(), Subspace::from("demo"), config())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_observer_demo_runs_clean() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    observer::run(MemDb::new(), Subspace::from("demo"), config())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sharded_scheduler_demo_runs_clean() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    sharded_scheduler::run(MemDb::new(), Subspace::from("demo"), config())
+        .await
+        .unwrap();
+}
