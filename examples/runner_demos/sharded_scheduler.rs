@@ -45,10 +45,12 @@ async fn job<D: ElectionDatabase>(
     tally: &Tally,
 ) -> Result<(), ElectionError> {
     let key = jobs.pack(&(shard.get(),));
+    // README: sharded-fence
     let done = db
         .transact(TIMEOUT, |txn| {
             let key = key.clone();
             async move {
+                // Commits only while `token` owns the shard (and its owner's epoch lives).
                 election.fence_shard(&txn, shard, token).await?;
                 let last = txn.get(&key, ReadMode::Serializable).await?;
                 let last = last
@@ -59,6 +61,7 @@ async fn job<D: ElectionDatabase>(
             }
         })
         .await;
+    // README: end
     match done {
         Ok(last) => {
             if last > token.get() {
@@ -67,13 +70,9 @@ async fn job<D: ElectionDatabase>(
             tally.jobs.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
-        Err(ElectionError::StaleToken { .. }) => {
+        Err(e @ ElectionError::StaleToken { .. }) => {
             tally.stale_rejected.fetch_add(1, Ordering::Relaxed);
-            Err(ElectionError::StaleToken {
-                token,
-                current: token,
-                vacant: true,
-            })
+            Err(e)
         }
         Err(e) => Err(e),
     }
@@ -88,6 +87,7 @@ async fn worker<D: ElectionDatabase>(
     guard: ShardGuard,
     tally: Arc<Tally>,
 ) {
+    // README: sharded-worker
     while guard.accepts_work() {
         let (db, election, jobs, tally) = (
             db.clone(),
@@ -105,6 +105,7 @@ async fn worker<D: ElectionDatabase>(
             break;
         }
     }
+    // README: end
 }
 
 /// Starts a member and a worker for every shard it comes to own.
@@ -115,13 +116,15 @@ fn member<D: ElectionDatabase>(
     name: &str,
     tally: &Arc<Tally>,
 ) -> DemoResult<ShardedRunner> {
+    // README: sharded-start
     let runner = ShardedRunner::builder(db.clone(), subspace.clone())
-        .shards(SHARDS)
-        .max_concurrent_moves(8)
-        .label(name)
-        .weight(Weight::ONE)
+        .shards(SHARDS) // used when this member creates the election
+        .max_concurrent_moves(8) // cooperative moves in flight at once
+        .label(name) // plus random bits: a new member per incarnation
+        .weight(Weight::ONE) // its share: M·w/W shards (0: drained)
         .config(config.clone())
         .start()?;
+    // README: end
     let mut changes = runner.subscribe();
     let (db, handle, tally) = (db.clone(), runner.clone(), Arc::clone(tally));
     let jobs = subspace.subspace(&("jobs",));
