@@ -4,7 +4,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -16,7 +15,7 @@ use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::signals::{Signals, Stop};
-use crate::watchdog;
+use crate::watchdog::{self, Kept, Lease, Lifeline};
 
 /// How often a stop checks whether the process group is empty.
 const GROUP_POLL: Duration = Duration::from_millis(20);
@@ -82,9 +81,9 @@ pub(crate) struct Stopped {
 #[derive(Debug)]
 pub(crate) struct Proc {
     child: Child,
-    /// The write end of the watchdog's lifeline: dropping it (or dying) makes the watchdog
-    /// kill the group.
-    _lifeline: OwnedFd,
+    /// The write end of the watchdog's lifeline (and the task that tells it the lease):
+    /// dropping it (or dying) makes the watchdog kill the group.
+    _lifeline: Kept,
     /// The process group (the child's pid); `None` once the group is known to be empty.
     group: Option<Pid>,
     /// The exit status, once the child has been reaped.
@@ -95,21 +94,37 @@ pub(crate) struct Proc {
 impl Proc {
     /// Starts `spec` under a watchdog, in a new process group, standard input from /dev/null (a
     /// process outside the terminal's foreground group that reads the terminal would be
-    /// stopped), standard output and error inherited.
+    /// stopped), standard output and error inherited. The watchdog kills the group if this
+    /// process dies; for the end-command, which runs after the leadership.
     pub(crate) fn spawn(spec: &Spec, what: &'static str) -> io::Result<Proc> {
-        Self::launch(spec, what, true)
+        Self::launch(spec, what, true, None)
+    }
+
+    /// As [`spawn`](Self::spawn), with a watchdog that also holds `lease`: it kills the group
+    /// when the leadership's deadline passes without a renewal (see [`crate::watchdog`]); for
+    /// the child and the begin-command.
+    pub(crate) fn spawn_leased(spec: &Spec, what: &'static str, lease: &Lease) -> io::Result<Proc> {
+        Self::launch(spec, what, true, Some(lease))
     }
 
     /// Starts `spec` under a watchdog, or (in this module's unit tests, whose executable is
     /// the test harness, not `fdb-leader`) directly.
-    fn launch(spec: &Spec, what: &'static str, under_watchdog: bool) -> io::Result<Proc> {
-        let (read, write) = watchdog::lifeline()?;
+    fn launch(
+        spec: &Spec,
+        what: &'static str,
+        under_watchdog: bool,
+        lease: Option<&Lease>,
+    ) -> io::Result<Proc> {
+        let mut lifeline = Lifeline::new(&spec.program, &spec.args, lease)?;
+        let read = lifeline
+            .take_read()
+            .ok_or_else(|| io::Error::other("the lifeline has no read end"))?;
         let mut command;
         if under_watchdog {
             command = Command::new(watchdog::self_exe());
             command
                 .arg0("fdb-leader")
-                .args(watchdog::watchdog_args(&spec.program, &spec.args))
+                .args(lifeline.args())
                 // The watchdog reads its lifeline on standard input; the command gets
                 // /dev/null.
                 .stdin(Stdio::from(read));
@@ -128,11 +143,11 @@ impl Proc {
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
         if let Some(group) = group {
-            tracing::debug!(what, group = group.as_raw(), command = %spec.display(), "started");
+            tracing::debug!(what, group = group.as_raw(), command = %spec.display(), leased = lease.is_some(), "started");
         }
         Ok(Proc {
             child,
-            _lifeline: write,
+            _lifeline: lifeline.keep(),
             group,
             status: None,
             what,
@@ -332,7 +347,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_environment_reaches_the_child_and_codes_come_back() {
-        let mut p = Proc::launch(&spec("exit $FDB_LEADER_BALLOT"), "test", false).unwrap();
+        let mut p = Proc::launch(&spec("exit $FDB_LEADER_BALLOT"), "test", false, None).unwrap();
         let status = p.wait().await.unwrap();
         assert_eq!(exit_code(status), 7);
         let stopped = p.stop(Duration::from_secs(1), None).await;
@@ -353,6 +368,7 @@ mod tests {
             &spec("trap '' TERM; sleep 30 & sleep 30; wait"),
             "test",
             false,
+            None,
         )
         .unwrap();
         let group = p.group.unwrap();
@@ -381,7 +397,7 @@ mod tests {
 
     #[tokio::test]
     async fn stop_returns_once_a_polite_group_has_exited() {
-        let mut p = Proc::launch(&spec("sleep 30 & sleep 30; wait"), "test", false).unwrap();
+        let mut p = Proc::launch(&spec("sleep 30 & sleep 30; wait"), "test", false, None).unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let start = std::time::Instant::now();
         let status = p.stop(Duration::from_secs(20), None).await.status.unwrap();

@@ -1,9 +1,12 @@
 //! What asks `run` and `watch` to stop: SIGINT, SIGTERM, SIGHUP, and a store failure that
-//! cannot heal (see [`crate::classify`]), which ends the command with exit code 3.
+//! cannot heal (see [`crate::classify`]), which ends the command with exit code 3. And job
+//! control for `run` ([`Signals::suspended`]): Ctrl-Z stops the child and leaves the election
+//! before this process stops; SIGTTIN and SIGTTOU never stop it.
 
 use std::io;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::task::Poll;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
@@ -73,6 +76,60 @@ pub(crate) struct Signals {
     fatal: Fatal,
     /// The failure channel, until the failure has been delivered once.
     failures: Option<watch::Receiver<Option<String>>>,
+    /// SIGTSTP, SIGTTIN and SIGTTOU, once [`next`](Self::next) has taken them over.
+    job: JobControl,
+}
+
+/// What `run` is asked: to stop, or to suspend (SIGTSTP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Asked {
+    /// A stop: a signal or a store failure.
+    Stop(Stop),
+    /// SIGTSTP: stop the child, leave the election, stop this process until SIGCONT.
+    Suspend,
+}
+
+/// Job control, taken over once (see [`Signals::next`]).
+#[derive(Debug, Default)]
+struct JobControl {
+    /// SIGTSTP, caught.
+    tstp: Option<Signal>,
+    /// Whether it was tried (it is tried once).
+    tried: bool,
+}
+
+impl JobControl {
+    /// Catches SIGTSTP and blocks SIGTTIN and SIGTTOU in this thread, the first time; the
+    /// SIGTSTP stream, if caught.
+    fn take_over(&mut self) -> Option<&mut Signal> {
+        if !self.tried {
+            self.tried = true;
+            let mut terminal = nix::sys::signal::SigSet::empty();
+            terminal.add(nix::sys::signal::Signal::SIGTTIN);
+            terminal.add(nix::sys::signal::Signal::SIGTTOU);
+            if let Err(e) = terminal.thread_block() {
+                tracing::warn!(error = %e, "cannot block SIGTTIN and SIGTTOU");
+            }
+            let tstp = SignalKind::from_raw(nix::sys::signal::Signal::SIGTSTP as i32);
+            match signal(tstp) {
+                Ok(stream) => self.tstp = Some(stream),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot catch SIGTSTP: Ctrl-Z stops this process as is");
+                }
+            }
+        }
+        self.tstp.as_mut()
+    }
+}
+
+/// Resolves on SIGTSTP; never without the stream.
+async fn suspended(tstp: Option<&mut Signal>) {
+    if let Some(tstp) = tstp {
+        if tstp.recv().await.is_some() {
+            return;
+        }
+    }
+    std::future::pending().await
 }
 
 impl Signals {
@@ -84,7 +141,63 @@ impl Signals {
             hangup: signal(SignalKind::hangup())?,
             fatal,
             failures,
+            job: JobControl::default(),
         })
+    }
+
+    /// The next reason to stop, or SIGTSTP (Ctrl-Z, `kill -TSTP`): what `run` listens for.
+    /// Cancel-safe. A stop comes first when both are pending.
+    ///
+    /// The first call takes job control over for this process: SIGTSTP is caught from then on
+    /// (its default action, stopping the process while its child runs on, no longer applies:
+    /// `run` stops the child, leaves the election, and only then stops itself, see
+    /// [`stop_self`](Self::stop_self)), and SIGTTIN and SIGTTOU are blocked in the calling
+    /// thread (the runtime's, which does `run`'s terminal output; threads it starts later
+    /// inherit the mask), so a supervisor in the background is never stopped by terminal I/O:
+    /// a write goes through even with `stty tostop`, a read fails. (Blocked, not caught: for a
+    /// caught SIGTTOU the kernel restarts the write and sends it again, forever.) Children
+    /// start with an empty mask (the watchdog's exec shim clears it). If SIGTSTP cannot be
+    /// caught, Ctrl-Z stops the process as before; the watchdog still kills the child when the
+    /// lease runs out.
+    pub(crate) async fn next(&mut self) -> Asked {
+        let tstp = self.job.take_over();
+        let stop = recv_stop(
+            &mut self.interrupt,
+            &mut self.terminate,
+            &mut self.hangup,
+            &mut self.failures,
+        );
+        tokio::select! {
+            biased;
+            stop = stop => Asked::Stop(stop),
+            () = suspended(tstp) => Asked::Suspend,
+        }
+    }
+
+    /// Stops this process (SIGSTOP: it cannot be caught) until SIGCONT (`fg`, `bg`, `kill
+    /// -CONT`), after forgetting the SIGTSTPs already received (a second Ctrl-Z pressed while
+    /// the child was stopping must not stop it again after `fg`); unless a stop is pending:
+    /// then it returns that stop at once.
+    pub(crate) async fn stop_self(&mut self) -> Option<Stop> {
+        let pending = tokio::select! {
+            biased;
+            stop = self.recv() => Some(stop),
+            () = std::future::ready(()) => None,
+        };
+        if pending.is_some() {
+            return pending;
+        }
+        if let Some(tstp) = self.job.tstp.as_mut() {
+            std::future::poll_fn(|cx| {
+                while let Poll::Ready(Some(())) = tstp.poll_recv(cx) {}
+                Poll::Ready(())
+            })
+            .await;
+        }
+        if let Err(e) = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP) {
+            tracing::warn!(error = %e, "cannot stop this process");
+        }
+        None
     }
 
     /// The store failure reported, if any (it decides the exit code).
@@ -112,28 +225,45 @@ impl Signals {
     /// delivered at the next call. A store failure is delivered once (a stop already under way
     /// is not cut short again by it).
     pub(crate) async fn recv(&mut self) -> Stop {
-        let failures = &mut self.failures;
-        let failed = async move {
-            match failures.as_mut() {
-                Some(rx) => {
-                    if rx.wait_for(Option::is_some).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let stop = tokio::select! {
-            () = failed => Stop::StoreFailed,
-            Some(()) = self.interrupt.recv() => Stop::Signal("SIGINT"),
-            Some(()) = self.terminate.recv() => Stop::Signal("SIGTERM"),
-            Some(()) = self.hangup.recv() => Stop::Signal("SIGHUP"),
-            // Every stream ended (the runtime is shutting down): nothing more will come.
-            else => std::future::pending().await,
-        };
-        if stop == Stop::StoreFailed {
-            self.failures = None;
-        }
-        stop
+        recv_stop(
+            &mut self.interrupt,
+            &mut self.terminate,
+            &mut self.hangup,
+            &mut self.failures,
+        )
+        .await
     }
+}
+
+/// [`Signals::recv`], on the fields it needs (so that [`Signals::next`] can also wait for
+/// SIGTSTP).
+async fn recv_stop(
+    interrupt: &mut Signal,
+    terminate: &mut Signal,
+    hangup: &mut Signal,
+    failures: &mut Option<watch::Receiver<Option<String>>>,
+) -> Stop {
+    let channel = &mut *failures;
+    let failed = async move {
+        match channel.as_mut() {
+            Some(rx) => {
+                if rx.wait_for(Option::is_some).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let stop = tokio::select! {
+        () = failed => Stop::StoreFailed,
+        Some(()) = interrupt.recv() => Stop::Signal("SIGINT"),
+        Some(()) = terminate.recv() => Stop::Signal("SIGTERM"),
+        Some(()) = hangup.recv() => Stop::Signal("SIGHUP"),
+        // Every stream ended (the runtime is shutting down): nothing more will come.
+        else => std::future::pending().await,
+    };
+    if stop == Stop::StoreFailed {
+        *failures = None;
+    }
+    stop
 }

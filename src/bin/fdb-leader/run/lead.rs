@@ -1,7 +1,15 @@
 //! One leadership of `run`: the begin-command, the child (stopped when the leadership ends,
-//! restarted after a back-off if asked), the end-command.
+//! restarted after a back-off if asked), the end-command. The begin-command and the child run
+//! under a watchdog that holds the lease (see [`crate::watchdog`]): it kills them when the
+//! leadership's deadline passes without a renewal, even if this process does not run. Ctrl-Z
+//! (SIGTSTP) stops the child as a SIGTERM would, then `run` leaves the election and stops
+//! itself (see [`Session::suspend`]).
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 
 use fdb_leader_election::runner::{ElectionDatabase, LeadershipGuard};
+use nix::sys::signal::Signal;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -10,7 +18,25 @@ use crate::cli::OnChildExit;
 use crate::durations::show;
 use crate::exit::Failure;
 use crate::process::{Proc, Spec, describe_exit};
-use crate::signals::Stop;
+use crate::signals::{Asked, Stop};
+use crate::watchdog::Lease;
+
+/// Why the child is being stopped.
+enum Halt {
+    /// A stop signal or a store failure.
+    Stop(Stop),
+    /// SIGTSTP: stop the child, then leave and stop this process.
+    Suspend,
+    /// The leadership is ending (a handover, the guard cancelled).
+    Leadership,
+}
+
+/// Whether a process that ended with `status` was killed by its watchdog because the lease
+/// ran out: killed by SIGKILL while the guard no longer holds (the watchdog's deadline is
+/// never before the guard's). This process was stopped or blocked past its deadline.
+fn killed_at_deadline(status: ExitStatus, guard: &LeadershipGuard) -> bool {
+    status.signal() == Some(Signal::SIGKILL as i32) && !guard.is_valid()
+}
 
 impl<D: ElectionDatabase> Session<'_, D> {
     /// The environment of the child and the hooks.
@@ -20,6 +46,11 @@ impl<D: ElectionDatabase> Session<'_, D> {
             ("FDB_LEADER_ID", self.id.clone()),
             ("FDB_LEADER_ELECTION", self.ctx.name.clone()),
         ]
+    }
+
+    /// The lease the watchdogs of the begin-command and the child hold.
+    fn lease(&self, guard: &LeadershipGuard) -> Lease {
+        Lease::new(guard, &self.candidate)
     }
 
     /// One leadership: the begin-command, the child, the end-command.
@@ -60,29 +91,50 @@ impl<D: ElectionDatabase> Session<'_, D> {
         drop(busy);
         match (ended, stop) {
             (Ended::Lost, None) => self.await_end(guard).await,
-            (Ended::Lost | Ended::ChildExited { .. }, Some(stop)) => Ended::Stop(stop),
+            (Ended::Lost | Ended::ChildExited { .. } | Ended::Suspended, Some(stop)) => {
+                Ended::Stop(stop)
+            }
             (ended, _) => ended,
         }
     }
 
-    /// Waits until the guard is cancelled (the runner has stepped down), unless asked to stop.
+    /// Waits until the guard is cancelled (the runner has stepped down), unless asked to stop
+    /// or to suspend.
     async fn await_end(&mut self, guard: &LeadershipGuard) -> Ended {
         tokio::select! {
             () = guard.cancelled() => Ended::Lost,
-            stop = self.signals.recv() => Ended::Stop(stop),
+            asked = self.signals.next() => match asked {
+                Asked::Stop(stop) => Ended::Stop(stop),
+                Asked::Suspend => Ended::Suspended,
+            },
         }
+    }
+
+    /// After SIGTSTP, with nothing running: leaves the election (resigning, reserving for the
+    /// best live candidate, and unregistering), stops this process (SIGSTOP), and on SIGCONT
+    /// joins again with the same candidate. A stop that came meanwhile is returned.
+    pub(super) async fn suspend(&mut self) -> Option<Stop> {
+        tracing::info!(
+            "SIGTSTP: leaving the election and stopping this process (SIGCONT, e.g. `fg`, \
+             campaigns again)"
+        );
+        self.away(None).await
     }
 
     /// Runs the begin-command to completion. `Err(None)`: it could not be started.
     async fn begin(&mut self, guard: &LeadershipGuard, spec: &Spec) -> Result<(), Option<Ended>> {
         let grace = self.args.grace;
-        let mut proc = Proc::spawn(spec, "begin-command").map_err(|e| {
-            tracing::warn!(error = %e, "cannot start the begin-command");
-            None
-        })?;
+        let mut proc =
+            Proc::spawn_leased(spec, "begin-command", &self.lease(guard)).map_err(|e| {
+                tracing::warn!(error = %e, "cannot start the begin-command");
+                None
+            })?;
         let outcome = tokio::select! {
             biased;
-            stop = self.signals.recv() => Err((Ended::Stop(stop), Some(stop))),
+            asked = self.signals.next() => match asked {
+                Asked::Stop(stop) => Err((Ended::Stop(stop), Some(stop.as_str()))),
+                Asked::Suspend => Err((Ended::Suspended, Some("SIGTSTP"))),
+            },
             () = guard.handover_requested() => Err((Ended::Lost, None)),
             status = proc.wait() => Ok(status),
         };
@@ -97,6 +149,13 @@ impl<D: ElectionDatabase> Session<'_, D> {
                 if let Some(stop) = stopped.signal {
                     return Err(Some(Ended::Stop(stop)));
                 }
+                if killed_at_deadline(status, guard) {
+                    tracing::warn!(
+                        "the leadership's deadline passed while this process was stopped or \
+                         blocked: the watchdog killed the begin-command"
+                    );
+                    return Err(Some(Ended::Lost));
+                }
                 if status.success() {
                     Ok(())
                 } else {
@@ -106,10 +165,10 @@ impl<D: ElectionDatabase> Session<'_, D> {
                     )))))
                 }
             }
-            Err((ended, stop)) => {
-                match stop {
-                    Some(stop) => {
-                        tracing::info!(reason = stop.as_str(), "stopping the begin-command");
+            Err((ended, reason)) => {
+                match reason {
+                    Some(reason) => {
+                        tracing::info!(reason, "stopping the begin-command");
                     }
                     None => {
                         tracing::warn!(reason = %describe(guard), "leadership ending: stopping the begin-command");
@@ -140,7 +199,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
                 // or the restart delay: do not start anything.
                 return Ended::Lost;
             }
-            let mut child = match Proc::spawn(&spec, "child") {
+            let mut child = match Proc::spawn_leased(&spec, "child", &self.lease(guard)) {
                 Ok(child) => child,
                 Err(e) => {
                     return Ended::Failed(Failure::command(format!(
@@ -158,20 +217,28 @@ impl<D: ElectionDatabase> Session<'_, D> {
             );
             let event = tokio::select! {
                 biased;
-                stop = self.signals.recv() => Err(Some(stop)),
-                () = guard.handover_requested() => Err(None),
+                asked = self.signals.next() => Err(match asked {
+                    Asked::Stop(stop) => Halt::Stop(stop),
+                    Asked::Suspend => Halt::Suspend,
+                }),
+                () = guard.handover_requested() => Err(Halt::Leadership),
                 status = child.wait() => Ok(status),
             };
             match event {
-                Err(stop) => {
-                    match stop {
-                        Some(Stop::Signal(name)) => {
+                Err(halt) => {
+                    match halt {
+                        Halt::Stop(Stop::Signal(name)) => {
                             tracing::info!(signal = name, "shutting down: stopping the child");
                         }
-                        Some(Stop::StoreFailed) => {
+                        Halt::Stop(Stop::StoreFailed) => {
                             tracing::warn!("the store cannot be used any more: stopping the child");
                         }
-                        None => {
+                        Halt::Suspend => {
+                            tracing::info!(
+                                "SIGTSTP: stopping the child before leaving the election"
+                            );
+                        }
+                        Halt::Leadership => {
                             tracing::warn!(reason = %describe(guard), "leadership ending: stopping the child");
                         }
                     }
@@ -179,9 +246,10 @@ impl<D: ElectionDatabase> Session<'_, D> {
                     if let Ok(status) = stopped.status {
                         tracing::info!(how = %describe_exit(status), "child stopped");
                     }
-                    return match stop.or(stopped.signal) {
-                        Some(stop) => Ended::Stop(stop),
-                        None => Ended::Lost,
+                    return match (halt, stopped.signal) {
+                        (Halt::Stop(stop), _) | (_, Some(stop)) => Ended::Stop(stop),
+                        (Halt::Suspend, None) => Ended::Suspended,
+                        (Halt::Leadership, None) => Ended::Lost,
                     };
                 }
                 Ok(status) => {
@@ -197,6 +265,14 @@ impl<D: ElectionDatabase> Session<'_, D> {
                     if let Some(stop) = stopped.signal {
                         return Ended::Stop(stop);
                     }
+                    if killed_at_deadline(status, guard) {
+                        tracing::warn!(
+                            ran = %show(ran),
+                            "the leadership's deadline passed while this process was stopped or \
+                             blocked: the watchdog killed the child"
+                        );
+                        return Ended::Lost;
+                    }
                     let policy = self.args.on_child_exit.as_str();
                     if status.success() {
                         tracing::info!(ran = %show(ran), policy, "the child exited (exit code 0) while leading");
@@ -210,7 +286,10 @@ impl<D: ElectionDatabase> Session<'_, D> {
                     tracing::info!("restarting the child in {} (back-off)", show(wait));
                     tokio::select! {
                         biased;
-                        stop = self.signals.recv() => return Ended::Stop(stop),
+                        asked = self.signals.next() => return match asked {
+                            Asked::Stop(stop) => Ended::Stop(stop),
+                            Asked::Suspend => Ended::Suspended,
+                        },
                         () = guard.handover_requested() => return Ended::Lost,
                         () = tokio::time::sleep(wait) => {}
                     }

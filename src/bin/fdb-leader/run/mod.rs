@@ -17,7 +17,7 @@ use crate::exit::{Failure, RunEnd, chain, run_exit_code};
 use crate::limits::{self, MIN_HEARTBEAT, MIN_LEASE};
 use crate::preflight;
 use crate::serve;
-use crate::signals::{Signals, Stop};
+use crate::signals::{Asked, Signals, Stop};
 use crate::store::{Ctx, until_done};
 
 /// The configuration this process creates the election with: the defaults, scaled to
@@ -95,6 +95,9 @@ enum Ended {
     ChildExited { status: ExitStatus, ran: Duration },
     /// The begin-command failed, or the child could not be started.
     Failed(Failure),
+    /// SIGTSTP (Ctrl-Z): the child was stopped; leave, stop this process, and campaign again
+    /// on SIGCONT ([`Session::suspend`]).
+    Suspended,
 }
 
 /// A health problem in words, durations as people write them.
@@ -286,7 +289,16 @@ impl<D: ElectionDatabase> Session<'_, D> {
         loop {
             let guard = tokio::select! {
                 biased;
-                stop = self.signals.recv() => return self.finish(end_of(stop), None).await,
+                asked = self.signals.next() => {
+                    let stop = match asked {
+                        Asked::Stop(stop) => Some(stop),
+                        Asked::Suspend => self.suspend().await,
+                    };
+                    match stop {
+                        Some(stop) => return self.finish(end_of(stop), None).await,
+                        None => continue,
+                    }
+                }
                 () = sleep_until_opt(give_up_at) => {
                     let why = if self.args.try_once { "--try" } else { "--timeout" };
                     let after = give_up_after.map(show).unwrap_or_default();
@@ -306,6 +318,11 @@ impl<D: ElectionDatabase> Session<'_, D> {
             give_up_at = None;
             match self.lead(&guard).await {
                 Ended::Lost => {}
+                Ended::Suspended => {
+                    if let Some(stop) = self.suspend().await {
+                        return self.finish(end_of(stop), None).await;
+                    }
+                }
                 Ended::Stop(stop) => return self.finish(end_of(stop), None).await,
                 Ended::Failed(failure) => match self.args.error_timeout {
                     None => return self.finish(RunEnd::CommandFailed, Some(failure)).await,
@@ -344,6 +361,12 @@ impl<D: ElectionDatabase> Session<'_, D> {
     /// Leaves the election (resigning, reserving for the best live candidate), waits `wait`,
     /// and joins again with the same candidate. A stop during the wait is returned.
     async fn pause(&mut self, wait: Duration) -> Option<Stop> {
+        self.away(Some(wait)).await
+    }
+
+    /// Leaves the election, waits `wait` (`None`: stops this process until SIGCONT), and joins
+    /// again with the same candidate. A stop during the wait is returned.
+    async fn away(&mut self, wait: Option<Duration>) -> Option<Stop> {
         let report = self.runner.shutdown().await;
         self.current.send_replace(None);
         match (&report.resigned, &report.error) {
@@ -367,10 +390,14 @@ impl<D: ElectionDatabase> Session<'_, D> {
             },
             _ => {}
         }
-        let stop = tokio::select! {
-            biased;
-            stop = self.signals.recv() => Some(stop),
-            () = tokio::time::sleep(wait) => None,
+        let stop = match wait {
+            Some(wait) => tokio::select! {
+                biased;
+                stop = self.signals.recv() => Some(stop),
+                () = tokio::time::sleep(wait) => None,
+            },
+            // A stop that came while leaving wins over the suspension.
+            None => self.signals.stop_self().await,
         };
         if stop.is_some() {
             return stop;
