@@ -1,4 +1,304 @@
 //! The watchdog holds the lease (DESIGN §10.8): a supervisor stopped alone leaves no child
 //! beside a successor's. Real processes, as in `cli_supervise.rs`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
 mod cli_support;
+
+use std::fs;
+use std::process::{Child, Command};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cli_support::{
+    LEASE_DUR, PATIENCE, World, bin, is_label, pid_of, poll, running, signal, wait_exit,
+    wait_live_candidates,
+};
+use nix::sys::signal::Signal;
+
+/// The child of these tests: before it logs `start ID BALLOT PID`, it looks at every child
+/// that logged a start before it and logs `overlap ID BALLOT PID` for each one still running
+/// (not a zombie). So a successor's child itself tells whether its predecessor's was gone
+/// when it started. It logs `stop …` on SIGTERM.
+const GUARDED_CHILD: &str = r#"#!/bin/sh
+log="$1"
+for pid in $(awk '$1 == "start" { print $4 }' "$log" 2>/dev/null); do
+    state=$(sed -n 's/^.*) \([A-Za-z]\).*$/\1/p' "/proc/$pid/stat" 2>/dev/null)
+    case "$state" in
+        ""|Z|X) ;;
+        *) echo "overlap $FDB_LEADER_ID $FDB_LEADER_BALLOT $pid" >> "$log" ;;
+    esac
+done
+echo "start $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"
+trap 'echo "stop $FDB_LEADER_ID $FDB_LEADER_BALLOT $$" >> "$log"; exit 0' TERM
+while :; do sleep 0.05; done
+"#;
+
+/// Where Debian installs the multi-threaded libfaketime (the chaos harness's default).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// How much later than the lease (from the stop of a supervisor) its child may die: the
+/// watchdog acts within microseconds of the belief deadline, which is before the lease ends;
+/// the rest is a loaded machine's scheduling.
+const KILL_BOUND: Duration = Duration::from_millis(1500);
+
+/// `fdb-leader --sqlite DB run --name NAME --lease 600ms --heartbeat 200ms EXTRA… -- sh
+/// guarded.sh LOG`, with `env` added, stderr to `NAME.err`.
+fn start(world: &mut World, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
+    let script = world.path("guarded.sh");
+    if !script.exists() {
+        fs::write(&script, GUARDED_CHILD).expect("child script");
+    }
+    let mut command = Command::new(bin());
+    command
+        .envs(env.iter().copied())
+        .arg("--sqlite")
+        .arg(world.db())
+        .args([
+            "run",
+            "--name",
+            name,
+            "--lease",
+            "600ms",
+            "--heartbeat",
+            "200ms",
+        ])
+        .args(extra)
+        .arg("--")
+        .arg("sh")
+        .arg(script)
+        .arg(world.log());
+    world.start(command, name)
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T` for stopped, …), if it exists.
+fn state_of(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().next()?.chars().next()
+}
+
+/// The pid of the child that `label`'s supervisor started, once it has.
+fn child_of(world: &World, label: &str) -> i32 {
+    let (event, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, label))
+        .unwrap_or_else(|| {
+            panic!(
+                "{label} never started its child:\n{}",
+                world.stderr_of(label)
+            )
+        });
+    event.pid
+}
+
+/// The log's `overlap` lines: a child that found its predecessor's still running.
+fn overlaps(world: &World) -> Vec<String> {
+    world
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("overlap"))
+        .collect()
+}
+
+/// Waits (at most `bound`) until `pid` no longer runs; how long that took.
+fn time_to_death(pid: i32, since: Instant, bound: Duration) -> Option<Duration> {
+    poll(bound, || (!running(pid)).then(|| since.elapsed()))
+}
+
+/// Stops `child` with SIGTERM (continuing it first) and expects exit 0.
+fn stop_cleanly(world: &World, name: &str, child: &mut Child) {
+    let _ = nix::sys::signal::kill(pid_of(child), Signal::SIGCONT);
+    signal(child, Signal::SIGTERM);
+    let status = wait_exit(child, PATIENCE).expect("exits after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{}", world.stderr_of(name));
+}
+
+#[test]
+fn a_supervisor_stopped_alone_leaves_no_child_beside_its_successor() {
+    let mut world = World::new();
+    let mut a = start(&mut world, "a", &[], &[]);
+    let a_child = child_of(&world, "a");
+    let mut b = start(&mut world, "b", &[], &[]);
+    wait_live_candidates(&world, 2);
+    // The supervisor alone: its watchdog and child run on, and only the watchdog can act.
+    signal(&a, Signal::SIGSTOP);
+    let stopped = Instant::now();
+    let died = time_to_death(a_child, stopped, LEASE_DUR + KILL_BOUND).unwrap_or_else(|| {
+        panic!(
+            "a's child still runs {:?} after a was stopped (lease {LEASE_DUR:?}): nothing \
+             holds the lease",
+            stopped.elapsed()
+        )
+    });
+    eprintln!("a's child died {died:?} after SIGSTOP of a (lease {LEASE_DUR:?})");
+    // Killed (SIGKILL, no grace): it logged no stop.
+    assert!(
+        !world.log_lines().iter().any(|l| l.starts_with("stop a")),
+        "{:?}",
+        world.log_lines()
+    );
+    let b_child = child_of(&world, "b");
+    assert!(running(b_child));
+    assert_eq!(overlaps(&world), Vec::<String>::new());
+    // Continued, a finds its leadership over and campaigns again as a follower.
+    signal(&a, Signal::SIGCONT);
+    thread::sleep(LEASE_DUR);
+    assert!(
+        a.try_wait().expect("try_wait").is_none(),
+        "{}",
+        world.stderr_of("a")
+    );
+    wait_live_candidates(&world, 2);
+    assert_eq!(world.active().len(), 1, "{:?}", world.log_lines());
+    stop_cleanly(&world, "a", &mut a);
+    stop_cleanly(&world, "b", &mut b);
+    assert_eq!(overlaps(&world), Vec::<String>::new());
+}
+
+#[test]
+fn ctrl_z_stops_the_child_hands_over_and_stops_the_supervisor_until_sigcont() {
+    let mut world = World::new();
+    let mut a = start(&mut world, "a", &[], &[]);
+    let a_child = child_of(&world, "a");
+    let mut b = start(&mut world, "b", &[], &[]);
+    wait_live_candidates(&world, 2);
+    // What Ctrl-Z sends to the supervisor's process group (the child has a group of its own).
+    signal(&a, Signal::SIGTSTP);
+    let sent = Instant::now();
+    time_to_death(a_child, sent, LEASE_DUR + KILL_BOUND).unwrap_or_else(|| {
+        panic!(
+            "a's child still runs {:?} after SIGTSTP of a",
+            sent.elapsed()
+        )
+    });
+    let b_child = child_of(&world, "b");
+    assert!(running(b_child));
+    assert_eq!(overlaps(&world), Vec::<String>::new());
+    // a stopped its child politely, and handed over (b did not wait for a lease).
+    assert!(
+        world.log_lines().iter().any(|l| l.starts_with("stop a")),
+        "{:?}",
+        world.log_lines()
+    );
+    // ... and then stopped itself.
+    let a_pid = pid_of(&a).as_raw();
+    poll(PATIENCE, || (state_of(a_pid) == Some('T')).then_some(())).unwrap_or_else(|| {
+        panic!(
+            "a is not stopped: {:?}\n{}",
+            state_of(a_pid),
+            world.stderr_of("a")
+        )
+    });
+    let status = cli_support::status_json(&world).expect("status");
+    let live: Vec<&str> = status["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .filter(|c| c["live"] == serde_json::Value::Bool(true))
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert!(
+        live.iter().all(|id| is_label(id, "b")),
+        "a left the election before stopping: {live:?}"
+    );
+    // `fg`: a campaigns again, as a follower.
+    signal(&a, Signal::SIGCONT);
+    wait_live_candidates(&world, 2);
+    assert!(
+        a.try_wait().expect("try_wait").is_none(),
+        "{}",
+        world.stderr_of("a")
+    );
+    assert!(
+        world.stderr_of("a").contains("SIGTSTP"),
+        "{}",
+        world.stderr_of("a")
+    );
+    stop_cleanly(&world, "a", &mut a);
+    stop_cleanly(&world, "b", &mut b);
+    assert_eq!(overlaps(&world), Vec::<String>::new());
+}
+
+/// A leader that renews for `leases` leases keeps its one child; then a SIGSTOP shows the
+/// watchdog was holding the lease all along.
+fn healthy_leader_keeps_its_child(
+    world: &mut World,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    rate: f64,
+) {
+    let mut a = start(world, "a", extra, env);
+    let a_child = child_of(world, "a");
+    let lease_real = LEASE_DUR.div_f64(rate);
+    let until = Instant::now() + lease_real * 25;
+    while Instant::now() < until {
+        assert!(
+            running(a_child),
+            "the healthy leader's child died:\n{}",
+            world.stderr_of("a")
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let starts = world
+        .events()
+        .into_iter()
+        .filter(|e| e.kind == "start")
+        .count();
+    assert_eq!(
+        starts,
+        1,
+        "{:?}\n{}",
+        world.log_lines(),
+        world.stderr_of("a")
+    );
+    assert!(
+        !world.stderr_of("a").contains("watchdog killed"),
+        "{}",
+        world.stderr_of("a")
+    );
+    signal(&a, Signal::SIGSTOP);
+    let stopped = Instant::now();
+    let died = time_to_death(a_child, stopped, lease_real + KILL_BOUND).unwrap_or_else(|| {
+        panic!(
+            "a's child still runs {:?} after a was stopped: the watchdog does not hold the lease",
+            stopped.elapsed()
+        )
+    });
+    eprintln!("rate {rate}: a's child died {died:?} after SIGSTOP of a");
+    stop_cleanly(world, "a", &mut a);
+}
+
+#[test]
+fn the_watchdog_never_kills_a_healthy_leaders_child() {
+    let mut world = World::new();
+    healthy_leader_keeps_its_child(&mut world, &[], &[], 1.0);
+}
+
+#[test]
+fn the_watchdog_never_kills_a_healthy_leaders_child_under_libfaketime() {
+    // The chaos harness's slow clocks: the watchdog inherits the fake clock, whose rate runs
+    // from each process's own start, so its clock is ahead of the supervisor's by (2.5 s of
+    // campaign and begin-command) × 10% = 250 ms, more than the renewal margin (150 ms). A
+    // watchdog that compared the supervisor's absolute deadline with its own clock would kill
+    // the child within the first lease.
+    if !std::path::Path::new(LIBFAKETIME).exists() {
+        eprintln!("SKIPPED: {LIBFAKETIME} is not installed");
+        return;
+    }
+    let mut world = World::new();
+    healthy_leader_keeps_its_child(
+        &mut world,
+        &["--begin-command", "sleep 2"],
+        &[("LD_PRELOAD", LIBFAKETIME), ("FAKETIME", "+0 x0.9")],
+        0.9,
+    );
+}
