@@ -150,6 +150,14 @@
 //! the transaction that created it commits; if that transaction is dropped or fails, the watch
 //! resolves with an error. Each database allows 10,000 outstanding watches by default; drop
 //! watches that are no longer needed.
+//!
+//! # A planted fault, in debug builds only
+//!
+//! The chaos harness checks that its checks catch a mishandled unknown commit on a real
+//! cluster. In a **debug** build, with `FDB_LEADER_DEBUG_UNKNOWN_AS_NOT_COMMITTED=1` in the
+//! environment, the runner's transactions report a commit whose result is unknown (1021, 1039,
+//! a timed-out commit, the caller's timeout) as not committed (1020), which they then retry,
+//! and log a warning once. Release builds never read the variable.
 
 use std::future::Future;
 use std::ops::Deref;
@@ -404,7 +412,14 @@ impl ElectionDatabase for Arc<Database> {
                 Ok(result) => result,
                 // Dropping the attempts destroys the transaction, cancelling what it awaited;
                 // a commit already sent may still apply.
-                Err(_elapsed) => Err(TransactionTimedOut { after: timeout }.into_error()),
+                Err(_elapsed) => Err(
+                    match (TransactionTimedOut { after: timeout }).into_error() {
+                        ElectionError::Database(e) => {
+                            ElectionError::Database(planted(e, unknown_reported_as_not_committed()))
+                        }
+                        other => other,
+                    },
+                ),
             }
         }
     }
@@ -428,7 +443,10 @@ where
             Ok(value) => match owned.commit().await {
                 Ok(_committed) => return Ok(value),
                 Err(failed) => {
-                    let error = ElectionError::Database(txn_error(*failed, Phase::Commit));
+                    let error = ElectionError::Database(planted(
+                        txn_error(*failed, Phase::Commit),
+                        unknown_reported_as_not_committed(),
+                    ));
                     if fdb_codes::retry_code(&error).is_none() {
                         return Err(error);
                     }
@@ -449,6 +467,41 @@ where
     }
 }
 
+/// The environment variable of the planted fault ([module docs](self#a-planted-fault-in-debug-builds-only)).
+const PLANT_UNKNOWN_AS_NOT_COMMITTED: &str = "FDB_LEADER_DEBUG_UNKNOWN_AS_NOT_COMMITTED";
+
+/// Whether this debug build was asked to plant the fault (read once; warned once).
+#[cfg(debug_assertions)]
+fn unknown_reported_as_not_committed() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let on = std::env::var_os(PLANT_UNKNOWN_AS_NOT_COMMITTED).is_some_and(|v| v == "1");
+        if on {
+            tracing::warn!(
+                "{PLANT_UNKNOWN_AS_NOT_COMMITTED}=1: this debug build reports unknown commit \
+                 results as not committed (a planted fault, for the chaos harness)"
+            );
+        }
+        on
+    })
+}
+
+/// Release builds never plant the fault.
+#[cfg(not(debug_assertions))]
+const fn unknown_reported_as_not_committed() -> bool {
+    false
+}
+
+/// The planted fault: with `on`, a commit that may have applied is reported as one that did
+/// not (`not_committed`, 1020). Otherwise `error` unchanged.
+fn planted(error: TxnError, on: bool) -> TxnError {
+    if on && error.kind() == TxnErrorKind::CommitUnknown {
+        TxnError::with_source(TxnErrorKind::Conflict, error).with_code(1020)
+    } else {
+        error
+    }
+}
+
 /// The body kept a clone of the transaction, so it cannot be committed.
 fn reference_kept() -> ElectionError {
     ElectionError::Database(TxnError::with_source(
@@ -463,6 +516,38 @@ fn reference_kept() -> ElectionError {
 mod tests {
     use super::*;
     use crate::txn::TxnErrorKind;
+
+    #[test]
+    fn the_planted_fault_reports_only_unknown_results_as_not_committed() {
+        let unknown = txn_error(FdbError::from_code(1021), Phase::Commit);
+        let planted_unknown = planted(unknown, true);
+        assert_eq!(planted_unknown.kind(), TxnErrorKind::Conflict);
+        assert_eq!(planted_unknown.code(), Some(1020));
+        assert!(!planted_unknown.is_maybe_committed());
+        // A timed-out commit too; a real conflict or a fatal error unchanged.
+        let timed_out = planted(txn_error(FdbError::from_code(1031), Phase::Commit), true);
+        assert_eq!(timed_out.code(), Some(1020));
+        for code in [1020, 1007, 2000] {
+            let e = planted(txn_error(FdbError::from_code(code), Phase::Commit), true);
+            assert_eq!(e.code(), Some(code));
+        }
+        // Off: nothing changes.
+        let unknown = txn_error(FdbError::from_code(1021), Phase::Commit);
+        assert_eq!(planted(unknown, false).kind(), TxnErrorKind::CommitUnknown);
+    }
+
+    #[test]
+    fn release_builds_never_plant_the_fault() {
+        // The test binary's environment does not set the variable, so debug builds read `false`
+        // too; in a release build the function is a constant.
+        if !cfg!(debug_assertions) {
+            assert!(!unknown_reported_as_not_committed());
+        }
+        assert_eq!(
+            std::env::var_os(PLANT_UNKNOWN_AS_NOT_COMMITTED).is_some(),
+            unknown_reported_as_not_committed() || !cfg!(debug_assertions)
+        );
+    }
 
     fn binding_code(err: &FdbBindingError) -> Option<i32> {
         err.get_fdb_error().map(FdbError::code)
