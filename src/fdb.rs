@@ -468,6 +468,10 @@ where
 }
 
 /// The environment variable of the planted fault ([module docs](self#a-planted-fault-in-debug-builds-only)).
+#[cfg_attr(
+    not(debug_assertions),
+    allow(dead_code, reason = "release builds never read it")
+)]
 const PLANT_UNKNOWN_AS_NOT_COMMITTED: &str = "FDB_LEADER_DEBUG_UNKNOWN_AS_NOT_COMMITTED";
 
 /// Whether this debug build was asked to plant the fault (read once; warned once).
