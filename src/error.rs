@@ -5,7 +5,7 @@
 
 use crate::config::ConfigError;
 use crate::ids::{Ballot, CandidateId};
-use crate::txn::TxnError;
+use crate::store::txn::TxnError;
 
 /// Why a stored value could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -200,7 +200,7 @@ pub fn printable_key(key: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::TxnErrorKind;
+    use crate::store::txn::TxnErrorKind;
     use std::error::Error;
 
     #[test]

@@ -172,7 +172,7 @@ use foundationdb::{
 use crate::error::ElectionError;
 use crate::store::database::{ElectionDatabase, TransactionTimedOut};
 use crate::store::fdb_codes::{self, Phase, Predicates};
-use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 fn is_snapshot(mode: ReadMode) -> bool {
     match mode {
@@ -519,7 +519,7 @@ fn reference_kept() -> ElectionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::TxnErrorKind;
+    use crate::store::txn::TxnErrorKind;
 
     #[test]
     fn the_planted_fault_reports_only_unknown_results_as_not_committed() {

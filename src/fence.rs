@@ -15,7 +15,7 @@ use crate::codec;
 use crate::error::ElectionError;
 use crate::ids::Ballot;
 use crate::keys::Keys;
-use crate::txn::{ElectionTxn, ReadMode};
+use crate::store::txn::{ElectionTxn, ReadMode};
 
 /// The key of the fence of the election in `election` (the subspace given to
 /// [`LeaderElection::new`](crate::LeaderElection::new)): `election.pack(("fence",))`.

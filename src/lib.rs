@@ -116,58 +116,63 @@
 #![doc(test(attr(deny(warnings))))]
 #![forbid(unsafe_code)]
 
+// The pure core, and the model it decides over.
+mod candidate;
 mod clock;
+mod codec;
 mod config;
+mod core;
 mod error;
 mod id_rules;
 mod ids;
-pub mod memdb;
-pub mod runner;
-mod store;
-// The store layer's traits at their older paths (`crate::database`, `crate::txn`), which the
-// election, the core and the runner import.
-use store::{database, txn};
+mod keys;
+mod record;
 
+// The store layer and the stores.
 #[cfg(feature = "fdb")]
 pub mod fdb;
+pub mod memdb;
+pub mod raw;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+mod store;
 
+// The APIs over them: the election, its fence, the runner, sharded leadership.
+mod election;
+mod fence;
+pub mod runner;
+pub mod shard;
+
+// The model.
+pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
 pub use clock::{Clock, LocalInstant, ManualClock, SystemClock, TokioClock};
+pub use codec::{FENCE_FORMAT_VERSION, FORMAT_VERSION};
 pub use config::{
     ConfigError, DEFAULT_CANDIDATE_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_DURATION,
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
     MIN_TRANSACTION_TIMEOUT,
 };
-pub use database::{ElectionDatabase, TransactionTimedOut};
+pub use core::{Action, ResignRejected};
 pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority, ShardId, Weight};
-pub use memdb::{
-    CommitFault, FaultInjector, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats,
-    RetryClassify, RunOptions, ScriptedFaults, StoreStats, TxnStats,
-};
-#[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
-pub use txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
-mod codec;
-mod keys;
-mod record;
-pub use codec::FORMAT_VERSION;
 pub use keys::MAX_KEY_BYTES;
 pub use record::{
     AttemptId, CandidateInfo, CandidateRecord, LeaderRecord, LeaderState, MAX_METADATA_BYTES,
     MAX_PAYLOAD_BYTES, MAX_VALUE_BYTES, Named,
 };
-mod candidate;
-mod core;
-mod election;
-mod fence;
-pub mod raw;
 
-pub mod shard;
-pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
-pub use codec::FENCE_FORMAT_VERSION;
-pub use core::{Action, ResignRejected};
+// The store layer and the stores.
+pub use memdb::{
+    CommitFault, FaultInjector, MemDb, MemDbStats, MemTransaction, MemTxnStats, ScriptedFaults,
+};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
+pub use store::database::{ElectionDatabase, TransactionTimedOut};
+pub use store::retry::{MaybeCommitted, RetryClassify, RunOptions};
+pub use store::stats::{StoreStats, TxnStats};
+pub use store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
+
+// The APIs.
 pub use election::{LeaderElection, OperatorOutcome, ResignOutcome};
 pub use fence::{FenceGate, check_fence, fence_key, is_stale};
 pub use runner::{LeadershipGuard, Runner};

@@ -2,7 +2,7 @@
 
 use crate::error::ElectionError;
 use crate::ids::Ballot;
-use crate::txn::ElectionTxn;
+use crate::store::txn::ElectionTxn;
 
 use super::LeaderElection;
 

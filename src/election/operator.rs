@@ -4,7 +4,7 @@ use crate::core::{self};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
 use crate::record::FenceRecord;
-use crate::txn::{ElectionTxn, ReadMode};
+use crate::store::txn::{ElectionTxn, ReadMode};
 
 use super::{LeaderElection, OperatorOutcome};
 

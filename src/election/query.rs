@@ -3,7 +3,7 @@
 use crate::candidate::Candidate;
 use crate::error::ElectionError;
 use crate::record::LeaderState;
-use crate::txn::{ElectionTxn, ReadMode, Watch};
+use crate::store::txn::{ElectionTxn, ReadMode, Watch};
 
 use super::LeaderElection;
 

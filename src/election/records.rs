@@ -4,7 +4,7 @@ use crate::codec;
 use crate::config::ElectionConfig;
 use crate::error::{DecodeError, ElectionError};
 use crate::record::{FenceRecord, LeaderRecord, Party};
-use crate::txn::{ElectionTxn, ReadMode};
+use crate::store::txn::{ElectionTxn, ReadMode};
 use std::sync::PoisonError;
 
 use super::LeaderElection;

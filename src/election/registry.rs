@@ -5,7 +5,7 @@ use crate::codec;
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
 use crate::record::{CandidateInfo, CandidateRecord, Party};
-use crate::txn::{ElectionTxn, ReadMode};
+use crate::store::txn::{ElectionTxn, ReadMode};
 
 use super::{LeaderElection, ResignOutcome};
 

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::txn::ReadMode;
+use crate::store::txn::ReadMode;
 
 /// Decides, for every read and every commit of a [`MemDb`](super::MemDb), whether to delay it
 /// and whether to make it fail.

@@ -8,7 +8,7 @@ use super::{MemDb, MemTransaction};
 use crate::error::ElectionError;
 use crate::store::database::{ElectionDatabase, transact_with};
 use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions, retry_loop};
-use crate::txn::TxnError;
+use crate::store::txn::TxnError;
 
 impl MemDb {
     /// Runs `closure` in a transaction and commits it, retrying retryable failures forever

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind};
+use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind};
 
 fn manual_db() -> (MemDb, ManualClock) {
     let clock = ManualClock::new();

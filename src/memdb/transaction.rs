@@ -14,7 +14,7 @@ use crate::store::buffer::{CommitParts, ReadVersion, TxnBuffer};
 use crate::store::errors;
 use crate::store::fdb_codes::{self, Phase};
 use crate::store::stats::{TxnStats, bump};
-use crate::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
+use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
 
 /// A transaction on a [`MemDb`], with FoundationDB's semantics.
 ///

@@ -9,7 +9,7 @@ use crate::clock::LocalInstant;
 use crate::store::buffer::{MAX_TRANSACTION_AGE, ReadConflicts, Writes};
 use crate::store::errors;
 use crate::store::watch::PendingWatch;
-use crate::txn::{KeyValue, TxnError};
+use crate::store::txn::{KeyValue, TxnError};
 
 /// One version of one key's value (`None`: cleared).
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use crate::candidate::Candidate;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{ElectionConfig, MAX_DURATION};
 use crate::core::runner::{Machine, OnLoss, Settings};
-use crate::database::ElectionDatabase;
+use crate::store::database::ElectionDatabase;
 use crate::election::LeaderElection;
 use crate::error::{ElectionError, printable_key};
 use crate::ids::{CandidateId, Priority};

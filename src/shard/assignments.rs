@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::election::ShardedElection;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, ShardId};
-use crate::txn::ElectionTxn;
+use crate::store::txn::ElectionTxn;
 
 /// One shard's assignment.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use crate::core::shard::placement::{self, MemberShare, Placement};
 use crate::election::LeaderElection;
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId, ShardId};
-use crate::txn::{ElectionTxn, ReadMode};
+use crate::store::txn::{ElectionTxn, ReadMode};
 
 /// A sharded election under one subspace: a cheap `Clone` handle.
 #[derive(Clone, Debug)]

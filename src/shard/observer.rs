@@ -12,10 +12,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::assignments::{AssignmentChange, Assignments};
 use super::election::ShardedElection;
 use crate::config::ElectionConfig;
-use crate::database::ElectionDatabase;
+use crate::store::database::ElectionDatabase;
 use crate::error::ElectionError;
 use crate::runner::BuildError;
-use crate::txn::ElectionTxn;
+use crate::store::txn::ElectionTxn;
 
 /// Follows a sharded election's assignments on a tokio task: the latest [`Assignments`] as a
 /// channel, and a stream of [`AssignmentChange`]s. It never joins or writes. Cheap to clone;

@@ -10,7 +10,7 @@ use crate::core::shard::operator::{MoveInput, ShardMove, decide_move};
 use crate::error::ElectionError;
 use crate::ids::{CandidateId, ShardId};
 use crate::record::AttemptId;
-use crate::txn::{ElectionTxn, ReadMode};
+use crate::store::txn::{ElectionTxn, ReadMode};
 
 impl ShardedElection {
     /// Freezes placement or unfreezes it. While frozen, the coordinator moves nothing a live

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::ErrorCode;
 
 use super::files::StoreFileChanged;
-use crate::txn::{TxnError, TxnErrorKind};
+use crate::store::txn::{TxnError, TxnErrorKind};
 
 /// Why [`SqliteDb::open`](super::SqliteDb::open) failed.
 ///

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use super::error::{SqliteOpenError, txn_error};
 use super::files::StoreFiles;
 use super::{Durability, SqliteOptions};
-use crate::txn::TxnError;
+use crate::store::txn::TxnError;
 
 /// The schema (file format) version this build reads and writes, stored in `meta` under
 /// `schema`. A file with another version is refused.

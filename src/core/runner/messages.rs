@@ -76,14 +76,14 @@ impl Failure {
 
 /// A short, stable name for an error, for the `kind` metric label and the logs.
 fn error_kind(e: &ElectionError) -> &'static str {
-    use crate::txn::TxnErrorKind as K;
+    use crate::store::txn::TxnErrorKind as K;
     match e {
         ElectionError::Database(t) => match t.kind() {
             K::Conflict => "conflict",
             K::TooOld => "too_old",
             K::CommitUnknown => {
                 if std::error::Error::source(t)
-                    .is_some_and(|s| s.is::<crate::database::TransactionTimedOut>())
+                    .is_some_and(|s| s.is::<crate::store::database::TransactionTimedOut>())
                 {
                     "timeout"
                 } else {

@@ -1002,7 +1002,7 @@ fn the_view_tells_relevant_changes_from_plain_renewals() {
 
 #[test]
 fn names_are_stable_labels() {
-    use crate::txn::{TxnError, TxnErrorKind};
+    use crate::store::txn::{TxnError, TxnErrorKind};
     let states = [
         (RunnerState::NotParticipating, "not_participating"),
         (RunnerState::Follower, "follower"),
@@ -1052,7 +1052,7 @@ fn names_are_stable_labels() {
     assert_eq!(kind(db(TxnErrorKind::CommitUnknown)), "unknown_result");
     assert_eq!(
         kind(
-            crate::database::TransactionTimedOut {
+            crate::store::database::TransactionTimedOut {
                 after: Duration::from_secs(1)
             }
             .into_error()

@@ -29,10 +29,10 @@ use crate::config::ElectionConfig;
 use crate::core::runner::{
     Command, Ctx, CycleReport, Event, Failure, Machine, RecordRead, RunnerState, StopReason,
 };
-use crate::database::ElectionDatabase;
+use crate::store::database::ElectionDatabase;
 use crate::election::{LeaderElection, ResignOutcome};
 use crate::error::ElectionError;
-use crate::txn::Watch;
+use crate::store::txn::Watch;
 
 /// Everything an executor starts with.
 pub(crate) struct Setup<D> {
@@ -336,7 +336,7 @@ impl<D: ElectionDatabase> Executor<D> {
         enum Woke {
             Event(Event),
             Request(Option<Request>),
-            Watch(Result<(), crate::txn::TxnError>),
+            Watch(Result<(), crate::store::txn::TxnError>),
         }
         let (fed, open) = (self.shutdown_fed, self.requests_open);
         let (requests, watch) = (&mut self.requests, &mut self.watch);

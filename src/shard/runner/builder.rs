@@ -14,7 +14,7 @@ use super::{ShardedRunner, Shared};
 use crate::clock::{Clock, TokioClock};
 use crate::config::ElectionConfig;
 use crate::core::shard::machine::ShardMachine;
-use crate::database::ElectionDatabase;
+use crate::store::database::ElectionDatabase;
 use crate::ids::{CandidateId, Priority, Weight};
 use crate::runner::health::Status;
 use crate::runner::{BuildError, Runner};

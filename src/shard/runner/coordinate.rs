@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{Shared, metrics};
 use crate::config::ElectionConfig;
-use crate::database::ElectionDatabase;
+use crate::store::database::ElectionDatabase;
 use crate::error::ElectionError;
 use crate::runner::Runner;
 use crate::shard::election::ShardedElection;
