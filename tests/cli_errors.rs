@@ -331,3 +331,121 @@ fn a_flag_on_the_command_line_wins_over_the_environment() {
     );
     assert!(stderr(&out).contains("a flag wins over the environment"));
 }
+
+/// The files in `dir`, sorted.
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// "Without a ballot, and without creating a file": a run refused for its settings (an
+/// empty --name, an oversized --payload, a --metrics-listen address in use) exits 2 before the
+/// store is opened, so the corrected run creates the election with its own --lease. Before,
+/// each had created the store and initialised the election with the refused run's --lease
+/// ("the stored configuration wins" then kept it).
+#[test]
+fn a_run_refused_for_its_settings_creates_nothing() {
+    let world = World::new();
+    let dir = world.path("store");
+    fs::create_dir(&dir).unwrap();
+    let db = dir.join("election.db");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let payload = "x".repeat(70_000);
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--name", ""],
+            "--name '': invalid candidate id: the label is empty",
+        ),
+        (
+            &["--payload", &payload],
+            "--payload: leader payload is 70000 bytes",
+        ),
+        (&["--metrics-listen", &taken_addr], "cannot listen there"),
+    ];
+    for (flags, needle) in cases {
+        let mut args = vec!["run", "--lease", "9s"];
+        args.extend_from_slice(flags);
+        args.extend(["--", "sh", "-c", "echo the child ran"]);
+        let out = on(&db, &args);
+        assert_eq!(
+            files_in(&dir),
+            Vec::<String>::new(),
+            "{needle}: {}",
+            stderr(&out)
+        );
+        assert_fails(&out, 2, needle);
+        assert!(
+            stderr(&out).contains("nothing was created"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    drop(taken);
+    // The corrected run creates the election with its own lease.
+    let out = on(
+        &db,
+        &[
+            "run",
+            "--lease",
+            "2s",
+            "--on-child-exit",
+            "exit",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = on(&db, &["config", "get", "--json"]);
+    let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(config["lease_ms"], 2000, "{config}");
+}
+
+/// `--sqlite` naming something that is not a regular file (/dev/null, a FIFO, a directory):
+/// exit 3 naming the flag and the fix, nothing created beside it. Before, /dev/null became an
+/// empty store and SQLite created /dev/null-journal (or -wal) beside it.
+#[test]
+fn a_store_path_that_is_not_a_regular_file_is_refused() {
+    let world = World::new();
+    let before: Vec<bool> = ["-journal", "-wal", "-shm"]
+        .iter()
+        .map(|s| Path::new(&format!("/dev/null{s}")).exists())
+        .collect();
+    let out = on(
+        Path::new("/dev/null"),
+        &["run", "--", "sh", "-c", "echo the child ran"],
+    );
+    assert_fails(
+        &out,
+        3,
+        "/dev/null is a character device, not a regular file",
+    );
+    assert!(stderr(&out).contains("--sqlite /dev/null: give --sqlite the path of a store file"));
+    let after: Vec<bool> = ["-journal", "-wal", "-shm"]
+        .iter()
+        .map(|s| Path::new(&format!("/dev/null{s}")).exists())
+        .collect();
+    assert_eq!(before, after, "a file was created beside /dev/null");
+    let out = on(Path::new("/dev/null"), &["status"]);
+    assert_fails(&out, 3, "not a regular file");
+
+    let dir = world.path("dir");
+    fs::create_dir(&dir).unwrap();
+    let out = on(&dir, &["config", "set", "--preemption", "on"]);
+    assert_fails(&out, 3, "is a directory, not a regular file");
+    let fifo = world.path("fifo");
+    if Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let out = on(&fifo, &["run", "--", "true"]);
+        assert_fails(&out, 3, "is a FIFO (named pipe), not a regular file");
+    }
+    assert!(!world.path("fifo-wal").exists() && !world.path("dir-wal").exists());
+}

@@ -370,6 +370,69 @@ fn metrics_and_health_are_served_on_one_loopback_listener() {
     assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
 }
 
+/// `/healthz` is served from a thread of its own: while the runner's runtime is blocked (as
+/// a blocking call or a bug would block it; debug builds do so on request), it still answers
+/// at once, and reports the leader wedged once the lease has passed without a renewal. Before,
+/// it was served on the runner's runtime and did not answer at all while it was blocked.
+#[test]
+fn healthz_answers_and_reports_a_wedged_leader_while_the_runtime_is_blocked() {
+    let mut world = World::new();
+    let port = cli_support::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut a = world.start_run_with(
+        "a",
+        &["--metrics-listen", &addr],
+        "0",
+        &[("FDB_LEADER_DEBUG_BLOCK_RUNTIME", "5s")],
+    );
+    poll(PATIENCE, || {
+        world
+            .stderr_of("a")
+            .contains("debug: blocking the runtime")
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let blocked_at = Instant::now();
+    // Within the block (5 s; the lease is 600 ms): every request answered within a second,
+    // and a 503 naming the wedged leader soon after the lease.
+    let mut answers = Vec::new();
+    let wedged = loop {
+        let asked = Instant::now();
+        let answer = cli_support::http_get(port, "/healthz", Duration::from_secs(1));
+        let took = asked.elapsed();
+        assert!(
+            answer.is_some(),
+            "/healthz did not answer within 1 s while the runtime was blocked ({:?} into the \
+             block; answers so far: {answers:?})",
+            asked.duration_since(blocked_at)
+        );
+        answers.push((answer.clone(), took));
+        if let Some((503, body)) = &answer {
+            break body.clone();
+        }
+        assert!(
+            blocked_at.elapsed() < Duration::from_secs(4),
+            "never reported wedged: {answers:?}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!(
+        "wedged reported {:?} into the block: {wedged:?} (answers: {answers:?})",
+        blocked_at.elapsed()
+    );
+    assert!(
+        wedged.contains("wedged: leading, but the last renewal"),
+        "{wedged}"
+    );
+    assert!(blocked_at.elapsed() < Duration::from_secs(5));
+    signal(&a, Signal::SIGTERM);
+    assert!(
+        wait_exit(&mut a, PATIENCE).is_some(),
+        "{}",
+        world.stderr_of("a")
+    );
+}
+
 /// The commands between backticks in `text`.
 fn suggested(text: &str) -> Vec<String> {
     text.split('`')

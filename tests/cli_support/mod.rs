@@ -445,3 +445,28 @@ pub fn assert_no_panic(text: &str) {
 pub fn bytes(path: &Path) -> Vec<u8> {
     fs::read(path).unwrap_or_default()
 }
+
+/// `GET path` from `127.0.0.1:port`, waiting at most `bound` for the answer: the status code
+/// and the body (`None`: no answer in time, or not HTTP).
+pub fn http_get(port: u16, path: &str, bound: Duration) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), bound).ok()?;
+    stream.set_read_timeout(Some(bound)).ok()?;
+    stream.set_write_timeout(Some(bound)).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_owned();
+    Some((status, body))
+}
+
+/// A free port on the loopback interface (bound and released: another process could take
+/// it meanwhile, which tests accept).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}

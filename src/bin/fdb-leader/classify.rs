@@ -157,8 +157,8 @@ pub(crate) fn fix(cause: Cause, path: &Path) -> String {
              store; never delete the -wal or -shm of a store in use"
         ),
         Cause::NotAFile => format!(
-            "--sqlite {p}: give --sqlite the path of a store file, or of a file to create in a \
-             writable local directory (SQLite creates {p}-wal and {p}-shm beside it)"
+            "--sqlite {p}: give --sqlite the path of a store file, or of a new file in a \
+             writable local directory"
         ),
         Cause::InUseThroughOtherFiles => format!(
             "the -wal and -shm of {p} were deleted or replaced while that process used them: \

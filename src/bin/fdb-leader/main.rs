@@ -27,8 +27,8 @@ mod watchdog;
 
 use std::process::ExitCode;
 
+use fdb_leader_election::MemDb;
 use fdb_leader_election::runner::ElectionDatabase;
-use fdb_leader_election::{ElectionConfig, MemDb};
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -146,8 +146,9 @@ async fn open_and_execute(
     command: Command,
     allow_network_fs: bool,
 ) -> Result<ExitCode, Failure> {
-    // `run` checks its settings and its command before anything is opened or created.
-    let desired = match &command {
+    // `run` makes every check that can refuse it (its settings, its command, its metrics
+    // listener) before anything is opened or created.
+    let prepared = match &command {
         Command::Run(args) => Some(run::preflight(args)?),
         _ => None,
     };
@@ -179,16 +180,16 @@ async fn open_and_execute(
                 ));
             }
             let db = Guarded::new(db, Some(path), fatal);
-            execute(db, &ctx, command, desired, signals).await
+            execute(db, &ctx, command, prepared, signals).await
         }
         StoreChoice::Memory => {
             let db = Guarded::new(MemDb::new(), None, fatal);
-            execute(db, &ctx, command, desired, signals).await
+            execute(db, &ctx, command, prepared, signals).await
         }
         #[cfg(feature = "fdb")]
         StoreChoice::ClusterFile(path) => {
             let db = Guarded::new(fdb::open(&path)?, None, fatal);
-            execute(db, &ctx, command, desired, signals).await
+            execute(db, &ctx, command, prepared, signals).await
         }
         #[cfg(not(feature = "fdb"))]
         StoreChoice::ClusterFile(path) => Err(fdb::unsupported(&path)),
@@ -216,7 +217,7 @@ async fn execute<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,
     command: Command,
-    desired: Option<ElectionConfig>,
+    prepared: Option<run::Prepared>,
     signals: Option<Signals>,
 ) -> Result<ExitCode, Failure> {
     let done = |r: Result<(), Failure>| r.map(|()| ExitCode::SUCCESS);
@@ -226,8 +227,10 @@ async fn execute<D: ElectionDatabase>(
     match command {
         Command::Run(args) => {
             let mut signals = listening(signals)?;
-            let desired = desired.unwrap_or_default();
-            run::run(db, ctx, &args, desired, &mut signals).await
+            let Some(prepared) = prepared else {
+                return Err(Failure::command("internal error: run was not prepared"));
+            };
+            run::run(db, ctx, &args, prepared, &mut signals).await
         }
         Command::Watch(args) => {
             let mut signals = listening(signals)?;

@@ -4,6 +4,12 @@
 //!
 //! The exporter's own listener serves metrics only (and brings hyper); two GET routes need
 //! no more than this: one request per connection, bounded in size and time.
+//!
+//! The listener is bound before the store is opened (an address in use refuses the run with
+//! nothing created), and served from a thread of its own, on a small runtime of its own: the
+//! runner's runtime may block (a bug, a blocking call), and `/healthz` must still answer then,
+//! reading the runner's health through its thread-safe handle. What it reports then is the
+//! runner's own check: a leader that has not renewed within the lease is `503 wedged`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -73,16 +79,65 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// Installs the Prometheus recorder (before any runner records a metric) and binds `addr`.
-pub(crate) async fn start(addr: SocketAddr, health: HealthCheck) -> Result<(), Failure> {
-    let listener = TcpListener::bind(addr).await.map_err(|e| {
-        Failure::usage(format!("--metrics-listen {addr}: cannot listen there: {e}"))
-    })?;
+/// Binds `addr`, installs the Prometheus recorder (before any runner records a metric), and
+/// serves from a thread of its own (named `fdb-leader-http`) with a runtime of its own. Needs
+/// no runtime of the caller's: it is called before the store is opened.
+pub(crate) fn start(addr: SocketAddr, health: HealthCheck) -> Result<(), Failure> {
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| {
+            Failure::usage(format!(
+                "--metrics-listen {addr}: cannot listen there: {e} (nothing was created, no \
+                 ballot used)"
+            ))
+        })?;
     let handle = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| Failure::usage(format!("--metrics-listen: {e}")))?;
+    // The runtime is built (and, on failure, dropped) in the thread: never inside the caller's
+    // runtime, where dropping one panics.
+    let (started, outcome) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("fdb-leader-http".to_owned())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build();
+            let runtime = match runtime {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = started.send(Err(e));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => {
+                        let _ = started.send(Ok(()));
+                        accept(listener, handle, health).await;
+                    }
+                    Err(e) => {
+                        let _ = started.send(Err(e));
+                    }
+                }
+            });
+        })
+        .map_err(|e| Failure::command(format!("--metrics-listen: cannot start its thread: {e}")))?;
+    match outcome.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Err(Failure::command(format!(
+                "--metrics-listen {addr}: cannot serve: {e}"
+            )));
+        }
+        Err(_) => {
+            return Err(Failure::command(format!(
+                "--metrics-listen {addr}: its thread ended at once"
+            )));
+        }
+    }
     tracing::info!(address = %addr, "serving /metrics and /healthz");
-    tokio::spawn(accept(listener, handle, health));
     Ok(())
 }
 

@@ -6,7 +6,9 @@ use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
 use fdb_leader_election::runner::{ElectionDatabase, HealthProblem, Runner};
-use fdb_leader_election::{Candidate, ElectionConfig, LeaderRecord, Priority, ResignOutcome};
+use fdb_leader_election::{
+    Candidate, CandidateId, ElectionConfig, LeaderRecord, Priority, ResignOutcome, TokioClock,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -56,13 +58,27 @@ pub(crate) fn desired_config(
         .map_err(invalid)
 }
 
-/// The checks `run` makes before it opens the store: its settings, and that the command and
-/// the hooks can run. Nothing is created or campaigned for if they fail.
-pub(crate) fn preflight(args: &RunArgs) -> Result<ElectionConfig, Failure> {
+/// What [`preflight()`] prepared for [`run()`].
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// The configuration to create the election with.
+    pub(crate) desired: ElectionConfig,
+    /// The candidate every runner of this `run` drives (its id, priority and payload checked).
+    pub(crate) candidate: Candidate,
+    /// The current runner, for `/healthz` (`None` while not campaigning).
+    pub(crate) current: watch::Sender<Option<Runner>>,
+}
+
+/// The checks `run` makes before it opens the store: its settings (timings, `--name`,
+/// `--payload`), that the command and the hooks can run, and that the `--metrics-listen`
+/// address can be bound (it is bound, and served from then on). Every check that can refuse a
+/// run is here: if one fails, nothing was created and no ballot used.
+pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
     if args.command.is_empty() {
         return Err(Failure::usage("run: no command given"));
     }
     let desired = desired_config(args.lease, args.heartbeat)?;
+    let candidate = candidate(args)?;
     preflight::check_commands(
         &args.command,
         args.shell,
@@ -71,7 +87,54 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<ElectionConfig, Failure> {
             ("--end-command", args.end_command.as_ref()),
         ],
     )?;
-    Ok(desired)
+    let current = watch::Sender::new(None::<Runner>);
+    if let Some(addr) = args.metrics_listen {
+        let runners = current.subscribe();
+        let health: serve::HealthCheck = std::sync::Arc::new(move || match &*runners.borrow() {
+            Some(runner) => runner
+                .health()
+                .map(|()| runner.state().to_string())
+                .map_err(|p| health_text(&p)),
+            None => Ok(
+                "not campaigning now (starting, or waiting before the next campaign)".to_owned(),
+            ),
+        });
+        serve::start(addr, health)?;
+    }
+    Ok(Prepared {
+        desired,
+        candidate,
+        current,
+    })
+}
+
+/// The candidate of `--name` (default: the host name), `--priority` and `--payload`, on the
+/// runner's clock: refused (exit 2) for an empty or oversized name or an oversized payload.
+fn candidate(args: &RunArgs) -> Result<Candidate, Failure> {
+    let label = args.name.clone().unwrap_or_else(host_name);
+    let id = CandidateId::random(&label).map_err(|e| {
+        Failure::usage(format!(
+            "--name {}: {} (nothing was created, no ballot used)",
+            crate::store::shell_quote(&label),
+            chain(&e)
+        ))
+    })?;
+    let candidate = Candidate::with_clock(
+        id,
+        Priority::new(args.priority),
+        std::sync::Arc::new(TokioClock::new()),
+    );
+    if let Some(payload) = &args.payload {
+        candidate
+            .set_payload(Some(payload.as_bytes().to_vec()))
+            .map_err(|e| {
+                Failure::usage(format!(
+                    "--payload: {} (nothing was created, no ballot used)",
+                    chain(&e)
+                ))
+            })?;
+    }
+    Ok(candidate)
 }
 
 /// The host name, the default candidate label.
@@ -131,26 +194,19 @@ struct Session<'a, D: ElectionDatabase> {
     backoff: ChildBackoff,
 }
 
-/// `run`, with the configuration [`preflight()`] returned.
+/// `run`, with what [`preflight()`] prepared.
 pub(crate) async fn run<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,
     args: &RunArgs,
-    desired: ElectionConfig,
+    prepared: Prepared,
     signals: &mut Signals,
 ) -> Result<ExitCode, Failure> {
-    let current = watch::Sender::new(None::<Runner>);
-    if let Some(addr) = args.metrics_listen {
-        let runners = current.subscribe();
-        let health: serve::HealthCheck = std::sync::Arc::new(move || match &*runners.borrow() {
-            Some(runner) => runner
-                .health()
-                .map(|()| runner.state().to_string())
-                .map_err(|p| health_text(&p)),
-            None => Ok("not campaigning now (waiting before the next campaign)".to_owned()),
-        });
-        serve::start(addr, health).await?;
-    }
+    let Prepared {
+        desired,
+        candidate,
+        current,
+    } = prepared;
     let election = ctx.election.clone();
     let wanted = desired.clone();
     // A store that does not answer yet (a cluster still starting, say) is waited for, like
@@ -219,21 +275,12 @@ pub(crate) async fn run<D: ElectionDatabase>(
             ctx.suggest(&["config", "set", "--handover-grace", &longer]),
         );
     }
-    let label = args.name.clone().unwrap_or_else(host_name);
-    let mut builder = Runner::builder(db.clone(), ctx.election.subspace().clone())
-        .label(label)
-        .priority(Priority::new(args.priority))
+    let runner = Runner::builder(db.clone(), ctx.election.subspace().clone())
+        .candidate(candidate.clone())
         .config(desired.clone())
-        .election_name(ctx.name.clone());
-    if let Some(payload) = &args.payload {
-        builder = builder.payload(payload.as_bytes().to_vec());
-    }
-    let runner = builder
+        .election_name(ctx.name.clone())
         .start()
         .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;
-    let Some(candidate) = runner.candidate().cloned() else {
-        return Err(Failure::usage("run: the runner has no candidate"));
-    };
     current.send_replace(Some(runner.clone()));
     let id = candidate.id().to_string();
     tracing::info!(
@@ -262,6 +309,27 @@ pub(crate) async fn run<D: ElectionDatabase>(
         backoff: ChildBackoff::default(),
     };
     session.campaign(deadline).await
+}
+
+/// Tests cannot make a bug block the runner's runtime: debug builds block it (the whole
+/// thread, as a blocking call would) for `FDB_LEADER_DEBUG_BLOCK_RUNTIME` (a duration) once,
+/// right after the first election, saying so on stderr first.
+#[cfg(debug_assertions)]
+fn debug_block_runtime_once() {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(text) = std::env::var_os("FDB_LEADER_DEBUG_BLOCK_RUNTIME") else {
+        return;
+    };
+    if DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    if let Ok(block) = crate::durations::parse(&text.to_string_lossy()) {
+        tracing::warn!(
+            "debug: blocking the runtime for {} (FDB_LEADER_DEBUG_BLOCK_RUNTIME)",
+            show(block)
+        );
+        std::thread::sleep(block);
+    }
 }
 
 /// Who holds the leadership in `record`, in words, or `None` if it is free.
@@ -316,6 +384,8 @@ impl<D: ElectionDatabase> Session<'_, D> {
                 return self.finish(RunEnd::StoreFailed, Some(failure)).await;
             };
             give_up_at = None;
+            #[cfg(debug_assertions)]
+            debug_block_runtime_once();
             match self.lead(&guard).await {
                 Ended::Lost => {}
                 Ended::Suspended => {
