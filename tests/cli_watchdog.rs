@@ -285,11 +285,8 @@ fn the_watchdog_never_kills_a_healthy_leaders_child() {
 
 #[test]
 fn the_watchdog_never_kills_a_healthy_leaders_child_under_libfaketime() {
-    // The chaos harness's slow clocks: the watchdog inherits the fake clock, whose rate runs
-    // from each process's own start, so its clock is ahead of the supervisor's by (2.5 s of
-    // campaign and begin-command) × 10% = 250 ms, more than the renewal margin (150 ms). A
-    // watchdog that compared the supervisor's absolute deadline with its own clock would kill
-    // the child within the first lease.
+    // The chaos harness's slow clocks: the supervisor runs at 0.8x under libfaketime, and the
+    // watchdog inherits the fake clock (and, through FAKETIME_SHARED, its origin).
     if !std::path::Path::new(LIBFAKETIME).exists() {
         eprintln!("SKIPPED: {LIBFAKETIME} is not installed");
         return;
@@ -297,8 +294,121 @@ fn the_watchdog_never_kills_a_healthy_leaders_child_under_libfaketime() {
     let mut world = World::new();
     healthy_leader_keeps_its_child(
         &mut world,
-        &["--begin-command", "sleep 2"],
-        &[("LD_PRELOAD", LIBFAKETIME), ("FAKETIME", "+0 x0.9")],
-        0.9,
+        &[],
+        &[("LD_PRELOAD", LIBFAKETIME), ("FAKETIME", "+0 x0.8")],
+        0.8,
     );
+}
+
+/// The calling process's `CLOCK_MONOTONIC`, nanoseconds.
+fn monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("clock");
+    (t.tv_sec() as u64) * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// One note on the lifeline: `SENT DEADLINE`, the deadline `remaining` from now.
+fn note(lifeline: &mut fs::File, remaining: Duration) {
+    use std::io::Write;
+    let sent = monotonic_ns();
+    let deadline = sent + remaining.as_nanos() as u64;
+    writeln!(lifeline, "{sent} {deadline}").expect("write a note");
+}
+
+#[test]
+fn the_watchdog_converts_deadlines_from_a_clock_it_does_not_share() {
+    // This test plays the supervisor on the real clock; the watchdog runs under libfaketime
+    // without the supervisor's FAKETIME_SHARED, so its CLOCK_MONOTONIC has an origin of its
+    // own (libfaketime's reads near the epoch's seconds, about 1.8e9 s ahead of the real
+    // uptime). A watchdog that compared the absolute deadline with its own clock would kill
+    // the command at once; it must keep it while notes come, and kill it a lease after the
+    // last one, or at once when a note moves the deadline back.
+    if !std::path::Path::new(LIBFAKETIME).exists() {
+        eprintln!("SKIPPED: {LIBFAKETIME} is not installed");
+        return;
+    }
+    let world = World::new();
+    for shorten in [false, true] {
+        let (read, write) = nix::unistd::pipe().expect("pipe");
+        let mut lifeline = fs::File::from(write);
+        let pidfile = world.path(&format!("pid-{shorten}"));
+        let sent = monotonic_ns();
+        let mut command = Command::new(bin());
+        command
+            .env("LD_PRELOAD", LIBFAKETIME)
+            .env("FAKETIME", "+0 x1.0")
+            .env_remove("FAKETIME_SHARED")
+            .arg("__fdb-leader-watchdog")
+            .arg("--lease")
+            .arg(sent.to_string())
+            .arg((sent + LEASE_DUR.as_nanos() as u64).to_string())
+            .args(["--", "sh", "-c"])
+            .arg(format!("echo $$ > {}; exec sleep 1000", pidfile.display()))
+            .stdin(std::process::Stdio::from(read));
+        let mut watchdog = Group::start(command);
+        let pid: i32 = poll(PATIENCE, || {
+            fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+        })
+        .unwrap_or_else(|| {
+            let status = watchdog.0.try_wait().expect("try_wait");
+            panic!("the command never started (watchdog: {status:?})")
+        });
+        // Four leases of notes, one every third of a lease.
+        let until = Instant::now() + LEASE_DUR * 4;
+        while Instant::now() < until {
+            note(&mut lifeline, LEASE_DUR);
+            thread::sleep(LEASE_DUR / 3);
+            assert!(
+                running(pid),
+                "the watchdog killed a command whose lease was renewed"
+            );
+        }
+        let last = Instant::now();
+        if shorten {
+            note(&mut lifeline, Duration::from_millis(50));
+        } else {
+            note(&mut lifeline, LEASE_DUR);
+        }
+        let expected = if shorten {
+            Duration::from_millis(50)
+        } else {
+            LEASE_DUR
+        };
+        let died = time_to_death(pid, last, expected + KILL_BOUND).unwrap_or_else(|| {
+            panic!(
+                "the command still runs {:?} after the last note",
+                last.elapsed()
+            )
+        });
+        eprintln!("last note {expected:?} ahead: the command died {died:?} after it");
+        assert!(
+            died + Duration::from_millis(5) >= expected,
+            "{died:?} before {expected:?}"
+        );
+        let status = wait_exit(&mut watchdog.0, PATIENCE).expect("the watchdog exits");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "the watchdog dies with its group"
+        );
+        drop(lifeline);
+    }
+}
+
+/// A process leading a group of its own, the group killed when this is dropped (also when an
+/// assertion fails).
+struct Group(Child);
+
+impl Group {
+    fn start(mut command: Command) -> Group {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+        Group(command.spawn().expect("spawn"))
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::killpg(pid_of(&self.0), Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
 }

@@ -49,15 +49,19 @@
 //! **Clocks.** `SENT` and `DEADLINE` are readings of the supervisor's `CLOCK_MONOTONIC`, in
 //! nanoseconds: `SENT` is read after the guard's remaining time `R`, and `DEADLINE = SENT + R`
 //! (so never earlier than the guard's own deadline). On one machine the watchdog's clock is the
-//! same clock, and comparing `DEADLINE` with it would be exact. Under libfaketime it is not:
-//! the chaos harness runs supervisors with `FAKETIME="+0 xRATE"`, which the watchdog (a re-exec
-//! of `fdb-leader`) inherits, and the rate applies from each process's own start, so the two
-//! fake clocks run at the same rate but differ by a constant offset (`(watchdog start −
-//! supervisor start) × (1 − RATE)`, seconds after a long campaign). A watchdog ahead of the
-//! supervisor would then kill early (a healthy leader's child), one behind would kill late.
-//! Sending the remaining duration instead and dating it on receipt is safe under both, but
-//! late on a normal machine by however long the note took from the supervisor's clock read to
-//! the watchdog's — unbounded if the supervisor is descheduled or stopped in between.
+//! same clock, and comparing `DEADLINE` with it would be exact. Under libfaketime it need not
+//! be: the chaos harness runs supervisors with `FAKETIME="+0 xRATE"`, which the watchdog (a
+//! re-exec of `fdb-leader`) inherits, and libfaketime's fake clock (which for
+//! `CLOCK_MONOTONIC` reads near the epoch's seconds) runs at the rate from an origin taken at
+//! the process's start. A child that inherits `FAKETIME_SHARED` shares its parent's origin
+//! (so the harness's watchdogs read their supervisor's clock), but one started without it
+//! has an origin of its own: at the same rate, the two clocks then differ by a constant
+//! offset, `(watchdog start − supervisor start) × (1 − RATE)` between two fake clocks and
+//! about 1.8e9 s between a fake and the real one. A watchdog ahead would kill early (a healthy
+//! leader's child), one behind would kill late. Sending the remaining duration instead and
+//! dating it on receipt is safe under any offset, but late on a normal machine by however
+//! long the note took from the supervisor's clock read to the watchdog's — unbounded if the
+//! supervisor is descheduled or stopped in between.
 //!
 //! The watchdog therefore converts each deadline with an *offset* it estimates itself: for
 //! every note it reads its own clock `NOW` on receipt, and keeps `offset = min(NOW − SENT)`
@@ -76,12 +80,13 @@
 //! [`FEED_POLL_NEAR`] (1 ms) in the last [`NEAR`] before the deadline the watchdog holds, and
 //! writes a note when it differs from the last one written (a renewal, about once a heartbeat,
 //! or a shortened lease, within 10 ms). The write end is non-blocking: a note that does not fit
-//! (a watchdog stopped for minutes) is written again at the next poll. Renewals start a full
-//! renewal margin (transaction timeout + a quarter heartbeat) before the deadline and are
-//! confirmed before it, so a leader that keeps renewing keeps the watchdog's deadline ahead;
-//! only a renewal confirmed in the last millisecond could come too late, and then the
-//! supervisor sees its child killed by SIGKILL while still leading and applies
-//! `--on-child-exit`. Once the guard is cancelled no note moves the deadline forward again.
+//! (a watchdog stopped for minutes) is written again at the next poll. A leader renews every
+//! heartbeat, and at the latest a renewal margin (transaction timeout + a quarter heartbeat)
+//! before the deadline, so one that keeps renewing keeps the watchdog's deadline ahead by far;
+//! only a renewal confirmed in the last millisecond before its deadline could come too late,
+//! and then the supervisor sees its child killed by SIGKILL while still leading and applies
+//! `--on-child-exit`. The deadline is read even once the guard is cancelled: one moved back
+//! just before still reaches the watchdog.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
