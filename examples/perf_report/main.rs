@@ -10,6 +10,23 @@
 //! It measures; it never fails because a machine is slow. It does fail if a side-by-side
 //! scenario did not do what it is meant to (no takeover, no handover): such a figure would be
 //! vacuous.
+//!
+//! # On a real cluster
+//!
+//! ```text
+//! cargo run --release --example perf_report --features fdb-7_3,embedded-fdb-include -- \
+//!     --cluster-file /path/to/fdb.cluster
+//! ```
+//!
+//! runs the MemDb report exactly as above, then measures on the FoundationDB cluster the
+//! cluster file names (under a fresh subspace, cleared at the end; `fdb.rs` says how each
+//! figure is taken) and prints a third table, each cluster figure beside its MemDb twin. The
+//! JSON line stays one object: the MemDb figures under the same keys as without the option,
+//! plus an `fdb` object with the cluster's figures, whose keys repeat the MemDb key where the
+//! figure means the same (`follower_aborts_per_1k_cycles`, `failover_over_lease`,
+//! `resign_handover_ms`, ...). Absolute times hold only for the machine and cluster they were
+//! taken on; the ratios and the abort counts are the claim. Without the `fdb` feature,
+//! `--cluster-file` is an error naming the features to build with.
 
 #![allow(
     clippy::arithmetic_side_effects,
@@ -18,19 +35,23 @@
 )]
 
 use std::error::Error;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fdb_leader_election::runner::Runner;
 use fdb_leader_election::{
-    Candidate, CandidateId, Clock, ElectionConfig, ElectionError, ElectionTxn, LeaderElection,
-    ManualClock, MemDb, MemDbStats, Priority, ReadMode, ScriptedFaults, SystemClock,
+    Candidate, CandidateId, Clock, ElectionConfig, ElectionDatabase, ElectionError, ElectionTxn,
+    LeaderElection, ManualClock, MemDb, MemDbStats, Priority, ReadMode, ScriptedFaults,
+    SystemClock,
 };
 use foundationdb_tuple::Subspace;
 use serde::Serialize;
 
 mod clocks;
+#[cfg(feature = "fdb")]
+mod fdb;
 mod probe;
 mod sim;
 mod v011;
@@ -71,6 +92,10 @@ struct Report {
     v011_overlap_instants_skew: u64,
     ballot_regressions: u64,
     v011_ballot_regressions: u64,
+    /// The cluster mode's figures (absent without `--cluster-file`).
+    #[cfg(feature = "fdb")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fdb: Option<fdb::FdbReport>,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -503,14 +528,25 @@ impl OverlapMonitor {
     }
 }
 
-fn start(db: &MemDb, space: &str, name: &str, prio: i32, cfg: &ElectionConfig) -> Res<Runner> {
-    Ok(Runner::builder(db.clone(), Subspace::from(space))
+/// A runner on any store (MemDb here, `Arc<foundationdb::Database>` in the cluster mode).
+fn start_on<D: ElectionDatabase>(
+    db: D,
+    space: Subspace,
+    name: &str,
+    prio: i32,
+    cfg: &ElectionConfig,
+) -> Res<Runner> {
+    Ok(Runner::builder(db, space)
         .label(name)
         .priority(Priority::new(prio))
         .payload(format!("{name}:7000"))
         .config(cfg.clone())
         .start()?)
 }
+
+/// How long a scenario waits for a runner to be elected before it calls the scenario failed:
+/// far beyond any lease it uses, so only a scenario that went wrong reaches it.
+const ELECTION_LIMIT: Duration = Duration::from_secs(10);
 
 async fn elected_within(r: &Runner, limit: Duration) -> Res<()> {
     tokio::time::timeout(limit, r.elected())
@@ -522,16 +558,44 @@ async fn elected_within(r: &Runner, limit: Duration) -> Res<()> {
 
 async fn failover(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) -> Res<()> {
     let lease = cfg.lease_duration();
+    let mut ratios = failover_trials(25, cfg, mon, lease * 5, |trial| {
+        Ok((MemDb::new(), Subspace::from(format!("failover-{trial}"))))
+    })
+    .await?;
+    r.failover_over_lease = median(&mut ratios.clone());
+    r.failover_over_lease_p99 = percentile(&mut ratios, 0.99);
+    Ok(())
+}
+
+/// Crash failovers, each on a fresh election from `fresh(trial)`: three runners; once one
+/// leads and a lease has passed (plus a pseudo-random phase of the heartbeat), the leader is
+/// aborted (a crash: no resignation). Each trial's time from the crash until another runner
+/// holds a valid guard, over the lease. An error if no runner takes over within `limit`.
+async fn failover_trials<D, F>(
+    trials: u32,
+    cfg: &ElectionConfig,
+    mon: &OverlapMonitor,
+    limit: Duration,
+    mut fresh: F,
+) -> Res<Vec<f64>>
+where
+    D: ElectionDatabase,
+    F: FnMut(u32) -> Res<(D, Subspace)>,
+{
+    let lease = cfg.lease_duration();
     let mut ratios = Vec::new();
-    for trial in 0..25u32 {
-        let db = MemDb::new();
-        let space = format!("failover-{trial}");
+    for trial in 0..trials {
+        let (db, space) = fresh(trial)?;
         let rs: Vec<Runner> = (0..3)
-            .map(|i| start(&db, &space, &format!("n{i}"), 1, cfg))
+            .map(|i| start_on(db.clone(), space.clone(), &format!("n{i}"), 1, cfg))
             .collect::<Res<_>>()?;
         mon.set(&rs);
+        let started = Instant::now();
         let mut leader = None;
         while leader.is_none() {
+            if started.elapsed() > ELECTION_LIMIT {
+                return Err("no leader within the limit".into());
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
             leader = rs
                 .iter()
@@ -555,8 +619,8 @@ async fn failover(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) ->
             {
                 break;
             }
-            if crashed.elapsed() > lease * 5 {
-                return Err("no takeover within five leases".into());
+            if crashed.elapsed() > limit {
+                return Err(format!("no takeover within {limit:?}").into());
             }
             tokio::time::sleep(Duration::from_micros(500)).await;
         }
@@ -565,9 +629,7 @@ async fn failover(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) ->
             r.shutdown().await;
         }
     }
-    r.failover_over_lease = median(&mut ratios.clone());
-    r.failover_over_lease_p99 = percentile(&mut ratios, 0.99);
-    Ok(())
+    Ok(ratios)
 }
 
 /// The v0.11 recipe's documented loop: after `delay`, one `run_election_cycle` every
@@ -649,45 +711,70 @@ async fn handovers(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) -
     let mut no_watch = Vec::new();
     for trial in 0..21u32 {
         // Resign: the leader shuts down; the vacancy is reserved for the other.
-        let db = MemDb::new();
-        let space = format!("resign-{trial}");
-        let a = start(&db, &space, "a", 1, cfg)?;
-        elected_within(&a, Duration::from_secs(5)).await?;
-        let b = start(&db, &space, "b", 1, cfg)?;
-        mon.set(&[a.clone(), b.clone()]);
-        tokio::time::sleep(cfg.heartbeat_interval() * 2).await;
-        let t = Instant::now();
-        a.shutdown().await;
-        elected_within(&b, Duration::from_secs(5)).await?;
-        resign_ms.push(t.elapsed().as_secs_f64() * 1e3);
-        b.shutdown().await;
+        let space = Subspace::from(format!("resign-{trial}"));
+        let took = resign_trial(MemDb::new(), space, cfg, mon).await?;
+        resign_ms.push(took.as_secs_f64() * 1e3);
 
         // Preempt: a higher-priority candidate joins; measured from its start.
         for watches in [true, false] {
             let db = MemDb::new();
             db.set_watches_enabled(watches);
-            let space = format!("preempt-{trial}-{watches}");
-            let old = start(&db, &space, "old", 1, cfg)?;
-            elected_within(&old, Duration::from_secs(5)).await?;
-            tokio::time::sleep(cfg.heartbeat_interval()).await;
-            let t = Instant::now();
-            let new = start(&db, &space, "new", 2, cfg)?;
-            mon.set(&[old.clone(), new.clone()]);
-            elected_within(&new, Duration::from_secs(5)).await?;
-            let took = t.elapsed();
+            let space = Subspace::from(format!("preempt-{trial}-{watches}"));
+            let took = preempt_trial(db, space, cfg, mon).await?;
             if watches {
                 preempt_ms.push(took.as_secs_f64() * 1e3);
             } else {
                 no_watch.push(took.as_secs_f64() / cfg.heartbeat_interval().as_secs_f64());
             }
-            new.shutdown().await;
-            old.shutdown().await;
         }
     }
     r.resign_handover_ms = median(&mut resign_ms);
     r.preempt_handover_ms = median(&mut preempt_ms);
     r.preempt_handover_no_watch_over_heartbeat = median(&mut no_watch);
     Ok(())
+}
+
+/// One resign handover on a fresh election: `a` leads, `b` joins and follows for two
+/// heartbeats, `a` shuts down (resigning, the vacancy reserved for `b`). The time from the
+/// shutdown until `b` leads.
+async fn resign_trial<D: ElectionDatabase>(
+    db: D,
+    space: Subspace,
+    cfg: &ElectionConfig,
+    mon: &OverlapMonitor,
+) -> Res<Duration> {
+    let a = start_on(db.clone(), space.clone(), "a", 1, cfg)?;
+    elected_within(&a, ELECTION_LIMIT).await?;
+    let b = start_on(db, space, "b", 1, cfg)?;
+    mon.set(&[a.clone(), b.clone()]);
+    tokio::time::sleep(cfg.heartbeat_interval() * 2).await;
+    let t = Instant::now();
+    a.shutdown().await;
+    elected_within(&b, ELECTION_LIMIT).await?;
+    let took = t.elapsed();
+    b.shutdown().await;
+    Ok(took)
+}
+
+/// One preemption on a fresh election: `old` leads for a heartbeat, then `new`, of higher
+/// priority, starts. The time from its start until it leads.
+async fn preempt_trial<D: ElectionDatabase>(
+    db: D,
+    space: Subspace,
+    cfg: &ElectionConfig,
+    mon: &OverlapMonitor,
+) -> Res<Duration> {
+    let old = start_on(db.clone(), space.clone(), "old", 1, cfg)?;
+    elected_within(&old, ELECTION_LIMIT).await?;
+    tokio::time::sleep(cfg.heartbeat_interval()).await;
+    let t = Instant::now();
+    let new = start_on(db, space, "new", 2, cfg)?;
+    mon.set(&[old.clone(), new.clone()]);
+    elected_within(&new, ELECTION_LIMIT).await?;
+    let took = t.elapsed();
+    new.shutdown().await;
+    old.shutdown().await;
+    Ok(took)
 }
 
 async fn many_elections(r: &mut Report) -> Res<()> {
@@ -814,24 +901,24 @@ fn capacity_table(ours: (&CycleCost, &CycleCost), v011: (&CycleCost, &CycleCost)
     );
 }
 
-#[tokio::main]
-async fn main() -> Res<()> {
-    let mut r = Report::default();
-    let (ours_follower, ours_leader) = io_counts(&mut r).await?;
-    let (v011_follower, v011_leader) = v011_io_counts(&mut r).await?;
-    let (bare, c1, c10k) = cycle_costs(&mut r).await?;
-    let renewals = follower_aborts(&mut r).await?;
-    let v011_refreshes = v011_follower_aborts(&mut r).await?;
+/// The MemDb measurements: fills `r`, prints the tables. Returns the MemDb times the
+/// cluster mode prints beside its own.
+async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
+    let (ours_follower, ours_leader) = io_counts(r).await?;
+    let (v011_follower, v011_leader) = v011_io_counts(r).await?;
+    let (bare, c1, c10k) = cycle_costs(r).await?;
+    let renewals = follower_aborts(r).await?;
+    let v011_refreshes = v011_follower_aborts(r).await?;
 
     let cfg = ElectionConfig::with_lease_duration(Duration::from_millis(300))?;
     let mon = OverlapMonitor::default();
     let sampler = mon.start();
-    failover(&mut r, &cfg, &mon).await?;
-    handovers(&mut r, &cfg, &mon).await?;
+    failover(r, &cfg, &mon).await?;
+    handovers(r, &cfg, &mon).await?;
     sampler.abort();
     r.overlap_instants = mon.overlaps.load(Ordering::Relaxed);
     let samples = mon.samples.load(Ordering::Relaxed);
-    v011_failover(&mut r, cfg.lease_duration()).await?;
+    v011_failover(r, cfg.lease_duration()).await?;
 
     let deploy = (
         sim::rolling_deploy(Design::Ours).await?,
@@ -851,7 +938,7 @@ async fn main() -> Res<()> {
     r.v011_overlap_instants_skew = skew.1.overlap_instants;
     r.ballot_regressions = resign.0.ballot_regressions;
     r.v011_ballot_regressions = resign.1.ballot_regressions;
-    many_elections(&mut r).await?;
+    many_elections(r).await?;
 
     println!(
         "fdb-leader-election performance report (MemDb; lease 300 ms / heartbeat 100 ms for timings)"
@@ -1071,6 +1158,141 @@ async fn main() -> Res<()> {
         (&v011_follower, &v011_leader),
         fdb_leader_election::DEFAULT_HEARTBEAT_INTERVAL,
     );
+    Ok(MemDbTimes {
+        bare_txn: bare,
+        follower_cycle: c1,
+    })
+}
+
+/// MemDb's mean times per transaction, in seconds (from the interleaved batches).
+#[derive(Clone, Copy, Debug)]
+struct MemDbTimes {
+    /// A bare read-modify-write transaction.
+    #[cfg_attr(not(feature = "fdb"), allow(dead_code))]
+    bare_txn: f64,
+    /// A follower cycle, one candidate registered.
+    #[cfg_attr(not(feature = "fdb"), allow(dead_code))]
+    follower_cycle: f64,
+}
+
+const USAGE: &str = "usage: perf_report [--cluster-file FILE]\n\
+    \n\
+    Without arguments: the MemDb report. With --cluster-file (feature `fdb`): the MemDb report,\n\
+    then the same figures on the FoundationDB cluster FILE names, the JSON line gaining an\n\
+    `fdb` object.";
+
+/// What `--cluster-file` says in a build without the FoundationDB adapter.
+#[cfg(not(feature = "fdb"))]
+const NO_FDB: &str = "--cluster-file needs the FoundationDB mode, which this build lacks: build \
+    the example with the `fdb` features, e.g. `cargo run --release --example perf_report \
+    --features fdb-7_3,embedded-fdb-include -- --cluster-file FILE`";
+
+/// The command line.
+#[derive(Debug, Default)]
+struct Args {
+    /// `--help`: print the usage and stop.
+    help: bool,
+    /// `--cluster-file FILE`: the FoundationDB mode's cluster.
+    #[cfg(feature = "fdb")]
+    cluster_file: Option<String>,
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Res<Args> {
+    let mut parsed = Args::default();
+    while let Some(arg) = args.next() {
+        let file = if arg == "--cluster-file" {
+            args.next().ok_or("--cluster-file needs a path")?
+        } else if let Some(file) = arg.strip_prefix("--cluster-file=") {
+            file.to_owned()
+        } else if arg == "-h" || arg == "--help" {
+            parsed.help = true;
+            continue;
+        } else {
+            return Err(format!("unknown argument {arg:?}\n{USAGE}").into());
+        };
+        if file.is_empty() {
+            return Err("--cluster-file needs a path".into());
+        }
+        #[cfg(feature = "fdb")]
+        {
+            // Checked now, not after the MemDb report's minute.
+            std::fs::File::open(&file)
+                .map_err(|e| format!("cannot open the cluster file {file}: {e}"))?;
+            parsed.cluster_file = Some(file);
+        }
+        #[cfg(not(feature = "fdb"))]
+        {
+            let _ = file;
+            return Err(NO_FDB.into());
+        }
+    }
+    Ok(parsed)
+}
+
+/// Runs the MemDb report and, in cluster mode, the FoundationDB one; prints the JSON line.
+async fn report(args: &Args) -> Res<()> {
+    let mut r = Report::default();
+    let memdb_times = memdb_report(&mut r).await?;
+    #[cfg(feature = "fdb")]
+    if let Some(cluster_file) = &args.cluster_file {
+        let figures = fdb::measure(cluster_file, &r).await?;
+        fdb::print(&figures, &r, &memdb_times);
+        r.fdb = Some(figures);
+    }
+    #[cfg(not(feature = "fdb"))]
+    let _ = (args, memdb_times);
     println!("{}", serde_json::to_string(&r)?);
     Ok(())
+}
+
+fn run() -> Res<()> {
+    let args = parse_args(std::env::args().skip(1))?;
+    if args.help {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    // SAFETY: `boot` may run once per process, and the guard it returns must be dropped before
+    // the process exits. This is the only call in this example, and `network` lives in this
+    // frame: it is dropped (network stopped, thread joined) after the runtime, and with it
+    // every task holding a `Database`, is gone, before `run` returns.
+    #[cfg(feature = "fdb")]
+    #[allow(
+        unsafe_code,
+        reason = "foundationdb::boot is unsafe only because its guard must be dropped before \
+                  exit, which this frame guarantees"
+    )]
+    let network = args
+        .cluster_file
+        .is_some()
+        .then(|| unsafe { foundationdb::boot() });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(report(&args));
+    drop(runtime);
+    #[cfg(feature = "fdb")]
+    drop(network);
+    result
+}
+
+/// An error and its sources, `: `-separated.
+fn chain(e: &(dyn Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("perf_report: {}", chain(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
 }

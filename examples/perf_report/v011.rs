@@ -26,13 +26,24 @@
 //! only in form: registration is a plain `set` (the trait has no versionstamped write; the
 //! versionstamp only ordered `list_candidates`, which no measurement uses), and values are
 //! packed as tuples without the versionstamp field.
+//!
+//! `V011Host::cycle_with` runs a cycle through `MemDb::run`; with the `fdb` feature,
+//! `V011Host::cycle_on` runs it through any store's `ElectionDatabase::transact`
+//! (FoundationDB's `Arc<Database>` in the report's cluster mode), the loop this crate's own
+//! cycles use there, so both designs are retried alike.
 
 #![warn(clippy::arithmetic_side_effects)]
 
 use std::fmt;
+#[cfg(feature = "fdb")]
+use std::future::Future;
+#[cfg(feature = "fdb")]
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+#[cfg(feature = "fdb")]
+use fdb_leader_election::{ElectionDatabase, ElectionError, TxnErrorKind};
 use fdb_leader_election::{ElectionTxn, MemDb, ReadMode, RetryClassify, TxnError};
 use foundationdb_tuple::Subspace;
 
@@ -155,6 +166,45 @@ impl RetryClassify for V011Error {
             V011Error::Txn(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+/// Runs `body` in a transaction of `db` through [`ElectionDatabase::transact`], which retries
+/// conflicts and `transaction_too_old` (a database error of the recipe is handed to the loop
+/// as the election's database error, so it is retried exactly like this crate's); any other
+/// error of the recipe ends the call (the attempt, which wrote nothing, commits).
+#[cfg(feature = "fdb")]
+pub(crate) async fn transact<D, F, Fut, T>(
+    db: &D,
+    timeout: Duration,
+    body: F,
+) -> Result<T, V011Error>
+where
+    D: ElectionDatabase,
+    F: Fn(D::Txn) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<T, V011Error>> + Send,
+    T: Send,
+{
+    let outcome = db
+        .transact(timeout, |txn| {
+            let attempt = body(txn);
+            async move {
+                match attempt.await {
+                    Ok(v) => Ok(Ok(v)),
+                    Err(V011Error::Txn(e)) => Err(ElectionError::Database(e)),
+                    Err(e) => Ok(Err(e)),
+                }
+            }
+        })
+        .await;
+    match outcome {
+        Ok(result) => result,
+        Err(ElectionError::Database(e)) => Err(V011Error::Txn(e)),
+        // `transact` fails only with database errors; anything else ends the measurement.
+        Err(e) => Err(V011Error::Txn(TxnError::with_source(
+            TxnErrorKind::Fatal,
+            e,
+        ))),
     }
 }
 
@@ -491,5 +541,50 @@ impl V011Host {
             *self.lock() = None;
         }
         Ok(resigned)
+    }
+}
+
+/// The recipe on any store (the report's FoundationDB mode).
+#[cfg(feature = "fdb")]
+impl V011Host {
+    /// Registers this process through `db`'s [`ElectionDatabase::transact`].
+    pub(crate) async fn register_on<D: ElectionDatabase>(
+        &self,
+        db: &D,
+        election: &V011Election,
+        timeout: Duration,
+    ) -> Result<(), V011Error> {
+        transact(db, timeout, |txn| async move {
+            election
+                .register_candidate(&txn, &self.id, self.priority, self.now())
+                .await
+        })
+        .await
+    }
+
+    /// One `run_election_cycle` through `db`'s [`ElectionDatabase::transact`], with the clock
+    /// read inside each attempt and `attempts` counting the attempts; the belief follows the
+    /// committed result.
+    pub(crate) async fn cycle_on<D: ElectionDatabase>(
+        &self,
+        db: &D,
+        election: &V011Election,
+        timeout: Duration,
+        attempts: &AtomicU64,
+    ) -> Result<ElectionResult, V011Error> {
+        let result = transact(db, timeout, |txn| {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            async move {
+                election
+                    .run_election_cycle(&txn, &self.id, self.priority, self.now())
+                    .await
+            }
+        })
+        .await?;
+        *self.lock() = match &result {
+            ElectionResult::Leader(state) => Some(state.clone()),
+            ElectionResult::Follower(_) => None,
+        };
+        Ok(result)
     }
 }
