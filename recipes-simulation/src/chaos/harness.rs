@@ -165,6 +165,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The clock rate of the plant `clock-beyond-rho`: 0.2, an error of 80% (ρ is 5%).
 pub const PLANT_CLOCK_RATE: f64 = 0.2;
 
+/// Under the plant `unfenced-sink`, how long a VM-paused leader's child runs before its
+/// supervisor and watchdog are continued (about six ticks of the child).
+pub const CHILD_FIRST: Duration = Duration::from_millis(30);
+
 /// Where Debian (and others) install the multi-threaded libfaketime.
 const LIBFAKETIME_PATHS: [&str; 4] = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -516,6 +520,11 @@ impl World<'_> {
     /// The supervisor whose child reported the highest ballot within the last 30 ms, with
     /// that child's process group.
     fn leader(&self) -> Option<(usize, i32)> {
+        self.leader_child().map(|(i, pgid, _)| (i, pgid))
+    }
+
+    /// [`leader`](Self::leader), and the child's pid.
+    fn leader_child(&self) -> Option<(usize, i32, i32)> {
         let now = self.now();
         let inbox = lock(&self.inbox);
         let best = inbox
@@ -527,7 +536,7 @@ impl World<'_> {
             .sups
             .iter()
             .position(|s| s.slot == best.slot && s.incarnation == best.incarnation)?;
-        Some((index, best.pgid))
+        Some((index, best.pgid, best.pid))
     }
 
     /// Waits until a running supervisor's child leads (at most the recovery bound and 3 s).
@@ -571,9 +580,11 @@ impl World<'_> {
                     kinds.retain(|k| *k != FaultKind::ClockRate);
                     kinds.insert(0, FaultKind::ClockRate);
                 }
+                // The plant shows a VM pause after which the child runs before its watchdog:
+                // start with it.
                 Some(ChaosPlant::UnfencedSink) => {
-                    kinds.retain(|k| *k != FaultKind::Pause);
-                    kinds.insert(0, FaultKind::Pause);
+                    kinds.retain(|k| *k != FaultKind::VmPause);
+                    kinds.insert(0, FaultKind::VmPause);
                 }
                 None => {}
             }
@@ -648,12 +659,7 @@ impl World<'_> {
                 self.spawn(slot, priority, None)?;
             }
             FaultKind::Pause => {
-                let leader_p = if self.options.plant == Some(ChaosPlant::UnfencedSink) {
-                    1.0
-                } else {
-                    0.7
-                };
-                let Some(i) = self.target(leader_p) else {
+                let Some(i) = self.target(0.7) else {
                     return Ok(());
                 };
                 let d = self.long_pause();
@@ -682,7 +688,7 @@ impl World<'_> {
                 self.record_fault(kind, Some(slot), start, format!("{:.2}s", d.as_secs_f64()));
             }
             FaultKind::VmPause => {
-                let Some((i, pgid)) = self.leader() else {
+                let Some((i, pgid, child)) = self.leader_child() else {
                     return Ok(());
                 };
                 let d = self.long_pause();
@@ -695,6 +701,11 @@ impl World<'_> {
                 self.signal(i, Signal::SIGSTOP);
                 self.set_pause(i, true, record);
                 self.idle(d)?;
+                if self.options.plant == Some(ChaosPlant::UnfencedSink) {
+                    // The child first: its stale writes land before its watchdog can act.
+                    let _ = kill(Pid::from_raw(child), Signal::SIGCONT);
+                    self.idle(CHILD_FIRST)?;
+                }
                 self.signal(i, Signal::SIGCONT);
                 let _ = killpg(group, Signal::SIGCONT);
                 self.set_pause(i, false, record);

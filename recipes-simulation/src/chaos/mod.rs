@@ -42,7 +42,10 @@ pub enum ChaosPlant {
     /// followers wait, they take over while it still believes, and its child runs on until it
     /// notices. Check (b) must fire.
     ClockBeyondRho,
-    /// The sink ignores ballots: check (a) must fire.
+    /// The sink ignores ballots, and each round starts with a VM pause of the leader whose
+    /// child is continued [`harness::CHILD_FIRST`] before its supervisor and watchdog (a
+    /// machine pause after which the child runs first: its watchdog, paused too, cannot kill
+    /// it yet). The child's stale writes land after its successor's: check (a) must fire.
     UnfencedSink,
 }
 
@@ -129,7 +132,8 @@ pub struct Settings {
     pub report_interval: Duration,
     /// A gap between reports longer than this ends an alive span (the child was stopped).
     pub split_gap: Duration,
-    /// After `SIGCONT` of a supervisor paused alone, how long it may take to stop its child.
+    /// How far past its `SIGCONT` the report's window of a supervisor paused alone reaches
+    /// (the time it takes to notice its lost leadership; overlaps inside are violations too).
     pub resume_allowance: Duration,
     /// The grace in the recovery bound (lease + 2 heartbeats + grace): takeover stagger,
     /// starting the child, its first report.
@@ -406,13 +410,13 @@ impl ChaosReport {
                 millis(self.tolerance)
             ),
             format!(
-                "overlaps: {} outside, {} excused (a supervisor alone paused; its child cannot \
-                 know), longest excused {:.1}ms",
+                "overlaps: {} ({} while a supervisor alone was paused: none excused, its \
+                 watchdog holds the lease), longest {:.1}ms",
                 self.overlaps.violations.len(),
-                self.overlaps.excused.len(),
+                self.overlaps.in_alone_pause,
                 millis(
                     self.overlaps
-                        .excused
+                        .violations
                         .iter()
                         .map(checks::Overlap::len)
                         .max()

@@ -10,8 +10,8 @@ pub enum FaultKind {
     /// `kill -9` of a supervisor (its watchdog then kills the child); the slot restarts as a
     /// new incarnation.
     Kill9,
-    /// `SIGSTOP` of a supervisor alone, longer than a lease, then `SIGCONT` (its child runs on
-    /// and cannot know).
+    /// `SIGSTOP` of a supervisor alone, longer than a lease, then `SIGCONT`: its watchdog,
+    /// which holds the lease, must kill the child at the deadline.
     Pause,
     /// `SIGSTOP` of a supervisor and its child's process group together (a VM pause), longer
     /// than a lease.
