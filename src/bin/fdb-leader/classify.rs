@@ -12,6 +12,8 @@ use std::path::Path;
 use fdb_leader_election::sqlite::{SqliteOpenError, StoreFileChanged};
 use rusqlite::ErrorCode;
 
+use crate::exit::outer_and_root;
+
 /// Why a store can never work as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Cause {
@@ -173,7 +175,7 @@ pub(crate) fn fix(cause: Cause, path: &Path) -> String {
 pub(crate) fn message(e: &(dyn Error + 'static), cause: Cause, path: &Path) -> String {
     format!(
         "the store cannot be used: {} ({})",
-        crate::exit::outer_and_root(e),
+        outer_and_root(e),
         fix(cause, path)
     )
 }

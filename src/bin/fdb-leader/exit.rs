@@ -1,15 +1,10 @@
 //! Exit codes, and the error every command returns: a message for stderr and the code to exit
-//! with.
+//! with; and how an error's chain of sources is printed. A leaf: it uses no other module of
+//! the command line (what an election error means for this store is `store::Ctx::failure`).
 
 use std::error::Error;
 use std::fmt;
 use std::process::ExitCode;
-
-use fdb_leader_election::ElectionError;
-
-use crate::classify::{Healing, classify, message};
-use crate::limits;
-use crate::store::Ctx;
 
 /// The documented exit codes (see `fdb-leader --help`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,25 +92,6 @@ impl Failure {
     pub(crate) fn not_elected(message: impl Into<String>) -> Self {
         Failure::new(Exit::NotElected, message)
     }
-
-    /// An election operation failed on the election of `ctx`.
-    pub(crate) fn election(ctx: &Ctx, e: &ElectionError) -> Self {
-        let name = &ctx.name;
-        match e {
-            ElectionError::NotInitialized => ctx.no_election(),
-            ElectionError::InvalidConfig(config) => Failure::usage(format!(
-                "invalid configuration: {}",
-                limits::describe(config)
-            )),
-            _ => match classify(e) {
-                Healing::Never(cause) => match &ctx.path {
-                    Some(path) => Failure::store(message(e, cause, path)),
-                    None => Failure::store(format!("election {name}: {}", chain(e))),
-                },
-                Healing::Heals => Failure::store(format!("election {name}: {}", chain(e))),
-            },
-        }
-    }
 }
 
 /// How `run` ended, to be turned into an exit code.
@@ -195,23 +171,12 @@ mod tests {
 
     #[test]
     fn chains_name_every_source_once() {
-        let e = ElectionError::InvalidConfig(fdb_leader_election::ConfigError::ZeroLease);
+        let e = fdb_leader_election::ElectionError::InvalidConfig(
+            fdb_leader_election::ConfigError::ZeroLease,
+        );
         assert_eq!(
             chain(&e),
             "invalid configuration: lease_duration must be greater than zero"
-        );
-        let ctx = Ctx::new("x", &crate::cli::StoreChoice::Sqlite("/srv/e.db".into()));
-        let f = Failure::election(&ctx, &e);
-        assert_eq!(f.code, Exit::Usage);
-        assert_eq!(
-            f.to_string(),
-            "invalid configuration: --lease must be longer than zero"
-        );
-        let f = Failure::election(&ctx, &ElectionError::NotInitialized);
-        assert_eq!(f.code, Exit::Rejected);
-        assert!(
-            f.to_string()
-                .starts_with("no election at /srv/e.db (name x)")
         );
     }
 

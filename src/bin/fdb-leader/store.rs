@@ -10,10 +10,10 @@ use fdb_leader_election::sqlite::SqliteOpenError;
 use fdb_leader_election::{ElectionError, LeaderElection, SqliteDb};
 use foundationdb_tuple::Subspace;
 
-use crate::classify::{Healing, classify, fix};
+use crate::classify::{Healing, classify, fix, message};
 use crate::cli::StoreChoice;
 use crate::exit::{Failure, chain, outer_and_root};
-use crate::preflight;
+use crate::{limits, preflight};
 
 /// The first element of every election's subspace: `("fdb-leader", NAME)`.
 pub(crate) const SUBSPACE_PREFIX: &str = "fdb-leader";
@@ -94,6 +94,24 @@ impl Ctx {
             "no election at {} (name {}); a run or a config set command creates it",
             self.location, self.name
         ))
+    }
+
+    /// An election operation failed on this election: "no election" for one that does not
+    /// exist, a usage error for an invalid configuration, and a store error otherwise (with
+    /// the fix, for a SQLite file that can never work as it is).
+    pub(crate) fn failure(&self, e: &ElectionError) -> Failure {
+        let name = &self.name;
+        match e {
+            ElectionError::NotInitialized => self.no_election(),
+            ElectionError::InvalidConfig(config) => Failure::usage(format!(
+                "invalid configuration: {}",
+                limits::describe(config)
+            )),
+            _ => match (classify(e), &self.path) {
+                (Healing::Never(cause), Some(path)) => Failure::store(message(e, cause, path)),
+                _ => Failure::store(format!("election {name}: {}", chain(e))),
+            },
+        }
     }
 }
 
@@ -270,7 +288,7 @@ where
                 tokio::time::sleep(delay).await;
                 delay = delay.saturating_mul(2).min(Duration::from_secs(1));
             }
-            Err(e) => return Err(Failure::election(ctx, &e)),
+            Err(e) => return Err(ctx.failure(&e)),
         }
     }
 }
@@ -290,5 +308,23 @@ mod tests {
         assert_eq!(ctx.suggest(&["status"]), "`fdb-leader --memory status`");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn election_errors_name_the_flag_or_the_election() {
+        let ctx = Ctx::new("x", &StoreChoice::Sqlite("/srv/e.db".into()));
+        let e = ElectionError::InvalidConfig(fdb_leader_election::ConfigError::ZeroLease);
+        let f = ctx.failure(&e);
+        assert_eq!(f.code, crate::exit::Exit::Usage);
+        assert_eq!(
+            f.to_string(),
+            "invalid configuration: --lease must be longer than zero"
+        );
+        let f = ctx.failure(&ElectionError::NotInitialized);
+        assert_eq!(f.code, crate::exit::Exit::Rejected);
+        assert!(
+            f.to_string()
+                .starts_with("no election at /srv/e.db (name x)")
+        );
     }
 }
