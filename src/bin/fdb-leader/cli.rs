@@ -333,11 +333,16 @@ While this process leads, CMD runs with FDB_LEADER_BALLOT (the ballot: a fencing
 only grows), FDB_LEADER_ID (this candidate's id) and FDB_LEADER_ELECTION (the election's name)
 in its environment, in a process group of its own, with standard input from /dev/null.
 
-The child never outlives fdb-leader: a small watchdog process (fdb-leader itself, in the
-child's process group) holds a pipe from this process and kills the group with SIGKILL as
-soon as the pipe closes, that is when this process dies for any reason, SIGKILL included.
-On Linux the child also gets a parent-death signal, so that killing the supervisor and the
-watchdog together still ends it.
+The child never outlives fdb-leader, nor its lease: a small watchdog process (fdb-leader
+itself, in the child's process group) holds a pipe from this process and the lease's
+deadline, renewed through the pipe, and kills the group with SIGKILL as soon as the pipe
+closes (this process died for any reason, SIGKILL included) or the deadline passes without a
+renewal (this process is stopped or blocked; no grace then). On Linux the child also gets a
+parent-death signal, so that killing the supervisor and the watchdog together still ends it.
+
+Ctrl-Z (SIGTSTP) stops the child as SIGTERM would, leaves the election (resigning, reserving
+the leadership for the best live candidate), then stops this process; SIGCONT (fg, bg)
+campaigns again. SIGTTIN and SIGTTOU are blocked: terminal I/O never stops this process.
 
 The child's whole process group is stopped (SIGTERM, then SIGKILL after --grace) when:
   - the leadership is lost, or the local lease runs out (say the store is unreachable);
