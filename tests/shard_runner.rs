@@ -324,3 +324,43 @@ async fn an_observer_started_before_the_election_exists_sees_it_at_its_first_pub
     a.shutdown().await;
     observer.shutdown();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_coordinators_shards_are_owned_again_within_about_a_lease_too() {
+    let db = db();
+    let runners = [
+        start(&db, "a", 30),
+        start(&db, "bb", 30),
+        start(&db, "ccc", 30),
+    ];
+    let all: Vec<&ShardedRunner> = runners.iter().collect();
+    assert_eq!(watch(&all, Duration::from_secs(2)).await, 30);
+    let Some(victim) = runners.iter().position(ShardedRunner::is_coordinator) else {
+        panic!("no coordinator");
+    };
+    let crashed = runners[victim].owned().len();
+    assert_eq!(crashed, 10);
+    runners[victim].abort();
+    let started = Instant::now();
+    let others: Vec<&ShardedRunner> = (0..3)
+        .filter(|i| *i != victim)
+        .map(|i| &runners[i])
+        .collect();
+    while others.iter().map(|r| r.owned().len()).sum::<usize>() < 30 {
+        exclusive(&all);
+        assert!(
+            started.elapsed() < LEASE * 6,
+            "not owned again in {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let took = started.elapsed();
+    eprintln!("the crashed coordinator's shards owned again after {took:?} (lease {LEASE:?})");
+    // A successor is elected after about a lease; having timed the members as a standby, it
+    // fences the dead one at once rather than after a lease of its own (two leases).
+    assert!(took <= LEASE * 3 / 2, "taken over after {took:?}");
+    for r in others {
+        r.shutdown().await;
+    }
+}

@@ -221,8 +221,8 @@ pub(crate) async fn run<D: ElectionDatabase>(
         .map(|(s, g)| (*s, g.fencing_token()))
         .collect();
     let killed_at = Instant::now();
-    // A coordinator's death costs a second lease: its successor is elected after one, then
-    // times b's record for a full lease of its own.
+    // If b coordinates, its successor is elected after about a lease and, having timed b's
+    // record as a standby meanwhile, fences b out at once.
     let b_coordinated = b.is_coordinator();
     b.abort();
     let zombie = {

@@ -19,7 +19,7 @@ use super::record::{Inbox, Layout, MemberRecord, ShardRecord};
 use crate::codec;
 use crate::config::ElectionConfig;
 use crate::core::shard::coordinator::{
-    CoordinatorInput, decide_coordinator, effective_weight, place,
+    CoordinatorInput, decide_coordinator, effective_weight, place, time_members,
 };
 use crate::core::shard::member::{MemberDecision, MemberInput, MemberLookups, decide_member};
 use crate::core::shard::placement::{self, MemberShare, Placement};
@@ -443,6 +443,27 @@ impl ShardedElection {
                 .placement
                 .unwrap_or_else(|| placement::plan(&[], &[], 1)),
         })
+    }
+
+    /// A standby's timing: a member that may become coordinator reads every member's record
+    /// (one range read, nothing written) and times it on `coordinator`'s clock, as the
+    /// coordinator does at each attempt. Run it about once per heartbeat while another member
+    /// coordinates: when this one takes over, a member that died meanwhile has already been
+    /// seen unchanged for most of a lease, and is fenced out within about a lease of its death
+    /// rather than a lease after the takeover.
+    ///
+    /// # Errors
+    ///
+    /// Corrupt values; database errors.
+    pub async fn time_members<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        coordinator: &Coordinator,
+    ) -> Result<(), ElectionError> {
+        let members = self.read_members(txn).await?;
+        let read_at = coordinator.clock.now();
+        time_members(&mut coordinator.lock(), &members.records, read_at);
+        Ok(())
     }
 
     /// Every member's record and inbox, and the drained members (one range read).

@@ -83,21 +83,21 @@ pub(crate) fn assignments_digest(
     h.finish()
 }
 
-/// Decides one coordinator attempt.
-///
-/// # Errors
-///
-/// Exhausted counters.
-pub(crate) fn decide_coordinator(
+/// Times every member record as read, with `read_at` a clock reading taken after the read: a
+/// record whose observation identity (epoch, renewal, writer) changed is first seen now; one
+/// seen unchanged for a full lease (its own lease, on this clock: the one lapse rule of DESIGN
+/// §7) has lapsed. Forgets members gone. Returns the members not fenced out, each with
+/// whether it lapsed. The coordinator times members at every attempt; a member that may
+/// become coordinator times them meanwhile too (a standby), so that a coordinator's successor
+/// need not start timing from nothing.
+pub(crate) fn time_members<'a>(
     st: &mut CoordinatorState,
-    input: &CoordinatorInput<'_>,
-) -> Result<CoordinatorPlan, ElectionError> {
-    let mut plan = CoordinatorPlan::default();
-    // Time every member record; forget the ones gone.
-    st.seen.retain(|id, _| input.members.contains_key(id));
-    let mut live: Vec<MemberShare> = Vec::new();
-    let mut epochs: BTreeMap<&CandidateId, u64> = BTreeMap::new();
-    for (id, (rec, _)) in input.members {
+    members: &'a BTreeMap<CandidateId, (MemberRecord, Inbox)>,
+    read_at: LocalInstant,
+) -> Vec<(&'a CandidateId, &'a MemberRecord, bool)> {
+    st.seen.retain(|id, _| members.contains_key(id));
+    let mut out = Vec::new();
+    for (id, (rec, _)) in members {
         if rec.fenced {
             continue;
         }
@@ -111,14 +111,32 @@ pub(crate) fn decide_coordinator(
                     epoch: rec.epoch,
                     renewal: rec.renewal,
                     writer: rec.writer.clone(),
-                    first_seen: input.read_at,
+                    first_seen: read_at,
                 },
             );
         }
         let lapsed = st
             .seen
             .get(id)
-            .is_some_and(|s| input.read_at >= lapse_at(s.first_seen, rec.lease));
+            .is_some_and(|s| read_at >= lapse_at(s.first_seen, rec.lease));
+        out.push((id, rec, lapsed));
+    }
+    out
+}
+
+/// Decides one coordinator attempt.
+///
+/// # Errors
+///
+/// Exhausted counters.
+pub(crate) fn decide_coordinator(
+    st: &mut CoordinatorState,
+    input: &CoordinatorInput<'_>,
+) -> Result<CoordinatorPlan, ElectionError> {
+    let mut plan = CoordinatorPlan::default();
+    let mut live: Vec<MemberShare> = Vec::new();
+    let mut epochs: BTreeMap<&CandidateId, u64> = BTreeMap::new();
+    for (id, rec, lapsed) in time_members(st, input.members, input.read_at) {
         if lapsed {
             // Unchanged for a full lease: fence it out (its belief ended long ago).
             let epoch = rec
@@ -139,7 +157,7 @@ pub(crate) fn decide_coordinator(
                     ..rec.clone()
                 },
             ));
-            st.seen.remove(id);
+            // Its timing stays: should this commit fail, the next attempt fences it at once.
         } else {
             epochs.insert(id, rec.epoch);
             live.push(MemberShare {

@@ -1,16 +1,18 @@
 //! The coordinator loop: while this process leads the coordinator election, one
-//! coordinator attempt per quarter heartbeat, fenced by its token.
+//! coordinator attempt per quarter heartbeat, fenced by its token; meanwhile, a standby's
+//! timing of the members once per heartbeat, so that a successor fences a member that died
+//! with the coordinator within about a lease of its death.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Shared, metrics};
 use crate::config::ElectionConfig;
-use crate::store::database::ElectionDatabase;
 use crate::error::ElectionError;
 use crate::runner::Runner;
 use crate::shard::election::ShardedElection;
 use crate::shard::member::Coordinator;
+use crate::store::database::ElectionDatabase;
 
 /// While this process leads the coordinator election: one coordinator attempt per
 /// heartbeat, fenced by its token.
@@ -23,10 +25,23 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
     shared: Arc<Shared>,
 ) {
     loop {
-        let elected = tokio::select! {
-            () = shared.shutdown.cancelled() => return,
-            () = shared.aborted.cancelled() => return,
-            guard = runner.elected() => guard,
+        let elected = loop {
+            let standby = tokio::select! {
+                () = shared.shutdown.cancelled() => return,
+                () = shared.aborted.cancelled() => return,
+                guard = runner.elected() => break guard,
+                () = tokio::time::sleep(config.heartbeat_interval()) => {
+                    let (e, c) = (election.clone(), coordinator.clone());
+                    db.transact(config.transaction_timeout(), |txn| {
+                        let (e, c) = (e.clone(), c.clone());
+                        async move { e.time_members(&txn, &c).await }
+                    })
+                    .await
+                }
+            };
+            if let Err(e) = standby {
+                tracing::debug!(error = %e, "timing the members as a standby failed");
+            }
         };
         let Some(guard) = elected else {
             return;
