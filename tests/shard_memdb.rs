@@ -279,6 +279,14 @@ async fn a_crashed_member_is_fenced_by_its_epoch_after_a_lease_and_its_shards_ar
     }
     assert_eq!(fenced, vec![b.id().clone()]);
     assert!(t >= w.config.lease_duration(), "fenced after {t:?}");
+    // The member records list both, b fenced out at a new epoch.
+    let members = w
+        .operate(|e, txn| async move { e.members(&txn).await })
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 2);
+    assert!(!members[a.id()].is_fenced() && members[a.id()].epoch() == 1);
+    assert!(members[b.id()].is_fenced() && members[b.id()].epoch() == 2);
     // b's belief had ended before the fencing (its lease from its last renewal).
     assert!(b.owned_shards().is_empty());
     // Its tokens are refused at once (its epoch ended), before anyone acquires its shards.

@@ -192,6 +192,25 @@ impl ShardedElection {
         self.member_with(txn, member, ReadMode::Snapshot).await
     }
 
+    /// Every member's record, by id, those fenced out included (a query in one range read: it
+    /// times nothing and changes nothing). A member whose record is not fenced may still have
+    /// died: the coordinator fences it out a full lease after its last renewal.
+    ///
+    /// # Errors
+    ///
+    /// Corrupt values; database errors.
+    pub async fn members<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<BTreeMap<CandidateId, MemberRecord>, ElectionError> {
+        let read = self.read_members(txn).await?;
+        Ok(read
+            .records
+            .into_iter()
+            .map(|(id, (record, _))| (id, record))
+            .collect())
+    }
+
     pub(super) async fn member_with<T: ElectionTxn>(
         &self,
         txn: &T,
