@@ -52,7 +52,8 @@ const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 const KILL_BOUND: Duration = Duration::from_millis(1500);
 
 /// `fdb-leader --sqlite DB run --name NAME --lease 600ms --heartbeat 200ms EXTRA… -- sh
-/// guarded.sh LOG`, with `env` added, stderr to `NAME.err`.
+/// guarded.sh LOG` (without the timings if `EXTRA` has a `--lease`), with `env` added, stderr
+/// to `NAME.err`.
 fn start(world: &mut World, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
     let script = world.path("guarded.sh");
     if !script.exists() {
@@ -63,15 +64,11 @@ fn start(world: &mut World, name: &str, extra: &[&str], env: &[(&str, &str)]) ->
         .envs(env.iter().copied())
         .arg("--sqlite")
         .arg(world.db())
-        .args([
-            "run",
-            "--name",
-            name,
-            "--lease",
-            "600ms",
-            "--heartbeat",
-            "200ms",
-        ])
+        .args(["run", "--name", name]);
+    if !extra.contains(&"--lease") {
+        command.args(["--lease", "600ms", "--heartbeat", "200ms"]);
+    }
+    command
         .args(extra)
         .arg("--")
         .arg("sh")
@@ -226,6 +223,52 @@ fn ctrl_z_stops_the_child_hands_over_and_stops_the_supervisor_until_sigcont() {
     stop_cleanly(&world, "a", &mut a);
     stop_cleanly(&world, "b", &mut b);
     assert_eq!(overlaps(&world), Vec::<String>::new());
+}
+
+#[test]
+fn a_lease_shortened_by_an_operator_reaches_the_watchdog_at_once() {
+    // A leader on a 6 s lease; an operator shortens it to 600 ms. The leader's next renewal
+    // (within the old 2 s heartbeat) moves its deadline back, and the watchdog must obey the
+    // shorter deadline: stopped after that, the supervisor's child dies within the short
+    // lease, not the long one (a watchdog that kept the largest deadline would wait ~5.8 s).
+    let mut world = World::new();
+    let mut a = start(
+        &mut world,
+        "a",
+        &["--lease", "6s", "--heartbeat", "2s"],
+        &[],
+    );
+    let a_child = child_of(&world, "a");
+    let out = world.cli(&[
+        "config",
+        "set",
+        "--lease",
+        "600ms",
+        "--heartbeat",
+        "200ms",
+        "--candidate-timeout",
+        "900ms",
+        "--transaction-timeout",
+        "100ms",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One old heartbeat for the leader to renew under the new lease, and a little more.
+    thread::sleep(Duration::from_millis(2600));
+    assert!(running(a_child), "{}", world.stderr_of("a"));
+    signal(&a, Signal::SIGSTOP);
+    let stopped = Instant::now();
+    let died = time_to_death(a_child, stopped, LEASE_DUR + KILL_BOUND).unwrap_or_else(|| {
+        panic!(
+            "a's child still runs {:?} after a was stopped on a 600 ms lease",
+            stopped.elapsed()
+        )
+    });
+    eprintln!("shortened lease: a's child died {died:?} after SIGSTOP of a");
+    stop_cleanly(&world, "a", &mut a);
 }
 
 /// A leader that renews for `leases` leases keeps its one child; then a SIGSTOP shows the
