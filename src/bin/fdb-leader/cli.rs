@@ -8,14 +8,18 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+use fdb_leader_election::CandidateId;
+
 use crate::durations;
 
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success; for `run` and `watch`, a clean shutdown after SIGINT, SIGTERM or SIGHUP
   1  refused or not found: an operator override was rejected (ballot mismatch, no leader,
-     preemption disabled), or the election (or its store file) does not exist
-  2  usage error: bad arguments, an invalid configuration, an option this build lacks
+     preemption disabled; for `shards`: placement not frozen for a move, an unknown, drained
+     or fenced member), or the election (or its store file) does not exist
+  2  usage error: bad arguments (a shard number out of range), an invalid configuration, an
+     option this build lacks
   3  store error: the store cannot be opened, created or written (permissions, read-only,
      not a database, a newer schema, a network file system), is corrupt, was deleted or
      replaced while in use, a transaction failed, or the outcome of a write is unknown
@@ -37,9 +41,11 @@ or steer the election.
 Pick one store: --sqlite PATH (processes on one host share a SQLite file; created if missing),
 --cluster-file PATH (FoundationDB; needs a build with an fdb-7_* feature), or --memory (an
 in-process store, for a single-process demo). --election NAME selects the election within the
-store (its keys live under the tuple subspace (\"fdb-leader\", NAME)).
+store (its keys live under the tuple subspace (\"fdb-leader\", NAME); the sharded election of
+that name, which the shards commands show and steer, under (\"fdb-leader\", NAME, \"shards\")).
 
-Logs go to stderr (level from RUST_LOG, default info); status and watch write to stdout.";
+Logs go to stderr (level from RUST_LOG, default info); status, watch, shards status and the
+other one-shot commands write their answers to stdout.";
 
 /// `fdb-leader`: leader election from the shell.
 #[derive(Debug, Parser)]
@@ -322,6 +328,9 @@ pub(crate) enum Command {
     /// Read or change the election's stored configuration.
     #[command(subcommand, after_help = CONFIG_AFTER_HELP)]
     Config(ConfigCommand),
+    /// Inspect or steer the sharded election of this name: placement, freeze, drain, move.
+    #[command(subcommand, after_help = SHARDS_AFTER_HELP)]
+    Shards(ShardsCommand),
 }
 
 const RUN_AFTER_HELP: &str = "\
@@ -425,6 +434,26 @@ no change (by then the old leader's own belief has ended). For a leader that is 
 misbehaving; prefer `resign` otherwise.
 
 Exit codes: 0 vacated; 1 rejected (ballot mismatch).";
+
+const SHARDS_AFTER_HELP: &str = "\
+The sharded election of --election NAME lives under the tuple subspace (\"fdb-leader\", NAME,
+\"shards\"), beside the single election of that name (\"fdb-leader\", NAME) and independent
+of it: a Rust service joins it with ShardedRunner::builder(db, Subspace::from((\"fdb-leader\",
+NAME, \"shards\"))). Its members create it; these commands never create a store or an
+election.
+
+The overrides follow the rules of the single election's: nothing a live member holds is taken
+from it, only asked of it. `freeze` stops the coordinator's moves (a dead member's shards are
+still failed over); `unfreeze` hands placement back, and the coordinator restores balance with
+the fewest moves. `drain` gives a member weight 0 until `undrain` (whatever weight it
+announces itself): its shards move to the others, at most the move limit at a time. `move`
+moves one shard by hand, only while placement is frozen (the coordinator would move it back
+otherwise): a live owner is asked to hand it over, as for any move; a shard nobody live holds
+is reserved for the target at once.
+
+Exit codes: 0 done; 1 refused or not found (no sharded election, an unknown member, placement
+not frozen for `move`, a drained or fenced target); 2 usage (a shard number out of range, a
+malformed member id); 3 store.";
 
 /// What `--on-child-exit` does when the child exits by itself while this process leads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -584,6 +613,45 @@ pub(crate) enum ConfigCommand {
     /// Change the stored configuration (creating the election if needed): the flags given
     /// replace those fields of the stored configuration, and the result is validated.
     Set(ConfigSetArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ShardsCommand {
+    /// Print the layout, every member (epoch, weight, drained, fenced, shards owned and
+    /// quota) and every shard (owner, ballot, move in flight, reservation).
+    Status(StatusArgs),
+    /// Freeze placement: the coordinator moves nothing a live member holds.
+    Freeze,
+    /// Unfreeze placement: the coordinator restores balance with the fewest moves.
+    Unfreeze,
+    /// Drain a member: weight 0 until undrained, so its shards move to the others.
+    Drain(ShardsMemberArgs),
+    /// Undrain a member: it takes its share again.
+    Undrain(ShardsMemberArgs),
+    /// Move one shard to a member by hand (only while placement is frozen).
+    Move(ShardsMoveArgs),
+}
+
+/// A member's id, as `shards status` prints it.
+fn member_id(text: &str) -> Result<CandidateId, String> {
+    CandidateId::parse(text).map_err(|e| format!("{e} (copy an id from shards status)"))
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShardsMemberArgs {
+    /// The member's id (as `shards status` lists it).
+    #[arg(long, value_name = "ID", value_parser = member_id, env = "FDB_LEADER_SHARDS_MEMBER")]
+    pub(crate) member: CandidateId,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShardsMoveArgs {
+    /// The shard's number (0 to the shard count - 1).
+    #[arg(long, value_name = "N", env = "FDB_LEADER_SHARDS_SHARD")]
+    pub(crate) shard: u32,
+    /// The id of the member to move it to (as `shards status` lists it).
+    #[arg(long, value_name = "ID", value_parser = member_id, env = "FDB_LEADER_SHARDS_TO")]
+    pub(crate) to: CandidateId,
 }
 
 /// `on` or `off`.

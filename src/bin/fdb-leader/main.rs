@@ -1,7 +1,8 @@
 //! `fdb-leader`: leader election from the shell. Runs a command on exactly one machine of a
 //! group (like `consul lock` or `etcdctl elect`), and inspects or steers the election: status,
-//! watch, operator overrides, configuration. See `fdb-leader --help` and the README section
-//! "Run a command on one machine only".
+//! watch, operator overrides, configuration, and a sharded election's placement and overrides
+//! (`shards`). See `fdb-leader --help` and the README section "Run a command on one machine
+//! only".
 
 mod backoff;
 mod classify;
@@ -19,6 +20,7 @@ mod preflight;
 mod process;
 mod run;
 mod serve;
+mod shards;
 mod signals;
 mod status;
 mod store;
@@ -112,6 +114,10 @@ fn start(cli: Cli) -> Result<ExitCode, Failure> {
         return Err(fdb::unsupported(path));
     }
     let ctx = Ctx::new(&cli.election, &store);
+    let ctx = match cli.command {
+        Command::Shards(_) => ctx.for_shards(),
+        _ => ctx,
+    };
     let allow_network_fs = cli.allow_network_fs;
     let on_fdb = matches!(store, StoreChoice::ClusterFile(_));
     // The runtime is built and dropped inside the closure, so that with FoundationDB every
@@ -159,7 +165,8 @@ async fn open_and_execute(
     };
     match store {
         StoreChoice::Sqlite(path) => {
-            // Only `run` and `config set` create a store; the others answer "no election".
+            // Only `run` and `config set` create a store; the others (`shards` too) answer "no
+            // election".
             let create = matches!(
                 command,
                 Command::Run(_) | Command::Config(ConfigCommand::Set(_))
@@ -243,6 +250,7 @@ async fn execute<D: ElectionDatabase>(
         }
         Command::Config(ConfigCommand::Get { json }) => done(config_cmd::get(&db, ctx, json).await),
         Command::Config(ConfigCommand::Set(args)) => done(config_cmd::set(&db, ctx, &args).await),
+        Command::Shards(command) => done(shards::execute(&db, ctx, command).await),
     }
 }
 

@@ -1,11 +1,17 @@
 //! Opening the store, the election's place in it, and one-shot transactions for the commands
-//! that are not a runner (status, config, operator overrides).
+//! that are not a runner (status, config, operator overrides, shards).
+//!
+//! Election `NAME` lives under the tuple subspace `("fdb-leader", NAME)`; the sharded election
+//! of the same name under `("fdb-leader", NAME, "shards")`, so that the two never share a key
+//! (both keep a `("config",)` of their own) and a Rust service joins either with
+//! `Subspace::from(...)` of the same tuple.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fdb_leader_election::runner::ElectionDatabase;
+use fdb_leader_election::shard::ShardedElection;
 use fdb_leader_election::sqlite::SqliteOpenError;
 use fdb_leader_election::{ElectionError, LeaderElection, SqliteDb};
 use foundationdb_tuple::Subspace;
@@ -18,17 +24,33 @@ use crate::{limits, preflight};
 /// The first element of every election's subspace: `("fdb-leader", NAME)`.
 pub(crate) const SUBSPACE_PREFIX: &str = "fdb-leader";
 
+/// The last element of a sharded election's subspace: `("fdb-leader", NAME, "shards")`.
+pub(crate) const SHARDS_SUFFIX: &str = "shards";
+
 /// The bound on one transaction attempt of a one-shot command.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a one-shot command retries transient failures (a busy file, say).
 const RETRY_FOR: Duration = Duration::from_secs(15);
+
+/// Which election of a name a command acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The single election, under `("fdb-leader", NAME)`.
+    Single,
+    /// The sharded election, under `("fdb-leader", NAME, "shards")` (the `shards` commands).
+    Sharded,
+}
 
 /// The election a command acts on, and where.
 #[derive(Clone, Debug)]
 pub(crate) struct Ctx {
     /// The election's name (`--election`).
     pub(crate) name: String,
+    /// Which of the two elections of that name the command acts on.
+    pub(crate) kind: Kind,
     pub(crate) election: LeaderElection,
+    /// The sharded election of the same name.
+    pub(crate) sharded: ShardedElection,
     /// The store, for logs: `sqlite PATH`, `foundationdb PATH`, `memory`.
     pub(crate) store: String,
     /// The store, for messages: the path, or what it is.
@@ -67,7 +89,9 @@ impl Ctx {
         };
         Ctx {
             name: name.to_owned(),
+            kind: Kind::Single,
             election: LeaderElection::new(subspace(name)),
+            sharded: ShardedElection::new(shard_subspace(name)),
             store: store_text,
             location,
             path,
@@ -87,13 +111,35 @@ impl Ctx {
         format!("`{words}`")
     }
 
+    /// This context, for a command on the sharded election of the same name.
+    pub(crate) fn for_shards(mut self) -> Self {
+        self.kind = Kind::Sharded;
+        self
+    }
+
+    /// The subcommand that shows this election: `status`, or `shards status`.
+    pub(crate) fn status_command(&self) -> &'static [&'static str] {
+        match self.kind {
+            Kind::Single => &["status"],
+            Kind::Sharded => &["shards", "status"],
+        }
+    }
+
     /// "no election at PATH (name NAME)", the answer of the commands that read an election
-    /// that does not exist.
+    /// that does not exist (for the `shards` commands: "no sharded election ...").
     pub(crate) fn no_election(&self) -> Failure {
-        Failure::rejected(format!(
-            "no election at {} (name {}); a run or a config set command creates it",
-            self.location, self.name
-        ))
+        let (location, name) = (&self.location, &self.name);
+        Failure::rejected(match self.kind {
+            Kind::Single => format!(
+                "no election at {location} (name {name}); a run or a config set command creates \
+                 it"
+            ),
+            Kind::Sharded => format!(
+                "no sharded election at {location} (name {name}, subspace (\"{SUBSPACE_PREFIX}\", \
+                 {name:?}, \"{SHARDS_SUFFIX}\")); its members create it (a ShardedRunner, or \
+                 ShardedElection::initialize, on that subspace)"
+            ),
+        })
     }
 
     /// An election operation failed on this election: "no election" for one that does not
@@ -131,6 +177,11 @@ pub(crate) fn shell_quote(word: &str) -> String {
 /// The subspace of election `name`.
 pub(crate) fn subspace(name: &str) -> Subspace {
     Subspace::from((SUBSPACE_PREFIX, name))
+}
+
+/// The subspace of the sharded election `name`: `("fdb-leader", NAME, "shards")`.
+pub(crate) fn shard_subspace(name: &str) -> Subspace {
+    Subspace::from((SUBSPACE_PREFIX, name, SHARDS_SUFFIX))
 }
 
 /// How long opening a SQLite store retries while another process holds the file's lock (two
@@ -265,7 +316,7 @@ where
                 return Err(Failure::store(format!(
                     "the outcome is unknown: {} (the write may have applied; check with {})",
                     chain(&e),
-                    ctx.suggest(&["status"])
+                    ctx.suggest(ctx.status_command())
                 )));
             }
             Err(e)
@@ -308,6 +359,31 @@ mod tests {
         assert_eq!(ctx.suggest(&["status"]), "`fdb-leader --memory status`");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn the_sharded_election_of_a_name_lives_beside_the_single_one() {
+        assert_eq!(
+            shard_subspace("jobs").bytes(),
+            Subspace::from(("fdb-leader", "jobs", "shards")).bytes()
+        );
+        let ctx = Ctx::new("jobs", &StoreChoice::Memory).for_shards();
+        assert_eq!(
+            ctx.suggest(ctx.status_command()),
+            "`fdb-leader --memory --election jobs shards status`"
+        );
+        let missing = ctx.no_election();
+        assert_eq!(missing.code, crate::exit::Exit::Rejected);
+        assert!(
+            missing.to_string().starts_with(
+                "no sharded election at the in-memory store (name jobs, subspace (\"fdb-leader\", \
+                 \"jobs\", \"shards\"))"
+            ),
+            "{missing}"
+        );
+        // What the library says of a sharded election that does not exist.
+        let f = ctx.failure(&ElectionError::NotInitialized);
+        assert!(f.to_string().starts_with("no sharded election"), "{f}");
     }
 
     #[test]
