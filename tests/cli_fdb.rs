@@ -1,10 +1,10 @@
 //! `fdb-leader --cluster-file` on a real FoundationDB cluster, with real processes: every
 //! subcommand (`run`, `status`, `watch`, `resign`, `force-vacate`, `config get|set`) held to
-//! what the SQLite tests and the README show. The cluster file comes from `FDB_CLUSTER_FILE`;
-//! each test works in an election of its own (`--election cli-fdb-TEST-RANDOM`), so tests
-//! share one cluster safely. Without `FDB_CLUSTER_FILE` each test prints
-//! `cli_fdb: SKIPPED: FDB_CLUSTER_FILE is not set` to stderr (uncaptured, so that CI can fail
-//! a FoundationDB tier that ran nothing) and returns.
+//! what the SQLite tests and the README show, and `shards` on a missing sharded election. The
+//! cluster file comes from `FDB_CLUSTER_FILE`; each test works in an election of its own
+//! (`--election cli-fdb-TEST-RANDOM`), so tests share one cluster safely. Without
+//! `FDB_CLUSTER_FILE` each test prints `cli_fdb: SKIPPED: FDB_CLUSTER_FILE is not set` to
+//! stderr (uncaptured, so that CI can fail a FoundationDB tier that ran nothing) and returns.
 //!
 //! The tests that measure wall-clock failover and handover run one at a time.
 
@@ -178,6 +178,22 @@ fn commands_on_a_missing_election_answer_no_election_and_create_nothing() {
     );
     // None of them created the election.
     refused(&world, &["config", "get", "--json"], &expected);
+}
+
+#[test]
+fn shards_commands_on_a_missing_sharded_election_answer_no_sharded_election() {
+    let world = world_or_skip!("shards-missing");
+    let expected = format!(
+        "no sharded election at the FoundationDB cluster of {} (name {name}, subspace \
+         (\"fdb-leader\", {name:?}, \"shards\"))",
+        cluster_file(&world).display(),
+        name = election(&world)
+    );
+    refused(&world, &["shards", "status"], &expected);
+    refused(&world, &["shards", "status", "--json"], &expected);
+    refused(&world, &["shards", "freeze"], &expected);
+    // Nothing was created.
+    refused(&world, &["shards", "status"], &expected);
 }
 
 #[test]
