@@ -3,10 +3,10 @@
 use crate::candidate::{Candidate, Cycle, CycleOutcome};
 use crate::config::ElectionConfig;
 use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode, ResignRejected};
-use crate::store::database::ElectionDatabase;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
 use crate::record::CandidateRecord;
+use crate::store::database::ElectionDatabase;
 use crate::store::txn::{ElectionTxn, ReadMode};
 
 use super::{LeaderElection, ResignOutcome};

@@ -8,8 +8,8 @@ use super::watch::{MemWatch, WatchRegistry};
 use crate::clock::LocalInstant;
 use crate::store::buffer::{MAX_TRANSACTION_AGE, ReadConflicts, Writes};
 use crate::store::errors;
-use crate::store::watch::PendingWatch;
 use crate::store::txn::{KeyValue, TxnError};
+use crate::store::watch::PendingWatch;
 
 /// One version of one key's value (`None`: cleared).
 #[derive(Debug)]

@@ -15,10 +15,10 @@ use crate::candidate::Candidate;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{ElectionConfig, MAX_DURATION};
 use crate::core::runner::{Machine, OnLoss, Settings};
-use crate::store::database::ElectionDatabase;
 use crate::election::LeaderElection;
 use crate::error::{ElectionError, printable_key};
 use crate::ids::{CandidateId, Priority};
+use crate::store::database::ElectionDatabase;
 
 /// A runner setting that was rejected.
 #[derive(Debug, thiserror::Error)]

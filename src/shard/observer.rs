@@ -12,9 +12,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::assignments::{AssignmentChange, Assignments};
 use super::election::ShardedElection;
 use crate::config::ElectionConfig;
-use crate::store::database::ElectionDatabase;
 use crate::error::ElectionError;
 use crate::runner::BuildError;
+use crate::store::database::ElectionDatabase;
 use crate::store::txn::ElectionTxn;
 
 /// Follows a sharded election's assignments on a tokio task: the latest [`Assignments`] as a

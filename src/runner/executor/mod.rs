@@ -29,9 +29,9 @@ use crate::config::ElectionConfig;
 use crate::core::runner::{
     Command, Ctx, CycleReport, Event, Failure, Machine, RecordRead, RunnerState, StopReason,
 };
-use crate::store::database::ElectionDatabase;
 use crate::election::{LeaderElection, ResignOutcome};
 use crate::error::ElectionError;
+use crate::store::database::ElectionDatabase;
 use crate::store::txn::Watch;
 
 /// Everything an executor starts with.

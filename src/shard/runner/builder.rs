@@ -14,13 +14,13 @@ use super::{ShardedRunner, Shared};
 use crate::clock::{Clock, TokioClock};
 use crate::config::ElectionConfig;
 use crate::core::shard::machine::ShardMachine;
-use crate::store::database::ElectionDatabase;
 use crate::ids::{CandidateId, Priority, Weight};
 use crate::runner::health::Status;
 use crate::runner::{BuildError, Runner};
 use crate::shard::election::ShardedElection;
 use crate::shard::member::{Coordinator, Member};
 use crate::shard::record::Layout;
+use crate::store::database::ElectionDatabase;
 
 /// Builds and starts a [`ShardedRunner`].
 #[must_use = "a builder does nothing until `start` is called"]

@@ -16,13 +16,13 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::shard::machine::ShardStop;
-use crate::store::database::ElectionDatabase;
 use crate::ids::{Ballot, CandidateId, ShardId};
 use crate::runner::health::Status;
 use crate::runner::{HealthProblem, Runner};
 use crate::shard::election::ShardedElection;
 use crate::shard::guard::ShardGuard;
 use crate::shard::member::Member;
+use crate::store::database::ElectionDatabase;
 
 /// The metrics of a sharded runner (through the `metrics` facade).
 pub mod metrics {
