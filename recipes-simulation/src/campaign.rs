@@ -178,7 +178,9 @@ impl CampaignReport {
             format!(
                 "workload: timeouts={} config_changes={} force_vacates={} operator_resigns={} \
                  operator_unregisters={} stale_queries={} composed_cycles={} \
-                 abandoned_compositions={} claims={} refreshes={} guarded_tasks={}",
+                 abandoned_compositions={} claims={} refreshes={} guarded_tasks={} \
+                 long_sections={} capped_late_replies={} withdrawn_in_drain={} \
+                 stepped_down_anyway={}",
                 t.timeouts,
                 t.config_changes,
                 t.force_vacates,
@@ -189,7 +191,11 @@ impl CampaignReport {
                 t.abandoned_compositions,
                 t.claims,
                 t.refreshes,
-                t.guarded_tasks
+                t.guarded_tasks,
+                t.long_sections,
+                t.capped_late_replies,
+                t.withdrawn_in_drain,
+                t.stepped_down_anyway
             ),
             format!(
                 "fenced_vs_unfenced: fenced_increments={} fenced_lost={} fenced_rejected_stale={} \

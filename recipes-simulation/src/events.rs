@@ -19,6 +19,8 @@ pub(crate) enum Event {
     },
     /// Commit the pending transaction with this token.
     Commit { token: u64 },
+    /// The late reply of an applied commit reaches its process.
+    Reply { token: u64 },
     /// The executor's transaction timeout for operation `op` of a process.
     Timeout { pid: usize, op: u64 },
     /// A process's watch fired (`ok`) or failed.
@@ -72,12 +74,25 @@ pub(crate) enum Chaos {
     DeployNode { node: usize, generation: u32 },
     /// Gracefully shut down a replaced incarnation.
     Shutdown { pid: usize },
+    /// A requester whose handover request a leader is draining for leaves: a graceful
+    /// shutdown, or a crash after which the operator removes its registration by id.
+    Withdraw { pid: usize, crash: bool },
     /// Change one process's priority.
     Reprioritize,
     /// Toggle preemption in the stored configuration.
     TogglePreemption,
     /// The operator writes a configuration with every field drawn afresh.
     ConfigChange,
+    /// The operator's next configuration after one it wrote (a lease cut after long
+    /// attempts, or a longer lease after a short one).
+    ConfigStep {
+        shape: crate::world::Shape,
+        /// How many more times a lease cut waits for a leader renewing with the long
+        /// attempts before it is written anyway.
+        waits: u8,
+        /// How many lease cuts (long attempts, then a short lease) are left, this one included.
+        rounds: u8,
+    },
     /// The operator forces the leader out (`force_vacate`), under an arbitrary id.
     ForceVacate,
     /// The operator asks the leader to step down (`request_resign`).

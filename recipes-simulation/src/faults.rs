@@ -165,11 +165,14 @@ pub struct FaultCounts {
     pub slow_commits: u64,
     /// Commits of crashed processes that still landed.
     pub zombie_commits: u64,
+    /// Commits that applied at once and whose reply reached the process late (up to 1.5
+    /// times its transaction timeout, so the executor's timeout may fire first).
+    pub slow_replies: u64,
 }
 
 impl FaultCounts {
     /// Every fault, in report order.
-    pub fn named(&self) -> [(&'static str, u64); 12] {
+    pub fn named(&self) -> [(&'static str, u64); 13] {
         [
             ("crash", self.crashes),
             ("pause", self.pauses),
@@ -183,6 +186,7 @@ impl FaultCounts {
             ("injected_unavailable", self.unavailable),
             ("slow_commit", self.slow_commits),
             ("zombie_commit", self.zombie_commits),
+            ("slow_reply", self.slow_replies),
         ]
     }
 
@@ -195,7 +199,7 @@ impl FaultCounts {
 
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &FaultCounts) {
-        let pairs: [(&mut u64, u64); 12] = [
+        let pairs: [(&mut u64, u64); 13] = [
             (&mut self.crashes, other.crashes),
             (&mut self.pauses, other.pauses),
             (&mut self.check_act_pauses, other.check_act_pauses),
@@ -208,6 +212,7 @@ impl FaultCounts {
             (&mut self.unavailable, other.unavailable),
             (&mut self.slow_commits, other.slow_commits),
             (&mut self.zombie_commits, other.zombie_commits),
+            (&mut self.slow_replies, other.slow_replies),
         ];
         for (mine, theirs) in pairs {
             *mine = mine.saturating_add(theirs);

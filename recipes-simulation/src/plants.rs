@@ -36,11 +36,22 @@ pub enum Plant {
     /// The executor loses about one wake-up in fifty that the runner machine asked for (a
     /// machine that goes quiet, as one did after a rejected resignation).
     LostWakeup,
+    /// The executor holds back a guard deadline the runner machine lowered while a cycle is
+    /// in flight (a renewal that writes a shorter lease) and moves it only when the
+    /// operation ends: the guard outlives the capped belief while the reply is late.
+    GuardDeadlineAfterReply,
+    /// The executor reports to the runner machine a belief that ends earlier, by the renewal
+    /// margin and half a heartbeat, than the candidate's: what a configuration validation
+    /// should have refused does (the leader renews in a loop).
+    BeliefShorterThanMargin,
+    /// The executor ignores `SteppingDownAnyway` and the resignation that follows it: a
+    /// leader whose closing request was withdrawn keeps its closed guard.
+    KeepClosedGuard,
 }
 
 impl Plant {
     /// Every plant, in listing order.
-    pub const ALL: [Plant; 10] = [
+    pub const ALL: [Plant; 13] = [
         Plant::ClockDriftBeyondRho,
         Plant::ActWithoutLeaseCheck,
         Plant::UnfencedLeaderWork,
@@ -51,6 +62,9 @@ impl Plant {
         Plant::UncappedShorterLease,
         Plant::OperatorReservesForCandidate,
         Plant::LostWakeup,
+        Plant::GuardDeadlineAfterReply,
+        Plant::BeliefShorterThanMargin,
+        Plant::KeepClosedGuard,
     ];
 
     /// The name used on the command line.
@@ -66,6 +80,9 @@ impl Plant {
             Plant::UncappedShorterLease => "uncapped-shorter-lease",
             Plant::OperatorReservesForCandidate => "operator-reserves-for-candidate",
             Plant::LostWakeup => "lost-wakeup",
+            Plant::GuardDeadlineAfterReply => "guard-deadline-after-reply",
+            Plant::BeliefShorterThanMargin => "belief-shorter-than-margin",
+            Plant::KeepClosedGuard => "keep-closed-guard",
         }
     }
 
@@ -76,7 +93,9 @@ impl Plant {
             Plant::UnfencedLeaderWork => OracleId::Fencing,
             Plant::TakeoverAfterHalfLease => OracleId::Preemption,
             Plant::HistoryDropsEntry => OracleId::History,
-            Plant::RevokeGuardAfterCommit => OracleId::Guard,
+            Plant::RevokeGuardAfterCommit | Plant::GuardDeadlineAfterReply => OracleId::Guard,
+            Plant::BeliefShorterThanMargin => OracleId::Cadence,
+            Plant::KeepClosedGuard => OracleId::ClosedGuard,
             Plant::LostWakeup => OracleId::Progress,
             Plant::RywAdoption
             | Plant::UncappedShorterLease

@@ -71,12 +71,23 @@ pub struct SeedStats {
     pub refreshes: u64,
     /// Guarded tasks started under a leadership guard.
     pub guarded_tasks: u64,
+    /// Guarded tasks whose synchronous section was long (a quarter heartbeat to two).
+    pub long_sections: u64,
+    /// Renewals that cut the lease below their transaction timeout (the belief
+    /// capped inside the transaction) and whose reply came late.
+    pub capped_late_replies: u64,
+    /// Leaders whose closing handover request was withdrawn during the drain (the requester
+    /// left, or was removed), which then stepped down anyway.
+    pub withdrawn_in_drain: u64,
+    /// `SteppingDownAnyway`: a leader with a closed guard and nothing left to end it resigned
+    /// anyway (a withdrawn request, or a failed resignation).
+    pub stepped_down_anyway: u64,
 }
 
 impl SeedStats {
     /// Adds `o` into `self`.
     pub fn add(&mut self, o: &SeedStats) {
-        let pairs: [(&mut u64, u64); 32] = [
+        let pairs: [(&mut u64, u64); 36] = [
             (&mut self.events, o.events),
             (&mut self.sim_ns, o.sim_ns),
             (&mut self.elections, o.elections),
@@ -109,6 +120,10 @@ impl SeedStats {
             (&mut self.claims, o.claims),
             (&mut self.refreshes, o.refreshes),
             (&mut self.guarded_tasks, o.guarded_tasks),
+            (&mut self.long_sections, o.long_sections),
+            (&mut self.capped_late_replies, o.capped_late_replies),
+            (&mut self.withdrawn_in_drain, o.withdrawn_in_drain),
+            (&mut self.stepped_down_anyway, o.stepped_down_anyway),
         ];
         for (mine, theirs) in pairs {
             *mine = mine.saturating_add(theirs);

@@ -97,7 +97,22 @@ fn a_lost_wakeup_is_caught_by_the_progress_check_of_quiet_machines() {
 }
 
 #[test]
+fn a_guard_deadline_moved_only_when_the_reply_arrives_is_caught_by_the_guard_oracle() {
+    check(Plant::GuardDeadlineAfterReply);
+}
+
+#[test]
+fn a_belief_shorter_than_the_renewal_margin_is_caught_by_the_cadence_oracle() {
+    check(Plant::BeliefShorterThanMargin);
+}
+
+#[test]
+fn a_leader_keeping_its_closed_guard_is_caught_by_the_closed_guard_oracle() {
+    check(Plant::KeepClosedGuard);
+}
+
+#[test]
 fn every_plant_has_a_test_and_a_distinct_name() {
     let names: std::collections::BTreeSet<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(names.len(), 10);
+    assert_eq!(names.len(), 13);
 }

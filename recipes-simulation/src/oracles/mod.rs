@@ -1,5 +1,8 @@
 //! The seven oracles of DESIGN §9, one per file, each checked after every simulation step
-//! against true time.
+//! against true time; and the runner's: oracle 8 (guarded work) lives with the work it
+//! checks (`world/work.rs`), oracles 9 (renewal cadence) and 10 (closed guards) are kept
+//! here and fed by the simulation's executor of each process's runner machine, on that
+//! process's clock.
 //!
 //! The world feeds them three kinds of facts:
 //! - every committed transaction, as the simulation knows it (which operation, what it read
@@ -11,6 +14,8 @@
 
 mod ballots;
 mod belief;
+mod cadence;
+mod closed_guard;
 mod fencing;
 mod history;
 mod liveness;
@@ -22,6 +27,8 @@ use std::fmt;
 
 pub use ballots::Ballots;
 pub use belief::BeliefOverlap;
+pub use cadence::{Cadence, MAX_RENEWALS_PER_HEARTBEAT, Renewal};
+pub use closed_guard::{Bounds, Closed};
 pub use fencing::Fencing;
 pub use history::HistoryReplay;
 pub use liveness::{Liveness, LivenessWindow};
@@ -52,11 +59,17 @@ pub enum OracleId {
     /// 8. No guarded work runs outside its guard's validity (the candidate believes in the
     ///    guard's ballot whenever a guarded task runs).
     Guard,
+    /// 9. A leader renews at a sane cadence: not in a loop, and its last attempt before its
+    ///    deadline leaves room for a whole attempt.
+    Cadence,
+    /// 10. No leader keeps a closed guard longer than the grace and a heartbeat (plus its
+    ///     transactions): the guard ends, or the lease lapses.
+    ClosedGuard,
 }
 
 impl OracleId {
     /// Every oracle, in order.
-    pub const ALL: [OracleId; 8] = [
+    pub const ALL: [OracleId; 10] = [
         OracleId::BeliefOverlap,
         OracleId::Fencing,
         OracleId::Ballots,
@@ -65,6 +78,8 @@ impl OracleId {
         OracleId::Progress,
         OracleId::History,
         OracleId::Guard,
+        OracleId::Cadence,
+        OracleId::ClosedGuard,
     ];
 
     /// The oracle's name in reports.
@@ -78,6 +93,8 @@ impl OracleId {
             OracleId::Progress => "progress",
             OracleId::History => "history",
             OracleId::Guard => "guard",
+            OracleId::Cadence => "cadence",
+            OracleId::ClosedGuard => "closed-guard",
         }
     }
 
@@ -92,6 +109,8 @@ impl OracleId {
             OracleId::Progress => 6,
             OracleId::History => 7,
             OracleId::Guard => 8,
+            OracleId::Cadence => 9,
+            OracleId::ClosedGuard => 10,
         }
     }
 }

@@ -177,6 +177,30 @@ impl World {
                 self.deploys_in_flight = self.deploys_in_flight.saturating_sub(1);
                 self.request_shutdown(pid);
             }
+            Chaos::Withdraw { pid, crash } => {
+                let running = self
+                    .procs
+                    .get(pid)
+                    .is_some_and(|p| p.status == Status::Running && !p.shutdown);
+                if self.quiet || !running {
+                    return;
+                }
+                let label = self.label(pid);
+                self.log(format!(
+                    "{label} withdraws its handover request while the leader drains ({})",
+                    if crash {
+                        "it crashes; the operator removes its registration"
+                    } else {
+                        "a graceful shutdown"
+                    }
+                ));
+                if crash {
+                    self.crash(pid);
+                    self.operator_remove(pid);
+                } else {
+                    self.request_shutdown(pid);
+                }
+            }
             Chaos::Reprioritize => {
                 let live = self.live();
                 if let Some(pid) = self.pick(&live) {
@@ -206,7 +230,7 @@ impl World {
                 self.edge(c);
                 self.next_chaos(c);
             }
-            Chaos::StaleQueryAsk => self.edge(c),
+            Chaos::StaleQueryAsk | Chaos::ConfigStep { .. } => self.edge(c),
         }
     }
 
@@ -229,6 +253,7 @@ impl World {
         };
         p.paused_until = p.paused_until.max(end);
         let label = p.label.clone();
+        self.paused_oracles(pid, end);
         let f = &mut self.stats.faults;
         if between_check_and_act {
             f.check_act_pauses = f.check_act_pauses.saturating_add(1);
@@ -260,9 +285,13 @@ impl World {
             Some(pid) if self.rng.random_bool(0.5) => Some(pid),
             _ => self.pick(&live),
         };
-        let Some(pid) = target else {
-            return;
-        };
+        if let Some(pid) = target {
+            self.crash(pid);
+        }
+    }
+
+    /// Crashes `pid`: its commits already on the wire may still land; its node restarts.
+    fn crash(&mut self, pid: usize) {
         let label = self.label(pid);
         let node = self.procs.get(pid).map_or(0, |p| p.node);
         self.exit(pid, "CRASH");

@@ -65,6 +65,23 @@ pub(crate) enum Kind {
     },
 }
 
+/// What the simulation does to one commit besides delaying it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drawn {
+    /// A fault the database injects.
+    Db(CommitFault),
+    /// The commit applies now; its reply reaches the process late.
+    SlowReply,
+}
+
+/// The reply of an applied commit on its way to its process (a slow reply).
+#[derive(Debug)]
+pub(crate) struct LateReply {
+    pub(crate) pid: usize,
+    pub(crate) op: Option<u64>,
+    pub(crate) kind: Kind,
+}
+
 /// A transaction whose operation ran, waiting for its commit event.
 #[derive(Debug)]
 pub(crate) struct Pending {
@@ -129,7 +146,9 @@ impl World {
             .push(self.now.saturating_add(delay), Event::Commit { token });
     }
 
-    fn draw_commit_fault(&mut self) -> Option<CommitFault> {
+    /// A commit fault, or a slow reply (counted when it happens: only a process's operation
+    /// whose commit applies gets one).
+    fn draw_commit_fault(&mut self) -> Option<Drawn> {
         let r = self.rng.random_range(0..1_000u32);
         let f = &mut self.stats.faults;
         let (fault, counter) = match r {
@@ -138,10 +157,64 @@ impl World {
             25..30 => (CommitFault::UnknownAppliedLater, &mut f.unknown_lands_later),
             30..45 => (CommitFault::Conflict, &mut f.conflicts),
             45..55 => (CommitFault::Unavailable, &mut f.unavailable),
+            55..70 => return Some(Drawn::SlowReply),
             _ => return None,
         };
         *counter = counter.saturating_add(1);
-        Some(fault)
+        Some(Drawn::Db(fault))
+    }
+
+    /// The reply of an applied commit of `pid`'s operation reaches it after a drawn delay of
+    /// up to 1.5 times its transaction timeout (on its clock; at least half of it if the
+    /// commit `capped` the leader's belief with a shorter lease): its executor's timeout may
+    /// fire first, abandoning the operation as maybe committed, and the late reply is then
+    /// ignored.
+    fn reply_late(&mut self, pid: usize, op: Option<u64>, kind: Kind, capped: bool) {
+        let timeout = self.procs.get(pid).map_or(0, |p| {
+            crate::time::nanos(p.machine.config().transaction_timeout())
+        });
+        let least = if capped { timeout / 2 } else { 0 };
+        let local = self.between(least, timeout.saturating_mul(3) / 2);
+        let d = self.local_delay(pid, local);
+        self.stats.faults.slow_replies = self.stats.faults.slow_replies.saturating_add(1);
+        let at = self.now.saturating_add(d);
+        self.note_fault_end(at);
+        let token = self.next_token;
+        self.next_token = token.saturating_add(1);
+        self.replies.insert(token, LateReply { pid, op, kind });
+        self.queue.push(at, Event::Reply { token });
+        let label = self.label(pid);
+        self.log(format!(
+            "{label} commit applied; its reply arrives at {}{}",
+            crate::time::secs(at),
+            if capped {
+                " (a renewal that cut the lease)"
+            } else {
+                ""
+            }
+        ));
+    }
+
+    /// A late reply reaches its process (ignored if the operation was abandoned meanwhile).
+    pub(super) fn late_reply(&mut self, token: u64) {
+        if let Some(r) = self.replies.remove(&token) {
+            self.deliver(r.pid, r.op, r.kind, Ok(()));
+        }
+    }
+
+    /// Whether `p` is a renewal that writes a lease shorter than its process's transaction
+    /// timeout (of the configuration it ran with, the old one): its belief, capped inside the
+    /// transaction, may end well before a late reply arrives.
+    fn cuts_below_timeout(&self, p: &Pending) -> bool {
+        let Actor::Proc(pid) = p.actor else {
+            return false;
+        };
+        let timeout = self.procs.get(pid).map_or(0, |q| {
+            crate::time::nanos(q.machine.config().transaction_timeout())
+        });
+        matches!(p.entry.op, Op::Cycle(CycleAction::Renewed))
+            && matches!((&p.entry.prior, &p.entry.leader),
+                (Some(a), Some(b)) if b.lease < a.lease && b.lease < timeout)
     }
 
     /// Commits the pending transaction `token`.
@@ -151,10 +224,21 @@ impl World {
         };
         let txn_id = p.txn.id();
         let blocked = self.faults.blocked(txn_id);
-        let fault = if p.faultless || self.quiet || blocked || p.landing {
+        // A renewal that cuts the lease below its transaction timeout (its belief capped inside
+        // the transaction) gets a slow reply three times in four, at least half its
+        // transaction timeout late: the case of DESIGN §10.3.
+        let cuts_lease = self.cuts_below_timeout(&p);
+        let drawn = if p.faultless || self.quiet || blocked || p.landing {
             None
+        } else if cuts_lease && p.op.is_some() && self.rng.random_ratio(7, 8) {
+            Some(Drawn::SlowReply)
         } else {
             self.draw_commit_fault()
+        };
+        let slow_reply = drawn == Some(Drawn::SlowReply);
+        let fault = match drawn {
+            Some(Drawn::Db(f)) => Some(f),
+            _ => None,
         };
         if let (Some(CommitFault::UnknownAppliedLater), Actor::Proc(pid), Some(_)) =
             (fault, p.actor, p.op)
@@ -252,6 +336,13 @@ impl World {
             return;
         }
         match p.actor {
+            Actor::Proc(pid) if slow_reply && result.is_ok() && p.op.is_some() => {
+                if cuts_lease {
+                    self.stats.capped_late_replies =
+                        self.stats.capped_late_replies.saturating_add(1);
+                }
+                self.reply_late(pid, p.op, p.kind, cuts_lease);
+            }
             Actor::Proc(pid) => self.deliver(pid, p.op, p.kind, result),
             Actor::Operator => self.operator_result(p.kind, result.is_ok(), applied),
         }

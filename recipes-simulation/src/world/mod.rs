@@ -37,6 +37,7 @@ use crate::wire;
 
 pub(crate) use commit::Entry;
 pub(crate) use commit::{Actor, Kind, Pending};
+pub(crate) use operator::Shape;
 pub(crate) use process::{Process, RogueTenure, Status};
 
 /// What happened to one seed.
@@ -108,6 +109,10 @@ pub(crate) struct Operator {
     /// The preemption setting being written (retried until it commits, unless a later
     /// write supersedes it).
     config_pending: Option<bool>,
+    /// The heartbeat of the configuration the operator wrote last.
+    heartbeat: Nanos,
+    /// The configuration the operator drew and wrote last.
+    written: Option<fdb_leader_election::ElectionConfig>,
 }
 
 /// One world.
@@ -130,6 +135,8 @@ pub(crate) struct World {
     pending: BTreeMap<u64, Pending>,
     /// Commits in flight whose reply was lost, by process: they land later.
     held: Vec<(usize, u64)>,
+    /// Replies of applied commits on their way to their processes (slow replies).
+    replies: BTreeMap<u64, commit::LateReply>,
     /// Application transactions kept open to query on an old read version.
     stale: Vec<operator::StaleQuery>,
     next_token: u64,
@@ -196,11 +203,14 @@ impl World {
             nodes,
             pending: BTreeMap::new(),
             held: Vec::new(),
+            replies: BTreeMap::new(),
             stale: Vec::new(),
             next_token: 1,
             operator: Operator {
                 allow_preemption: params.config.allow_preemption(),
                 config_pending: None,
+                heartbeat: params.heartbeat,
+                written: None,
             },
             generation: 0,
             deploys_in_flight: 0,
@@ -360,6 +370,15 @@ impl World {
                 }
                 self.commit(token);
             }
+            Event::Reply { token } => {
+                let owner = self.replies.get(&token).map(|r| r.pid);
+                if let Some(pid) = owner {
+                    if self.defer_if_paused(pid, event) {
+                        return;
+                    }
+                }
+                self.late_reply(token);
+            }
             Event::Timeout { pid, op } => {
                 if self.defer_if_paused(pid, event) {
                     return;
@@ -450,6 +469,7 @@ impl World {
         for who in self.quiet_machines() {
             self.found.push(Progress::went_quiet(&who));
         }
+        self.check_runner_oracles();
         let beliefs = self.beliefs();
         if let Some(v) = self.belief.check(self.now, &beliefs) {
             self.found.push(v);

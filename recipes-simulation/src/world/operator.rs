@@ -30,22 +30,87 @@ pub(crate) struct StaleQuery {
     pub(crate) renewal: u64,
 }
 
+/// Which part of the space of valid configurations the operator draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// Anything but a cut: the lease from a quarter of the world's to three times it.
+    Any,
+    /// A lease of half the world's or longer.
+    Normal,
+    /// A lease of two or three times the world's with long heartbeats (a third or a quarter
+    /// of it) and long attempts (transaction timeout 0.6–0.9 heartbeat): the old
+    /// configuration of a lease cut.
+    LongAttempts,
+    /// A lease of an eighth or a sixth of the world's: the new configuration of a cut.
+    ShortLease,
+}
+
+/// The lease factors (numerator, denominator) of the world's lease each shape draws from.
+fn lease_factors(shape: Shape) -> &'static [(u64, u64)] {
+    match shape {
+        Shape::Any => &[
+            (1, 4),
+            (1, 3),
+            (1, 2),
+            (2, 3),
+            (1, 1),
+            (3, 2),
+            (2, 1),
+            (3, 1),
+        ],
+        Shape::Normal => &[(1, 2), (2, 3), (1, 1), (3, 2), (2, 1), (3, 1)],
+        Shape::LongAttempts => &[(2, 1), (3, 1)],
+        Shape::ShortLease => &[(1, 8), (1, 6)],
+    }
+}
+
+/// How many times a lease cut waits for a leader renewing with the long attempts.
+const CUT_WAITS: u8 = 6;
+
+/// How many times the operator draws again when the library refuses a configuration.
+const CONFIG_DRAWS: u32 = 8;
+
+/// The shortest transaction timeout the operator draws when the heartbeat leaves room.
+const MIN_ATTEMPT: Nanos = 20 * crate::time::MS;
+
+/// The largest clock-rate bound the operator writes (the library accepts below 50%).
+const MAX_RHO_PPM: u32 = 450_000;
+
 impl World {
-    /// A configuration with every field drawn around the world's parameters. The clock-rate
-    /// bound never drops below the world's (clocks are drawn within it).
-    fn draw_config(&mut self) -> Result<ElectionConfig, String> {
-        let lease = match self.rng.random_range(0..3u8) {
-            0 => self.params.lease / 2,
-            1 => self.params.lease,
-            _ => self.params.lease.saturating_mul(3) / 2,
-        };
+    /// A valid configuration with every field drawn (DESIGN §10.6: the library refuses one
+    /// whose belief cannot be renewed without a loop, `ConfigError::BeliefTooShortToRenew`;
+    /// the draw is repeated, a bounded number of times, when it does). Leases from an eighth
+    /// of the world's to three times it, heartbeats of a third to a sixth of the lease,
+    /// transaction timeouts up to 0.9 heartbeat, ρ from the world's (never below the clocks'
+    /// bound: clocks are drawn within it) up to 45%.
+    fn draw_config(&mut self, shape: Shape) -> Result<ElectionConfig, String> {
+        let mut refused = String::new();
+        for _ in 0..CONFIG_DRAWS {
+            match self.draw_config_once(shape) {
+                Ok(config) => return Ok(config),
+                Err(e) => refused = e,
+            }
+        }
+        Err(refused)
+    }
+
+    fn draw_config_once(&mut self, shape: Shape) -> Result<ElectionConfig, String> {
+        let factors = lease_factors(shape);
+        let (num, den) = factors
+            .get(self.rng.random_range(0..factors.len()))
+            .copied()
+            .unwrap_or((1, 1));
+        let lease = crate::time::scale(self.params.lease, num, den);
+        let most = if shape == Shape::LongAttempts { 4 } else { 6 };
         let heartbeat = lease
-            .checked_div(self.rng.random_range(4..=5u64))
+            .checked_div(self.rng.random_range(3..=most))
             .unwrap_or(lease);
-        let rho = if self.rng.random_bool(0.5) {
-            self.params.rho_ppm
+        let world_rho = self.params.rho_ppm;
+        let rho = if shape == Shape::LongAttempts || self.rng.random_bool(0.5) {
+            world_rho
         } else {
-            self.params.rho_ppm.saturating_mul(2).min(100_000)
+            self.rng
+                .random_range(world_rho..=MAX_RHO_PPM.max(world_rho))
         };
         let pick = |rng: &mut rand_chacha::ChaCha8Rng, options: &[Nanos]| -> Nanos {
             options
@@ -56,7 +121,18 @@ impl World {
         let min_tenure = pick(&mut self.rng, &[0, heartbeat, lease / 2]);
         let grace = pick(&mut self.rng, &[0, heartbeat, heartbeat.saturating_mul(2)]);
         let stagger = pick(&mut self.rng, &[0, lease / 30]);
-        let timeout = pick(&mut self.rng, &[heartbeat / 3, heartbeat / 2]);
+        let (lo, hi) = match shape {
+            Shape::LongAttempts => (6, 9),
+            Shape::ShortLease => (1, 5),
+            Shape::Any | Shape::Normal => (1, 9),
+        };
+        // Attempts of at least 20 ms where the heartbeat allows (most commits take 0.5–15
+        // ms): shorter ones would time out nearly always.
+        let top = crate::time::scale(heartbeat, hi, 10);
+        let floor = crate::time::scale(heartbeat, lo, 10)
+            .max(MIN_ATTEMPT)
+            .min(top);
+        let timeout = self.between(floor, top).max(crate::time::MS);
         let timeout_mult = self.rng.random_range(2..=3u64);
         ElectionConfig::builder()
             .lease_duration(dur(lease))
@@ -73,9 +149,82 @@ impl World {
             .map_err(|e| e.to_string())
     }
 
+    /// The operator writes a configuration drawn from `shape`. A configuration with long
+    /// attempts is followed, a little over one of the previous configuration's heartbeats
+    /// later and once a leader renews with it, by a lease of an eighth to a quarter of the
+    /// world's: a leader whose renewal writes it caps its belief inside the transaction,
+    /// while the reply may come as late as the old configuration's transaction timeout
+    /// (DESIGN §10.3). A cut is `rounds` such pairs in a row. A lease shorter than half the
+    /// world's is replaced a little over one of the previous configuration's heartbeats later
+    /// (short heartbeats cost many events).
+    fn change_config(&mut self, shape: Shape, rounds: u8) {
+        match self.draw_config(shape) {
+            Ok(config) => {
+                let lease = nanos(config.lease_duration());
+                let heartbeat = nanos(config.heartbeat_interval());
+                let previous = self.operator.heartbeat;
+                let cut = matches!(shape, Shape::LongAttempts | Shape::ShortLease);
+                let why = if cut { "a lease cut" } else { "every field" };
+                if !self.write_config_with(config.clone(), why, cut) {
+                    return;
+                }
+                self.operator.heartbeat = heartbeat;
+                self.operator.written = Some(config);
+                let (lo, hi) = (previous, previous.saturating_mul(3) / 2);
+                let next = match shape {
+                    Shape::LongAttempts => Some((
+                        self.between(previous.saturating_mul(6) / 5, previous.saturating_mul(2)),
+                        Shape::ShortLease,
+                        rounds,
+                    )),
+                    Shape::ShortLease if rounds > 1 => Some((
+                        self.between(lo, hi),
+                        Shape::LongAttempts,
+                        rounds.saturating_sub(1),
+                    )),
+                    _ if lease < self.params.lease / 2 => {
+                        Some((self.between(lo, hi), Shape::Normal, 0))
+                    }
+                    _ => None,
+                };
+                if let Some((d, shape, rounds)) = next {
+                    self.queue.push(
+                        self.now.saturating_add(d),
+                        Event::Chaos(Chaos::ConfigStep {
+                            shape,
+                            waits: CUT_WAITS,
+                            rounds,
+                        }),
+                    );
+                }
+            }
+            Err(e) => self.log(format!("operator drew no valid configuration: {e}")),
+        }
+    }
+
+    /// Whether some running process leads (a live guard) with the configuration the
+    /// operator wrote last.
+    fn leader_on_written_config(&self) -> bool {
+        let Some(written) = self.operator.written.as_ref() else {
+            return false;
+        };
+        self.procs.iter().any(|p| {
+            p.status == Status::Running
+                && p.paused_until <= self.now
+                && p.guard.as_ref().is_some_and(|g| !g.revoked)
+                && p.machine.config() == written
+        })
+    }
+
     /// Writes `config` as the operator; `false` if the transaction failed before its commit
     /// (retried by the caller, if at all).
     pub(super) fn write_config(&mut self, config: ElectionConfig, why: &str) -> bool {
+        self.write_config_with(config, why, false)
+    }
+
+    /// Writes `config` as the operator; a `faultless` commit gets no injected fault (the
+    /// steps of a lease cut: an operator retrying until the write commits).
+    fn write_config_with(&mut self, config: ElectionConfig, why: &str, faultless: bool) -> bool {
         let restore = config == self.params.config && self.quiet;
         let txn = self.open(Actor::Operator);
         let election = self.election.clone();
@@ -113,7 +262,7 @@ impl World {
                     },
                     entry,
                     zombie: false,
-                    faultless: false,
+                    faultless,
                     op: None,
                     landing: false,
                 });
@@ -129,12 +278,35 @@ impl World {
     /// A chain step of the operator and application edges.
     pub(super) fn edge(&mut self, c: Chaos) {
         match c {
-            Chaos::ConfigChange => match self.draw_config() {
-                Ok(config) => {
-                    let _ = self.write_config(config, "every field");
+            Chaos::ConfigChange => {
+                if self.rng.random_ratio(1, 2) {
+                    let rounds = self.rng.random_range(1..=3u8);
+                    self.change_config(Shape::LongAttempts, rounds);
+                } else {
+                    self.change_config(Shape::Any, 0);
                 }
-                Err(e) => self.log(format!("operator drew an invalid configuration: {e}")),
-            },
+            }
+            Chaos::ConfigStep {
+                shape,
+                waits,
+                rounds,
+            } if !self.quiet => {
+                if shape == Shape::ShortLease && waits > 0 && !self.leader_on_written_config() {
+                    // The cut waits (a few times) for a leader renewing with the long attempts.
+                    let hb = self.operator.heartbeat;
+                    let d = self.between(hb / 2, hb);
+                    self.queue.push(
+                        self.now.saturating_add(d),
+                        Event::Chaos(Chaos::ConfigStep {
+                            shape,
+                            waits: waits.saturating_sub(1),
+                            rounds,
+                        }),
+                    );
+                } else {
+                    self.change_config(shape, rounds);
+                }
+            }
             Chaos::ForceVacate => self.force_vacate(),
             Chaos::OperatorResign => self.operator_resign(),
             Chaos::OperatorUnregister => self.operator_unregister(),
@@ -339,6 +511,21 @@ impl World {
                 }
             },
         };
+        self.unregister_by_id(pid, txn, &prior);
+    }
+
+    /// The operator removes the registration of `pid` (a process that crashed) by its id.
+    pub(super) fn operator_remove(&mut self, pid: usize) {
+        let txn = self.open(Actor::Operator);
+        let Some(prior) = self.current_record(&txn) else {
+            self.faults.close(txn.id());
+            return;
+        };
+        self.unregister_by_id(pid, txn, &prior);
+    }
+
+    /// The operator's `unregister_candidate` for `pid`'s id, in `txn` (which read `prior`).
+    fn unregister_by_id(&mut self, pid: usize, txn: MemTransaction, prior: &LeaderRecord) {
         let Some((id, prio)) = self
             .procs
             .get(pid)
@@ -362,8 +549,8 @@ impl World {
             Ok((_, written)) => {
                 let mut entry =
                     Entry::new("operator", Some(id.to_string()), 0, Op::OperatorUnregister);
-                if written != prior {
-                    entry.prior = Some(RecordView::of(&prior));
+                if written != *prior {
+                    entry.prior = Some(RecordView::of(prior));
                     entry.leader = Some(RecordView::of(&written));
                 }
                 entry.candidates_cleared.push(id.to_string());

@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 
 use fdb_leader_election::runner::StopReason;
 use fdb_leader_election::runner::machine::{
-    Command, Ctx, CycleReport, Event as In, Failure, Machine, RecordRead, Settings,
+    Belief, Command, Ctx, CycleReport, Event as In, Failure, Machine, RecordRead, Settings,
 };
 use fdb_leader_election::{
     Candidate, CandidateId, ElectionError, LocalInstant, Priority, ResignOutcome, TxnError,
@@ -19,9 +19,9 @@ use rand::{Rng, RngCore};
 
 use super::commit::kind_name;
 use super::{Actor, Kind, Pending, World};
-use crate::events::Event;
+use crate::events::{Chaos, Event};
 use crate::history::{CandView, Entry, Op, RecordView};
-use crate::oracles::Progress;
+use crate::oracles::{Bounds, Cadence, Closed, Progress, Renewal, Violation};
 use crate::plants::Plant;
 use crate::time::{MS, Nanos, SimClock, dur, nanos};
 
@@ -54,6 +54,12 @@ pub(crate) struct SimGuard {
     pub(crate) revoked: bool,
     /// Accepts no new work (a handover or resignation is pending).
     pub(crate) closed: bool,
+    /// Since when it is closed (oracle 10).
+    pub(crate) closed_since: Option<Closed>,
+    /// It was closed for a candidate's handover request.
+    pub(crate) closed_for_request: bool,
+    /// When it was issued, on the process's clock.
+    pub(crate) issued_at: Nanos,
 }
 
 impl SimGuard {
@@ -70,6 +76,9 @@ pub(crate) enum OpKind {
     Register,
     Cycle,
     Resign,
+    /// Plant `keep-closed-guard`: a resignation the executor never runs; its timeout reports
+    /// it done.
+    DroppedResign,
     Leave,
 }
 
@@ -100,6 +109,9 @@ pub(crate) struct Process {
     pub(crate) draining: Option<u64>,
     /// A revoke the plant `revoke-guard-after-commit` holds back until the commit.
     pub(crate) held_revoke: bool,
+    /// A lowered guard deadline the plant `guard-deadline-after-reply` holds back until the
+    /// cycle's operation ends.
+    pub(crate) held_deadline: Option<Nanos>,
     pub(crate) work_epoch: u64,
     pub(crate) work_inflight: u32,
     /// The ballot of the guarded task in flight, and how many more pieces of work it does.
@@ -120,6 +132,16 @@ pub(crate) struct Process {
     /// Plant `uncapped-shorter-lease`: the belief (ballot, local end) it keeps after writing a
     /// shorter lease.
     pub(crate) uncapped: Option<(u64, Nanos)>,
+    /// Oracle 9's record of its renewals.
+    pub(crate) cadence: Cadence,
+    /// The cycle in flight is not counted by oracle 9: it started while the guard was
+    /// closed, or because the leader record changed (seen through the watch).
+    pub(crate) cycle_uncounted: bool,
+    /// The machine is handling a read of the leader record (a cycle it asks for now is run
+    /// because the record changed).
+    pub(crate) reading: bool,
+    /// Plant `keep-closed-guard`: the next resignation is not carried out.
+    pub(crate) drop_resign: bool,
 }
 
 impl std::fmt::Debug for Process {
@@ -138,6 +160,16 @@ fn unexpected(e: &ElectionError) -> Option<String> {
         | ElectionError::NotRegistered { .. }
         | ElectionError::NotInitialized => None,
         other => Some(other.to_string()),
+    }
+}
+
+/// What bounds how long a guard may stay closed, in the machine's configuration.
+fn bounds(m: &Machine) -> Bounds {
+    let c = m.config();
+    Bounds {
+        grace: nanos(c.handover_grace()),
+        heartbeat: nanos(c.heartbeat_interval()),
+        timeout: nanos(c.transaction_timeout()),
     }
 }
 
@@ -204,6 +236,7 @@ impl World {
             guard: None,
             draining: None,
             held_revoke: false,
+            held_deadline: None,
             work_epoch: 0,
             work_inflight: 0,
             task_ballot: None,
@@ -217,6 +250,10 @@ impl World {
             rogue_obs: None,
             rogue_seq: 1 << 48,
             uncapped: None,
+            cadence: Cadence::default(),
+            cycle_uncounted: false,
+            reading: false,
+            drop_resign: false,
         });
         if let Some(n) = self.nodes.get_mut(node) {
             n.current = Some(pid);
@@ -307,10 +344,34 @@ impl World {
         if p.status == Status::Dead {
             return;
         }
-        let ctx = Ctx::of(Some(&p.candidate), &p.clock, p.work_inflight > 0);
+        let busy = p.work_inflight > 0;
+        let mut ctx = Ctx::of(Some(&p.candidate), &p.clock, busy);
+        if self.plant == Some(Plant::BeliefShorterThanMargin) {
+            // The planted defect: the machine is told of a belief that ends earlier, by the
+            // renewal margin and half a heartbeat, than the candidate's.
+            let config = p.machine.config();
+            let cut = config.renewal_margin().saturating_add(
+                config
+                    .heartbeat_interval()
+                    .checked_div(2)
+                    .unwrap_or_default(),
+            );
+            let belief = p.candidate.leadership().map(|l| Belief {
+                ballot: l.ballot,
+                valid_until: LocalInstant::from_origin(
+                    l.valid_until.since_origin().saturating_sub(cut),
+                ),
+            });
+            ctx = Ctx::new(p.candidate.now(), belief, busy);
+        }
+        let reading = matches!(event, In::RecordRead(_));
+        let outer = std::mem::replace(&mut p.reading, reading);
         let commands = p.machine.handle(event, ctx);
         for command in commands {
             self.carry(pid, command);
+        }
+        if let Some(p) = self.procs.get_mut(pid) {
+            p.reading = outer;
         }
     }
 
@@ -318,11 +379,33 @@ impl World {
     fn carry(&mut self, pid: usize, command: Command) {
         match command {
             Command::Register => self.start_op(pid, OpKind::Register),
-            Command::RunCycle => self.start_op(pid, OpKind::Cycle),
+            Command::RunCycle => {
+                self.cycle_starts(pid);
+                self.start_op(pid, OpKind::Cycle);
+            }
             Command::Resign { expected } => {
+                let dropped = self.procs.get_mut(pid).is_some_and(|p| {
+                    p.cadence.excuse();
+                    std::mem::take(&mut p.drop_resign)
+                });
+                if dropped {
+                    // Plant `keep-closed-guard`: the resignation that follows
+                    // `SteppingDownAnyway` is never run; the executor's timeout reports it done
+                    // (as the machine hears of any resignation), and the leader renews on with
+                    // its closed guard.
+                    let label = self.label(pid);
+                    self.log(format!("{label} resignation dropped (plant)"));
+                    self.start_dropped(pid);
+                    return;
+                }
                 self.start_op_with(pid, OpKind::Resign, Some(expected.get()));
             }
-            Command::Leave => self.start_op(pid, OpKind::Leave),
+            Command::Leave => {
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.cadence.excuse();
+                }
+                self.start_op(pid, OpKind::Leave);
+            }
             Command::ReadRecord { watch, .. } => self.read_record(pid, watch),
             Command::DisarmWatch => {
                 if let Some(p) = self.procs.get_mut(pid) {
@@ -345,11 +428,15 @@ impl World {
             Command::IssueGuard { ballot, deadline } => {
                 let label = self.label(pid);
                 if let Some(p) = self.procs.get_mut(pid) {
+                    let now = p.clock.local_now();
                     p.guard = Some(SimGuard {
                         ballot: ballot.get(),
                         deadline: nanos(deadline.since_origin()),
                         revoked: false,
                         closed: false,
+                        closed_since: None,
+                        closed_for_request: false,
+                        issued_at: now,
                     });
                     p.cached_token = Some(ballot.get());
                 }
@@ -357,24 +444,44 @@ impl World {
                 self.start_work_loop(pid);
             }
             Command::SetGuardDeadline(deadline) => {
-                if let Some(g) = self.procs.get_mut(pid).and_then(|p| p.guard.as_mut()) {
-                    g.deadline = nanos(deadline.since_origin());
-                }
+                self.set_guard_deadline(pid, nanos(deadline.since_origin()))
             }
             Command::CloseGuard => {
-                if let Some(g) = self.procs.get_mut(pid).and_then(|p| p.guard.as_mut()) {
-                    g.closed = true;
+                if let Some(p) = self.procs.get_mut(pid) {
+                    let now = p.clock.local_now();
+                    let bounds = bounds(&p.machine);
+                    let tenure = nanos(p.machine.config().min_tenure());
+                    if let Some(g) = p.guard.as_mut() {
+                        g.closed = true;
+                        let tenure_end = g.issued_at.saturating_add(tenure);
+                        g.closed_since
+                            .get_or_insert_with(|| Closed::new(now, tenure_end, bounds));
+                    }
                 }
             }
-            Command::RevokeGuard(reason) => self.revoke(pid, &reason),
+            Command::HandoverRequested(requester) => self.honours_request(pid, requester.id()),
+            Command::SteppingDownAnyway => self.stepping_down_anyway(pid),
+            Command::Renewed {
+                started,
+                took: Some(_),
+                ..
+            } => self.renewed(pid, nanos(started.since_origin())),
+            Command::RevokeGuard(reason) => {
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.cadence.excuse();
+                }
+                self.revoke(pid, &reason);
+            }
             Command::EndLeadership { ballot, reason } => {
                 let label = self.label(pid);
                 if let Some(p) = self.procs.get_mut(pid) {
+                    p.cadence.excuse();
                     if let Some(g) = p.guard.as_mut() {
                         g.revoked = true;
                     }
                     p.guard = None;
                     p.held_revoke = false;
+                    p.held_deadline = None;
                 }
                 self.log(format!(
                     "{label} leadership b{} ended: {}",
@@ -395,6 +502,159 @@ impl World {
             // Publication, metrics and logs: nothing to carry out in the simulation.
             _ => {}
         }
+    }
+
+    /// A cycle attempt starts: oracle 9 checks it is not too late, and notes whether it
+    /// counts (not while the guard is closed, nor because the record changed).
+    fn cycle_starts(&mut self, pid: usize) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        p.cycle_uncounted = p.reading || p.guard.as_ref().is_some_and(|g| g.closed);
+        let now = p.clock.local_now();
+        if let Some(v) = p.cadence.cycle_started(&p.label, now) {
+            self.found.push(v);
+        }
+    }
+
+    /// A confirmed renewal (or acquisition) of the guard's ballot: oracle 9 counts it.
+    fn renewed(&mut self, pid: usize, started: Nanos) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        let (Some(g), Some(belief)) = (p.guard.as_ref(), p.candidate.leadership()) else {
+            return;
+        };
+        let config = p.machine.config();
+        let renewal = Renewal {
+            ballot: g.ballot,
+            started,
+            counted: !p.cycle_uncounted,
+            heartbeat: nanos(config.heartbeat_interval()),
+            timeout: nanos(config.transaction_timeout()),
+            belief_end: nanos(belief.valid_until.since_origin()),
+            confirmed: p.clock.local_now(),
+        };
+        if let Some(v) = p.cadence.renewed(&p.label, renewal) {
+            self.found.push(v);
+        }
+    }
+
+    /// The leader honours a candidate's handover request and drains its guarded work first
+    /// (its guard closed). Now and then, while that work is busy, the requester leaves
+    /// (a graceful shutdown unregisters it) or crashes and the operator removes its
+    /// registration: the request is withdrawn during the drain (DESIGN §10.6).
+    fn honours_request(&mut self, pid: usize, requester: &CandidateId) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        let busy = p.work_inflight > 0 || p.task_ballot.is_some();
+        let Some(g) = p.guard.as_mut().filter(|g| g.closed && !g.revoked) else {
+            return;
+        };
+        g.closed_for_request = true;
+        if self.quiet || !busy || !self.rng.random_ratio(1, 2) {
+            return;
+        }
+        let Some(rid) = self.procs.iter().position(|q| {
+            q.status == Status::Running && !q.shutdown && q.candidate.id() == requester
+        }) else {
+            return;
+        };
+        let crash = self.rng.random_bool(0.5);
+        let d = self.between(0, self.params.heartbeat / 4);
+        self.queue.push(
+            self.now.saturating_add(d),
+            Event::Chaos(Chaos::Withdraw { pid: rid, crash }),
+        );
+    }
+
+    /// The machine steps down although nothing ends its closed guard (a withdrawn request,
+    /// or a failed resignation). Plant `keep-closed-guard` drops the resignation that follows.
+    fn stepping_down_anyway(&mut self, pid: usize) {
+        let plant = self.plant == Some(Plant::KeepClosedGuard);
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        let withdrawn = p.guard.as_ref().is_some_and(|g| g.closed_for_request);
+        p.drop_resign = plant;
+        self.stats.stepped_down_anyway = self.stats.stepped_down_anyway.saturating_add(1);
+        if withdrawn {
+            self.stats.withdrawn_in_drain = self.stats.withdrawn_in_drain.saturating_add(1);
+        }
+        let label = self.label(pid);
+        self.log(format!(
+            "{label} steps down anyway: its guard is closed and {}",
+            if withdrawn {
+                "the request that closed it was withdrawn"
+            } else {
+                "nothing else ends it"
+            }
+        ));
+    }
+
+    /// Oracles 9 and 10 at the current step, for every live process.
+    pub(super) fn check_runner_oracles(&mut self) {
+        let mut found: Vec<Violation> = Vec::new();
+        for p in &self.procs {
+            if p.status == Status::Dead {
+                continue;
+            }
+            let now = p.clock.local_now();
+            found.extend(p.cadence.check(&p.label, now));
+            let live_closed = p
+                .guard
+                .as_ref()
+                .filter(|g| !g.revoked && !g.cancelled_at(now) && g.closed);
+            if let Some((g, c)) = live_closed.and_then(|g| g.closed_since.map(|c| (g, c))) {
+                found.extend(c.check(&p.label, g.ballot, now, bounds(&p.machine)));
+            }
+        }
+        self.found.extend(found);
+    }
+
+    /// A stop-the-world pause of `pid` until true time `end`: oracle 9 expects nothing of it
+    /// meanwhile, and oracle 10 gives its closed guard that much longer.
+    pub(super) fn paused_oracles(&mut self, pid: usize, end: Nanos) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        p.cadence.excuse();
+        let local = p.clock.local_at(end).saturating_sub(p.clock.local_now());
+        if let Some(c) = p.guard.as_mut().and_then(|g| g.closed_since.as_mut()) {
+            c.paused(local);
+        }
+    }
+
+    /// A cycle or resignation failed while the guard is closed: oracle 10 allows for it.
+    fn closed_op_failed(&mut self, pid: usize) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        let now = p.clock.local_now();
+        if let Some(c) = p.guard.as_mut().and_then(|g| g.closed_since.as_mut()) {
+            c.failed(now);
+        }
+    }
+
+    /// Moves the guard's deadline at once (its timer re-armed), unless the plant
+    /// `guard-deadline-after-reply` holds back a lowered deadline while a cycle is in flight
+    /// until the operation ends, as the executor did before the fix of DESIGN §10.3.
+    fn set_guard_deadline(&mut self, pid: usize, deadline: Nanos) {
+        let plant = self.plant == Some(Plant::GuardDeadlineAfterReply);
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        let in_cycle = matches!(p.op, Some((_, OpKind::Cycle)));
+        let Some(g) = p.guard.as_mut() else {
+            return;
+        };
+        if plant && in_cycle && deadline < g.deadline {
+            p.held_deadline = Some(deadline);
+            return;
+        }
+        g.deadline = deadline;
+        p.held_deadline = None;
     }
 
     /// Revokes the guard (unless the plant holds the revoke back until the commit).
@@ -422,6 +682,20 @@ impl World {
 
     fn start_op(&mut self, pid: usize, kind: OpKind) {
         self.start_op_with(pid, kind, None);
+    }
+
+    /// Plant `keep-closed-guard`: an operation with no transaction, ended by its timeout.
+    fn start_dropped(&mut self, pid: usize) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        p.op_seq = p.op_seq.saturating_add(1);
+        let seq = p.op_seq;
+        p.op = Some((seq, OpKind::DroppedResign));
+        let timeout = nanos(p.machine.config().transaction_timeout());
+        let d = self.local_delay(pid, timeout);
+        self.queue
+            .push(self.now.saturating_add(d), Event::Timeout { pid, op: seq });
     }
 
     /// Starts an operation: its first attempt now, and the executor's timeout.
@@ -452,6 +726,11 @@ impl World {
         let txn = self.open(Actor::Proc(pid));
         let election = self.election.clone();
         let result: Result<(Kind, Entry), ElectionError> = match kind {
+            OpKind::DroppedResign => {
+                // No transaction: the plant's executor never runs it.
+                self.faults.close(txn.id());
+                return;
+            }
             OpKind::Register => {
                 let init = self.params.config.clone();
                 let res = self.rt.block_on(async {
@@ -610,12 +889,19 @@ impl World {
                 In::CycleCommitted(report)
             }
             (OpKind::Cycle, Err(f)) => {
+                self.closed_op_failed(pid);
                 if f.kind() == "not_registered" {
                     self.stats.reregistrations = self.stats.reregistrations.saturating_add(1);
                 }
                 In::CycleFailed(f)
             }
-            (OpKind::Resign, _) => In::ResignDone,
+            (OpKind::Resign, result) => {
+                if result.is_err() {
+                    self.closed_op_failed(pid);
+                }
+                In::ResignDone
+            }
+            (OpKind::DroppedResign, _) => In::ResignDone,
             (OpKind::Leave, Ok(_)) => In::Left(Ok(())),
             (OpKind::Leave, Err(f)) => In::Left(Err(f)),
             (_, Ok(_)) => In::Tick,
@@ -629,7 +915,7 @@ impl World {
         self.feed(pid, event);
     }
 
-    /// The plant's held revoke takes effect once the transaction ended.
+    /// The plants' held revoke and held deadline take effect once the transaction ended.
     fn release_held_revoke(&mut self, pid: usize) {
         if let Some(p) = self.procs.get_mut(pid) {
             if p.held_revoke {
@@ -638,14 +924,24 @@ impl World {
                     g.revoked = true;
                 }
             }
+            if let Some(deadline) = p.held_deadline.take() {
+                if let Some(g) = p.guard.as_mut() {
+                    g.deadline = deadline;
+                }
+            }
         }
     }
 
     /// The executor's transaction timeout: an operation still in flight fails as maybe
     /// committed; its commit, if still pending, lands later with nobody listening.
     pub(super) fn op_timeout(&mut self, pid: usize, seq: u64) {
-        if self.current_op(pid, seq).is_none() {
-            return;
+        match self.current_op(pid, seq) {
+            None => return,
+            Some(OpKind::DroppedResign) => {
+                self.finish_op(pid, Ok(Kind::Resign));
+                return;
+            }
+            Some(_) => {}
         }
         self.abandon(pid, seq);
         let label = self.label(pid);
@@ -667,6 +963,13 @@ impl World {
             if q.actor == Actor::Proc(pid) && q.op == Some(seq) {
                 q.zombie = true;
                 q.kind = Kind::Abandoned;
+            }
+        }
+        // A slow reply on its way is ignored when it arrives; what it carries (a cycle) is
+        // dropped now.
+        for r in self.replies.values_mut() {
+            if r.pid == pid && r.op == Some(seq) {
+                r.kind = Kind::Abandoned;
             }
         }
     }

@@ -5,8 +5,9 @@
 //! work (not cancelled, not closed for a handover, before its deadline) a task starts with the
 //! guard's ballot as its token: oracle 8 checks, against true time, that the candidate still
 //! believes in that ballot whenever a guarded task runs. Then comes a synchronous section (no
-//! await point, so nothing can cancel it; sometimes a stop-the-world pause falls inside it),
-//! after which the task opens two transactions:
+//! await point, so nothing can cancel it; sometimes a stop-the-world pause falls inside it;
+//! one in eight lasts a quarter of a heartbeat to two, while the process runs on), after
+//! which the task opens two transactions:
 //!
 //! - the *fenced* one: `LeaderElection::fence(&txn, token)`, then a read-modify-write of the
 //!   protected register (ballot, sequence) and the fenced counter;
@@ -172,7 +173,16 @@ impl World {
             let d = self.leases(500, crate::params::MAX_FAULT_LEASES.saturating_mul(1_000));
             self.pause(pid, d, true);
         }
-        let d = self.between(0, 1_000_000);
+        // Most sections take up to a millisecond; one in eight is long (a quarter of a
+        // heartbeat to two), the process running on meanwhile: the guard may be shortened,
+        // closed or revoked under it, and a handover or resignation waits for it.
+        let d = if self.rng.random_ratio(1, 4) {
+            self.stats.long_sections = self.stats.long_sections.saturating_add(1);
+            let hb = self.params.heartbeat;
+            self.between(hb / 4, hb.saturating_mul(2))
+        } else {
+            self.between(0, 1_000_000)
+        };
         self.schedule_work(pid, d, WorkStep::Act { token });
     }
 
