@@ -148,6 +148,10 @@ pub(crate) struct FdbReport {
     pub(crate) cycles_per_sec_1k_elections: f64,
     /// Cycles of the throughput scenario that failed (timed out under load), all counts.
     pub(crate) failed_cycles: u64,
+    /// Sharded leadership's figures on the cluster (`sharded.rs`), as `shard_*` keys: the
+    /// same keys as the MemDb ones.
+    #[serde(flatten)]
+    pub(crate) sharded: crate::sharded::ShardFigures,
 }
 
 /// The shape of the bare transactions.
@@ -249,6 +253,14 @@ async fn scenarios(
     f.cycles_per_sec_1k_elections = throughput(db, root, 1_000, &mut failed).await?;
     f.failed_cycles = failed;
     progress("throughput", t);
+
+    f.sharded = crate::sharded::measure(
+        "FoundationDB",
+        || Arc::clone(db),
+        &root.subspace(&("sharded",)),
+        crate::sharded::REPS,
+    )
+    .await?;
     Ok(())
 }
 

@@ -53,6 +53,7 @@ mod clocks;
 #[cfg(feature = "fdb")]
 mod fdb;
 mod probe;
+mod sharded;
 mod sim;
 mod v011;
 
@@ -92,6 +93,9 @@ struct Report {
     v011_overlap_instants_skew: u64,
     ballot_regressions: u64,
     v011_ballot_regressions: u64,
+    /// Sharded leadership's figures on MemDb (`sharded.rs`), as `shard_*` keys.
+    #[serde(flatten)]
+    sharded: sharded::ShardFigures,
     /// The cluster mode's figures (absent without `--cluster-file`).
     #[cfg(feature = "fdb")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -939,6 +943,13 @@ async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
     r.ballot_regressions = resign.0.ballot_regressions;
     r.v011_ballot_regressions = resign.1.ballot_regressions;
     many_elections(r).await?;
+    r.sharded = sharded::measure(
+        "MemDb",
+        MemDb::new,
+        &Subspace::from("sharded"),
+        sharded::REPS,
+    )
+    .await?;
 
     println!(
         "fdb-leader-election performance report (MemDb; lease 300 ms / heartbeat 100 ms for timings)"
@@ -1241,6 +1252,11 @@ async fn report(args: &Args) -> Res<()> {
     }
     #[cfg(not(feature = "fdb"))]
     let _ = (args, memdb_times);
+    #[cfg(feature = "fdb")]
+    let cluster = r.fdb.as_ref().map(|f| &f.sharded);
+    #[cfg(not(feature = "fdb"))]
+    let cluster = None;
+    sharded::print(&r.sharded, cluster);
     println!("{}", serde_json::to_string(&r)?);
     Ok(())
 }
