@@ -1,0 +1,556 @@
+//! Processes: one candidate incarnation each, with its own clock, driven by the library's own
+//! runner machine (`runner::machine::Machine`), the same one the tokio `Runner` executes. This
+//! file is the simulation's executor: it feeds the machine events in simulated time and
+//! carries out its commands (transactions whose commits land at later events, sleeps, guards,
+//! watches), as `runner::Runner`'s executor does with tokio.
+
+use std::sync::Arc;
+
+use fdb_leader_election::runner::machine::{Belief, Command, Ctx, Event as In, Machine, Settings};
+use fdb_leader_election::{Candidate, CandidateId, ElectionError, LocalInstant, Priority, Watch};
+use rand::{Rng, RngCore};
+
+use super::World;
+use crate::events::Event;
+use crate::history::{Entry, Op};
+use crate::oracles::{Bounds, Cadence, Closed, Progress};
+use crate::plants::Plant;
+use crate::time::{Nanos, SimClock, dur, nanos};
+
+mod guard;
+mod ops;
+mod oracles;
+mod watch;
+
+/// A process's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Started; registering.
+    Registering,
+    /// Registered; cycling.
+    Running,
+    /// Crashed or exited.
+    Dead,
+}
+
+/// The rogue's own belief, from its raw takeover (plant `takeover-after-half-lease`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RogueTenure {
+    pub(crate) ballot: u64,
+    pub(crate) valid_until: Nanos,
+}
+
+/// A leadership guard, as the simulation's executor keeps it (the `LeadershipGuard` of the
+/// tokio runner).
+#[derive(Clone, Debug)]
+pub(crate) struct SimGuard {
+    pub(crate) ballot: u64,
+    /// The guard's deadline on the process's clock.
+    pub(crate) deadline: Nanos,
+    /// Cancelled: guarded tasks stop at their next await point.
+    pub(crate) revoked: bool,
+    /// Accepts no new work (a handover or resignation is pending).
+    pub(crate) closed: bool,
+    /// Since when it is closed (oracle 10).
+    pub(crate) closed_since: Option<Closed>,
+    /// It was closed for a candidate's handover request.
+    pub(crate) closed_for_request: bool,
+    /// When it was issued, on the process's clock.
+    pub(crate) issued_at: Nanos,
+}
+
+impl SimGuard {
+    /// Whether a guarded task's await point finds the guard cancelled: revoked, or its
+    /// deadline passed (the tokio runner's timer fires at the deadline).
+    pub(crate) fn cancelled_at(&self, local_now: Nanos) -> bool {
+        self.revoked || local_now >= self.deadline
+    }
+}
+
+/// The machine's operation in flight, as the executor runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Register,
+    Cycle,
+    Resign,
+    /// Plant `keep-closed-guard`: a resignation the executor never runs; its timeout reports
+    /// it done.
+    DroppedResign,
+    Leave,
+}
+
+/// One process incarnation.
+pub(crate) struct Process {
+    pub(crate) label: String,
+    pub(crate) node: usize,
+    pub(crate) candidate: Candidate,
+    pub(crate) clock: SimClock,
+    pub(crate) status: Status,
+    pub(crate) machine: Machine,
+    /// The machine was started.
+    pub(crate) started: bool,
+    /// A graceful shutdown was requested.
+    pub(crate) shutdown: bool,
+    pub(crate) paused_until: Nanos,
+    /// Epoch of the machine's wake-up (a newer sleep supersedes an older one).
+    pub(crate) ctl_epoch: u64,
+    /// A wake-up of the machine is scheduled (the epoch `ctl_epoch` is still to fire).
+    pub(crate) wake_pending: bool,
+    /// The machine went quiet (reported once).
+    pub(crate) quiet: bool,
+    /// The operation in flight, with its sequence number.
+    pub(crate) op: Option<(u64, OpKind)>,
+    pub(crate) op_seq: u64,
+    /// The guard handed out, if any; guards that ended and whose tasks still run.
+    pub(crate) guard: Option<SimGuard>,
+    pub(crate) draining: Option<u64>,
+    /// A revoke the plant `revoke-guard-after-commit` holds back until the commit.
+    pub(crate) held_revoke: bool,
+    /// A lowered guard deadline the plant `guard-deadline-after-reply` holds back until the
+    /// cycle's operation ends.
+    pub(crate) held_deadline: Option<Nanos>,
+    pub(crate) work_epoch: u64,
+    pub(crate) work_inflight: u32,
+    /// The ballot of the guarded task in flight, and how many more pieces of work it does.
+    pub(crate) task_ballot: Option<u64>,
+    pub(crate) task_left: u32,
+    pub(crate) work_seq: u64,
+    pub(crate) watch: Option<Watch>,
+    /// The token of the last guard (what a process that skips its lease check acts on).
+    pub(crate) cached_token: Option<u64>,
+    pub(crate) rogue: bool,
+    /// The application claims with `try_claim_leadership` and never heartbeats: its
+    /// registration ages, and eviction races its claims.
+    pub(crate) claims_only: bool,
+    pub(crate) rogue_tenure: Option<RogueTenure>,
+    /// The identity the rogue watches and when (local) it first saw it.
+    pub(crate) rogue_obs: Option<((u64, u64), Nanos)>,
+    pub(crate) rogue_seq: u64,
+    /// Plant `uncapped-shorter-lease`: the belief (ballot, local end) it keeps after writing a
+    /// shorter lease.
+    pub(crate) uncapped: Option<(u64, Nanos)>,
+    /// Oracle 9's record of its renewals.
+    pub(crate) cadence: Cadence,
+    /// The cycle in flight is not counted by oracle 9: it started while the guard was
+    /// closed, or because the leader record changed (seen through the watch).
+    pub(crate) cycle_uncounted: bool,
+    /// The machine is handling a read of the leader record (a cycle it asks for now is run
+    /// because the record changed).
+    pub(crate) reading: bool,
+    /// Plant `keep-closed-guard`: the next resignation is not carried out.
+    pub(crate) drop_resign: bool,
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Process")
+            .field("label", &self.label)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an election call failed, for the simulation's own bookkeeping.
+pub(super) fn unexpected(e: &ElectionError) -> Option<String> {
+    match e {
+        ElectionError::Database(_)
+        | ElectionError::NotRegistered { .. }
+        | ElectionError::NotInitialized => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// What bounds how long a guard may stay closed, in the machine's configuration.
+pub(super) fn bounds(m: &Machine) -> Bounds {
+    let c = m.config();
+    Bounds {
+        grace: nanos(c.handover_grace()),
+        heartbeat: nanos(c.heartbeat_interval()),
+        timeout: nanos(c.transaction_timeout()),
+    }
+}
+
+pub(super) fn local(t: Nanos) -> LocalInstant {
+    LocalInstant::from_origin(dur(t))
+}
+
+impl World {
+    /// Starts a new incarnation on `node` with `priority`, `delay` from now.
+    pub(in crate::world) fn spawn(&mut self, node: usize, priority: i32, delay: Nanos) {
+        let incarnation = self
+            .nodes
+            .get(node)
+            .map_or(0, |n| n.incarnations)
+            .saturating_add(1);
+        let label = format!("n{node}v{incarnation}");
+        let spread = self.params.clock_spread_ppm;
+        let rate = if spread > 0 {
+            self.rng.random_range(spread.saturating_neg()..=spread)
+        } else {
+            0
+        };
+        let offset = self
+            .rng
+            .random_range(0..=1_000_000u64)
+            .saturating_mul(crate::time::SEC);
+        let clock = SimClock::new(self.time.clone(), offset, rate);
+        let id = match CandidateId::with_nonce(&label, self.rng.next_u64()) {
+            Ok(id) => id,
+            Err(e) => {
+                self.found.push(Progress::unexpected_error(
+                    &label,
+                    "CandidateId",
+                    &e.to_string(),
+                ));
+                return;
+            }
+        };
+        let candidate =
+            Candidate::with_clock(id.clone(), Priority::new(priority), Arc::new(clock.clone()));
+        let seed = self.rng.next_u64();
+        let machine = Machine::new(
+            Settings::new(Some(id.clone()), self.params.config.clone(), seed),
+            local(clock.local_now()),
+        );
+        let pid = self.procs.len();
+        let rogue = self.plant == Some(Plant::TakeoverAfterHalfLease) && node == 0;
+        let claims_only = self.rng.random_ratio(1, 8);
+        self.procs.push(Process {
+            label: label.clone(),
+            node,
+            candidate,
+            clock,
+            status: Status::Registering,
+            machine,
+            started: false,
+            shutdown: false,
+            paused_until: 0,
+            ctl_epoch: 0,
+            op: None,
+            op_seq: 0,
+            wake_pending: false,
+            quiet: false,
+            guard: None,
+            draining: None,
+            held_revoke: false,
+            held_deadline: None,
+            work_epoch: 0,
+            work_inflight: 0,
+            task_ballot: None,
+            task_left: 0,
+            work_seq: 0,
+            watch: None,
+            cached_token: None,
+            rogue,
+            claims_only,
+            rogue_tenure: None,
+            rogue_obs: None,
+            rogue_seq: 1 << 48,
+            uncapped: None,
+            cadence: Cadence::default(),
+            cycle_uncounted: false,
+            reading: false,
+            drop_resign: false,
+        });
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.current = Some(pid);
+            n.incarnations = incarnation;
+            n.restart_pending = false;
+        }
+        self.log(format!(
+            "{label} start id={id} priority={priority} clock_rate={rate}ppm{}{}",
+            if rogue { " ROGUE" } else { "" },
+            if claims_only { " claims-only" } else { "" }
+        ));
+        self.schedule_control(pid, delay);
+    }
+
+    /// Schedules the process's next wake-up `delay` from now (superseding any other).
+    pub(in crate::world) fn schedule_control(&mut self, pid: usize, delay: Nanos) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        p.ctl_epoch = p.ctl_epoch.saturating_add(1);
+        p.wake_pending = true;
+        let epoch = p.ctl_epoch;
+        self.queue.push(
+            self.now.saturating_add(delay),
+            Event::Control { pid, epoch },
+        );
+    }
+
+    /// The true time for `local` nanoseconds on `pid`'s clock.
+    pub(in crate::world) fn local_delay(&self, pid: usize, local: Nanos) -> Nanos {
+        self.procs
+            .get(pid)
+            .map_or(local, |p| p.clock.true_for_local(local))
+    }
+
+    /// Live processes whose machine went quiet: nothing in flight (operation or drain) and no
+    /// wake-up scheduled. Each is reported once.
+    pub(in crate::world) fn quiet_machines(&mut self) -> Vec<String> {
+        let mut quiet = Vec::new();
+        for p in &mut self.procs {
+            let waiting = p.op.is_some() || p.draining.is_some() || p.wake_pending;
+            if p.status != Status::Dead && p.started && !waiting && !p.quiet {
+                p.quiet = true;
+                quiet.push(p.label.clone());
+            }
+        }
+        quiet
+    }
+
+    /// The process's wake-up: its machine starts, or looks again.
+    pub(in crate::world) fn control(&mut self, pid: usize) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        p.wake_pending = false;
+        if p.status == Status::Dead {
+            return;
+        }
+        let first = !std::mem::replace(&mut p.started, true);
+        self.feed(pid, if first { In::Start } else { In::Tick });
+    }
+
+    pub(in crate::world) fn label(&self, pid: usize) -> String {
+        self.procs
+            .get(pid)
+            .map_or_else(|| format!("p{pid}"), |p| p.label.clone())
+    }
+
+    pub(in crate::world) fn entry_for(&self, pid: usize, op: Op) -> Entry {
+        let (label, id, prio) = self.procs.get(pid).map_or_else(
+            || (format!("p{pid}"), None, 0),
+            |p| {
+                (
+                    p.label.clone(),
+                    Some(p.candidate.id().to_string()),
+                    p.candidate.priority().get(),
+                )
+            },
+        );
+        Entry::new(&label, id, prio, op)
+    }
+
+    /// Feeds `pid`'s machine one event and carries out what it says.
+    pub(in crate::world) fn feed(&mut self, pid: usize, event: In) {
+        let Some(p) = self.procs.get_mut(pid) else {
+            return;
+        };
+        if p.status == Status::Dead {
+            return;
+        }
+        let busy = p.work_inflight > 0;
+        let mut ctx = Ctx::of(Some(&p.candidate), &p.clock, busy);
+        if self.plant == Some(Plant::BeliefShorterThanMargin) {
+            // The planted defect: the machine is told of a belief that ends earlier, by the
+            // renewal margin and half a heartbeat, than the candidate's.
+            let config = p.machine.config();
+            let cut = config.renewal_margin().saturating_add(
+                config
+                    .heartbeat_interval()
+                    .checked_div(2)
+                    .unwrap_or_default(),
+            );
+            let belief = p.candidate.leadership().map(|l| Belief {
+                ballot: l.ballot,
+                valid_until: LocalInstant::from_origin(
+                    l.valid_until.since_origin().saturating_sub(cut),
+                ),
+            });
+            ctx = Ctx::new(p.candidate.now(), belief, busy);
+        }
+        let reading = matches!(event, In::RecordRead(_));
+        let outer = std::mem::replace(&mut p.reading, reading);
+        let commands = p.machine.handle(event, ctx);
+        for command in commands {
+            self.carry(pid, command);
+        }
+        if let Some(p) = self.procs.get_mut(pid) {
+            p.reading = outer;
+        }
+    }
+
+    /// Carries out one of the machine's commands.
+    pub(super) fn carry(&mut self, pid: usize, command: Command) {
+        match command {
+            Command::Register => self.start_op(pid, OpKind::Register),
+            Command::RunCycle => {
+                self.cycle_starts(pid);
+                self.start_op(pid, OpKind::Cycle);
+            }
+            Command::Resign { expected } => {
+                let dropped = self.procs.get_mut(pid).is_some_and(|p| {
+                    p.cadence.excuse();
+                    std::mem::take(&mut p.drop_resign)
+                });
+                if dropped {
+                    // Plant `keep-closed-guard`: the resignation that follows
+                    // `SteppingDownAnyway` is never run; the executor's timeout reports it done
+                    // (as the machine hears of any resignation), and the leader renews on with
+                    // its closed guard.
+                    let label = self.label(pid);
+                    self.log(format!("{label} resignation dropped (plant)"));
+                    self.start_dropped(pid);
+                    return;
+                }
+                self.start_op_with(pid, OpKind::Resign, Some(expected.get()));
+            }
+            Command::Leave => {
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.cadence.excuse();
+                }
+                self.start_op(pid, OpKind::Leave);
+            }
+            Command::ReadRecord { watch, .. } => self.read_record(pid, watch),
+            Command::DisarmWatch => {
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.watch = None;
+                }
+            }
+            Command::DrainTasks { bound } => self.drain(pid, nanos(bound)),
+            Command::SleepUntil(at) => {
+                if self.plant == Some(Plant::LostWakeup) && self.rng.random_ratio(1, 50) {
+                    return;
+                }
+                let Some(p) = self.procs.get(pid) else {
+                    return;
+                };
+                let now = p.clock.local_now();
+                let wait = nanos(at.since_origin()).saturating_sub(now).max(1);
+                let d = self.local_delay(pid, wait);
+                self.schedule_control(pid, d.max(1));
+            }
+            Command::IssueGuard { ballot, deadline } => {
+                let label = self.label(pid);
+                if let Some(p) = self.procs.get_mut(pid) {
+                    let now = p.clock.local_now();
+                    p.guard = Some(SimGuard {
+                        ballot: ballot.get(),
+                        deadline: nanos(deadline.since_origin()),
+                        revoked: false,
+                        closed: false,
+                        closed_since: None,
+                        closed_for_request: false,
+                        issued_at: now,
+                    });
+                    p.cached_token = Some(ballot.get());
+                }
+                self.log(format!("{label} guard issued b{}", ballot.get()));
+                self.start_work_loop(pid);
+            }
+            Command::SetGuardDeadline(deadline) => {
+                self.set_guard_deadline(pid, nanos(deadline.since_origin()))
+            }
+            Command::CloseGuard => {
+                if let Some(p) = self.procs.get_mut(pid) {
+                    let now = p.clock.local_now();
+                    let bounds = bounds(&p.machine);
+                    let tenure = nanos(p.machine.config().min_tenure());
+                    if let Some(g) = p.guard.as_mut() {
+                        g.closed = true;
+                        let tenure_end = g.issued_at.saturating_add(tenure);
+                        g.closed_since
+                            .get_or_insert_with(|| Closed::new(now, tenure_end, bounds));
+                    }
+                }
+            }
+            Command::HandoverRequested(requester) => self.honours_request(pid, requester.id()),
+            Command::SteppingDownAnyway => self.stepping_down_anyway(pid),
+            Command::Renewed {
+                started,
+                took: Some(_),
+                ..
+            } => self.renewed(pid, nanos(started.since_origin())),
+            Command::RevokeGuard(reason) => {
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.cadence.excuse();
+                }
+                self.revoke(pid, &reason);
+            }
+            Command::EndLeadership { ballot, reason } => {
+                let label = self.label(pid);
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.cadence.excuse();
+                    if let Some(g) = p.guard.as_mut() {
+                        g.revoked = true;
+                    }
+                    p.guard = None;
+                    p.held_revoke = false;
+                    p.held_deadline = None;
+                }
+                self.log(format!(
+                    "{label} leadership b{} ended: {}",
+                    ballot.get(),
+                    reason.as_str()
+                ));
+            }
+            Command::LateRenewal { .. } | Command::StepDownLocally => {
+                if let Some(p) = self.procs.get(pid) {
+                    p.candidate.step_down_locally();
+                }
+            }
+            Command::RejectResign { .. } => {
+                let label = self.label(pid);
+                self.log(format!("{label} resign rejected: not leading"));
+            }
+            Command::Stop { .. } => self.exit(pid, "left the election (graceful shutdown)"),
+            // Publication, metrics and logs: nothing to carry out in the simulation.
+            _ => {}
+        }
+    }
+
+    // ----- operations -----------------------------------------------------------------------
+
+    // ----- reads, watches, drains -----------------------------------------------------------
+
+    // ----- workload: resignations and shutdowns ---------------------------------------------
+
+    /// The process leaves for good (graceful exit or abandonment).
+    pub(in crate::world) fn exit(&mut self, pid: usize, why: &str) {
+        let label = self.label(pid);
+        if let Some(p) = self.procs.get_mut(pid) {
+            p.candidate.step_down_locally();
+            p.status = Status::Dead;
+            p.watch = None;
+            p.guard = None;
+            p.op = None;
+            p.work_epoch = p.work_epoch.saturating_add(1);
+            p.ctl_epoch = p.ctl_epoch.saturating_add(1);
+            if let Some(n) = self.nodes.get_mut(p.node) {
+                if n.current == Some(pid) {
+                    n.current = None;
+                }
+            }
+        }
+        self.log(format!("{label} exit: {why}"));
+    }
+
+    /// What `pid` acts on as leader now: (ballot, remaining on its clock).
+    pub(in crate::world) fn acting_belief(&self, pid: usize) -> Option<(u64, Nanos)> {
+        let p = self.procs.get(pid)?;
+        if p.status == Status::Dead {
+            return None;
+        }
+        if self.plant == Some(Plant::ActWithoutLeaseCheck) {
+            return p.cached_token.map(|b| (b, 0));
+        }
+        let now = p.clock.local_now();
+        if let Some(r) = p.rogue_tenure {
+            if now < r.valid_until {
+                return Some((r.ballot, r.valid_until.saturating_sub(now)));
+            }
+        }
+        let belief = p
+            .candidate
+            .leadership()
+            .map(|l| (l.ballot.get(), nanos(l.remaining)));
+        match p.uncapped {
+            Some((b, until)) if now < until && belief.is_none_or(|(lb, _)| lb == b) => {
+                Some((b, until.saturating_sub(now)))
+            }
+            _ => belief,
+        }
+    }
+}
