@@ -86,7 +86,7 @@ pub(crate) enum Chaos {
     /// The operator's next configuration after one it wrote (a lease cut after long
     /// attempts, or a longer lease after a short one).
     ConfigStep {
-        shape: crate::world::Shape,
+        shape: Shape,
         /// How many more times a lease cut waits for a leader renewing with the long
         /// attempts before it is written anyway.
         waits: u8,
@@ -182,4 +182,19 @@ mod tests {
         assert_eq!(q.pop(), Some((5, Event::Deadline)));
         assert_eq!(q.pop(), None);
     }
+}
+
+/// Which part of the space of valid configurations the operator draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// Anything but a cut: the lease from a quarter of the world's to three times it.
+    Any,
+    /// A lease of half the world's or longer.
+    Normal,
+    /// A lease of two or three times the world's with long heartbeats (a third or a quarter
+    /// of it) and long attempts (transaction timeout 0.6–0.9 heartbeat): the old
+    /// configuration of a lease cut.
+    LongAttempts,
+    /// A lease of an eighth or a sixth of the world's: the new configuration of a cut.
+    ShortLease,
 }

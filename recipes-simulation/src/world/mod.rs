@@ -37,7 +37,6 @@ use crate::wire;
 
 pub(crate) use commit::Entry;
 pub(crate) use commit::{Actor, Kind, Pending};
-pub(crate) use operator::Shape;
 pub(crate) use process::{Process, RogueTenure, Status};
 
 /// What happened to one seed.

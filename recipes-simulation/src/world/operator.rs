@@ -14,7 +14,7 @@ use fdb_leader_election::{
 use rand::{Rng, RngCore};
 
 use super::{Actor, Kind, Pending, Status, World};
-use crate::events::{Chaos, Event};
+use crate::events::{Chaos, Event, Shape};
 use crate::history::{ConfigView, Entry, Op, RecordView};
 use crate::oracles::{OracleId, Violation};
 use crate::plants::Plant;
@@ -28,21 +28,6 @@ pub(crate) struct StaleQuery {
     pub(crate) txn: MemTransaction,
     /// The leader record's renewal when the transaction took its read version.
     pub(crate) renewal: u64,
-}
-
-/// Which part of the space of valid configurations the operator draws from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Shape {
-    /// Anything but a cut: the lease from a quarter of the world's to three times it.
-    Any,
-    /// A lease of half the world's or longer.
-    Normal,
-    /// A lease of two or three times the world's with long heartbeats (a third or a quarter
-    /// of it) and long attempts (transaction timeout 0.6–0.9 heartbeat): the old
-    /// configuration of a lease cut.
-    LongAttempts,
-    /// A lease of an eighth or a sixth of the world's: the new configuration of a cut.
-    ShortLease,
 }
 
 /// The lease factors (numerator, denominator) of the world's lease each shape draws from.
