@@ -145,6 +145,22 @@ impl CampaignReport {
         }
         let _ = writeln!(s, "--- end of trace tail ---");
         let _ = writeln!(s, "reproduce: {}", self.reproduce(f.seed));
+        if self.failures.len() > 1 {
+            // With --keep-going: every failing seed and the oracles that failed it.
+            let all: Vec<String> = self
+                .failures
+                .iter()
+                .map(|o| {
+                    let ids: Vec<String> = o
+                        .violations
+                        .iter()
+                        .map(|v| v.oracle.number().to_string())
+                        .collect();
+                    format!("{}:{}", o.seed, ids.join("+"))
+                })
+                .collect();
+            let _ = writeln!(s, "failing seeds (seed:oracles): {}", all.join(" "));
+        }
         Some(s)
     }
 

@@ -12,10 +12,12 @@
 //!    the machine's next cycle is due at the earlier of the jittered heartbeat (at least 80%
 //!    of it) and the belief's end less the renewal margin, and validation keeps that at
 //!    least half a heartbeat after the renewal's start (`min_renewal_interval`), so at most
-//!    two scheduled renewals start within a heartbeat; a failure only delays the next
-//!    renewal (the back-off counts from the failure). One more may start for another reason
+//!    two scheduled renewals start within a heartbeat. One more may start for another reason
 //!    the schedule knows of (the end of a minimum tenure or of a grace, a renewal whose
-//!    attempt outlasted half a heartbeat). Not counted: renewals whose cycle the machine ran
+//!    attempt outlasted half a heartbeat). Not counted: the retry of a failed cycle (the
+//!    machine retries after a short back-off, not on the heartbeat's schedule, and failures
+//!    come from outside: a conflict with another's write, an application that abandoned its
+//!    transaction, an outage); renewals whose cycle the machine ran
 //!    because the leader record changed (a write by someone else, seen through the watch: a
 //!    handover request, an operator's request, or a request the leader dropped and its
 //!    requester wrote again, as one that is registered but not live does until it is

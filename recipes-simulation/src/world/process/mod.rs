@@ -132,8 +132,11 @@ pub(crate) struct Process {
     /// Oracle 9's record of its renewals.
     pub(crate) cadence: Cadence,
     /// The cycle in flight is not counted by oracle 9: it started while the guard was
-    /// closed, or because the leader record changed (seen through the watch).
+    /// closed, because the leader record changed (seen through the watch), or as the retry
+    /// of a failed cycle.
     pub(crate) cycle_uncounted: bool,
+    /// The last cycle failed: the next one is its retry (after the machine's back-off).
+    pub(crate) cycle_failed: bool,
     /// The machine is handling a read of the leader record (a cycle it asks for now is run
     /// because the record changed).
     pub(crate) reading: bool,
@@ -249,6 +252,7 @@ impl World {
             uncapped: None,
             cadence: Cadence::default(),
             cycle_uncounted: false,
+            cycle_failed: false,
             reading: false,
             drop_resign: false,
         });

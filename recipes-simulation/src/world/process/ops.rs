@@ -223,6 +223,9 @@ impl World {
             }
             (OpKind::Cycle, Err(f)) => {
                 self.closed_op_failed(pid);
+                if let Some(p) = self.procs.get_mut(pid) {
+                    p.cycle_failed = true;
+                }
                 if f.kind() == "not_registered" {
                     self.stats.reregistrations = self.stats.reregistrations.saturating_add(1);
                 }

@@ -18,7 +18,9 @@ impl World {
         let Some(p) = self.procs.get_mut(pid) else {
             return;
         };
-        p.cycle_uncounted = p.reading || p.guard.as_ref().is_some_and(|g| g.closed);
+        p.cycle_uncounted = p.reading
+            || std::mem::take(&mut p.cycle_failed)
+            || p.guard.as_ref().is_some_and(|g| g.closed);
         let now = p.clock.local_now();
         if let Some(v) = p.cadence.cycle_started(&p.label, now) {
             self.found.push(v);
