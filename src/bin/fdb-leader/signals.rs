@@ -1,7 +1,7 @@
 //! What asks `run` and `watch` to stop: SIGINT, SIGTERM, SIGHUP, and a store failure that
 //! cannot heal (see [`crate::classify`]), which ends the command with exit code 3. And job
-//! control for `run` ([`Signals::suspended`]): Ctrl-Z stops the child and leaves the election
-//! before this process stops; SIGTTIN and SIGTTOU never stop it.
+//! control for `run` ([`Signals::next`] answers [`Asked::Suspend`]): Ctrl-Z stops the child
+//! and leaves the election before this process stops; SIGTTIN and SIGTTOU never stop it.
 
 use std::io;
 use std::process::ExitCode;
