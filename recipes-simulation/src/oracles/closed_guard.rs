@@ -18,7 +18,8 @@
 //! closed and now. Two allowances. A minimum tenure delays honouring a request (the library
 //! closes the guard as soon as it keeps the request, and hands over once the tenure is over),
 //! so `c` is the later of the closing and the tenure's end (the guard's issue plus
-//! `min_tenure`). Faults on the way: after a cycle or resignation fails while the guard is
+//! `min_tenure`, the larger of then and now: an operator who lengthens the minimum tenure
+//! while the guard is closed lengthens the wait). Faults on the way: after a cycle or resignation fails while the guard is
 //! closed (at `f`), the machine retries within half a heartbeat (the back-off's cap), so the
 //! guard also may live until `f + heartbeat / 2 + 2 × transaction_timeout`; and a
 //! stop-the-world pause adds its length on the leader's clock. Faults that go on (an outage,
@@ -37,6 +38,8 @@ pub struct Bounds {
     pub heartbeat: Nanos,
     /// `transaction_timeout`.
     pub timeout: Nanos,
+    /// `min_tenure`.
+    pub min_tenure: Nanos,
 }
 
 impl Bounds {
@@ -45,6 +48,7 @@ impl Bounds {
             grace: self.grace.max(o.grace),
             heartbeat: self.heartbeat.max(o.heartbeat),
             timeout: self.timeout.max(o.timeout),
+            min_tenure: self.min_tenure.max(o.min_tenure),
         }
     }
 }
@@ -54,9 +58,10 @@ impl Bounds {
 pub struct Closed {
     /// When it closed, on the leader's clock.
     pub at: Nanos,
-    /// When the leader's minimum tenure ends (the guard was issued at most `min_tenure`
-    /// before), on its clock: a request is honoured only from then on.
-    pub tenure_end: Nanos,
+    /// When the guard was issued, on the leader's clock: a request is honoured only once
+    /// the minimum tenure from then is over (`min_tenure` of the configuration in force then
+    /// or now, whichever is longer: an operator may lengthen it while the guard is closed).
+    pub issued_at: Nanos,
     /// The configuration's settings then.
     pub bounds: Bounds,
     /// When a cycle or resignation last failed since, on the leader's clock.
@@ -67,10 +72,10 @@ pub struct Closed {
 
 impl Closed {
     /// A guard closed at `at` under `bounds`.
-    pub fn new(at: Nanos, tenure_end: Nanos, bounds: Bounds) -> Self {
+    pub fn new(at: Nanos, issued_at: Nanos, bounds: Bounds) -> Self {
         Closed {
             at,
-            tenure_end,
+            issued_at,
             bounds,
             failed_at: None,
             paused: 0,
@@ -92,7 +97,7 @@ impl Closed {
         let b = self.bounds.max(now);
         let drained = self
             .at
-            .max(self.tenure_end)
+            .max(self.tenure_end(now))
             .saturating_add(b.grace)
             .saturating_add(b.heartbeat);
         let retried = self
@@ -103,6 +108,12 @@ impl Closed {
             .saturating_add(b.timeout.saturating_mul(2))
             .saturating_add(self.paused)
             .saturating_add(MS)
+    }
+
+    /// When the minimum tenure ends, with the settings `now` in force.
+    pub fn tenure_end(&self, now: Bounds) -> Nanos {
+        self.issued_at
+            .saturating_add(self.bounds.min_tenure.max(now.min_tenure))
     }
 
     /// Checks a guard of `ballot` that is still live at `local_now`.
@@ -123,7 +134,7 @@ impl Closed {
                      two transactions ended at {} s (last failure {}, paused {} s)",
                     secs(local_now),
                     secs(self.at),
-                    secs(self.tenure_end),
+                    secs(self.tenure_end(now)),
                     secs(limit),
                     self.failed_at
                         .map_or_else(|| "none".to_owned(), |f| format!("at {} s", secs(f))),
@@ -144,6 +155,7 @@ mod tests {
         grace: 100 * MS,
         heartbeat: 50 * MS,
         timeout: 10 * MS,
+        min_tenure: 0,
     };
 
     #[test]
@@ -156,9 +168,18 @@ mod tests {
 
     #[test]
     fn a_minimum_tenure_failures_pauses_and_longer_settings_extend_it() {
-        let c = Closed::new(0, 500 * MS, B);
+        let tenure = Bounds {
+            min_tenure: 500 * MS,
+            ..B
+        };
+        let c = Closed::new(0, 0, tenure);
         assert_eq!(c.check("a", 7, 671 * MS, B), None);
         assert!(c.check("a", 7, 671 * MS + 1, B).is_some());
+        // An operator lengthened the minimum tenure while the guard was closed.
+        let c = Closed::new(0, 0, B);
+        assert!(c.check("a", 7, 671 * MS + 1, B).is_some());
+        assert_eq!(c.check("a", 7, 671 * MS, tenure), None);
+        assert!(c.check("a", 7, 671 * MS + 1, tenure).is_some());
 
         let mut c = Closed::new(0, 0, B);
         c.failed(300 * MS);

@@ -170,6 +170,7 @@ pub(super) fn bounds(m: &Machine) -> Bounds {
         grace: nanos(c.handover_grace()),
         heartbeat: nanos(c.heartbeat_interval()),
         timeout: nanos(c.transaction_timeout()),
+        min_tenure: nanos(c.min_tenure()),
     }
 }
 
@@ -451,12 +452,11 @@ impl World {
                 if let Some(p) = self.procs.get_mut(pid) {
                     let now = p.clock.local_now();
                     let bounds = bounds(&p.machine);
-                    let tenure = nanos(p.machine.config().min_tenure());
                     if let Some(g) = p.guard.as_mut() {
                         g.closed = true;
-                        let tenure_end = g.issued_at.saturating_add(tenure);
+                        let issued_at = g.issued_at;
                         g.closed_since
-                            .get_or_insert_with(|| Closed::new(now, tenure_end, bounds));
+                            .get_or_insert_with(|| Closed::new(now, issued_at, bounds));
                     }
                 }
             }
