@@ -78,6 +78,9 @@ pub struct ChaosRun {
     pub faults: Vec<Fault>,
     /// Windows in which a supervisor alone was paused, extended by the resume allowance.
     pub alone_paused: Vec<Window>,
+    /// The windows where a supervisor and its child's group were paused together (a VM
+    /// pause), to its heal.
+    pub vm_paused: Vec<Window>,
     /// Every window in which a supervisor was paused (alone or with its child).
     pub paused: Vec<Window>,
     /// Store outages: (from, to).
@@ -151,6 +154,8 @@ struct World<'a> {
     observer: Option<Child>,
     faults: Vec<Fault>,
     alone_paused: Vec<Window>,
+    /// See [`ChaosRun::vm_paused`].
+    vm_paused: Vec<Window>,
     paused: Vec<Window>,
     outages: Vec<(u64, u64)>,
     round: VecDeque<FaultKind>,
@@ -248,6 +253,7 @@ pub fn run_chaos(
         observer: None,
         faults: Vec::new(),
         alone_paused: Vec::new(),
+        vm_paused: Vec::new(),
         paused: Vec::new(),
         outages: Vec::new(),
         round: VecDeque::new(),
@@ -710,12 +716,14 @@ impl World<'_> {
                 let _ = killpg(group, Signal::SIGCONT);
                 self.set_pause(i, false, record);
                 let heal = self.now();
-                self.paused.push(Window {
+                let window = Window {
                     slot,
                     incarnation,
                     from: start,
                     to: heal,
-                });
+                };
+                self.paused.push(window);
+                self.vm_paused.push(window);
                 self.record_fault(kind, Some(slot), start, format!("{:.2}s", d.as_secs_f64()));
             }
             FaultKind::Restart => {
@@ -941,6 +949,7 @@ impl World<'_> {
             unclean_children: u64::try_from(unclean.len()).unwrap_or(u64::MAX),
             faults: std::mem::take(&mut self.faults),
             alone_paused: std::mem::take(&mut self.alone_paused),
+            vm_paused: std::mem::take(&mut self.vm_paused),
             paused: std::mem::take(&mut self.paused),
             outages: std::mem::take(&mut self.outages),
             incarnations: std::mem::take(&mut self.records),

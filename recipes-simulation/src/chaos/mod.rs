@@ -217,7 +217,18 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
     let split = ns(s.split_gap);
     let interval = report_interval(&run.children, split);
     let tolerance = interval.tolerance(ns(s.report_interval));
-    let overlaps = check_overlaps(&run.children, &run.alone_paused, tolerance, split, run.end);
+    // After a VM pause the child may run until its watchdog is scheduled: at most the
+    // largest gap between two reports of a child seen in this run.
+    let vm_tolerance = interval.max.max(tolerance);
+    let overlaps = check_overlaps(
+        &run.children,
+        &run.alone_paused,
+        &run.vm_paused,
+        tolerance,
+        vm_tolerance,
+        split,
+        run.end,
+    );
     let recoveries = check_recovery(
         &run.faults,
         &run.children,
@@ -411,7 +422,9 @@ impl ChaosReport {
             ),
             format!(
                 "overlaps: {} ({} while a supervisor alone was paused: none excused, its \
-                 watchdog holds the lease), longest {:.1}ms",
+                 watchdog holds the lease), longest {:.1}ms; counted apart: {} at the \
+                 resumption of a VM pause (the child ran until its watchdog, continued with it, \
+                 was scheduled), longest {:.1}ms",
                 self.overlaps.violations.len(),
                 self.overlaps.in_alone_pause,
                 millis(
@@ -421,7 +434,9 @@ impl ChaosReport {
                         .map(checks::Overlap::len)
                         .max()
                         .unwrap_or(0)
-                )
+                ),
+                self.overlaps.after_vm_pause,
+                millis(self.overlaps.after_vm_pause_longest)
             ),
             format!(
                 "recovery: {judged} faults judged, {} left no current child at their heal; \
@@ -468,12 +483,13 @@ impl ChaosReport {
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         format!(
-            "runs={} faults={total} ({}) overlaps={} sink_violations={} sink_rejected_stale={} \
-             sink_cut_writes={} recovery_p50_over_lease={:.2} recovery_p99_over_lease={:.2} elections={} \
+            "runs={} faults={total} ({}) overlaps={} vm_resume_overlaps={} sink_violations={} \
+             sink_rejected_stale={} sink_cut_writes={} recovery_p50_over_lease={:.2} recovery_p99_over_lease={:.2} elections={} \
              handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}",
             self.runs,
             kinds.join(" "),
             self.overlaps.violations.len(),
+            self.overlaps.after_vm_pause,
             self.fenced.violation_count,
             self.fenced.rejected_stale,
             self.fenced
