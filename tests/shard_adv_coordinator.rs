@@ -1,0 +1,481 @@
+//! Adversarial review of sharded leadership (DESIGN §12), the coordinator's side: placement as a
+//! pure function (balanced, minimal, rate-limited, stable, never everything to the highest
+//! priority), coordinator failover, and operators (freeze, drain, move) racing the protocol.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::too_many_lines
+)]
+
+mod shard_support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use fdb_leader_election::shard::placement::{self, MemberShare, PlacementStep, ShardState};
+use fdb_leader_election::shard::{Member, ShardMove, ShardedElection};
+use fdb_leader_election::{Ballot, CandidateId, Clock, ElectionError, Priority, ShardId, Weight};
+
+use shard_support::*;
+
+// Coordinator failover (DESIGN §12.3: "A coordinator failover pauses moves, never
+// ownership"; §12.2: the lapse rule has no shortcut): the new coordinator times every member
+// from its own first observation; the old coordinator's token is refused; the live member
+// keeps its shards throughout.
+#[tokio::test]
+async fn held_a_coordinator_failover_times_members_from_scratch_and_refuses_the_old_token() {
+    let w = World::new(4, 4).await;
+    let (c1, coord1) = w.coordinator().await;
+    let (c2, coord2) = w
+        .coordinator_on("coordinator-2", Arc::new(w.clock.clone()))
+        .await;
+    assert!(c2.fencing_token().is_none());
+    let (a, b) = (w.member("a", 1), w.member("b", 1));
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    w.coordinate(&c1, &coord1).await;
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    let b_owned = b.owned_shards();
+    assert_eq!(b_owned.len(), 2);
+    // a dies (its last renewal seen by c1); c1 coordinates 1.5 s more, then dies too.
+    w.cycle(&a).await;
+    w.coordinate(&c1, &coord1).await;
+    let old_token = c1.fencing_token().unwrap();
+    for _ in 0..6 {
+        w.advance(ms(250));
+        w.cycle(&b).await;
+        assert!(w.coordinate(&c1, &coord1).await.is_empty());
+        w.election
+            .coordinator_election()
+            .run_cycle(&w.db, &c2)
+            .await
+            .unwrap();
+    }
+    // c2 takes over the coordinator election after c1's lease, then times a from scratch.
+    let mut c2_first = None;
+    let mut fenced_at = None;
+    for _ in 0..60 {
+        w.advance(ms(250));
+        w.cycle(&b).await;
+        assert_eq!(b.owned_shards(), b_owned, "b's ownership never pauses");
+        assert_exclusive(&[&a, &b], "failover");
+        w.election
+            .coordinator_election()
+            .run_cycle(&w.db, &c2)
+            .await
+            .unwrap();
+        let Some(token) = c2.fencing_token() else {
+            continue;
+        };
+        assert!(token > old_token);
+        c2_first.get_or_insert(w.clock.now());
+        if !w.coordinate_with(&coord2, token).await.unwrap().is_empty() {
+            fenced_at = Some(w.clock.now());
+            break;
+        }
+    }
+    let (first, fenced) = (c2_first.unwrap(), fenced_at.unwrap());
+    assert!(
+        fenced.saturating_duration_since(first) >= w.config.lease_duration(),
+        "c2 fenced a {:?} after its first look",
+        fenced.saturating_duration_since(first)
+    );
+    assert!(a.owned_shards().is_empty());
+    w.cycle(&b).await;
+    assert_eq!(b.owned_shards().len(), 4);
+    // The old coordinator comes back with its old token: refused.
+    assert!(matches!(
+        w.coordinate_with(&coord1, old_token).await,
+        Err(ElectionError::StaleToken { .. })
+    ));
+}
+
+// Operators racing with moves and acquisitions (DESIGN §10.4, §12.5): an operator's move of a
+// shard, in a transaction that overlaps the target's acquisition, never gives the shard to two
+// members: whichever commits second conflicts and re-decides on the new state.
+#[tokio::test]
+async fn held_an_operator_move_racing_an_acquisition_never_makes_two_owners() {
+    let w = World::new(6, 6).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b, c) = (w.member("a", 1), w.member("b", 1), w.member("c", 1));
+    for m in [&a, &b, &c] {
+        w.cycle(m).await;
+    }
+    w.coordinate(&leader, &coord).await;
+    for m in [&a, &b, &c] {
+        w.cycle(m).await;
+    }
+    w.operate(|e, txn| async move { e.set_frozen(&txn, true).await })
+        .await
+        .unwrap();
+    let op = CandidateId::parse("ops").unwrap();
+    let move_to = |s: ShardId, to: &Member| {
+        let (to, op) = (to.id().clone(), op.clone());
+        move |e: ShardedElection, txn: fdb_leader_election::memdb::MemTransaction| {
+            let (to, op) = (to.clone(), op.clone());
+            async move { e.move_shard(&txn, s, &to, &op).await }
+        }
+    };
+    let (s, t) = a.owned_shards().into_iter().next().unwrap();
+    assert_eq!(
+        w.operate(move_to(s, &b)).await.unwrap(),
+        ShardMove::Requested {
+            from: a.id().clone()
+        }
+    );
+    w.cycle_ready(&a).await; // a hands s over to b
+    assert_eq!(a.shard_token(s), None);
+
+    // Race 1: the operator's move to c decides first; b's acquisition commits first.
+    let op_txn = w.db.create_transaction();
+    let decided = w
+        .election
+        .move_shard(&op_txn, s, c.id(), &op)
+        .await
+        .unwrap();
+    assert_eq!(decided, ShardMove::Reserved);
+    w.cycle(&b).await;
+    let t1 = Ballot::new(t.get() + 1);
+    assert_eq!(b.shard_token(s), Some(t1));
+    assert!(
+        op_txn.commit().await.is_err(),
+        "the operator's write conflicts"
+    );
+    assert_eq!(
+        w.operate(move_to(s, &c)).await.unwrap(),
+        ShardMove::Requested {
+            from: b.id().clone()
+        }
+    );
+    w.cycle_ready(&b).await;
+    assert_exclusive(&[&a, &b, &c], "race 1");
+
+    // Race 2: c's acquisition decides first; the operator's move (to a) commits first.
+    let c_txn = w.db.create_transaction();
+    let c_cycle = w.election.member_cycle(&c_txn, &c, &none()).await.unwrap();
+    assert_eq!(c_cycle.acquired(), vec![(s, Ballot::new(t.get() + 2))]);
+    assert_eq!(
+        w.operate(move_to(s, &a)).await.unwrap(),
+        ShardMove::Reserved
+    );
+    assert!(c_txn.commit().await.is_err(), "c's acquisition conflicts");
+    drop(c_cycle);
+    assert_eq!(c.shard_token(s), None);
+    w.cycle(&c).await;
+    assert_eq!(c.shard_token(s), None, "reserved for a now");
+    w.cycle(&a).await;
+    assert_eq!(
+        a.shard_token(s),
+        Some(Ballot::new(t.get() + 2)),
+        "ballot + 1, once"
+    );
+    assert_exclusive(&[&a, &b, &c], "race 2");
+    for stale in [t, t1] {
+        assert!(matches!(
+            w.fence(s, stale).await,
+            Err(ElectionError::StaleToken { .. })
+        ));
+    }
+    w.fence(s, Ballot::new(t.get() + 2)).await.unwrap();
+}
+
+/// Runs placement rounds to quiescence as the protocol would carry them out (moves handed
+/// over, reservations acquired by live members); checks the rate limit every round. Returns
+/// (rounds, owner changes per shard, final states).
+fn converge(
+    members: &[MemberShare],
+    mut states: Vec<ShardState>,
+    max_moves: u32,
+) -> (u32, Vec<u32>, Vec<ShardState>) {
+    let live: BTreeSet<CandidateId> = members.iter().map(|m| m.id.clone()).collect();
+    let mut changes = vec![0u32; states.len()];
+    let mut rounds = 0;
+    loop {
+        let p = placement::plan(members, &states, max_moves);
+        assert_eq!(
+            p,
+            placement::plan(members, &states, max_moves),
+            "deterministic"
+        );
+        if p.steps.is_empty() {
+            return (rounds, changes, states);
+        }
+        rounds += 1;
+        assert!(rounds < 200, "placement never settles: {:?}", p.steps);
+        for step in &p.steps {
+            match step {
+                PlacementStep::Reserve { shard, holder } => {
+                    states[shard.get() as usize] = ShardState::Reserved {
+                        holder: holder.clone(),
+                    };
+                }
+                PlacementStep::Move { shard, from, to } => {
+                    let i = shard.get() as usize;
+                    assert_eq!(
+                        states[i],
+                        ShardState::Owned {
+                            owner: from.clone()
+                        },
+                        "a move only from the owner"
+                    );
+                    states[i] = ShardState::Moving {
+                        owner: from.clone(),
+                        to: to.clone(),
+                    };
+                }
+                PlacementStep::Withdraw { shard } => {
+                    let i = shard.get() as usize;
+                    states[i] = match &states[i] {
+                        ShardState::Moving { owner, .. } => ShardState::Owned {
+                            owner: owner.clone(),
+                        },
+                        _ => ShardState::Vacant,
+                    };
+                }
+            }
+        }
+        let moving = states
+            .iter()
+            .filter(|s| matches!(s, ShardState::Moving { owner, to } if live.contains(owner) && live.contains(to)))
+            .count() as u32;
+        assert!(
+            moving <= max_moves,
+            "{moving} moves in flight, limit {max_moves}"
+        );
+        // Owners hand over, targets acquire.
+        for (i, s) in states.iter_mut().enumerate() {
+            if let ShardState::Moving { to, .. } = s {
+                *s = ShardState::Reserved { holder: to.clone() };
+            }
+            if let ShardState::Reserved { holder } = s {
+                if live.contains(holder) {
+                    *s = ShardState::Owned {
+                        owner: holder.clone(),
+                    };
+                    changes[i] += 1;
+                }
+            }
+        }
+    }
+}
+
+// Guarantee 4 over random worlds: from any ownership (live owners, dead owners, vacancies),
+// placement converges to a balanced assignment (each live member of weight w owns ⌊M·w/W⌋ or
+// ⌈M·w/W⌉, the extra shards to higher priorities), with never more than `max_concurrent_moves`
+// cooperative moves in flight, minimal (each shard changes owner at most once, and exactly
+// Σ max(0, owned − quota) + the shards nobody live owns change), deterministic, within
+// ⌈moves / limit⌉ + 1 rounds, and stable once there (no steps; no oscillation). Then a member
+// joins, one leaves, or a priority changes, and the same holds from the settled state.
+#[test]
+fn held_placement_is_balanced_minimal_rate_limited_and_stable_over_random_worlds() {
+    for seed in 1..=400u64 {
+        let mut rng = Rng::new(seed);
+        let n = 1 + rng.below(6) as usize;
+        let m = 1 + rng.below(70) as u32;
+        let max_moves = 1 + rng.below(5) as u32;
+        let mut members: Vec<MemberShare> = (0..n)
+            .map(|i| MemberShare {
+                id: cid(&format!("m{i}")),
+                priority: Priority::new(rng.below(3) as i32),
+                weight: Weight::new(if rng.chance(10) {
+                    0
+                } else {
+                    1 + rng.below(3) as u32
+                }),
+            })
+            .collect();
+        if members.iter().all(|x| x.weight.get() == 0) {
+            members[0].weight = Weight::ONE;
+        }
+        let pick = |rng: &mut Rng| -> ShardState {
+            match rng.below(4) {
+                0 => ShardState::Vacant,
+                1 => ShardState::Owned { owner: cid("dead") },
+                _ => ShardState::Owned {
+                    owner: cid(&format!("m{}", rng.below(n as u64))),
+                },
+            }
+        };
+        let states: Vec<ShardState> = (0..m).map(|_| pick(&mut rng)).collect();
+        let mut phase = 0;
+        let mut states = states;
+        loop {
+            let quotas = placement::quotas(&members, m);
+            let owned_by = |states: &[ShardState], id: &CandidateId| {
+                states
+                    .iter()
+                    .filter(|s| matches!(s, ShardState::Owned { owner } if owner == id))
+                    .count() as u32
+            };
+            let live: BTreeSet<&CandidateId> = members.iter().map(|x| &x.id).collect();
+            let unowned = states
+                .iter()
+                .filter(|s| !matches!(s, ShardState::Owned { owner } if live.contains(owner)))
+                .count() as u32;
+            let above: u32 = members
+                .iter()
+                .map(|x| owned_by(&states, &x.id).saturating_sub(quotas[&x.id]))
+                .sum();
+            let (rounds, changes, settled) = converge(&members, states.clone(), max_moves);
+            let ctx = format!("seed {seed} phase {phase}: {members:?} M={m} limit {max_moves}");
+            assert!(
+                changes.iter().all(|c| *c <= 1),
+                "{ctx}: a shard moved twice: {changes:?}"
+            );
+            assert_eq!(
+                changes.iter().sum::<u32>(),
+                above + unowned,
+                "{ctx}: not minimal"
+            );
+            assert!(
+                rounds <= above.div_ceil(max_moves) + 1,
+                "{ctx}: {rounds} rounds for {above} moves"
+            );
+            let b = bounds(&members, m);
+            let mut total = 0;
+            for x in &members {
+                let have = owned_by(&settled, &x.id);
+                total += have;
+                let (lo, hi) = b[&x.id];
+                assert!(
+                    lo <= have && have <= hi,
+                    "{ctx}: {} owns {have}, not in [{lo}, {hi}]",
+                    x.id
+                );
+            }
+            assert_eq!(total, m, "{ctx}: every shard owned");
+            // The extra shards go to higher priorities first.
+            for x in &members {
+                for y in &members {
+                    let (fx, fy) = (b[&x.id], b[&y.id]);
+                    let extra = |id: &CandidateId, f: (u32, u32)| owned_by(&settled, id) - f.0;
+                    if x.priority > y.priority && fx.0 != fx.1 && fy.0 != fy.1 {
+                        assert!(
+                            extra(&x.id, fx) >= extra(&y.id, fy),
+                            "{ctx}: priority order"
+                        );
+                    }
+                }
+            }
+            assert!(
+                placement::plan(&members, &settled, max_moves)
+                    .steps
+                    .is_empty()
+            );
+            phase += 1;
+            if phase == 3 {
+                break;
+            }
+            // Change the world: a join, a leave, or a priority change.
+            states = settled;
+            match rng.below(3) {
+                0 => members.push(MemberShare {
+                    id: cid(&format!("j{phase}")),
+                    priority: Priority::new(rng.below(4) as i32),
+                    weight: Weight::new(1 + rng.below(3) as u32),
+                }),
+                1 if members.len() > 1 => {
+                    members.remove(rng.below(members.len() as u64) as usize);
+                }
+                _ => {
+                    let i = rng.below(members.len() as u64) as usize;
+                    members[i].priority = Priority::new(rng.below(4) as i32);
+                }
+            }
+            if members.iter().all(|x| x.weight.get() == 0) {
+                members[0].weight = Weight::ONE;
+            }
+        }
+    }
+}
+
+// Guarantee 4, "never everything to the highest priority": a rolling deploy's first new
+// member, of a higher priority, takes its share only. (Also a note on the README's claim "a
+// join moves exactly the newcomer's quota": with unequal weights a join can also shift one
+// extra shard between old members, because the ⌈⌉ shares are re-ranked; that move is needed by
+// the balance rule itself, so placement stays minimal, but the README's wording is too strong.)
+#[test]
+fn held_a_high_priority_newcomer_takes_its_share_only() {
+    let mut members: Vec<MemberShare> = (0..10)
+        .map(|i| MemberShare {
+            id: cid(&format!("old{i}")),
+            priority: Priority::new(0),
+            weight: Weight::ONE,
+        })
+        .collect();
+    let (_, _, settled) = converge(&members, vec![ShardState::Vacant; 64], 8);
+    members.push(MemberShare {
+        id: cid("new"),
+        priority: Priority::new(10),
+        weight: Weight::ONE,
+    });
+    let p = placement::plan(&members, &settled, 64);
+    assert_eq!(p.quotas[&cid("new")], 6, "⌈64/11⌉");
+    assert_eq!(p.changes(), 6, "only the newcomer's quota moves");
+
+    // The README's wording, with unequal weights: z joins with quota 0, one shard still moves
+    // (b's share drops from 4/3 to exactly 1; a's 0.67 becomes 0.5 and takes the extra one).
+    let a = MemberShare {
+        id: cid("a"),
+        priority: Priority::new(0),
+        weight: Weight::ONE,
+    };
+    let b = MemberShare {
+        id: cid("b"),
+        priority: Priority::new(1),
+        weight: Weight::new(2),
+    };
+    let z = MemberShare {
+        id: cid("z"),
+        priority: Priority::new(0),
+        weight: Weight::ONE,
+    };
+    let (_, _, before) = converge(&[a.clone(), b.clone()], vec![ShardState::Vacant; 2], 2);
+    let p = placement::plan(&[a, b, z.clone()], &before, 2);
+    assert_eq!(p.quotas[&z.id], 0);
+    assert_eq!(p.changes(), 1, "one move, though the newcomer's quota is 0");
+}
+
+// Guarantee 4, the move limit, in the manual flow: never more than `max_concurrent_moves`
+// requests in flight, however long the owners and the target take. (Note: a shard handed over
+// but not yet acquired no longer counts as a move, by design -- placement.rs: "Shards nobody
+// live holds are not moves" -- so with a slow target the shards in transit, owned by nobody,
+// can exceed the limit; printed here, not asserted.)
+#[tokio::test]
+async fn held_the_move_limit_bounds_the_requests_in_flight() {
+    let w = World::new(12, 2).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    let b = w.member("b", 1);
+    w.cycle(&b).await;
+    let mut max_in_transit = 0;
+    for round in 0..8 {
+        w.coordinate(&leader, &coord).await;
+        let mut requested = 0;
+        let mut in_transit = 0;
+        for s in (0..12).map(ShardId::new) {
+            let rec = w.shard(s).await.unwrap();
+            requested += usize::from(rec.move_to().is_some());
+            in_transit += usize::from(rec.owner().is_none() && rec.reserved_for().is_some());
+        }
+        assert!(
+            requested <= 2,
+            "round {round}: {requested} move requests in flight"
+        );
+        max_in_transit = max_in_transit.max(in_transit + requested);
+        w.cycle_ready(&a).await; // a hands over at once; b is slow: one cycle in three
+        if round % 3 == 2 {
+            w.cycle(&b).await;
+        }
+        assert_exclusive(&[&a, &b], "moves");
+    }
+    eprintln!("shards requested or in transit at once, limit 2: at most {max_in_transit}");
+}

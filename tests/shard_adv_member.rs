@@ -1,0 +1,325 @@
+//! Adversarial review of sharded leadership (DESIGN §12), the members' side through the manual
+//! flow: at most one member believes it owns a shard at any instant, beliefs come only from
+//! confirmed commits (read-your-writes, unknown results, one unsettled cycle), clock rates
+//! within ρ, fencing tokens per shard, restarts and leaves.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::too_many_lines
+)]
+
+mod shard_support;
+
+use std::sync::Arc;
+
+use fdb_leader_election::shard::Member;
+use fdb_leader_election::{
+    Ballot, Clock, CommitFault, ElectionError, ManualClock, Priority, ShardId, Weight,
+};
+
+use shard_support::*;
+
+// Guarantee 5 (DESIGN §10.1 per shard): a cycle read back inside its own transaction never
+// promotes; a second cycle while one is unsettled is a typed error, from the same transaction
+// or another; queries inside the writing transaction see the uncommitted write and change
+// nothing; a transaction dropped without its commit leaves no belief.
+#[tokio::test]
+async fn held_read_your_writes_never_promotes_and_one_cycle_is_unsettled_at_a_time() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    let in_progress = |r: &Result<_, ElectionError>| matches!(r, Err(ElectionError::CycleInProgress { candidate }) if candidate == a.id());
+    // Its join, read back in the same transaction.
+    let txn = w.db.create_transaction();
+    let join = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
+    assert!(join.joined());
+    assert!(in_progress(
+        &w.election.member_cycle(&txn, &a, &none()).await.map(drop)
+    ));
+    let other = w.db.create_transaction();
+    assert!(in_progress(
+        &w.election.member_cycle(&other, &a, &none()).await.map(drop)
+    ));
+    drop(join);
+    assert!(
+        in_progress(&w.election.member_cycle(&txn, &a, &none()).await.map(drop)),
+        "its own uncommitted join, read back, is refused"
+    );
+    drop(txn);
+    assert_eq!(
+        a.lease_deadline(),
+        None,
+        "no lease from an uncommitted join"
+    );
+
+    // Its acquisition, read back in the same transaction.
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    let txn = w.db.create_transaction();
+    let acquire = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
+    assert_eq!(acquire.acquired().len(), 4);
+    drop(acquire);
+    assert!(in_progress(
+        &w.election.member_cycle(&txn, &a, &none()).await.map(drop)
+    ));
+    let rec = w
+        .election
+        .shard_record(&txn, ShardId::new(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        rec.owner().map(|o| o.member()),
+        Some(a.id()),
+        "read-your-writes"
+    );
+    let view = w.election.assignments(&txn).await.unwrap();
+    assert_eq!(view.shards_of(a.id()).len(), 4);
+    w.election.placement(&txn).await.unwrap();
+    // Even the fence admits the uncommitted token inside that transaction (it commits only
+    // with the acquisition): but the member believes nothing.
+    w.election
+        .fence_shard(&txn, ShardId::new(0), Ballot::new(1))
+        .await
+        .unwrap();
+    assert!(
+        a.owned_shards().is_empty(),
+        "no belief from an uncommitted write"
+    );
+    drop(txn);
+    // Nothing landed: the next cycle acquires at ballot 1 (no ballot skipped).
+    let owned = w.cycle(&a).await;
+    assert_eq!(owned.len(), 4);
+    assert!(owned.values().all(|t| *t == Ballot::new(1)), "{owned:?}");
+}
+
+// Guarantees 1, 3, 5 across unknown commit results: an acquisition whose commit fails is
+// believed only if it landed and only once recognised by a later transaction (after the
+// writing one ended), and one logical claim never bumps a ballot twice: conflicts, timeouts,
+// unknown results that did or did not apply, and unknown results that land *later* (after the
+// next transaction has taken its read version).
+#[tokio::test]
+async fn held_unknown_commit_results_never_promote_early_nor_bump_a_ballot_twice() {
+    let faults = [
+        CommitFault::Conflict,
+        CommitFault::UnknownNotApplied,
+        CommitFault::UnknownApplied,
+        CommitFault::UnknownAppliedLater,
+        CommitFault::Error(1031),
+        CommitFault::ErrorAfterApplying(1031),
+        CommitFault::ErrorAfterApplying(1021),
+    ];
+    for fault in faults {
+        let w = World::new(4, 4).await;
+        let (leader, coord) = w.coordinator().await;
+        let (a, b) = (w.member("a", 1), w.member("b", 1));
+        w.cycle(&a).await;
+        w.cycle(&b).await;
+        w.coordinate(&leader, &coord).await;
+        let txn = w.db.create_transaction();
+        let cycle = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
+        assert_eq!(cycle.acquired().len(), 2);
+        w.faults.push_commit_fault(fault);
+        assert!(txn.commit().await.is_err(), "{fault:?}");
+        drop(cycle);
+        assert!(
+            a.owned_shards().is_empty(),
+            "{fault:?}: believed before recognition"
+        );
+        // b and the coordinator go on meanwhile (the first transaction after a late-landing
+        // commit reads the state before it).
+        w.cycle(&b).await;
+        w.coordinate(&leader, &coord).await;
+        assert_exclusive(&[&a, &b], "after the fault");
+        let owned = w.cycle(&a).await;
+        assert_eq!(owned.len(), 2, "{fault:?}");
+        assert!(
+            owned.values().all(|t| *t == Ballot::new(1)),
+            "{fault:?}: {owned:?}"
+        );
+        w.cycle(&b).await;
+        assert_exclusive(&[&a, &b], "after recognition");
+        for (s, t) in owned {
+            assert_eq!(w.shard(s).await.unwrap().ballot(), t);
+            w.fence(s, t).await.unwrap();
+        }
+    }
+}
+
+// Guarantee 1 under clock rate errors: the member's clock runs slow by ρ, the coordinator's
+// fast by ρ (the worst case the rules allow): the member's belief ends at the very step the
+// coordinator fences it out, never after. The same run with 3ρ shows an overlap: the check is
+// not vacuous.
+#[tokio::test]
+async fn held_clock_rates_within_rho_leave_no_overlap_and_beyond_rho_the_check_sees_one() {
+    let within = rate_run(-10_000, 10_000).await;
+    assert_eq!(within.0, Vec::<String>::new(), "within ρ");
+    assert!(within.1, "a was fenced out and b took its shards");
+    let beyond = rate_run(-30_000, 30_000).await;
+    assert!(
+        !beyond.0.is_empty(),
+        "beyond ρ an overlap is expected (plant)"
+    );
+}
+
+/// a (clock at `member_ppm`) stops renewing right after the coordinator (clock at
+/// `coordinator_ppm`) first sees its last renewal; b goes on. Returns the overlaps seen and
+/// whether b ended with every shard.
+async fn rate_run(member_ppm: i64, coordinator_ppm: i64) -> (Vec<String>, bool) {
+    let w = World::new(4, 4).await;
+    let (a_clock, c_clock) = (ManualClock::new(), ManualClock::new());
+    let (leader, coord) = w
+        .coordinator_on("coordinator", Arc::new(c_clock.clone()))
+        .await;
+    assert!(leader.fencing_token().is_some());
+    let a = w.member_on("a", 1, Arc::new(a_clock.clone()));
+    let b = w.member("b", 1);
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    assert_eq!(a.owned_shards().len(), 2);
+    // a's last renewal, seen by the coordinator at the same true instant.
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    let step = ms(10);
+    let mut seen = Vec::new();
+    for _ in 0..500 {
+        w.advance(step);
+        a_clock.advance(scaled(step, member_ppm));
+        c_clock.advance(scaled(step, coordinator_ppm));
+        w.cycle(&b).await;
+        w.coordinate(&leader, &coord).await;
+        w.cycle(&b).await;
+        for o in overlaps(&[&a, &b]) {
+            seen.push(format!("{o:?} at {:?}", w.clock.now()));
+        }
+        if b.owned_shards().len() == 4 {
+            break;
+        }
+    }
+    (seen, b.owned_shards().len() == 4)
+}
+
+// Guarantee 2: stale tokens are refused after a handover, a takeover (before anyone acquires),
+// and a rejoin at a new epoch; at no point are two tokens of one shard admitted.
+#[tokio::test]
+async fn held_stale_tokens_are_refused_and_one_token_per_shard_is_admitted() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b) = (w.member("a", 1), w.member("b", 1));
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    let s = ShardId::new(3);
+    let admitted = |w: &World| {
+        let e = w.election.clone();
+        let db = w.db.clone();
+        async move {
+            let mut ok = Vec::new();
+            for t in 0..6 {
+                let e = e.clone();
+                let r = db
+                    .run(|txn, _| {
+                        let e = e.clone();
+                        async move { e.fence_shard(&txn, s, Ballot::new(t)).await }
+                    })
+                    .await;
+                match r {
+                    Ok(()) => ok.push(t),
+                    Err(ElectionError::StaleToken { .. }) => {}
+                    Err(other) => panic!("{other:?}"),
+                }
+            }
+            ok
+        }
+    };
+    assert_eq!(admitted(&w).await, vec![1]);
+    // b joins: a hands s over (shards 2, 3 move); between handover and acquisition, none.
+    w.cycle(&b).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle_ready(&a).await;
+    assert_eq!(admitted(&w).await, Vec::<u64>::new(), "vacant");
+    w.cycle(&b).await;
+    assert_eq!(b.shard_token(s), Some(Ballot::new(2)));
+    assert_eq!(admitted(&w).await, vec![2]);
+    // b dies; once fenced out, its token is refused before anyone acquires.
+    let mut fenced = Vec::new();
+    while fenced.is_empty() {
+        w.advance(ms(500));
+        w.cycle(&a).await;
+        assert_eq!(admitted(&w).await.len(), 1);
+        fenced = w.coordinate(&leader, &coord).await;
+    }
+    assert_eq!(admitted(&w).await, Vec::<u64>::new(), "b's epoch ended");
+    w.cycle(&a).await;
+    assert_eq!(admitted(&w).await, vec![3]);
+    // a pauses past its lease and rejoins at a new epoch: its old tokens end at the rejoin,
+    // before the coordinator reserves anything again.
+    for _ in 0..8 {
+        w.advance(ms(500));
+        w.election
+            .coordinator_election()
+            .run_cycle(&w.db, &leader)
+            .await
+            .unwrap();
+    }
+    assert!(a.owned_shards().is_empty());
+    w.cycle(&a).await;
+    assert_eq!(admitted(&w).await, Vec::<u64>::new(), "a's old epoch ended");
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    assert_eq!(admitted(&w).await, vec![4]);
+}
+
+// Member restarts. With the same handle (a paused process resuming), a member whose lease
+// lapsed rejoins at a new epoch and its old tokens die with the rejoin. A restarted *process*
+// must take a fresh id (`CandidateId::random`, as `ShardedRunner` does): the contract of
+// `Member` is one id per incarnation. If an application reuses an id anyway while the old
+// incarnation still runs (a zombie), the new incarnation's join bumps the epoch, the
+// coordinator then treats the zombie's shards as nobody's at once, and the zombie may still
+// *believe* it owns them for the rest of its lease: that is outside the contract and not
+// counted as a violation here, but the fence holds: every write of the zombie is refused from
+// the new incarnation's join on.
+#[tokio::test]
+async fn held_a_restart_under_the_same_id_ends_the_old_incarnations_tokens() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b) = (w.member("a", 1), w.member("b", 1));
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    let zombie_tokens = a.owned_shards();
+    assert_eq!(zombie_tokens.len(), 2);
+    // A second incarnation under the same id (against the contract).
+    let again = Member::with_clock(
+        a.id().clone(),
+        Priority::new(1),
+        Weight::ONE,
+        Arc::new(w.clock.clone()),
+    );
+    w.cycle(&again).await;
+    assert_eq!(again.epoch(), Some(2));
+    assert!(
+        again.owned_shards().is_empty(),
+        "a new incarnation inherits nothing"
+    );
+    for (s, t) in &zombie_tokens {
+        assert!(matches!(
+            w.fence(*s, *t).await,
+            Err(ElectionError::StaleToken { .. })
+        ));
+    }
+    // The zombie's own next cycle finds its epoch ended and believes nothing any more.
+    w.cycle(&a).await;
+    assert!(a.owned_shards().is_empty());
+    for (s, t) in &zombie_tokens {
+        assert!(w.fence(*s, *t).await.is_err());
+    }
+}
