@@ -15,10 +15,12 @@
 mod shard_support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fdb_leader_election::shard::Member;
 use fdb_leader_election::{
-    Ballot, Clock, CommitFault, ElectionError, ManualClock, Priority, ShardId, Weight,
+    Ballot, Clock, CommitFault, ElectionConfig, ElectionError, LeaderElection, ManualClock,
+    Priority, ShardId, Weight,
 };
 
 use shard_support::*;
@@ -322,4 +324,101 @@ async fn held_a_restart_under_the_same_id_ends_the_old_incarnations_tokens() {
     for (s, t) in &zombie_tokens {
         assert!(w.fence(*s, *t).await.is_err());
     }
+}
+
+// Guarantee 1; DESIGN §10.3 per shard (§12.5): "Shortening the lease shortens the belief at
+// once ... before the commit ... Any write whose outcome may be unknown is judged as if it
+// committed". (Found by the adversarial review; failed before the fix.)
+//
+// 1. The sharded election runs with a 10 s lease; a and b each own 2 of 4 shards. a's belief
+//    (from its last renewal at t = 0) lasts until 10 s × 0.99/1.01 ≈ 9.8 s.
+// 2. An operator shortens the lease to 1 s. The sharded election's configuration is the
+//    single election's record at `S + ("config",)`, so this is
+//    `LeaderElection::new(S).write_config(..)` -- exactly what `fdb-leader config` writes.
+// 3. a renews: its member record now says `lease = 1 s`. The commit applies but its reply is
+//    lost (`CommitFault::UnknownApplied`), so a adopts nothing.
+// 4. The coordinator sees a's new record and, after a full lease of *that record's* lease
+//    (1 s) unchanged, fences a out and reserves a's shards for b; b acquires them at t ≈ 1.35 s.
+// 5. By then a's belief has ended: the renewal capped it, before its commit, at
+//    0.1 s + 1 s × 0.99/1.01 ≈ 1.08 s. (Before the fix a kept believing its old 10 s lease,
+//    until 9.8 s: two believers; `decide_member` never capped the belief when the record it
+//    wrote carried a shorter lease, as the single election's `cap_belief` does.)
+#[tokio::test]
+async fn a_shorter_lease_caps_the_belief_before_an_unknown_commit() {
+    let long = ElectionConfig::builder()
+        .lease_duration(Duration::from_secs(10))
+        .heartbeat_interval(Duration::from_secs(3))
+        .candidate_timeout(Duration::from_secs(20))
+        .transaction_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let short = config_with(1_000);
+    let w = World::with_config(4, 4, long).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b) = (w.member("a", 1), w.member("b", 1));
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    let a_shards = a.owned_shards();
+    assert_eq!((a_shards.len(), b.owned_shards().len()), (2, 2));
+
+    // The operator shortens the lease (the single election's config record, same key).
+    let single = LeaderElection::new(w.election.subspace().clone());
+    assert_eq!(
+        single.config_key(),
+        w.election.subspace().pack(&("config",))
+    );
+    let s2 = short.clone();
+    w.db.run(|txn, _| {
+        let (single, s2) = (single.clone(), s2.clone());
+        async move { single.write_config(&txn, &s2).await }
+    })
+    .await
+    .unwrap();
+
+    // a renews with the 1 s lease; the commit applies, its reply is lost.
+    w.advance(ms(100));
+    let txn = w.db.create_transaction();
+    let cycle = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
+    w.faults.push_commit_fault(CommitFault::UnknownApplied);
+    assert!(txn.commit().await.is_err(), "the reply is lost");
+    drop(cycle); // judged as if committed (DESIGN §10.3): but nothing caps the belief
+    let rec = w.election_member(&a).await;
+    assert_eq!(
+        rec.lease_duration(),
+        Duration::from_secs(1),
+        "the write applied"
+    );
+
+    // a says nothing more (its next cycle would be fenced anyway). b renews; the coordinator
+    // times a's record with its 1 s lease.
+    let mut overlap = Vec::new();
+    for _ in 0..16 {
+        w.advance(ms(250));
+        w.cycle(&b).await;
+        let fenced = w.coordinate(&leader, &coord).await;
+        if !fenced.is_empty() {
+            assert_eq!(fenced, vec![a.id().clone()]);
+            // Guarantee 2 holds: a's tokens are refused from the fencing commit on.
+            let (s, t) = a_shards.iter().next().map(|(s, t)| (*s, *t)).unwrap();
+            assert!(matches!(
+                w.fence(s, t).await,
+                Err(ElectionError::StaleToken { .. })
+            ));
+        }
+        w.cycle(&b).await; // acquires what was reserved for it
+        overlap = overlaps(&[&a, &b]);
+        if !overlap.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        overlap.is_empty(),
+        "at t = {:?}: b acquired a's shards while a still believes it owns them \
+         (a's belief ends at {:?}): {overlap:?}",
+        w.clock.now(),
+        a.lease_deadline(),
+    );
 }

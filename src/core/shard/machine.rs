@@ -232,6 +232,9 @@ impl ShardMachine {
             ShardEvent::CycleDecided => {
                 // Shards handed over inside this transaction: revoked before the commit.
                 self.revoke_unowned(ctx, ShardStop::HandedOver, &mut out);
+                // A shorter lease written by this attempt capped the belief: the guards'
+                // deadline moves with it before the commit (DESIGN §10.3).
+                self.cap_deadline(ctx, &mut out);
             }
             ShardEvent::CycleCommitted {
                 hand_over,
@@ -324,6 +327,19 @@ impl ShardMachine {
                 shard,
                 reason: reason.clone(),
             });
+        }
+    }
+
+    /// Moves every guard's deadline back to the belief's, when that is earlier (a cap before
+    /// a commit); never later (only a confirmed commit extends it, in `reconcile`).
+    fn cap_deadline(&mut self, ctx: &ShardCtx, out: &mut Vec<ShardCommand>) {
+        if let (Some(capped), Some(current)) = (ctx.deadline, self.deadline) {
+            if capped < current {
+                self.deadline = Some(capped);
+                if !self.guards.is_empty() {
+                    out.push(ShardCommand::SetDeadline(capped));
+                }
+            }
         }
     }
 
@@ -593,6 +609,47 @@ mod tests {
                 .any(|c| matches!(c, ShardCommand::IssueGuard { .. }))
         );
         assert_eq!(m.guarded(), [ShardId::new(2)].into());
+    }
+
+    #[test]
+    fn a_shorter_lease_moves_the_guards_deadline_back_inside_the_transaction() {
+        let mut m = owning();
+        let owned = [(1, 5), (2, 5)];
+        assert_eq!(
+            m.handle(ShardEvent::Tick, &ctx(90, &owned, Some(294), &[])),
+            vec![run(&[])]
+        );
+        // The attempt writes a shorter lease: the belief is capped at 150 before the commit.
+        let out = m.handle(ShardEvent::CycleDecided, &ctx(91, &owned, Some(150), &[]));
+        assert_eq!(out, vec![ShardCommand::SetDeadline(at(150))]);
+        // A later attempt's own longer end does not extend it before its commit.
+        let out = m.handle(ShardEvent::CycleDecided, &ctx(92, &owned, Some(390), &[]));
+        assert!(out.is_empty(), "{out:?}");
+        // Unconfirmed (the reply is lost): every guard ends at the capped deadline.
+        let failure = Failure {
+            kind: "commit_unknown_result",
+            retryable: true,
+            not_registered: false,
+            not_initialized: false,
+        };
+        m.handle(
+            ShardEvent::CycleFailed(failure),
+            &ctx(120, &owned, Some(150), &[]),
+        );
+        let out = m.handle(ShardEvent::Tick, &ctx(150, &[], Some(150), &[]));
+        let expired = out
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c,
+                    ShardCommand::RevokeGuard {
+                        reason: ShardStop::LeaseExpired,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(expired, 2, "{out:?}");
     }
 
     #[test]

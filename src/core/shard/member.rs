@@ -96,6 +96,18 @@ impl MemberState {
         self.owned.clear();
     }
 
+    /// Caps the belief held now (if any) at `valid_until`, the end the lease this member is
+    /// about to write gives it (DESIGN §10.3, per member): when that lease is shorter than the
+    /// one the belief was computed from, the belief ends no later than the shorter lease says,
+    /// before the commit and whatever becomes of it (a commit whose result is unknown may have
+    /// applied, and the coordinator then times the shorter lease). A longer or equal lease
+    /// leaves the belief as it is (an attempt starts no earlier than the last one did).
+    pub(crate) fn cap_belief(&mut self, valid_until: LocalInstant) {
+        if let Some(l) = &mut self.lease {
+            l.valid_until = l.valid_until.min(valid_until);
+        }
+    }
+
     /// Adopts a confirmed attempt: the lease from its start, the shards it acquired.
     pub(crate) fn adopt(&mut self, a: &MemberAdoption) {
         // A later adopted attempt already superseded this one.
@@ -277,6 +289,9 @@ pub(crate) fn decide_member(
     let valid_until = input
         .started_at
         .saturating_add(input.config.local_validity(lease));
+    // Judged as if it committed (DESIGN §10.3): a renewal writing a shorter lease than the
+    // one the belief was computed from ends the belief as that lease says, from now on.
+    st.cap_belief(valid_until);
     let renewal = match (renewing, record) {
         (true, Some(r)) => r
             .renewal

@@ -8,4 +8,6 @@ pub(crate) mod operator;
 pub mod placement;
 
 #[cfg(test)]
+mod member_tests;
+#[cfg(test)]
 mod tests;

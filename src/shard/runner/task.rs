@@ -189,15 +189,24 @@ impl<D: ElectionDatabase> MemberTask<D> {
                     // read serializably: the watch adds no conflict). Without watches, the
                     // heartbeat alone paces it.
                     let inbox = txn.watch(&election.inbox_key(member.id())).ok();
-                    // Inside the transaction, before the commit: revoke what is handed over.
+                    // Inside the transaction, before the commit: revoke what is handed over,
+                    // and move the guards' deadline back to a capped belief's.
                     let ctx = ctx_of(&member, &shared, clock.now());
                     let commands = machine
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .handle(ShardEvent::CycleDecided, &ctx);
                     for command in commands {
-                        if let ShardCommand::RevokeGuard { shard, reason } = command {
-                            revoke(&shared, shard, reason);
+                        match command {
+                            ShardCommand::RevokeGuard { shard, reason } => {
+                                revoke(&shared, shard, reason);
+                            }
+                            ShardCommand::SetDeadline(deadline) => {
+                                for guard in shared.guards().values() {
+                                    guard.set_deadline(deadline);
+                                }
+                            }
+                            _ => {}
                         }
                     }
                     Ok((cycle, inbox))

@@ -1,0 +1,184 @@
+//! Table tests of a member's decisions (DESIGN §12.1, §12.2, §10 per member): the records read
+//! and the local state in, the writes and the belief out.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::member::{
+    MemberDecision, MemberInput, MemberLookups, MemberPlan, MemberState, decide_member,
+};
+use crate::clock::LocalInstant;
+use crate::config::ElectionConfig;
+use crate::error::ElectionError;
+use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
+use crate::shard::record::{Inbox, MemberRecord, ShardRecord};
+
+pub(super) fn id(s: &str) -> CandidateId {
+    CandidateId::parse(s).unwrap()
+}
+
+pub(super) fn at(ms: u64) -> LocalInstant {
+    LocalInstant::from_origin(Duration::from_millis(ms))
+}
+
+pub(super) fn config(lease_ms: u64) -> ElectionConfig {
+    ElectionConfig::builder()
+        .lease_duration(Duration::from_millis(lease_ms))
+        .heartbeat_interval(Duration::from_millis(lease_ms / 3))
+        .candidate_timeout(Duration::from_millis(lease_ms * 2))
+        .transaction_timeout(Duration::from_millis(lease_ms / 10))
+        .build()
+        .unwrap()
+}
+
+/// One member's world: its local state and the records as they stand.
+pub(super) struct World {
+    pub(super) st: MemberState,
+    pub(super) config: ElectionConfig,
+    pub(super) record: Option<MemberRecord>,
+    pub(super) inbox: Inbox,
+    pub(super) shards: BTreeMap<ShardId, ShardRecord>,
+    pub(super) inboxes: BTreeMap<CandidateId, Inbox>,
+}
+
+impl World {
+    pub(super) fn new(name: &str, lease_ms: u64) -> World {
+        World {
+            st: MemberState::new(id(name)),
+            config: config(lease_ms),
+            record: None,
+            inbox: Inbox::default(),
+            shards: BTreeMap::new(),
+            inboxes: BTreeMap::new(),
+        }
+    }
+
+    /// One attempt at `ms`, with `ready` shards (its lookups served from the records).
+    pub(super) fn decide(
+        &mut self,
+        ms: u64,
+        ready: &[u32],
+    ) -> Result<Box<MemberPlan>, ElectionError> {
+        let ready: BTreeSet<ShardId> = ready.iter().map(|s| ShardId::new(*s)).collect();
+        let mut lookups: Option<MemberLookups> = None;
+        loop {
+            let input = MemberInput {
+                config: &self.config,
+                record: self.record.as_ref(),
+                inbox: &self.inbox,
+                priority: Priority::new(0),
+                weight: Weight::ONE,
+                ready: &ready,
+                started_at: at(ms),
+                read_version: None,
+                lookups: lookups.as_ref(),
+            };
+            match decide_member(&mut self.st, &input)? {
+                MemberDecision::Plan(plan) => return Ok(plan),
+                MemberDecision::Need { shards, inboxes } => {
+                    assert!(lookups.is_none(), "asked twice");
+                    let mut found = MemberLookups::default();
+                    for s in shards {
+                        let rec = self.shards.get(&s).cloned();
+                        found
+                            .shards
+                            .insert(s, rec.unwrap_or_else(ShardRecord::initial));
+                    }
+                    for m in inboxes {
+                        let i = self.inboxes.get(&m).cloned().unwrap_or_default();
+                        found.inboxes.insert(m, i);
+                    }
+                    lookups = Some(found);
+                }
+            }
+        }
+    }
+
+    /// Applies a plan's writes to the records (its commit landed).
+    pub(super) fn land(&mut self, plan: &MemberPlan) {
+        self.record = Some(plan.record.clone());
+        for (s, rec) in &plan.shards {
+            self.shards.insert(*s, rec.clone());
+        }
+        for (m, inbox) in &plan.inboxes {
+            if *m == self.st.id {
+                self.inbox = inbox.clone();
+            } else {
+                self.inboxes.insert(m.clone(), inbox.clone());
+            }
+        }
+    }
+
+    /// One attempt whose commit is confirmed: landed and adopted.
+    pub(super) fn cycle(&mut self, ms: u64, ready: &[u32]) -> Box<MemberPlan> {
+        let plan = self.decide(ms, ready).unwrap();
+        self.land(&plan);
+        self.st.adopt(&plan.adoption);
+        plan
+    }
+
+    /// Reserves `shards` for this member, as the coordinator would.
+    pub(super) fn reserve(&mut self, shards: &[u32]) {
+        for s in shards {
+            let shard = ShardId::new(*s);
+            let ballot = self.shards.get(&shard).map_or(Ballot::ZERO, |r| r.ballot);
+            self.shards.insert(
+                shard,
+                ShardRecord {
+                    ballot,
+                    owner: None,
+                    move_to: None,
+                    reserved_for: Some(self.st.id.clone()),
+                    writer: None,
+                },
+            );
+            self.inbox.reserved.push(shard);
+        }
+        self.inbox.seq += 1;
+    }
+
+    /// The shards this member believes it owns at `ms`.
+    pub(super) fn owned(&self, ms: u64) -> Vec<u32> {
+        self.st.owned_at(at(ms)).keys().map(|s| s.get()).collect()
+    }
+}
+
+/// A member that joined at 0 ms and owns shards 0-3 from 10 ms (10 s lease).
+pub(super) fn owning() -> World {
+    let mut w = World::new("a", 10_000);
+    w.cycle(0, &[]);
+    w.reserve(&[0, 1, 2, 3]);
+    w.cycle(10, &[]);
+    assert_eq!(w.owned(10), vec![0, 1, 2, 3]);
+    w
+}
+
+#[test]
+fn a_renewal_writing_a_shorter_lease_caps_the_belief_before_the_commit() {
+    let mut w = owning();
+    let long_end = w.st.lease.unwrap().valid_until;
+    assert_eq!(
+        long_end,
+        at(10).saturating_add(w.config.local_validity(w.config.lease_duration()))
+    );
+    // An operator cuts the lease to 1 s; the next renewal writes it. Its commit is not
+    // confirmed (dropped), yet the belief already ends as the 1 s lease says.
+    w.config = config(1_000);
+    let plan = w.decide(100, &[]).unwrap();
+    assert_eq!(plan.record.lease, Duration::from_secs(1));
+    let capped = at(100).saturating_add(w.config.local_validity(Duration::from_secs(1)));
+    assert_eq!(w.st.lease.unwrap().valid_until, capped);
+    assert_eq!(w.owned(1_079), vec![0, 1, 2, 3]);
+    assert!(w.owned(1_081).is_empty(), "capped at {capped:?}");
+    // A renewal with a longer lease never extends a belief before its commit.
+    w.config = config(10_000);
+    drop(w.decide(200, &[]).unwrap());
+    assert_eq!(w.st.lease.unwrap().valid_until, capped);
+}
