@@ -1,0 +1,158 @@
+//! A member's writes (DESIGN §12.1, §12.2, §12.4): its cycle (renew or join, acquire what is
+//! reserved for it, hand over what it is asked to) and its graceful leave.
+
+use std::collections::BTreeSet;
+
+use super::election::ShardedElection;
+use super::member::{Member, MemberCycle};
+use super::record::{MemberRecord, ShardRecord};
+use crate::codec;
+use crate::core::shard::member::{MemberDecision, MemberInput, MemberLookups, decide_member};
+use crate::error::{DecodeError, ElectionError};
+use crate::ids::ShardId;
+use crate::store::txn::{ElectionTxn, ReadMode};
+
+impl ShardedElection {
+    /// One member cycle: renew the member's lease (or join), acquire the shards reserved for
+    /// it, hand over those it was asked to whose work has stopped (`ready`). A member with
+    /// nothing asked reads three keys (configuration, its record, its inbox) and writes one,
+    /// whatever the number of shards. Adopt the returned cycle **after** the commit
+    /// ([`Member::adopt`]); a handed-over shard is no longer owned from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::NotInitialized`]; [`ElectionError::CycleInProgress`] while another
+    /// cycle of this member is unsettled; corrupt values; database errors.
+    pub async fn member_cycle<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        member: &Member,
+        ready: &BTreeSet<ShardId>,
+    ) -> Result<MemberCycle, ElectionError> {
+        let settle = member.open_cycle()?;
+        let started_at = member.now();
+        let id = member.id().clone();
+        let (config, record, inbox) = tokio::join!(
+            self.config(txn),
+            self.member_with(txn, &id, ReadMode::Serializable),
+            self.inbox(txn, &id, ReadMode::Serializable),
+        );
+        let (config, record, inbox) = (config?, record?, inbox?);
+        let read_version = txn.read_version().await?;
+        let mut lookups: Option<MemberLookups> = None;
+        let plan = loop {
+            let decision = {
+                let mut local = member.lock();
+                let local = &mut *local;
+                let input = MemberInput {
+                    config: &config,
+                    record: record.as_ref(),
+                    inbox: &inbox,
+                    priority: local.priority,
+                    weight: local.weight,
+                    ready,
+                    started_at,
+                    read_version,
+                    lookups: lookups.as_ref(),
+                };
+                decide_member(&mut local.core, &input)?
+            };
+            match decision {
+                MemberDecision::Plan(plan) => break plan,
+                MemberDecision::Need { shards, inboxes } if lookups.is_none() => {
+                    let mut found = MemberLookups::default();
+                    for shard in shards {
+                        let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
+                        found.shards.insert(shard, rec);
+                    }
+                    for target in inboxes {
+                        let i = self.inbox(txn, &target, ReadMode::Serializable).await?;
+                        found.inboxes.insert(target, i);
+                    }
+                    lookups = Some(found);
+                }
+                MemberDecision::Need { .. } => {
+                    return Err(ElectionError::corrupt(
+                        &self.inbox_key(&id),
+                        DecodeError::Impossible("a member decision asked twice for its lookups"),
+                    ));
+                }
+            }
+        };
+        txn.set(&self.member_key(&id), &codec::encode_member(&plan.record)?);
+        for (shard, rec) in &plan.shards {
+            txn.set(&self.shard_key(*shard), &codec::encode_shard(rec)?);
+        }
+        for (who, inbox) in &plan.inboxes {
+            txn.set(&self.inbox_key(who), &codec::encode_inbox(inbox)?);
+        }
+        Ok(MemberCycle {
+            member: id,
+            _settle: settle,
+            adoption: plan.adoption,
+            released: plan.released,
+            joined: plan.joined,
+            remaining: plan.remaining,
+        })
+    }
+
+    /// A member leaves gracefully: every shard it owns is written vacant and its epoch ends
+    /// (its record fenced, its inbox cleared), in one commit, so the coordinator reserves its
+    /// shards for others at once, without a lease's wait. The member owns nothing from now on
+    /// (before the commit).
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::NotInitialized`]; corrupt values; database errors.
+    pub async fn leave<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        member: &Member,
+    ) -> Result<(), ElectionError> {
+        let id = member.id().clone();
+        let owned = {
+            let mut local = member.lock();
+            let owned: Vec<ShardId> = local.core.owned.keys().copied().collect();
+            local.core.lose_all();
+            owned
+        };
+        let Some(record) = self.member_with(txn, &id, ReadMode::Serializable).await? else {
+            return Ok(());
+        };
+        if record.fenced {
+            return Ok(());
+        }
+        for shard in owned {
+            let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
+            if rec
+                .owner
+                .as_ref()
+                .is_some_and(|o| o.member == id && o.epoch == record.epoch)
+            {
+                let vacant = ShardRecord {
+                    owner: None,
+                    move_to: None,
+                    reserved_for: None,
+                    ..rec
+                };
+                txn.set(&self.shard_key(shard), &codec::encode_shard(&vacant)?);
+            }
+        }
+        let gone = MemberRecord {
+            epoch: record
+                .epoch
+                .checked_add(1)
+                .ok_or(ElectionError::CounterExhausted { what: "epoch" })?,
+            renewal: record
+                .renewal
+                .checked_add(1)
+                .ok_or(ElectionError::CounterExhausted { what: "renewal" })?,
+            fenced: true,
+            writer: None,
+            ..record
+        };
+        txn.set(&self.member_key(&id), &codec::encode_member(&gone)?);
+        txn.clear(&self.inbox_key(&id));
+        Ok(())
+    }
+}
