@@ -422,3 +422,67 @@ async fn a_shorter_lease_caps_the_belief_before_an_unknown_commit() {
         a.lease_deadline(),
     );
 }
+
+// Guarantees 1 and 5; `leave`'s contract: "The member owns nothing from now on (before the
+// commit)". (Found by the adversarial review; failed before the fix.)
+//
+// An application runs the member's heartbeat on one task and handles shutdown on another
+// (`Member` is a cheap `Clone` handle shared by both, as documented):
+// 1. a and b have joined; the coordinator reserved 2 of 4 shards for each.
+// 2. The heartbeat task runs `member_cycle` for a: it acquires its 2 shards; the commit is
+//    confirmed, and the task is about to call `Member::adopt`.
+// 3. Meanwhile the shutdown task runs `leave` for a, which ends a's epoch: the 2 shards are
+//    now owned by a dead epoch, "nobody's".
+// 4. The heartbeat task adopts its confirmed cycle: it must revive nothing. (Before the fix,
+//    `leave` dropped the belief but not the local epoch, so `MemberState::adopt` re-created
+//    a's lease and the 2 shards, which the coordinator then reserved for b at once: two
+//    believers. Now the leave ends the epoch locally first, and decides in the core,
+//    `core::shard::leave`.)
+#[tokio::test]
+async fn a_cycle_confirmed_before_a_leave_and_adopted_after_it_revives_nothing() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let (a, b) = (w.member("a", 1), w.member("b", 1));
+    w.cycle(&a).await;
+    w.cycle(&b).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&b).await;
+    assert_eq!(b.owned_shards().len(), 2);
+
+    // The heartbeat task: a's acquisition commits; adoption is next.
+    let txn = w.db.create_transaction();
+    let cycle = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
+    assert_eq!(cycle.acquired().len(), 2);
+    txn.commit().await.unwrap();
+
+    // The shutdown task: a leaves, in one commit.
+    let (e, a2) = (w.election.clone(), a.clone());
+    w.db.run(|txn, _| {
+        let (e, a2) = (e.clone(), a2.clone());
+        async move { e.leave(&txn, &a2).await }
+    })
+    .await
+    .unwrap();
+    assert!(
+        a.owned_shards().is_empty(),
+        "leave: owns nothing from now on"
+    );
+
+    // The heartbeat task adopts its confirmed cycle.
+    let after_leave = a.adopt(cycle);
+
+    // The coordinator reserves the left member's shards for b; b acquires them.
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&b).await;
+    assert_eq!(b.owned_shards().len(), 4);
+    for (s, t) in &after_leave {
+        // Guarantee 2 holds: a's tokens are refused (its epoch ended).
+        assert!(w.fence(*s, *t).await.is_err());
+    }
+    assert!(
+        after_leave.is_empty(),
+        "a member that left believes it owns {after_leave:?} (overlap with b: {:?})",
+        overlaps(&[&a, &b])
+    );
+    assert_exclusive(&[&a, &b], "after the leave");
+}

@@ -1,12 +1,12 @@
 //! A member's writes (DESIGN §12.1, §12.2, §12.4): its cycle (renew or join, acquire what is
 //! reserved for it, hand over what it is asked to) and its graceful leave.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::election::ShardedElection;
 use super::member::{Member, MemberCycle};
-use super::record::{MemberRecord, ShardRecord};
 use crate::codec;
+use crate::core::shard::leave::decide_leave;
 use crate::core::shard::member::{MemberDecision, MemberInput, MemberLookups, decide_member};
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::ShardId;
@@ -99,7 +99,9 @@ impl ShardedElection {
     /// A member leaves gracefully: every shard it owns is written vacant and its epoch ends
     /// (its record fenced, its inbox cleared), in one commit, so the coordinator reserves its
     /// shards for others at once, without a lease's wait. The member owns nothing from now on
-    /// (before the commit).
+    /// (before the commit), and no cycle it ran before the leave is adopted afterwards, even
+    /// one whose commit was confirmed: a cycle unsettled on another task is to be dropped (its
+    /// [`Member::adopt`] returns nothing). Joining again takes a new cycle, at a new epoch.
     ///
     /// # Errors
     ///
@@ -110,48 +112,23 @@ impl ShardedElection {
         member: &Member,
     ) -> Result<(), ElectionError> {
         let id = member.id().clone();
-        let owned = {
-            let mut local = member.lock();
-            let owned: Vec<ShardId> = local.core.owned.keys().copied().collect();
-            local.core.lose_all();
-            owned
-        };
-        let Some(record) = self.member_with(txn, &id, ReadMode::Serializable).await? else {
-            return Ok(());
-        };
-        if record.fenced {
-            return Ok(());
-        }
-        for shard in owned {
-            let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
-            if rec
-                .owner
-                .as_ref()
-                .is_some_and(|o| o.member == id && o.epoch == record.epoch)
-            {
-                let vacant = ShardRecord {
-                    owner: None,
-                    move_to: None,
-                    reserved_for: None,
-                    ..rec
-                };
-                txn.set(&self.shard_key(shard), &codec::encode_shard(&vacant)?);
+        let believed = member.lock().core.begin_leave();
+        let record = self.member_with(txn, &id, ReadMode::Serializable).await?;
+        let mut shards = BTreeMap::new();
+        if record.as_ref().is_some_and(|r| !r.fenced) {
+            for shard in believed {
+                let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
+                shards.insert(shard, rec);
             }
         }
-        let gone = MemberRecord {
-            epoch: record
-                .epoch
-                .checked_add(1)
-                .ok_or(ElectionError::CounterExhausted { what: "epoch" })?,
-            renewal: record
-                .renewal
-                .checked_add(1)
-                .ok_or(ElectionError::CounterExhausted { what: "renewal" })?,
-            fenced: true,
-            writer: None,
-            ..record
+        let plan = decide_leave(&mut member.lock().core, record.as_ref(), &shards)?;
+        let Some(plan) = plan else {
+            return Ok(());
         };
-        txn.set(&self.member_key(&id), &codec::encode_member(&gone)?);
+        for (shard, rec) in &plan.shards {
+            txn.set(&self.shard_key(*shard), &codec::encode_shard(rec)?);
+        }
+        txn.set(&self.member_key(&id), &codec::encode_member(&plan.record)?);
         txn.clear(&self.inbox_key(&id));
         Ok(())
     }

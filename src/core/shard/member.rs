@@ -127,6 +127,11 @@ impl MemberState {
         self.pending.retain(|p| p.adoption.seq > a.seq);
     }
 
+    /// Forgets every attempt not yet confirmed: none of them will be adopted or recognised.
+    pub(crate) fn forget_attempts(&mut self) {
+        self.pending.clear();
+    }
+
     fn next_seq(&mut self) -> Result<u64, ElectionError> {
         let seq = self.next_seq;
         self.next_seq = seq

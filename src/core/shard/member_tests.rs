@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use super::leave::decide_leave;
 use super::member::{
     MemberDecision, MemberInput, MemberLookups, MemberPlan, MemberState, decide_member,
 };
@@ -181,4 +182,51 @@ fn a_renewal_writing_a_shorter_lease_caps_the_belief_before_the_commit() {
     w.config = config(10_000);
     drop(w.decide(200, &[]).unwrap());
     assert_eq!(w.st.lease.unwrap().valid_until, capped);
+}
+
+#[test]
+fn a_leave_ends_the_epoch_locally_so_no_cycle_decided_before_it_is_adopted() {
+    let mut w = owning();
+    // Another task's cycle renews; its commit is confirmed, its adoption not yet made.
+    let renewal = w.decide(20, &[]).unwrap();
+    w.land(&renewal);
+    // The leave begins: nothing is owned from now on.
+    let believed = w.st.begin_leave();
+    assert_eq!(believed.len(), 4);
+    assert!(w.owned(21).is_empty());
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+        .unwrap()
+        .unwrap();
+    assert!(plan.record.fenced);
+    assert_eq!(plan.record.epoch, 2);
+    assert_eq!(plan.shards.len(), 4, "the owned shards vacated");
+    assert!(plan.shards.iter().all(|(_, r)| r.owner.is_none()));
+    // The renewal's adoption after the leave revives nothing.
+    w.st.adopt(&renewal.adoption);
+    assert!(
+        w.owned(22).is_empty(),
+        "revived by a cycle decided before the leave"
+    );
+    assert_eq!(w.st.epoch, Some(2));
+    // Nor does a cycle adopted between the leave's two steps.
+    let mut w = owning();
+    let renewal = w.decide(20, &[]).unwrap();
+    w.land(&renewal);
+    w.st.begin_leave();
+    w.st.adopt(&renewal.adoption);
+    assert!(w.owned(21).is_empty());
+    drop(decide_leave(&mut w.st, w.record.as_ref(), &BTreeMap::new()).unwrap());
+    w.st.adopt(&renewal.adoption);
+    assert!(w.owned(22).is_empty());
+    // A member that left joins again at the next epoch, owning nothing.
+    w.record = Some(MemberRecord {
+        epoch: 2,
+        fenced: true,
+        writer: None,
+        ..w.record.clone().unwrap()
+    });
+    let join = w.cycle(30, &[]);
+    assert!(join.joined);
+    assert_eq!(join.record.epoch, 3);
+    assert!(w.owned(31).is_empty());
 }

@@ -2,6 +2,7 @@
 //! live members under one lease per member. The pure parts: placement.
 
 pub(crate) mod coordinator;
+pub(crate) mod leave;
 pub(crate) mod machine;
 pub(crate) mod member;
 pub(crate) mod operator;
