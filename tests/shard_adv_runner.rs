@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fdb_leader_election::memdb::{CommitContext, CommitDecision, FaultInjector};
+use fdb_leader_election::memdb::{
+    CommitContext, CommitDecision, FaultInjector, ReadContext, ReadDecision, ReadTarget,
+};
 use fdb_leader_election::shard::{ShardedElection, ShardedRunner};
 use fdb_leader_election::{
     Ballot, CommitFault, ElectionError, ElectionTxn, MemDb, ReadMode, ShardId, TokioClock,
@@ -219,5 +221,119 @@ async fn held_runner_guards_stay_exclusive_and_fenced_writes_ordered_under_chaos
     assert!(
         sink.refused.load(Ordering::SeqCst) > 0,
         "zombie writes were tried and refused"
+    );
+}
+
+/// Delays the serializable point reads of one key (set once known) by `latency`: one member's
+/// own record, so only that member's cycles hang (a slow storage server, a client cut off),
+/// while the coordinator and the other members proceed.
+#[derive(Debug)]
+struct SlowKey {
+    key: Mutex<Option<Vec<u8>>>,
+    latency: Duration,
+}
+
+impl FaultInjector for SlowKey {
+    fn on_read(&self, ctx: &ReadContext<'_>) -> ReadDecision {
+        let key = self.key.lock().unwrap();
+        match (key.as_deref(), ctx.target) {
+            (Some(k), ReadTarget::Key(t)) if k == t && ctx.mode == ReadMode::Serializable => {
+                ReadDecision::proceed().with_latency(self.latency)
+            }
+            _ => ReadDecision::proceed(),
+        }
+    }
+}
+
+/// Sets its flag to false when dropped (the guarded work ended, or was cancelled).
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+// Guarantee 1 for the runner; `ShardGuard`'s contract: "cancelled when the ownership ends: ...
+// the member's lease ends locally without a renewal (even while the database is
+// unreachable)"; DESIGN §9: "no guarded work runs outside its guard's validity, against true
+// time". (Found by the adversarial review; failed before the fix.)
+//
+// 1. b starts first and leads the coordinator election; a joins; each owns 4 of 8 shards.
+//    (lease 300 ms, heartbeat 100 ms, transaction timeout 90 ms: a valid configuration.)
+// 2. Work runs under a's guard of one shard (`ShardGuard::spawn`, cancelled with the guard).
+// 3. From now on a's transactions hang (its own record's read takes a minute): each of a's
+//    cycles ends only at the transaction timeout, and one of them is in flight when a's
+//    deadline passes.
+// 4. The guard is cancelled at its deadline all the same: while a cycle's transaction runs,
+//    the member task also waits for the guards' deadline and feeds the machine a tick then,
+//    which revokes every guard (as the single election's executor does in `run_op`). Before
+//    the fix the task only awaited the transaction, and the guarded work ran on for up to a
+//    transaction timeout after the deadline.
+// 5. Meanwhile b (the coordinator) has seen a's record unchanged for a full lease, fenced a
+//    out and acquired the shard: by then a's guarded work on it has stopped.
+#[tokio::test(start_paused = true)]
+async fn a_shard_guard_ends_at_its_deadline_while_a_member_cycle_hangs() {
+    let db = MemDb::with_clock(Arc::new(TokioClock::new()));
+    let slow = Arc::new(SlowKey {
+        key: Mutex::new(None),
+        latency: Duration::from_secs(60),
+    });
+    db.set_fault_injector(Arc::clone(&slow) as Arc<dyn FaultInjector>);
+    let config = runner_config(90);
+    let b = runner(&db, "b", 8, &config);
+    until(&[&b], Duration::from_secs(2), || {
+        b.is_coordinator() && b.owned().len() == 8
+    })
+    .await;
+    let a = runner(&db, "a", 8, &config);
+    until(&[&a, &b], Duration::from_secs(3), || {
+        a.owned().len() == 4 && b.owned().len() == 4
+    })
+    .await;
+    assert!(!a.is_coordinator() && b.is_coordinator());
+
+    let (shard, guard) = a.owned().into_iter().next().unwrap();
+    let running = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&running);
+    let _work = guard.spawn(async move {
+        flag.store(true, Ordering::SeqCst);
+        let _running = Running(flag);
+        loop {
+            tokio::time::sleep(ms(1)).await;
+        }
+    });
+    tokio::time::sleep(ms(5)).await;
+    assert!(running.load(Ordering::SeqCst), "the guarded work runs");
+
+    // a's transactions hang from now on.
+    *slow.key.lock().unwrap() = Some(a.election().member_key(a.id()));
+    let start = tokio::time::Instant::now();
+    let mut overlap = None;
+    while start.elapsed() < Duration::from_secs(2) {
+        if b.guard(shard).is_some() && running.load(Ordering::SeqCst) {
+            overlap = Some((
+                start.elapsed(),
+                guard.is_valid(),
+                guard.is_cancelled(),
+                a.member().now().saturating_duration_since(guard.deadline()),
+            ));
+            break;
+        }
+        if b.guard(shard).is_some() && !running.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(ms(1)).await;
+    }
+    a.abort();
+    b.shutdown().await;
+    assert!(
+        b.election().layout(&db.create_transaction()).await.is_ok(),
+        "the election is intact"
+    );
+    assert_eq!(
+        overlap, None,
+        "(elapsed, a's guard valid, a's guard cancelled, time past a's guard deadline): \
+         b holds a valid guard of shard {shard} while a's guarded work on it still runs"
     );
 }
