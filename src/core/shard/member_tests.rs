@@ -12,9 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::leave::decide_leave;
-use super::member::{
-    MemberDecision, MemberInput, MemberLookups, MemberPlan, MemberState, decide_member,
-};
+use super::member::{MemberDecision, MemberInput, MemberLookups, MemberState, decide_member};
+use super::member_cycle::MemberPlan;
 use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;

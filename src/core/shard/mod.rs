@@ -5,6 +5,7 @@ pub(crate) mod coordinator;
 pub(crate) mod leave;
 pub(crate) mod machine;
 pub(crate) mod member;
+mod member_cycle;
 pub(crate) mod operator;
 pub mod placement;
 
