@@ -14,6 +14,7 @@
 
 mod shard_support;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -485,4 +486,67 @@ async fn a_cycle_confirmed_before_a_leave_and_adopted_after_it_revives_nothing()
         overlaps(&[&a, &b])
     );
     assert_exclusive(&[&a, &b], "after the leave");
+}
+
+// The same rule in the manual flow, where the request is withdrawn before the member's next
+// cycle (liveness; and the records must never name an owner that does not believe it owns the
+// shard, for good). (Found by the adversarial review; failed before the fix.)
+//
+// 1. a owns 4 shards; b joins; the coordinator asks a for shards 2 and 3.
+// 2. a's handover cycle (work stopped: `ready` = every shard) drops 2 and 3 from its belief;
+//    its commit fails without applying (a conflict).
+// 3. Before a's next cycle, b leaves: the coordinator withdraws the two requests (their target
+//    is gone): the records say "owned by a, at a's live epoch", a's inbox no longer mentions
+//    them.
+// 4. a's next cycle writes the release again, now vacant (no request stands); the coordinator
+//    reserves the shards (for a, the only member left) and a acquires them at ballot + 1.
+//    (Before the fix a never read those two records again: shards 2 and 3 stayed owned by a
+//    live member that did no work on them, and no step of placement would change that.)
+#[tokio::test]
+async fn a_failed_handover_whose_request_is_withdrawn_is_vacated_not_kept_by_a_ghost() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    let b = w.member("b", 1);
+    w.cycle(&b).await;
+    w.coordinate(&leader, &coord).await;
+    // a's handover cycle: its commit fails.
+    let all: BTreeSet<ShardId> = (0..4).map(ShardId::new).collect();
+    let txn = w.db.create_transaction();
+    let cycle = w.election.member_cycle(&txn, &a, &all).await.unwrap();
+    assert_eq!(cycle.released().len(), 2);
+    w.faults.push_commit_fault(CommitFault::Conflict);
+    assert!(txn.commit().await.is_err());
+    drop(cycle);
+    assert_eq!(a.owned_shards().len(), 2, "lost early: right");
+    // b leaves; the coordinator withdraws the moves.
+    let (e, b2) = (w.election.clone(), b.clone());
+    w.db.run(|txn, _| {
+        let (e, b2) = (e.clone(), b2.clone());
+        async move { e.leave(&txn, &b2).await }
+    })
+    .await
+    .unwrap();
+    for _ in 0..10 {
+        w.advance(ms(500));
+        w.coordinate(&leader, &coord).await;
+        w.try_cycle(&a, &all).await.unwrap();
+    }
+    let view = w
+        .operate(|e, txn| async move { e.assignments(&txn).await })
+        .await
+        .unwrap();
+    let ghosts: Vec<ShardId> = view
+        .shards_of(a.id())
+        .into_iter()
+        .filter(|s| a.shard_token(*s).is_none())
+        .collect();
+    assert!(
+        ghosts.is_empty() && a.owned_shards().len() == 4,
+        "5 s later, no fault since: a believes {:?}; the records give a {ghosts:?} too",
+        a.owned_shards()
+    );
 }

@@ -17,7 +17,10 @@ impl ShardedElection {
     /// it, hand over those it was asked to whose work has stopped (`ready`). A member with
     /// nothing asked reads three keys (configuration, its record, its inbox) and writes one,
     /// whatever the number of shards. Adopt the returned cycle **after** the commit
-    /// ([`Member::adopt`]); a handed-over shard is no longer owned from now on.
+    /// ([`Member::adopt`]); a handed-over shard is no longer owned from now on. A handover
+    /// whose commit is not confirmed is written again by the next cycles while the shard's
+    /// record names this member (its work stopped with the belief: no need to list it in
+    /// `ready` again), so a failed commit leaves no shard owned by nobody's work.
     ///
     /// # Errors
     ///

@@ -195,7 +195,10 @@ impl MemberCycle {
         self.adoption.acquired.clone()
     }
 
-    /// The shards this cycle handed over (no longer owned, already).
+    /// The shards this cycle handed over (no longer owned, already). A handover whose commit
+    /// is not confirmed is written again by the member's next cycles while the shard's record
+    /// still names it (those releases are listed here too), whatever `ready` says: its work
+    /// stopped when the member's belief in the shard did.
     pub fn released(&self) -> &[ShardId] {
         &self.released
     }

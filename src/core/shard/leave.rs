@@ -28,9 +28,14 @@ impl MemberState {
     /// The first step of a leave, before anything is read: the member owns nothing from now
     /// on, adopts and recognises no attempt made before (its epoch is unknown locally until
     /// [`decide_leave`] sets the one the leave writes). Returns the shards it believed it
-    /// owned, to give back.
+    /// owned and those whose release is not confirmed, to give back.
     pub(crate) fn begin_leave(&mut self) -> BTreeSet<ShardId> {
-        let owned = self.owned.keys().copied().collect();
+        let owned = self
+            .owned
+            .keys()
+            .chain(self.unreleased.keys())
+            .copied()
+            .collect();
         self.lose_all();
         self.forget_attempts();
         self.epoch = None;
@@ -38,8 +43,8 @@ impl MemberState {
     }
 }
 
-/// Decides a leave from the member's record and the records of the shards it believed it
-/// owned, as read (serializably) in the leave's transaction. `None`: nothing to write (the member never
+/// Decides a leave from the member's record and the records of the shards
+/// [`MemberState::begin_leave`] returned, as read (serializably) in the leave's transaction. `None`: nothing to write (the member never
 /// joined, or its epoch has already ended). Ends the member's epoch locally either way: no
 /// attempt made before the leave is adopted afterwards.
 ///

@@ -50,6 +50,8 @@ pub(crate) struct MemberAdoption {
     pub(crate) lease: MemberLease,
     /// The shards this attempt acquired, with their new ballots.
     pub(crate) acquired: Vec<(ShardId, Ballot)>,
+    /// The shards this attempt released (handed over, or written vacant again).
+    pub(crate) released: Vec<ShardId>,
 }
 
 /// Everything one member incarnation knows locally.
@@ -62,6 +64,9 @@ pub(crate) struct MemberState {
     pub(crate) epoch: Option<u64>,
     /// The shards it owns (under `lease`), with their ballots.
     pub(crate) owned: BTreeMap<ShardId, Ballot>,
+    /// Shards it handed over (dropped from `owned` before the commit) whose release is not
+    /// confirmed, with their ballots: written again while their records name it.
+    pub(crate) unreleased: BTreeMap<ShardId, Ballot>,
     pending: VecDeque<PendingMember>,
     next_seq: u64,
     /// A cycle of this member whose transaction has not ended.
@@ -75,6 +80,7 @@ impl MemberState {
             lease: None,
             epoch: None,
             owned: BTreeMap::new(),
+            unreleased: BTreeMap::new(),
             pending: VecDeque::new(),
             next_seq: 1,
             cycle_open: false,
@@ -90,10 +96,13 @@ impl MemberState {
         }
     }
 
-    /// Loses every shard and the lease (an ended epoch, a lapsed lease, leaving).
+    /// Loses every shard and the lease (an ended epoch, a lapsed lease, leaving). Releases
+    /// not confirmed are forgotten too: what the records still give this member is tied to an
+    /// epoch that has ended (or ends at its next join), so nobody's.
     pub(crate) fn lose_all(&mut self) {
         self.lease = None;
         self.owned.clear();
+        self.unreleased.clear();
     }
 
     /// Caps the belief held now (if any) at `valid_until`, the end the lease this member is
@@ -123,6 +132,10 @@ impl MemberState {
         self.lease = Some(a.lease);
         for (shard, ballot) in &a.acquired {
             self.owned.insert(*shard, *ballot);
+            self.unreleased.remove(shard);
+        }
+        for shard in &a.released {
+            self.unreleased.remove(shard);
         }
         self.pending.retain(|p| p.adoption.seq > a.seq);
     }

@@ -115,19 +115,30 @@ pub(crate) fn decide_member(
             .ok_or(ElectionError::CounterExhausted { what: "epoch" })?
     };
 
-    // What the inbox asks, beyond the three keys.
+    // Shards whose work has stopped: those the caller says, and those whose release this
+    // member wrote without a confirmed commit (their work stopped when the belief did).
+    let ready: BTreeSet<ShardId> = input
+        .ready
+        .iter()
+        .chain(st.unreleased.keys())
+        .copied()
+        .collect();
+    // What the inbox asks, and the releases to write again, beyond the three keys.
     let wants_shards: Vec<ShardId> = input
         .inbox
         .reserved
         .iter()
         .copied()
         .chain(input.inbox.hand_over.iter().map(|(s, _)| *s))
+        .chain(st.unreleased.keys().copied())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
     let wants_inboxes: Vec<CandidateId> = input
         .inbox
         .hand_over
         .iter()
-        .filter(|(s, t)| *t != st.id && input.ready.contains(s))
+        .filter(|(s, t)| *t != st.id && ready.contains(s))
         .map(|(_, t)| t.clone())
         .collect::<BTreeSet<_>>()
         .into_iter()
@@ -192,13 +203,14 @@ pub(crate) fn decide_member(
             if rec.owner.as_ref() != Some(&me) {
                 return false; // not ours (any more): the request is stale
             }
-            if *to == st.id || !input.ready.contains(shard) {
+            if *to == st.id || !ready.contains(shard) {
                 return *to != st.id; // still working on it: keep the request
             }
             let Some(mut target) = lookups.inboxes.get(to).cloned() else {
                 return true; // its inbox was not read: next cycle
             };
             st.owned.remove(shard);
+            st.unreleased.insert(*shard, rec.ballot);
             released.push(*shard);
             shards.push((
                 *shard,
@@ -221,6 +233,42 @@ pub(crate) fn decide_member(
             targets.insert(to.clone(), entry);
             false
         });
+        // A release whose commit was not confirmed is written again while the record still
+        // names this member at that ballot (DESIGN §10.6 per shard): handed over above if it
+        // is still requested; vacant otherwise (the request was withdrawn meanwhile: the
+        // coordinator places the shard again). Forgotten once the record names someone else.
+        let asked: BTreeSet<ShardId> = inbox
+            .hand_over
+            .iter()
+            .map(|(s, _)| *s)
+            .chain(released.iter().copied())
+            .collect();
+        let unreleased: Vec<(ShardId, Ballot)> = st
+            .unreleased
+            .iter()
+            .map(|(s, b)| (*s, *b))
+            .filter(|(s, _)| !asked.contains(s))
+            .collect();
+        for (shard, ballot) in unreleased {
+            match lookups.shards.get(&shard) {
+                Some(rec) if rec.owner.as_ref() == Some(&me) && rec.ballot == ballot => {
+                    released.push(shard);
+                    shards.push((
+                        shard,
+                        ShardRecord {
+                            ballot,
+                            owner: None,
+                            move_to: None,
+                            reserved_for: None,
+                            writer: Some(writer.clone()),
+                        },
+                    ));
+                }
+                _ => {
+                    st.unreleased.remove(&shard);
+                }
+            }
+        }
         // Acquire: a shard still vacant and reserved for this member, ballot + 1.
         let mut budget = ACQUIRE_PER_CYCLE;
         inbox.reserved.retain(|shard| {
@@ -268,6 +316,7 @@ pub(crate) fn decide_member(
             valid_until,
         },
         acquired,
+        released: released.clone(),
     };
     st.push_pending(PendingMember {
         adoption: adoption.clone(),

@@ -18,7 +18,7 @@ use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::shard::record::{Inbox, MemberRecord, ShardRecord};
+use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
 
 pub(super) fn id(s: &str) -> CandidateId {
     CandidateId::parse(s).unwrap()
@@ -144,6 +144,25 @@ impl World {
         self.inbox.seq += 1;
     }
 
+    /// Asks this member to hand `shards` over to `to`, as the coordinator would.
+    pub(super) fn ask(&mut self, shards: &[u32], to: &str) {
+        for s in shards {
+            let shard = ShardId::new(*s);
+            if let Some(rec) = self.shards.get_mut(&shard) {
+                rec.move_to = Some(id(to));
+            }
+            self.inbox.hand_over.push((shard, id(to)));
+        }
+        self.inbox.seq += 1;
+    }
+
+    /// The owner of `shard` as the records say.
+    pub(super) fn owner(&self, shard: u32) -> Option<ShardOwner> {
+        self.shards
+            .get(&ShardId::new(shard))
+            .and_then(|r| r.owner.clone())
+    }
+
     /// The shards this member believes it owns at `ms`.
     pub(super) fn owned(&self, ms: u64) -> Vec<u32> {
         self.st.owned_at(at(ms)).keys().map(|s| s.get()).collect()
@@ -228,4 +247,94 @@ fn a_leave_ends_the_epoch_locally_so_no_cycle_decided_before_it_is_adopted() {
     assert!(join.joined);
     assert_eq!(join.record.epoch, 3);
     assert!(w.owned(31).is_empty());
+}
+
+#[test]
+fn a_handover_whose_commit_failed_is_written_again_while_the_record_names_the_member() {
+    let mut w = owning();
+    w.ask(&[2, 3], "b");
+    // The handover cycle (work stopped): 2 and 3 leave the belief before the commit...
+    let plan = w.decide(20, &[0, 1, 2, 3]).unwrap();
+    assert_eq!(plan.released, vec![ShardId::new(2), ShardId::new(3)]);
+    assert_eq!(w.owned(20), vec![0, 1]);
+    // ... and the commit fails (not applied). The next cycle, offering nothing as ready,
+    // writes the handover again: vacant and reserved for b, b told in its inbox.
+    let again = w.cycle(30, &[]);
+    assert_eq!(again.released, vec![ShardId::new(2), ShardId::new(3)]);
+    for s in [2, 3] {
+        assert_eq!(w.owner(s), None);
+        assert_eq!(w.shards[&ShardId::new(s)].reserved_for, Some(id("b")));
+    }
+    assert_eq!(
+        w.inboxes[&id("b")].reserved,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
+    assert!(
+        w.st.unreleased.is_empty(),
+        "confirmed: nothing left to write"
+    );
+    let quiet = w.cycle(40, &[]);
+    assert!(quiet.released.is_empty() && quiet.shards.is_empty());
+}
+
+#[test]
+fn a_failed_handover_whose_request_was_withdrawn_is_vacated_not_kept_by_a_ghost() {
+    let mut w = owning();
+    w.ask(&[2, 3], "b");
+    drop(w.decide(20, &[0, 1, 2, 3]).unwrap()); // its commit fails
+    // The coordinator withdraws both requests (b left): the records name a again, a's inbox
+    // no longer mentions them.
+    w.inbox.hand_over.clear();
+    for s in [2, 3] {
+        w.shards.get_mut(&ShardId::new(s)).unwrap().move_to = None;
+    }
+    let plan = w.cycle(30, &[]);
+    assert_eq!(plan.released, vec![ShardId::new(2), ShardId::new(3)]);
+    for s in [2, 3] {
+        let rec = &w.shards[&ShardId::new(s)];
+        assert_eq!((&rec.owner, &rec.reserved_for), (&None, &None), "vacant");
+        assert_eq!(
+            rec.ballot,
+            Ballot::new(1),
+            "the ballot grows only at acquisition"
+        );
+    }
+    // Placed again (here: reserved for a), a acquires them at ballot + 1.
+    w.reserve(&[2, 3]);
+    w.cycle(40, &[]);
+    assert_eq!(w.owned(40), vec![0, 1, 2, 3]);
+    assert_eq!(w.st.owned[&ShardId::new(2)], Ballot::new(2));
+}
+
+#[test]
+fn a_release_that_landed_unconfirmed_is_forgotten_and_never_written_twice() {
+    let mut w = owning();
+    w.ask(&[2], "b");
+    let plan = w.decide(20, &[2]).unwrap();
+    w.land(&plan); // applied, the reply lost: not adopted
+    // b acquires it meanwhile (ballot 2).
+    let rec = w.shards.get_mut(&ShardId::new(2)).unwrap();
+    *rec = ShardRecord {
+        ballot: Ballot::new(2),
+        owner: Some(ShardOwner {
+            member: id("b"),
+            epoch: 1,
+        }),
+        move_to: None,
+        reserved_for: None,
+        writer: None,
+    };
+    let next = w.cycle(30, &[]);
+    assert!(
+        next.released.is_empty() && next.shards.is_empty(),
+        "{next:?}"
+    );
+    assert!(w.st.unreleased.is_empty());
+    // A member that lost its lease forgets its unconfirmed releases with everything else.
+    let mut w = owning();
+    w.ask(&[3], "b");
+    drop(w.decide(20, &[3]).unwrap());
+    assert_eq!(w.st.unreleased.len(), 1);
+    let join = w.cycle(20_000, &[]);
+    assert!(join.joined && w.st.unreleased.is_empty() && join.shards.is_empty());
 }
