@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::election::ShardedElection;
 use super::member::{Member, MemberCycle};
 use crate::codec;
-use crate::core::shard::leave::decide_leave;
+use crate::core::shard::leave::{decide_leave, leave_lookups};
 use crate::core::shard::member::{MemberDecision, MemberInput, MemberLookups, decide_member};
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::ShardId;
@@ -99,9 +99,9 @@ impl ShardedElection {
         })
     }
 
-    /// A member leaves gracefully: every shard it owns is written vacant and its epoch ends
-    /// (its record fenced, its inbox cleared), in one commit, so the coordinator reserves its
-    /// shards for others at once, without a lease's wait. The member owns nothing from now on
+    /// A member leaves gracefully: every shard it owns is written vacant, every reservation for
+    /// it is withdrawn, and its epoch ends (its record fenced, its inbox cleared), in one commit,
+    /// so the coordinator places those shards again at once, without a lease's wait. The member owns nothing from now on
     /// (before the commit), and no cycle it ran before the leave is adopted afterwards, even
     /// one whose commit was confirmed: a cycle unsettled on another task is to be dropped (its
     /// [`Member::adopt`] returns nothing). Joining again takes a new cycle, at a new epoch.
@@ -116,10 +116,14 @@ impl ShardedElection {
     ) -> Result<(), ElectionError> {
         let id = member.id().clone();
         let believed = member.lock().core.begin_leave();
-        let record = self.member_with(txn, &id, ReadMode::Serializable).await?;
+        let (record, inbox) = tokio::join!(
+            self.member_with(txn, &id, ReadMode::Serializable),
+            self.inbox(txn, &id, ReadMode::Serializable),
+        );
+        let (record, inbox) = (record?, inbox?);
         let mut shards = BTreeMap::new();
         if record.as_ref().is_some_and(|r| !r.fenced) {
-            for shard in believed {
+            for shard in leave_lookups(&believed, &inbox) {
                 let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
                 shards.insert(shard, rec);
             }

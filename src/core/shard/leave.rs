@@ -1,6 +1,8 @@
-//! A member's graceful leave (DESIGN §12.2, §12.3): its belief ends at once, then one commit
-//! ends its epoch and vacates the shards it owned, so the coordinator places them again at
-//! once, without a lease's wait. Pure.
+//! A member's graceful leave (DESIGN §12.2, §12.3, §12.4): its belief ends at once, then one
+//! commit ends its epoch, clears its inbox and gives back everything the records tie to it --
+//! the shards it owned, vacated; those reserved for it, their reservation withdrawn -- so the
+//! coordinator places them again at once, without a lease's wait, and no record is left asking
+//! something of a member whose inbox no longer says so. Pure.
 //!
 //! A leave is not a cycle: it may run while a cycle of the same member is unsettled (another
 //! task's heartbeat). Whatever that cycle did, it can no longer be adopted once the leave has
@@ -13,14 +15,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::member::MemberState;
 use crate::error::ElectionError;
 use crate::ids::ShardId;
-use crate::shard::record::{MemberRecord, ShardOwner, ShardRecord};
+use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
 
 /// The writes of a leave.
 #[derive(Debug)]
 pub(crate) struct LeavePlan {
     /// The member's record, fenced at its next epoch.
     pub(crate) record: MemberRecord,
-    /// Shards given back: those it owned at its epoch, vacated. (Its inbox is cleared.)
+    /// Shards given back: those it owned at its epoch, vacated; those reserved for it, their
+    /// reservation withdrawn. (Its inbox is cleared.)
     pub(crate) shards: Vec<(ShardId, ShardRecord)>,
 }
 
@@ -43,8 +46,18 @@ impl MemberState {
     }
 }
 
-/// Decides a leave from the member's record and the records of the shards
-/// [`MemberState::begin_leave`] returned, as read (serializably) in the leave's transaction. `None`: nothing to write (the member never
+/// The shards a leave reads: those [`MemberState::begin_leave`] returned, and those its inbox
+/// names (reserved for it, or to hand over), so that once it has left no record ties a shard to
+/// it while its inbox, cleared, no longer says so.
+pub(crate) fn leave_lookups(believed: &BTreeSet<ShardId>, inbox: &Inbox) -> Vec<ShardId> {
+    let mut all = believed.clone();
+    all.extend(inbox.reserved.iter().copied());
+    all.extend(inbox.hand_over.iter().map(|(s, _)| *s));
+    all.into_iter().collect()
+}
+
+/// Decides a leave from the member's record and the records of the shards [`leave_lookups`]
+/// named, as read (serializably) in the leave's transaction. `None`: nothing to write (the member never
 /// joined, or its epoch has already ended). Ends the member's epoch locally either way: no
 /// attempt made before the leave is adopted afterwards.
 ///
@@ -86,7 +99,9 @@ pub(crate) fn decide_leave(
     };
     let mut writes = Vec::new();
     for (shard, rec) in shards {
-        if rec.owner.as_ref() == Some(&me) {
+        let owned = rec.owner.as_ref() == Some(&me);
+        let reserved = rec.owner.is_none() && rec.reserved_for.as_ref() == Some(&st.id);
+        if owned || reserved {
             writes.push((
                 *shard,
                 ShardRecord {

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::leave::decide_leave;
+use super::leave::{decide_leave, leave_lookups};
 use super::member::{MemberDecision, MemberInput, MemberLookups, MemberState, decide_member};
 use super::member_cycle::MemberPlan;
 use crate::clock::LocalInstant;
@@ -337,4 +337,26 @@ fn a_release_that_landed_unconfirmed_is_forgotten_and_never_written_twice() {
     assert_eq!(w.st.unreleased.len(), 1);
     let join = w.cycle(20_000, &[]);
     assert!(join.joined && w.st.unreleased.is_empty() && join.shards.is_empty());
+}
+
+#[test]
+fn a_leave_withdraws_the_reservations_its_cleared_inbox_listed() {
+    let mut w = World::new("a", 10_000);
+    w.cycle(0, &[]);
+    w.reserve(&[4, 5]);
+    // Not yet acquired: the member leaves. Its inbox lists 4 and 5; the records reserve them.
+    let believed = w.st.begin_leave();
+    assert!(believed.is_empty());
+    let wanted = leave_lookups(&believed, &w.inbox);
+    assert_eq!(wanted, vec![ShardId::new(4), ShardId::new(5)]);
+    // Shard 5 was meanwhile reserved for someone else: left as it is.
+    w.shards.get_mut(&ShardId::new(5)).unwrap().reserved_for = Some(id("b"));
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.shards.len(), 1, "{:?}", plan.shards);
+    let (shard, rec) = &plan.shards[0];
+    assert_eq!(*shard, ShardId::new(4));
+    assert_eq!((&rec.owner, &rec.reserved_for), (&None, &None));
+    assert_eq!(rec.ballot, Ballot::ZERO);
 }
