@@ -22,7 +22,8 @@ use fdb_leader_election::memdb::{
 };
 use fdb_leader_election::shard::{ShardedElection, ShardedRunner};
 use fdb_leader_election::{
-    Ballot, CommitFault, ElectionError, ElectionTxn, MemDb, ReadMode, ShardId, TokioClock,
+    Ballot, CommitFault, ElectionConfig, ElectionError, ElectionTxn, MemDb, ReadMode, ShardId,
+    TokioClock,
 };
 use foundationdb_tuple::Subspace;
 
@@ -425,5 +426,62 @@ async fn a_handover_whose_commit_failed_is_written_again_by_the_runner() {
         na + nb == 8 && nb == 4,
         "5 s (16 leases) after b joined, one failed commit later: a holds {na} guards, b {nb}; \
          shards the records give to a that a does not work on: {ghosts:?}"
+    );
+}
+
+/// Counts the commits that write one key.
+#[derive(Debug, Default)]
+struct CountWrites {
+    key: Mutex<Option<Vec<u8>>>,
+    count: AtomicU64,
+}
+
+impl FaultInjector for CountWrites {
+    fn on_commit(&self, ctx: &CommitContext<'_>) -> CommitDecision {
+        if let Some(k) = self.key.lock().unwrap().as_deref() {
+            if ctx.written_keys.contains(k) {
+                self.count.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        CommitDecision::proceed()
+    }
+}
+
+// Cost and DESIGN §10.6: "no accepted configuration renews in a loop or misses its own
+// deadline"; `ShardedRunnerBuilder::config`: "used when this member creates the election; the
+// stored one wins"; issue 23: "a member's steady-state heartbeat is one transaction". Real
+// time (a loop would never sleep, so tokio's paused clock would never advance). (Found by the
+// adversarial review; failed before the fix.)
+//
+// 1. a creates the election with a 300 ms lease (heartbeat 100 ms).
+// 2. b starts with `ElectionConfig::default()` (10 s lease, 3 s heartbeat, 1 s transaction
+//    timeout): a valid configuration, and the documentation says the stored one wins.
+// 3. b's member cycles use the stored 300 ms lease (its deadline: start + 294 ms), and so does
+//    its runner machine: `MemberCycle::config` (the configuration the cycle read) feeds
+//    `CycleCommitted`, the transactions' timeout and the health check, for the member and its
+//    coordinator loop alike. b renews about every 100 ms. (Before the fix the machine was fed
+//    the builder's configuration: the renewal was due `renewal_margin` = 1 s + 750 ms before a
+//    deadline only 294 ms away, i.e. at once after every commit: ~17,000 renewals a second.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_built_with_another_config_than_the_stored_one_keeps_the_stored_pace() {
+    let db = MemDb::new();
+    let counter = Arc::new(CountWrites::default());
+    db.set_fault_injector(Arc::clone(&counter) as Arc<dyn FaultInjector>);
+    let a = runner(&db, "a", 8, &runner_config(30)); // creates the election: lease 300 ms
+    tokio::time::sleep(ms(300)).await;
+    let b = ShardedRunner::builder(db.clone(), Subspace::from("adversarial-runner"))
+        .shards(8)
+        .label("b")
+        .config(ElectionConfig::default())
+        .start()
+        .unwrap();
+    *counter.key.lock().unwrap() = Some(b.election().member_key(b.id()));
+    tokio::time::sleep(ms(500)).await;
+    let n = counter.count.load(Ordering::SeqCst);
+    a.abort();
+    b.abort();
+    assert!(
+        n <= 20,
+        "b renewed {n} times in 0.5 s (the stored heartbeat is 100 ms, b's own 3 s)"
     );
 }

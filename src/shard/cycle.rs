@@ -96,6 +96,7 @@ impl ShardedElection {
             released: plan.released,
             joined: plan.joined,
             remaining: plan.remaining,
+            config,
         })
     }
 

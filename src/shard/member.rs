@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
+use crate::config::ElectionConfig;
 use crate::core::shard::coordinator::CoordinatorState;
 use crate::core::shard::member::{MemberAdoption, MemberState};
 use crate::error::ElectionError;
@@ -187,6 +188,7 @@ pub struct MemberCycle {
     pub(crate) released: Vec<ShardId>,
     pub(crate) joined: bool,
     pub(crate) remaining: crate::shard::record::Inbox,
+    pub(crate) config: ElectionConfig,
 }
 
 impl MemberCycle {
@@ -201,6 +203,12 @@ impl MemberCycle {
     /// stopped when the member's belief in the shard did.
     pub fn released(&self) -> &[ShardId] {
         &self.released
+    }
+
+    /// The configuration the cycle read: the stored one, which paces the member (its
+    /// heartbeat, its renewal margin, its transactions' timeout) whatever it was built with.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.config
     }
 
     /// Whether this cycle joins the election (at a new epoch).

@@ -28,6 +28,8 @@ pub(super) struct MemberTask<D: ElectionDatabase> {
     pub(super) shared: Arc<Shared>,
     pub(super) idle: Arc<Notify>,
     pub(super) machine: Arc<Mutex<ShardMachine>>,
+    /// The configuration this member creates the election with, if it is the first (the
+    /// stored one paces everything else: `Shared::timing`).
     pub(super) config: ElectionConfig,
     pub(super) layout: Layout,
     pub(super) ended: Vec<ShardGuard>,
@@ -94,7 +96,7 @@ impl<D: ElectionDatabase> MemberTask<D> {
                 let (election, member) = (self.election.clone(), self.member.clone());
                 let left = self
                     .db
-                    .transact(self.config.transaction_timeout(), |txn| {
+                    .transact(self.shared.timing().transaction_timeout(), |txn| {
                         let (election, member) = (election.clone(), member.clone());
                         async move { election.leave(&txn, &member).await }
                     })
@@ -176,7 +178,7 @@ impl<D: ElectionDatabase> MemberTask<D> {
         let moved = Arc::new(Notify::new());
         let moved_inside = Arc::clone(&moved);
         let db = self.db.clone();
-        let op = db.transact(self.config.transaction_timeout(), |txn| {
+        let op = db.transact(self.shared.timing().transaction_timeout(), |txn| {
             let (election, member, ready) = (election.clone(), member.clone(), ready.clone());
             let (machine, shared, clock) = (
                 Arc::clone(&machine),
@@ -249,18 +251,22 @@ impl<D: ElectionDatabase> MemberTask<D> {
                     .store(true, std::sync::atomic::Ordering::SeqCst);
                 let hand_over = cycle.hand_over_requested();
                 let more = cycle.more_to_acquire();
+                // The stored configuration wins over the builder's (DESIGN §10.6: the rule
+                // that schedules renewals is the one that validated the configuration).
+                let stored = cycle.config().clone();
+                self.shared.set_timing(&stored);
                 self.member.adopt(cycle);
                 if self.member.owned_shards().is_empty() {
                     self.shared.status.not_leading();
                 } else {
                     self.shared
                         .status
-                        .renewed(started_at, self.config.lease_duration());
+                        .renewed(started_at, stored.lease_duration());
                 }
                 self.feed(ShardEvent::CycleCommitted {
                     hand_over,
                     more,
-                    config: self.config.clone(),
+                    config: stored,
                 })
             }
             Err(e) => self.feed(ShardEvent::CycleFailed(Failure::of(&e))),
