@@ -479,3 +479,90 @@ async fn held_the_move_limit_bounds_the_requests_in_flight() {
     }
     eprintln!("shards requested or in transit at once, limit 2: at most {max_in_transit}");
 }
+
+// Operators, DESIGN §12.5 / `set_frozen`'s contract: "While frozen, the coordinator moves
+// nothing a live member holds (no move requests ...)". Not an ownership-safety matter: moves
+// stay cooperative and fenced. (Found by the adversarial review; failed before the fix.)
+//
+// 1. a owns all 4 shards; b joins.
+// 2. A coordinator attempt starts: it reads the layout (not frozen) and plans 2 moves a -> b.
+// 3. Meanwhile an operator freezes placement (`set_frozen(true)` commits).
+// 4. The attempt's commit conflicts: an attempt that writes placement steps adds a read
+//    conflict on the layout (and on the drain marks of the members it placed), so no step
+//    decided before the freeze lands after it; retried, it decides on the frozen layout.
+//    (Before the fix it read the layout with a snapshot read and no conflict range, and
+//    committed two move requests after placement was frozen.)
+#[tokio::test]
+async fn a_coordinator_attempt_straddling_set_frozen_writes_no_move_after_the_freeze() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    let b = w.member("b", 1);
+    w.cycle(&b).await;
+    w.election
+        .coordinator_election()
+        .run_cycle(&w.db, &leader)
+        .await
+        .unwrap();
+    let token = leader.fencing_token().unwrap();
+    // The coordinator's attempt reads and decides...
+    let txn = w.db.create_transaction();
+    let planned = w.election.coordinate(&txn, &coord, token).await.unwrap();
+    assert_eq!(planned.shards_written, 2, "two moves a -> b planned");
+    // ... the operator freezes placement ...
+    w.operate(|e, txn| async move { e.set_frozen(&txn, true).await })
+        .await
+        .unwrap();
+    // ... and the attempt commits.
+    let committed = txn.commit().await.is_ok();
+    let mut requested = Vec::new();
+    for s in 0..4 {
+        if let Some(to) = w.shard(ShardId::new(s)).await.unwrap().move_to() {
+            requested.push((s, to.clone()));
+        }
+    }
+    assert!(
+        requested.is_empty(),
+        "move requests written by a commit after set_frozen(true) committed \
+         (attempt committed: {committed}): {requested:?}"
+    );
+}
+
+// The same rule for a drain (DESIGN §12.5): a coordinator attempt that planned moves toward a
+// member, straddling an operator's `set_drained` of that member, conflicts; retried, it moves
+// nothing toward the drained member.
+#[tokio::test]
+async fn a_coordinator_attempt_straddling_set_drained_writes_no_move_toward_the_drained_member() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    let b = w.member("b", 1);
+    w.cycle(&b).await;
+    w.election
+        .coordinator_election()
+        .run_cycle(&w.db, &leader)
+        .await
+        .unwrap();
+    let token = leader.fencing_token().unwrap();
+    let txn = w.db.create_transaction();
+    let planned = w.election.coordinate(&txn, &coord, token).await.unwrap();
+    assert_eq!(planned.shards_written, 2, "two moves a -> b planned");
+    let b_id = b.id().clone();
+    w.operate(|e, txn| {
+        let b_id = b_id.clone();
+        async move { e.set_drained(&txn, &b_id, true).await }
+    })
+    .await
+    .unwrap();
+    assert!(txn.commit().await.is_err(), "the attempt conflicts");
+    w.coordinate(&leader, &coord).await;
+    for s in (0..4).map(ShardId::new) {
+        assert_eq!(w.shard(s).await.unwrap().move_to(), None);
+    }
+}

@@ -33,7 +33,9 @@ impl ShardedElection {
     /// out those whose record stayed unchanged for a full lease (their epoch ends, in the
     /// same commit as the reservations of their shards), and writes the next placement steps
     /// (reservations, at most the layout's move limit of move requests, withdrawals). Reads
-    /// the members and the shards in two range reads.
+    /// the members and the shards in two range reads. An attempt that writes placement steps
+    /// conflicts with an operator's freeze or drain committed after its reads (it is retried
+    /// on what the operator wrote), so no step decided before a freeze lands after it.
     ///
     /// # Errors
     ///
@@ -72,6 +74,15 @@ impl ShardedElection {
                 },
             )?
         };
+        if !plan.shards.is_empty() || !plan.inboxes.is_empty() {
+            // The placement steps were decided on this layout (frozen or not, the move limit)
+            // and these drain marks: an operator's change of either, committed meanwhile,
+            // aborts the attempt, which then decides again on what the operator wrote.
+            txn.add_read_conflict_key(&self.layout)?;
+            for id in members.records.keys().chain(&members.drained) {
+                txn.add_read_conflict_key(&self.drained_key(id))?;
+            }
+        }
         for (id, rec) in &plan.fenced {
             let key = self.member_key(id);
             txn.add_read_conflict_key(&key)?;
