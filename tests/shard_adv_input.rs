@@ -142,7 +142,7 @@ async fn held_corrupt_values_give_typed_errors_naming_the_key_and_are_never_over
         b"\x02\x01\x01\x80\xff",
     ];
     // Which operations must refuse each key's garbage.
-    let cases: [(&str, &[&str]); 5] = [
+    let cases: [(&str, &[&str]); 6] = [
         (
             "member",
             &[
@@ -167,6 +167,10 @@ async fn held_corrupt_values_give_typed_errors_naming_the_key_and_are_never_over
         (
             "inbox",
             &["member_cycle", "coordinate", "placement", "assignments"],
+        ),
+        (
+            "epoch",
+            &["coordinate", "fence_shard", "placement", "assignments"],
         ),
         (
             "layout",
@@ -194,6 +198,7 @@ async fn held_corrupt_values_give_typed_errors_naming_the_key_and_are_never_over
                 "member" => w.election.member_key(a.id()),
                 "shard" => w.election.shard_key(ShardId::new(0)),
                 "inbox" => w.election.inbox_key(a.id()),
+                "epoch" => w.election.epoch_key(a.id()),
                 "layout" => w.election.subspace().pack(&("layout",)),
                 _ => w.election.subspace().pack(&("config",)),
             };

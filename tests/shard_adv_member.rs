@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use fdb_leader_election::shard::Member;
 use fdb_leader_election::{
-    Ballot, Clock, CommitFault, ElectionConfig, ElectionError, LeaderElection, ManualClock,
-    Priority, ShardId, Weight,
+    Ballot, Clock, CommitFault, ElectionConfig, ElectionError, ElectionTxn, LeaderElection,
+    ManualClock, Priority, ShardId, Weight,
 };
 
 use shard_support::*;
@@ -605,5 +605,145 @@ async fn a_leave_then_rejoin_strands_no_shard_reserved_for_the_member() {
         "10 s (3 leases) after the rejoin, with no fault: a owns {:?}; unowned shards (and \
          their reservation): {stranded:?}",
         a.owned_shards()
+    );
+}
+
+// Guarantee 2's other half, a documented property of `fence_shard`: "Member renewals never
+// abort it"; README: "A member renewal never aborts a fenced write". (Found by the adversarial
+// review; failed before the fix.)
+//
+// 1. a owns shard s at ballot t. A job's transaction fences its write with
+//    `fence_shard(txn, s, t)` and writes its result.
+// 2. Before that transaction commits, a renews (its steady heartbeat, one write to its member
+//    record).
+// 3. The job commits: `fence_shard` reads the owner's epoch mark serializably
+//    (`members/(id, "epoch")`, written only when the epoch starts or ends), not its member
+//    record, which every renewal rewrites. (Before the fix it read the member record
+//    serializably: every renewal of the owner aborted every fenced write in flight on any of
+//    its shards; jobs longer than a heartbeat might never commit.)
+#[tokio::test]
+async fn a_renewal_of_the_owner_never_aborts_a_fenced_write() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    let (s, t) = a.owned_shards().into_iter().next().unwrap();
+    let txn = w.db.create_transaction();
+    w.election.fence_shard(&txn, s, t).await.unwrap();
+    txn.set(b"job-result", b"1");
+    w.advance(ms(10));
+    w.cycle(&a).await; // a's steady heartbeat
+    assert_eq!(
+        a.shard_token(s),
+        Some(t),
+        "a still owns the shard, same token"
+    );
+    let committed = txn.commit().await;
+    assert!(
+        committed.is_ok(),
+        "a fenced write of the shard's current owner was aborted by the owner's renewal: \
+         {committed:?}"
+    );
+}
+
+// Guarantee 2 with the epoch mark: a fenced write in flight is aborted by every end of its
+// owner's epoch -- the coordinator fencing the owner out, the owner's leave, the owner's join
+// at a new epoch after its lease lapsed -- even before any other member acquires the shard.
+#[tokio::test]
+async fn every_end_of_the_owners_epoch_aborts_a_fenced_write_in_flight() {
+    for end in ["fenced out", "leave", "rejoin"] {
+        let w = World::new(4, 4).await;
+        let (leader, coord) = w.coordinator().await;
+        let a = w.member("a", 1);
+        w.cycle(&a).await;
+        w.coordinate(&leader, &coord).await;
+        w.cycle(&a).await;
+        let (s, t) = a.owned_shards().into_iter().next().unwrap();
+        let txn = w.db.create_transaction();
+        w.election.fence_shard(&txn, s, t).await.unwrap();
+        txn.set(b"job-result", b"1");
+        match end {
+            "fenced out" => {
+                let mut fenced = Vec::new();
+                while fenced.is_empty() {
+                    w.advance(ms(500));
+                    fenced = w.coordinate(&leader, &coord).await;
+                }
+            }
+            "leave" => {
+                let (e, a2) = (w.election.clone(), a.clone());
+                w.db.run(|txn, _| {
+                    let (e, a2) = (e.clone(), a2.clone());
+                    async move { e.leave(&txn, &a2).await }
+                })
+                .await
+                .unwrap();
+            }
+            _ => {
+                w.advance(ms(3_500));
+                assert!(w.cycle(&a).await.is_empty(), "joined again, owning nothing");
+                assert_eq!(a.epoch(), Some(2));
+            }
+        }
+        // Nobody else acquired it yet (the leave vacates it; the others leave it as it is).
+        let owner = w.shard(s).await.unwrap().owner().cloned();
+        assert!(
+            owner
+                .as_ref()
+                .is_none_or(|o| o.member() == a.id() && o.epoch() == 1),
+            "{end}: {owner:?}"
+        );
+        assert!(
+            txn.commit().await.is_err(),
+            "{end}: a fenced write committed after its owner's epoch ended"
+        );
+        assert!(matches!(
+            w.fence(s, t).await,
+            Err(ElectionError::StaleToken { .. })
+        ));
+    }
+}
+
+// A member whose record predates epoch marks (no `members/(id, "epoch")` key) is fenced on its
+// record, as before the marks: a renewal may abort a fenced write (safe), and the end of its
+// epoch refuses its token. Its next join writes the mark.
+#[tokio::test]
+async fn a_member_without_an_epoch_mark_is_fenced_on_its_record() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    let mark = w.election.epoch_key(a.id());
+    assert!(w.raw_get(&mark).await.is_some(), "the join wrote the mark");
+    let txn = w.db.create_transaction();
+    txn.clear(&mark);
+    txn.commit().await.unwrap();
+    let (s, t) = a.owned_shards().into_iter().next().unwrap();
+    w.fence(s, t).await.unwrap();
+    let txn = w.db.create_transaction();
+    w.election.fence_shard(&txn, s, t).await.unwrap();
+    txn.set(b"job-result", b"1");
+    w.advance(ms(10));
+    w.cycle(&a).await;
+    assert!(
+        txn.commit().await.is_err(),
+        "fenced on the record: the renewal conflicts"
+    );
+    let mut fenced = Vec::new();
+    while fenced.is_empty() {
+        w.advance(ms(500));
+        fenced = w.coordinate(&leader, &coord).await;
+    }
+    assert!(matches!(
+        w.fence(s, t).await,
+        Err(ElectionError::StaleToken { .. })
+    ));
+    assert!(
+        w.raw_get(&mark).await.is_some(),
+        "the fencing wrote the mark"
     );
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{AttemptWire, attempt, attempt_wire, decode_body, encode, nanos};
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::shard::record::{Inbox, Layout, MemberRecord, ShardOwner, ShardRecord};
+use crate::shard::record::{EpochMark, Inbox, Layout, MemberRecord, ShardOwner, ShardRecord};
 
 #[derive(Serialize, Deserialize)]
 struct MemberWire {
@@ -52,6 +52,38 @@ pub(crate) fn decode_member(key: &[u8], bytes: &[u8]) -> Result<MemberRecord, El
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
     Ok(r)
+}
+
+#[derive(Serialize, Deserialize)]
+struct EpochMarkWire {
+    epoch: u64,
+    fenced: bool,
+}
+
+/// Encodes a member's epoch mark.
+pub(crate) fn encode_epoch_mark(m: &EpochMark) -> Result<Vec<u8>, ElectionError> {
+    encode(
+        "member epoch mark",
+        &EpochMarkWire {
+            epoch: m.epoch,
+            fenced: m.fenced,
+        },
+    )
+}
+
+/// Decodes the epoch mark stored at `key`.
+pub(crate) fn decode_epoch_mark(key: &[u8], bytes: &[u8]) -> Result<EpochMark, ElectionError> {
+    let w: EpochMarkWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    if w.epoch == 0 {
+        return Err(ElectionError::corrupt(
+            key,
+            DecodeError::Impossible("member epoch mark at epoch 0"),
+        ));
+    }
+    Ok(EpochMark {
+        epoch: w.epoch,
+        fenced: w.fenced,
+    })
 }
 
 #[derive(Serialize, Deserialize)]
@@ -206,6 +238,19 @@ mod tests {
         assert_eq!(decode_inbox(b"k", &encode_inbox(&inbox)?)?, inbox);
         let layout = Layout::new(64, 8)?;
         assert_eq!(decode_layout(b"k", &encode_layout(&layout)?)?, layout);
+        let mark = EpochMark {
+            epoch: 3,
+            fenced: true,
+        };
+        assert_eq!(decode_epoch_mark(b"k", &encode_epoch_mark(&mark)?)?, mark);
+        assert!(matches!(
+            decode_epoch_mark(b"k", &encode_epoch_mark(&EpochMark { epoch: 0, ..mark })?),
+            Err(ElectionError::Corrupt {
+                reason: DecodeError::Impossible(_),
+                ..
+            })
+        ));
+        assert!(decode_epoch_mark(b"k", &[9, 1]).is_err());
 
         let impossible = [
             encode_shard(&ShardRecord {

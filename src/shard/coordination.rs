@@ -84,9 +84,9 @@ impl ShardedElection {
             }
         }
         for (id, rec) in &plan.fenced {
-            let key = self.member_key(id);
-            txn.add_read_conflict_key(&key)?;
-            txn.set(&key, &codec::encode_member(rec)?);
+            txn.add_read_conflict_key(&self.member_key(id))?;
+            let before = members.records.get(id).map(|(r, _)| r);
+            self.set_member(txn, id, rec, before)?;
         }
         for (shard, rec) in &plan.shards {
             let key = self.shard_key(*shard);

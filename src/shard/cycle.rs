@@ -82,7 +82,7 @@ impl ShardedElection {
                 }
             }
         };
-        txn.set(&self.member_key(&id), &codec::encode_member(&plan.record)?);
+        self.set_member(txn, &id, &plan.record, record.as_ref())?;
         for (shard, rec) in &plan.shards {
             txn.set(&self.shard_key(*shard), &codec::encode_shard(rec)?);
         }
@@ -136,7 +136,7 @@ impl ShardedElection {
         for (shard, rec) in &plan.shards {
             txn.set(&self.shard_key(*shard), &codec::encode_shard(rec)?);
         }
-        txn.set(&self.member_key(&id), &codec::encode_member(&plan.record)?);
+        self.set_member(txn, &id, &plan.record, record.as_ref())?;
         txn.clear(&self.inbox_key(&id));
         Ok(())
     }

@@ -4,17 +4,26 @@
 //! ```text
 //! S + ("config",)                 -> ElectionConfig (the single election's format)
 //! S + ("layout",)                 -> Layout
+//! S + ("assignments",)            -> 8-byte digest      rewritten on every change of owner
 //! S + ("members", id)             -> MemberRecord       one lease per member
+//! S + ("members", id, "epoch")    -> its epoch mark     written when the epoch starts or ends
 //! S + ("members", id, "inbox")    -> Inbox              what the coordinator asks of it
+//! S + ("members", id, "drained")  -> (empty)            an operator drained it
 //! S + ("shards", n)               -> ShardRecord        ballot, owner (member, epoch)
 //! S + ("coordinator", ...)        -> the coordinator election (a LeaderElection)
 //! ```
+//!
+//! A member's epoch mark repeats its record's epoch and whether that epoch ended; every write
+//! that changes them writes both, in the same transaction ([`ShardedElection::set_member`]). A
+//! renewal writes the record only, so a write fenced on the mark
+//! ([`ShardedElection::fence_shard`]) conflicts with the end of its owner's epoch and never
+//! with the owner's heartbeat.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use foundationdb_tuple::Subspace;
 
-use super::record::{Inbox, Layout, MemberRecord, ShardRecord};
+use super::record::{EpochMark, Inbox, Layout, MemberRecord, ShardRecord};
 use crate::codec;
 use crate::config::ElectionConfig;
 use crate::election::LeaderElection;
@@ -88,6 +97,44 @@ impl ShardedElection {
     /// ([`set_drained`](Self::set_drained)).
     pub fn drained_key(&self, member: &CandidateId) -> Vec<u8> {
         self.members.pack(&(member.as_str(), "drained"))
+    }
+
+    /// The key of `member`'s epoch mark: its epoch and whether that epoch ended, written only
+    /// when they change (a join, a fencing, a leave), never by a renewal.
+    pub fn epoch_key(&self, member: &CandidateId) -> Vec<u8> {
+        self.members.pack(&(member.as_str(), "epoch"))
+    }
+
+    /// Writes `member`'s record, and its epoch mark when the record's epoch or its end differs
+    /// from `before` (the record as read in this transaction): the one place the two keys are
+    /// kept in step.
+    pub(super) fn set_member<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        member: &CandidateId,
+        record: &MemberRecord,
+        before: Option<&MemberRecord>,
+    ) -> Result<(), ElectionError> {
+        txn.set(&self.member_key(member), &codec::encode_member(record)?);
+        let mark = EpochMark::of(record);
+        if before.map(EpochMark::of) != Some(mark) {
+            txn.set(&self.epoch_key(member), &codec::encode_epoch_mark(&mark)?);
+        }
+        Ok(())
+    }
+
+    /// `member`'s epoch mark, if one was ever written.
+    pub(super) async fn epoch_mark<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        member: &CandidateId,
+        mode: ReadMode,
+    ) -> Result<Option<EpochMark>, ElectionError> {
+        let key = self.epoch_key(member);
+        txn.get(&key, mode)
+            .await?
+            .map(|bytes| codec::decode_epoch_mark(&key, &bytes))
+            .transpose()
     }
 
     /// The key of `shard`'s record.
@@ -254,6 +301,10 @@ impl ShardedElection {
                     }
                     "drained" => {
                         drained.insert(id(&name)?);
+                    }
+                    "epoch" => {
+                        id(&name)?;
+                        codec::decode_epoch_mark(&key, &value)?;
                     }
                     _ => return Err(bad("unknown key under the members")),
                 }
