@@ -485,3 +485,65 @@ async fn a_runner_built_with_another_config_than_the_stored_one_keeps_the_stored
         "b renewed {n} times in 0.5 s (the stored heartbeat is 100 ms, b's own 3 s)"
     );
 }
+
+// DESIGN §10.6 per shard (§12.5): "No path leaves a leader holding the leadership with a closed
+// guard for longer than handover_grace plus one heartbeat"; DESIGN §10.6: no accepted
+// configuration renews in a loop. A move the coordinator requested is withdrawn while the
+// owner's guard drains (here: its target shuts down before acquiring anything): once the
+// guard's work is idle or the grace has passed, the member keeps the shard, and the closed
+// guard is replaced by a fresh one of the same ballot that accepts work; the member cycles at
+// its heartbeat meanwhile. (Before the fix the runner offered the closed guard as ready at
+// every turn and ran member cycles back to back, for good: this test hung.) Real time (a
+// cycle loop would never let tokio's paused clock advance).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_guard_whose_move_was_withdrawn_is_reopened_without_a_cycle_loop() {
+    let db = MemDb::new();
+    let counter = Arc::new(CountWrites::default());
+    db.set_fault_injector(Arc::clone(&counter) as Arc<dyn FaultInjector>);
+    let config = runner_config(30);
+    let a = runner(&db, "a", 8, &config);
+    let start = tokio::time::Instant::now();
+    while a.owned().len() < 8 {
+        assert!(start.elapsed() < Duration::from_secs(3), "a owns all 8");
+        tokio::time::sleep(ms(5)).await;
+    }
+    // Busy work on every shard, for longer than the grace: only the grace ends the drain.
+    let mut busy = Vec::new();
+    for guard in a.owned().values() {
+        busy.push(guard.spawn(tokio::time::sleep(Duration::from_secs(30))));
+    }
+    let b = runner(&db, "b", 8, &config);
+    let closed = loop {
+        let closed: Vec<ShardId> = a
+            .owned()
+            .into_iter()
+            .filter(|(_, g)| g.is_handover_requested())
+            .map(|(s, _)| s)
+            .collect();
+        if !closed.is_empty() {
+            break closed;
+        }
+        assert!(start.elapsed() < Duration::from_secs(6), "moves requested");
+        tokio::time::sleep(ms(1)).await;
+    };
+    // b shuts down at once: the coordinator withdraws the moves toward it.
+    b.shutdown().await;
+    *counter.key.lock().unwrap() = Some(a.election().member_key(a.id()));
+    tokio::time::sleep(ms(800)).await;
+    let renewals = counter.count.load(Ordering::SeqCst);
+    let reopened: Vec<(ShardId, bool)> = closed
+        .iter()
+        .map(|s| (*s, a.guard(*s).is_some_and(|g| g.accepts_work())))
+        .collect();
+    let (na, nb) = (a.owned().len(), b.owned().len());
+    a.abort();
+    assert!(
+        renewals <= 20,
+        "a cycled {renewals} times in 0.8 s (heartbeat 100 ms)"
+    );
+    assert_eq!((na, nb), (8, 0));
+    assert!(
+        reopened.iter().all(|(_, open)| *open),
+        "closed guards kept after their move was withdrawn: {reopened:?}"
+    );
+}

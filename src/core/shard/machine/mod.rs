@@ -13,6 +13,8 @@
 //!   lapsed lease) has its guard revoked at once: inside the transaction, before the commit,
 //!   for a handover;
 //! - a handover waits for the shard's work to go idle, at most the grace from the request;
+//! - no closed guard is kept: one whose request was withdrawn meanwhile is replaced, once its
+//!   work is idle or the grace has passed, by a fresh guard of the same ballot;
 //! - the member renews before its lease ends, leaving room for one attempt
 //!   ([`ElectionConfig::renewal_margin`]), and cycles again at once while its inbox has work.
 
@@ -38,6 +40,10 @@ pub enum ShardStop {
     LeaseExpired,
     /// The runner shut down.
     Shutdown,
+    /// The move that closed the guard was withdrawn (its target left or no longer needs the
+    /// shard) while the shard's work drained: this guard ends, and a fresh guard of the same
+    /// shard and ballot follows at once (the member still owns the shard and takes new work).
+    MoveWithdrawn,
 }
 
 /// What the member owns at an event, and which shards' guarded work is idle.
@@ -158,6 +164,9 @@ struct Guard {
     ballot: Ballot,
     /// Since when it accepts no new work (a move requested).
     closed_at: Option<LocalInstant>,
+    /// Whether the member's inbox still asks for the shard, as the last committed cycle read
+    /// it (a closed guard whose request was withdrawn is not handed over, but reopened).
+    requested: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,12 +258,12 @@ impl ShardMachine {
                 let heartbeat = self.config.heartbeat_interval();
                 self.next_cycle_at = ctx.now.saturating_add(jittered(&mut self.rng, heartbeat));
                 self.run_now = more;
-                for shard in hand_over {
-                    if let Some(g) = self.guards.get_mut(&shard) {
-                        if g.closed_at.is_none() {
-                            g.closed_at = Some(ctx.now);
-                            out.push(ShardCommand::CloseGuard(shard));
-                        }
+                let asked: BTreeSet<ShardId> = hand_over.into_iter().collect();
+                for (shard, g) in &mut self.guards {
+                    g.requested = asked.contains(shard);
+                    if g.requested && g.closed_at.is_none() {
+                        g.closed_at = Some(ctx.now);
+                        out.push(ShardCommand::CloseGuard(*shard));
                     }
                 }
             }
@@ -368,6 +377,28 @@ impl ShardMachine {
             reason,
             out,
         );
+        // No closed guard is kept (DESIGN §10.6): one whose move was withdrawn while its work
+        // drained ends once that work is idle or the grace has passed, and a fresh guard of the
+        // same ballot (below) takes new work again; the member never stopped owning the shard.
+        let grace = self.config.handover_grace();
+        let withdrawn: Vec<ShardId> = self
+            .guards
+            .iter()
+            .filter(|(s, g)| {
+                !g.requested
+                    && g.closed_at.is_some_and(|closed| {
+                        ctx.idle.contains(*s) || ctx.now >= closed.saturating_add(grace)
+                    })
+            })
+            .map(|(s, _)| *s)
+            .collect();
+        for shard in withdrawn {
+            self.guards.remove(&shard);
+            out.push(ShardCommand::RevokeGuard {
+                shard,
+                reason: ShardStop::MoveWithdrawn,
+            });
+        }
         if let Some(deadline) = ctx.deadline.filter(|_| valid) {
             if self.deadline != Some(deadline) && !self.guards.is_empty() {
                 out.push(ShardCommand::SetDeadline(deadline));
@@ -378,6 +409,7 @@ impl ShardMachine {
                     e.insert(Guard {
                         ballot,
                         closed_at: None,
+                        requested: false,
                     });
                     out.push(ShardCommand::IssueGuard {
                         shard,
@@ -391,13 +423,13 @@ impl ShardMachine {
         }
     }
 
-    /// Shards whose handover may proceed: closed, and idle or past the grace.
+    /// Shards whose handover may proceed: closed, still requested, and idle or past the grace.
     fn ready(&self, ctx: &ShardCtx) -> BTreeSet<ShardId> {
         let grace = self.config.handover_grace();
         self.guards
             .iter()
             .filter_map(|(s, g)| {
-                let closed = g.closed_at?;
+                let closed = g.closed_at.filter(|_| g.requested)?;
                 (ctx.idle.contains(s) || ctx.now >= closed.saturating_add(grace)).then_some(*s)
             })
             .collect()

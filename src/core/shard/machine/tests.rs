@@ -196,6 +196,63 @@ fn a_shorter_lease_moves_the_guards_deadline_back_inside_the_transaction() {
 }
 
 #[test]
+fn a_closed_guard_whose_move_was_withdrawn_is_reopened_not_cycled_in_a_loop() {
+    let mut m = owning();
+    let owned = [(1, 5), (2, 5)];
+    m.handle(ShardEvent::Tick, &ctx(90, &owned, Some(294), &[]));
+    let out = m.handle(committed(&[1], false), &ctx(90, &owned, Some(384), &[]));
+    assert!(out.contains(&ShardCommand::CloseGuard(ShardId::new(1))));
+    // The next cycle (the heartbeat) finds the request withdrawn; the work is still busy.
+    m.handle(ShardEvent::Tick, &ctx(190, &owned, Some(384), &[]));
+    let out = m.handle(committed(&[], false), &ctx(191, &owned, Some(485), &[]));
+    assert!(
+        matches!(out.as_slice(), [ShardCommand::SetDeadline(_), ShardCommand::SleepUntil(t)] if *t <= at(290)),
+        "sleeps until the grace ends: {out:?}"
+    );
+    // The work goes idle: no handover cycle (nothing is asked), the guard is replaced by a
+    // fresh one of the same ballot, and the member sleeps until its heartbeat.
+    let out = m.handle(ShardEvent::WorkIdle, &ctx(200, &owned, Some(485), &[1]));
+    assert_eq!(
+        &out[..2],
+        &[
+            ShardCommand::RevokeGuard {
+                shard: ShardId::new(1),
+                reason: ShardStop::MoveWithdrawn
+            },
+            ShardCommand::IssueGuard {
+                shard: ShardId::new(1),
+                ballot: Ballot::new(5),
+                deadline: at(485)
+            },
+        ],
+        "{out:?}"
+    );
+    assert!(
+        matches!(out.last(), Some(ShardCommand::SleepUntil(t)) if *t > at(200)),
+        "{out:?}"
+    );
+    // Busy work: the grace ends it the same way.
+    let mut m = owning();
+    m.handle(ShardEvent::Tick, &ctx(90, &owned, Some(294), &[]));
+    m.handle(committed(&[2], false), &ctx(90, &owned, Some(384), &[]));
+    m.handle(ShardEvent::Tick, &ctx(190, &owned, Some(384), &[]));
+    m.handle(committed(&[], false), &ctx(191, &owned, Some(485), &[]));
+    let out = m.handle(ShardEvent::Tick, &ctx(290, &owned, Some(485), &[]));
+    assert!(
+        out.contains(&ShardCommand::RevokeGuard {
+            shard: ShardId::new(2),
+            reason: ShardStop::MoveWithdrawn
+        }),
+        "{out:?}"
+    );
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, ShardCommand::RunCycle { ready } if !ready.is_empty())),
+        "a withdrawn move is not handed over: {out:?}"
+    );
+}
+
+#[test]
 fn a_busy_shard_is_handed_over_when_the_grace_ends() {
     let mut m = owning();
     m.handle(
