@@ -13,7 +13,7 @@
 
 mod shard_support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use fdb_leader_election::shard::placement::{self, MemberShare, PlacementStep, ShardState};
@@ -565,4 +565,69 @@ async fn a_coordinator_attempt_straddling_set_drained_writes_no_move_toward_the_
     for s in (0..4).map(ShardId::new) {
         assert_eq!(w.shard(s).await.unwrap().move_to(), None);
     }
+}
+
+// Guarantee 4: placement is "minimal" and "stable (no oscillation)": "a join or leave moves
+// only as many shards as balance needs" (DESIGN §12.3). (Found by the adversarial review;
+// failed before the fix.)
+//
+// 1. a owns all 4 shards (ballot 1). b joins: the coordinator asks a to hand shards 2 and 3
+//    over to b (two moves, within the limit of 4).
+// 2. Before a has handed them over, an operator drains b (`set_drained(b, true)`): b's quota
+//    becomes 0, a's 4. At that instant the records already are balanced: a owns all 4.
+// 3. The coordinator withdraws the two requests: a move in flight whose target no longer needs
+//    the shard goes back to its owner when the owner has room (`placement::plan`), and a's
+//    inbox no longer asks for them.
+// 4. No shard changes owner; every ballot stays 1. (Before the fix placement let the moves
+//    land -- "in flight between live members: let it land (no churn)" -- and then moved both
+//    shards back from b to a: 4 changes of owner where balance needed none.)
+#[tokio::test]
+async fn a_move_toward_a_member_drained_meanwhile_is_withdrawn_not_made_twice() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    assert_eq!(a.owned_shards().len(), 4);
+    let b = w.member("b", 1);
+    w.cycle(&b).await;
+    w.coordinate(&leader, &coord).await; // asks a for 2 shards
+    let mut asked = Vec::new();
+    for s in (0..4).map(ShardId::new) {
+        if w.shard(s).await.unwrap().move_to() == Some(b.id()) {
+            asked.push(s);
+        }
+    }
+    assert_eq!(asked.len(), 2, "two move requests a -> b in flight");
+    let b_id = b.id().clone();
+    w.operate(|e, txn| {
+        let b_id = b_id.clone();
+        async move { e.set_drained(&txn, &b_id, true).await }
+    })
+    .await
+    .unwrap();
+    // Balanced as it stands: a owns all 4, b (drained) none. Now let the world settle.
+    let before: BTreeMap<ShardId, Ballot> = a.owned_shards();
+    for _ in 0..6 {
+        w.coordinate(&leader, &coord).await;
+        w.cycle_ready(&a).await;
+        w.cycle_ready(&b).await;
+        w.cycle(&a).await;
+        w.cycle(&b).await;
+        assert_exclusive(&[&a, &b], "settling");
+    }
+    assert_eq!(a.owned_shards().len(), 4, "balanced in the end");
+    let mut changes = Vec::new();
+    for (s, ballot) in &before {
+        let now = w.shard(*s).await.unwrap().ballot();
+        if now != *ballot {
+            changes.push((*s, *ballot, now));
+        }
+    }
+    assert!(
+        changes.is_empty(),
+        "draining b, whose records were already balanced, changed owners (shard, ballot \
+         before, ballot after): {changes:?}"
+    );
 }
