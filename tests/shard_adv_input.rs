@@ -13,7 +13,7 @@
 
 mod shard_support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardedRunner};
@@ -377,4 +377,60 @@ async fn held_oversized_ids_out_of_range_shards_and_absurd_tokens_are_typed_erro
         .shards(0)
         .start();
     assert!(refused.is_err());
+}
+
+// Guarantee 6; DESIGN §6: "Every decode is strict: ... impossible state -> a typed error
+// naming the key; the election stays a follower ('fail closed'); ... nothing is overwritten
+// blindly". (Found by the adversarial review; failed before the fix.)
+//
+// 1. a owns shard 0. Its inbox key is overwritten with a well-framed inbox asking it to hand
+//    shard 0 over to the member "" (an empty id: impossible, `CandidateId::parse` refuses it;
+//    likewise an id longer than MAX_CANDIDATE_ID_BYTES).
+// 2. The inbox fails to decode, as garbage does, with `Corrupt` naming the inbox key: a's
+//    cycle fails closed and writes nothing; shard 0 stays a's, readable; nothing is written
+//    at the impossible member's inbox; the planted value stays for an operator to repair.
+//    Placement, which reads every inbox, fails closed naming that same inbox key (as for any
+//    corrupt inbox), never a shard record.
+//    (Before the fix `decode_inbox` checked no id: a's cycle accepted the request and wrote
+//    shard 0 "vacant, reserved for ''" and an inbox at `members/("", "inbox")`, records the
+//    library itself cannot read back: `shard_record(0)`, `fence_shard`, `coordinate`,
+//    `assignments` and `placement` failed with `Corrupt` naming the shard, for good.)
+//
+// The review's version of this test also required `placement` to succeed with the planted
+// inbox in place; that contradicts the rule (and the corrupt-values test): an inbox that does
+// not decode fails every operation that reads it, closed. What must hold is that the
+// corruption stays where it was planted and that the library writes nothing it cannot read.
+#[tokio::test]
+async fn a_corrupt_inbox_fails_the_member_cycle_closed_and_nothing_unreadable_is_written() {
+    for bad_id in [String::new(), "x".repeat(2_000)] {
+        let w = World::new(4, 4).await;
+        let (leader, coord) = w.coordinator().await;
+        let a = w.member("a", 1);
+        w.cycle(&a).await;
+        w.coordinate(&leader, &coord).await;
+        w.cycle(&a).await;
+        assert_eq!(a.owned_shards().len(), 4);
+        check_mirror(&w, &a).await;
+        let planted = wire(&InboxWire {
+            seq: 100,
+            reserved: vec![],
+            hand_over: vec![(0, bad_id.clone())],
+        });
+        let inbox_key = w.election.inbox_key(a.id());
+        w.raw_set(&inbox_key, &planted).await;
+        let ctx = format!("id of {} bytes", bad_id.len());
+        let outcome = w.try_cycle(&a, &BTreeSet::from([ShardId::new(0)])).await;
+        assert!(corrupt_at(&outcome, &inbox_key), "{ctx}: {outcome:?}");
+        let shard = w.shard(ShardId::new(0)).await.unwrap();
+        assert_eq!(shard.owner().map(|o| o.member()), Some(a.id()), "{ctx}");
+        let bad_inbox = w_subspace()
+            .subspace(&("members",))
+            .pack(&(bad_id.as_str(), "inbox"));
+        assert_eq!(w.raw_get(&bad_inbox).await, None, "{ctx}");
+        assert_eq!(w.raw_get(&inbox_key).await, Some(planted), "{ctx}");
+        let placement = w
+            .operate(|e, txn| async move { e.placement(&txn).await })
+            .await;
+        assert!(corrupt_at(&placement, &inbox_key), "{ctx}: {placement:?}");
+    }
 }
