@@ -434,3 +434,67 @@ async fn a_corrupt_inbox_fails_the_member_cycle_closed_and_nothing_unreadable_is
         assert!(corrupt_at(&placement, &inbox_key), "{ctx}: {placement:?}");
     }
 }
+
+// Guarantee 6: "shard out of range ... must give typed errors" (DESIGN §6). (Found by the
+// adversarial review; failed before the fix.)
+//
+// 1. A 4-shard election. A well-framed shard record is planted at `shards/(100)` (vacant,
+//    reserved for a) and a's inbox lists shard 100 as reserved for it.
+// 2. a's next cycle reads the layout with the records its inbox names (only when the inbox
+//    asks something: a steady heartbeat still reads three keys) and refuses the inbox: `Corrupt`
+//    naming the inbox key, nothing written, nothing acquired. `fence_shard` refuses the shard
+//    with `InvalidLayout`. (Before the fix the cycle acquired shard 100 with no error: the
+//    member believed it owned a shard the layout does not have, with a token, and the runner
+//    would have issued a guard for it, while the coordinator ignored that record and the fence
+//    refused the token: work on a shard nobody else sees.)
+#[tokio::test]
+async fn a_member_refuses_an_inbox_naming_a_shard_outside_the_layout() {
+    let w = World::new(4, 4).await;
+    let (leader, coord) = w.coordinator().await;
+    let a = w.member("a", 1);
+    w.cycle(&a).await;
+    w.coordinate(&leader, &coord).await;
+    w.cycle(&a).await;
+    check_mirror(&w, &a).await;
+    let out_of_range = ShardId::new(100);
+    w.raw_set(
+        &w.election.shard_key(out_of_range),
+        &wire(&ShardWire {
+            ballot: 0,
+            owner: None,
+            move_to: None,
+            reserved_for: Some(a.id().as_str().to_owned()),
+            writer: None,
+        }),
+    )
+    .await;
+    w.raw_set(
+        &w.election.inbox_key(a.id()),
+        &wire(&InboxWire {
+            seq: 100,
+            reserved: vec![100],
+            hand_over: vec![],
+        }),
+    )
+    .await;
+    let outcome = w.try_cycle(&a, &none()).await;
+    assert!(matches!(
+        w.fence(out_of_range, Ballot::new(1)).await,
+        Err(ElectionError::InvalidLayout { .. })
+    ));
+    let owned = a.owned_shards();
+    assert!(
+        owned.keys().all(|s| s.get() < 4),
+        "a 4-shard election's member believes it owns {owned:?} (cycle: {:?})",
+        outcome.as_ref().map(BTreeMap::len)
+    );
+    assert!(
+        corrupt_at(&outcome, &w.election.inbox_key(a.id())),
+        "the cycle fails closed naming the inbox: {outcome:?}"
+    );
+    assert_eq!(
+        owned.len(),
+        4,
+        "a keeps its own shards until its lease runs out"
+    );
+}

@@ -16,7 +16,8 @@ impl ShardedElection {
     /// One member cycle: renew the member's lease (or join), acquire the shards reserved for
     /// it, hand over those it was asked to whose work has stopped (`ready`). A member with
     /// nothing asked reads three keys (configuration, its record, its inbox) and writes one,
-    /// whatever the number of shards. Adopt the returned cycle **after** the commit
+    /// whatever the number of shards; when its inbox asks something, it also reads the layout
+    /// and the records named (an inbox naming a shard beyond the layout fails closed). Adopt the returned cycle **after** the commit
     /// ([`Member::adopt`]); a handed-over shard is no longer owned from now on. A handover
     /// whose commit is not confirmed is written again by the next cycles while the shard's
     /// record names this member (its work stopped with the belief: no need to list it in
@@ -63,8 +64,13 @@ impl ShardedElection {
             match decision {
                 MemberDecision::Plan(plan) => break plan,
                 MemberDecision::Need { shards, inboxes } if lookups.is_none() => {
-                    let mut found = MemberLookups::default();
-                    for shard in shards {
+                    let shard_count = self.layout(txn).await?.shards;
+                    let mut found = MemberLookups {
+                        shard_count,
+                        ..MemberLookups::default()
+                    };
+                    // A shard beyond the layout is not read: the decision refuses the inbox.
+                    for shard in shards.into_iter().filter(|s| s.get() < shard_count) {
                         let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
                         found.shards.insert(shard, rec);
                     }
@@ -73,6 +79,12 @@ impl ShardedElection {
                         found.inboxes.insert(target, i);
                     }
                     lookups = Some(found);
+                }
+                MemberDecision::CorruptInbox(why) => {
+                    return Err(ElectionError::corrupt(
+                        &self.inbox_key(&id),
+                        DecodeError::Impossible(why),
+                    ));
                 }
                 MemberDecision::Need { .. } => {
                     return Err(ElectionError::corrupt(

@@ -35,6 +35,8 @@ pub(crate) struct MemberInput<'a> {
 /// Records a member attempt reads beyond its three keys, only when its inbox asks something.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MemberLookups {
+    /// How many shards the layout has (read with the lookups).
+    pub(crate) shard_count: u32,
     /// The shards named in the inbox (absent: never written).
     pub(crate) shards: BTreeMap<ShardId, ShardRecord>,
     /// The inboxes of the members shards are handed over to.
@@ -51,6 +53,9 @@ pub(crate) enum MemberDecision {
     },
     /// Write these and adopt `adoption` after the commit.
     Plan(Box<MemberPlan>),
+    /// The inbox asks something impossible (why): nothing is written, the attempt fails
+    /// closed (DESIGN §6) and the member's lease runs out unless the inbox is repaired.
+    CorruptInbox(&'static str),
 }
 
 /// The writes of a member attempt.
@@ -67,6 +72,15 @@ pub(crate) struct MemberPlan {
     pub(crate) joined: bool,
     /// This member's inbox as the attempt leaves it (what is still asked of it).
     pub(crate) remaining: Inbox,
+}
+
+/// Whether `inbox` names a shard beyond the layout's `shard_count`.
+fn inbox_outside_layout(inbox: &Inbox, shard_count: u32) -> bool {
+    inbox
+        .reserved
+        .iter()
+        .chain(inbox.hand_over.iter().map(|(s, _)| s))
+        .any(|s| s.get() >= shard_count)
 }
 
 /// Decides one member attempt. Mutates `st` only with facts and losses; gains are adopted
@@ -144,6 +158,13 @@ pub(crate) fn decide_member(
         .into_iter()
         .collect();
     let lookups = match input.lookups {
+        // A shard the layout does not have was never reserved or requested by this library:
+        // the member acts on none of it, nor on the rest of that inbox.
+        Some(l) if inbox_outside_layout(input.inbox, l.shard_count) => {
+            return Ok(MemberDecision::CorruptInbox(
+                "a shard outside the layout in an inbox",
+            ));
+        }
         Some(l) => l,
         None if !wants_shards.is_empty() && !joined => {
             return Ok(MemberDecision::Need {

@@ -46,6 +46,8 @@ pub(super) struct World {
     pub(super) inbox: Inbox,
     pub(super) shards: BTreeMap<ShardId, ShardRecord>,
     pub(super) inboxes: BTreeMap<CandidateId, Inbox>,
+    /// How many shards the layout has.
+    pub(super) shard_count: u32,
 }
 
 impl World {
@@ -57,6 +59,7 @@ impl World {
             inbox: Inbox::default(),
             shards: BTreeMap::new(),
             inboxes: BTreeMap::new(),
+            shard_count: 8,
         }
     }
 
@@ -82,9 +85,13 @@ impl World {
             };
             match decide_member(&mut self.st, &input)? {
                 MemberDecision::Plan(plan) => return Ok(plan),
+                MemberDecision::CorruptInbox(why) => panic!("corrupt inbox: {why}"),
                 MemberDecision::Need { shards, inboxes } => {
                     assert!(lookups.is_none(), "asked twice");
-                    let mut found = MemberLookups::default();
+                    let mut found = MemberLookups {
+                        shard_count: self.shard_count,
+                        ..MemberLookups::default()
+                    };
                     for s in shards {
                         let rec = self.shards.get(&s).cloned();
                         found
@@ -359,4 +366,46 @@ fn a_leave_withdraws_the_reservations_its_cleared_inbox_listed() {
     assert_eq!(*shard, ShardId::new(4));
     assert_eq!((&rec.owner, &rec.reserved_for), (&None, &None));
     assert_eq!(rec.ballot, Ballot::ZERO);
+}
+
+#[test]
+fn an_inbox_naming_a_shard_beyond_the_layout_is_refused_and_nothing_is_acquired() {
+    let mut w = owning();
+    // A record planted beyond the 8-shard layout, and the inbox reserving it.
+    w.reserve(&[100]);
+    let input_ready = BTreeSet::new();
+    let lookups = MemberLookups {
+        shard_count: 8,
+        ..MemberLookups::default()
+    };
+    let input = MemberInput {
+        config: &w.config,
+        record: w.record.as_ref(),
+        inbox: &w.inbox,
+        priority: Priority::new(0),
+        weight: Weight::ONE,
+        ready: &input_ready,
+        started_at: at(20),
+        read_version: None,
+        lookups: Some(&lookups),
+    };
+    let decided = decide_member(&mut w.st, &input).unwrap();
+    assert!(
+        matches!(decided, MemberDecision::CorruptInbox(_)),
+        "{decided:?}"
+    );
+    assert_eq!(
+        w.owned(20),
+        vec![0, 1, 2, 3],
+        "nothing gained, nothing lost"
+    );
+    // Without the lookups, the member asks for them first (its record and the layout).
+    let input = MemberInput {
+        lookups: None,
+        ..input
+    };
+    assert!(matches!(
+        decide_member(&mut w.st, &input).unwrap(),
+        MemberDecision::Need { .. }
+    ));
 }
