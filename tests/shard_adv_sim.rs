@@ -184,7 +184,7 @@ async fn simulate(seed: u64, steps: u32) -> History {
             Member(
                 usize,
                 fdb_leader_election::memdb::MemTransaction,
-                fdb_leader_election::shard::MemberCycle,
+                Box<fdb_leader_election::shard::MemberCycle>,
             ),
             Coordinator(fdb_leader_election::memdb::MemTransaction),
         }
@@ -208,7 +208,7 @@ async fn simulate(seed: u64, steps: u32) -> History {
                     owned.into_iter().filter(|_| rng.chance(70)).collect();
                 let txn = w.db.create_transaction();
                 match w.election.member_cycle(&txn, &m.member, &ready).await {
-                    Ok(cycle) => pending.push(Pending::Member(who, txn, cycle)),
+                    Ok(cycle) => pending.push(Pending::Member(who, txn, Box::new(cycle))),
                     Err(e) => assert!(e.is_retryable(), "{ctx}: member cycle: {e:?}"),
                 }
             } else {
@@ -254,7 +254,7 @@ async fn simulate(seed: u64, steps: u32) -> History {
                     let gone = cycle.released().len() as u64;
                     if txn.commit().await.is_ok() {
                         h.acquisitions += acquired;
-                        members[i].member.adopt(cycle);
+                        members[i].member.adopt(*cycle);
                     } else {
                         h.failed_releases += gone;
                     }

@@ -105,10 +105,9 @@ impl ShardedElection {
             member: id,
             _settle: settle,
             adoption: plan.adoption,
-            released: plan.released,
             joined: plan.joined,
             remaining: plan.remaining,
-            config,
+            config: Box::new(config),
         })
     }
 

@@ -185,10 +185,10 @@ pub struct MemberCycle {
     pub(crate) member: CandidateId,
     pub(crate) _settle: SettleMember,
     pub(crate) adoption: MemberAdoption,
-    pub(crate) released: Vec<ShardId>,
     pub(crate) joined: bool,
     pub(crate) remaining: crate::shard::record::Inbox,
-    pub(crate) config: ElectionConfig,
+    /// Boxed: a cycle stays small to move around (it is held across the commit).
+    pub(crate) config: Box<ElectionConfig>,
 }
 
 impl MemberCycle {
@@ -202,7 +202,7 @@ impl MemberCycle {
     /// still names it (those releases are listed here too), whatever `ready` says: its work
     /// stopped when the member's belief in the shard did.
     pub fn released(&self) -> &[ShardId] {
-        &self.released
+        &self.adoption.released
     }
 
     /// The configuration the cycle read: the stored one, which paces the member (its

@@ -66,8 +66,6 @@ pub(crate) struct MemberPlan {
     /// Inboxes changed: this member's own, and those of the members it handed shards to.
     pub(crate) inboxes: Vec<(CandidateId, Inbox)>,
     pub(crate) adoption: MemberAdoption,
-    /// Shards handed over by this attempt (already dropped from the local state).
-    pub(crate) released: Vec<ShardId>,
     /// Whether this attempt joins (a first time, or again at a new epoch).
     pub(crate) joined: bool,
     /// This member's inbox as the attempt leaves it (what is still asked of it).
@@ -337,7 +335,7 @@ pub(crate) fn decide_member(
             valid_until,
         },
         acquired,
-        released: released.clone(),
+        released,
     };
     st.push_pending(PendingMember {
         adoption: adoption.clone(),
@@ -348,7 +346,6 @@ pub(crate) fn decide_member(
         shards,
         inboxes,
         adoption,
-        released,
         joined,
         remaining: inbox,
     })))

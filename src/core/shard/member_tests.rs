@@ -262,12 +262,18 @@ fn a_handover_whose_commit_failed_is_written_again_while_the_record_names_the_me
     w.ask(&[2, 3], "b");
     // The handover cycle (work stopped): 2 and 3 leave the belief before the commit...
     let plan = w.decide(20, &[0, 1, 2, 3]).unwrap();
-    assert_eq!(plan.released, vec![ShardId::new(2), ShardId::new(3)]);
+    assert_eq!(
+        plan.adoption.released,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
     assert_eq!(w.owned(20), vec![0, 1]);
     // ... and the commit fails (not applied). The next cycle, offering nothing as ready,
     // writes the handover again: vacant and reserved for b, b told in its inbox.
     let again = w.cycle(30, &[]);
-    assert_eq!(again.released, vec![ShardId::new(2), ShardId::new(3)]);
+    assert_eq!(
+        again.adoption.released,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
     for s in [2, 3] {
         assert_eq!(w.owner(s), None);
         assert_eq!(w.shards[&ShardId::new(s)].reserved_for, Some(id("b")));
@@ -281,7 +287,7 @@ fn a_handover_whose_commit_failed_is_written_again_while_the_record_names_the_me
         "confirmed: nothing left to write"
     );
     let quiet = w.cycle(40, &[]);
-    assert!(quiet.released.is_empty() && quiet.shards.is_empty());
+    assert!(quiet.adoption.released.is_empty() && quiet.shards.is_empty());
 }
 
 #[test]
@@ -296,7 +302,10 @@ fn a_failed_handover_whose_request_was_withdrawn_is_vacated_not_kept_by_a_ghost(
         w.shards.get_mut(&ShardId::new(s)).unwrap().move_to = None;
     }
     let plan = w.cycle(30, &[]);
-    assert_eq!(plan.released, vec![ShardId::new(2), ShardId::new(3)]);
+    assert_eq!(
+        plan.adoption.released,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
     for s in [2, 3] {
         let rec = &w.shards[&ShardId::new(s)];
         assert_eq!((&rec.owner, &rec.reserved_for), (&None, &None), "vacant");
@@ -333,7 +342,7 @@ fn a_release_that_landed_unconfirmed_is_forgotten_and_never_written_twice() {
     };
     let next = w.cycle(30, &[]);
     assert!(
-        next.released.is_empty() && next.shards.is_empty(),
+        next.adoption.released.is_empty() && next.shards.is_empty(),
         "{next:?}"
     );
     assert!(w.st.unreleased.is_empty());

@@ -145,10 +145,8 @@ impl<D: ElectionDatabase> MemberTask<D> {
                 }
             }
             ShardCommand::RevokeGuard { shard, reason } => self.revoke(shard, reason),
-            ShardCommand::Failed { kind, warn } => {
-                if warn {
-                    tracing::warn!(kind, "member cycle failed; retrying");
-                }
+            ShardCommand::Failed { kind, warn: true } => {
+                tracing::warn!(kind, "member cycle failed; retrying");
             }
             // Commands that wait (or future ones): not carried out here.
             _ => {}
