@@ -35,8 +35,8 @@ use crate::record::{
 
 mod shard;
 pub(crate) use shard::{
-    decode_inbox, decode_layout, decode_member, decode_shard, encode_inbox, encode_layout,
-    encode_member, encode_shard,
+    decode_epoch_mark, decode_inbox, decode_layout, decode_member, decode_shard, encode_epoch_mark,
+    encode_inbox, encode_layout, encode_member, encode_shard,
 };
 
 /// The format version this build writes. It also reads every older version (down to 1).

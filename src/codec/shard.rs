@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::{AttemptWire, attempt, attempt_wire, decode_body, encode, nanos};
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::shard::record::{Inbox, Layout, MemberRecord, ShardOwner, ShardRecord};
+use crate::shard::record::{
+    EpochMark, Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord,
+};
 
 #[derive(Serialize, Deserialize)]
 struct MemberWire {
@@ -52,6 +54,38 @@ pub(crate) fn decode_member(key: &[u8], bytes: &[u8]) -> Result<MemberRecord, El
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
     Ok(r)
+}
+
+#[derive(Serialize, Deserialize)]
+struct EpochMarkWire {
+    epoch: u64,
+    fenced: bool,
+}
+
+/// Encodes a member's epoch mark.
+pub(crate) fn encode_epoch_mark(m: &EpochMark) -> Result<Vec<u8>, ElectionError> {
+    encode(
+        "member epoch mark",
+        &EpochMarkWire {
+            epoch: m.epoch,
+            fenced: m.fenced,
+        },
+    )
+}
+
+/// Decodes the epoch mark stored at `key`.
+pub(crate) fn decode_epoch_mark(key: &[u8], bytes: &[u8]) -> Result<EpochMark, ElectionError> {
+    let w: EpochMarkWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    if w.epoch == 0 {
+        return Err(ElectionError::corrupt(
+            key,
+            DecodeError::Impossible("member epoch mark at epoch 0"),
+        ));
+    }
+    Ok(EpochMark {
+        epoch: w.epoch,
+        fenced: w.fenced,
+    })
 }
 
 #[derive(Serialize, Deserialize)]
@@ -120,9 +154,19 @@ pub(crate) fn encode_inbox(i: &Inbox) -> Result<Vec<u8>, ElectionError> {
     )
 }
 
-/// Decodes the inbox stored at `key`.
+/// Decodes the inbox stored at `key`: strict like the records (DESIGN §6), so a member never
+/// acts on a request it could not have been sent -- a target that is no valid member id, a
+/// shard number no layout has -- nor writes a record the library cannot read back.
 pub(crate) fn decode_inbox(key: &[u8], bytes: &[u8]) -> Result<Inbox, ElectionError> {
     let w: InboxWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    let impossible = |why| Err(ElectionError::corrupt(key, DecodeError::Impossible(why)));
+    if !w.hand_over.iter().all(|(_, to)| to.is_valid()) {
+        return impossible("invalid member id in an inbox");
+    }
+    let shards = w.reserved.iter().chain(w.hand_over.iter().map(|(s, _)| s));
+    if shards.into_iter().any(|s| s.get() >= MAX_SHARDS) {
+        return impossible("shard number beyond MAX_SHARDS in an inbox");
+    }
     Ok(Inbox {
         seq: w.seq,
         reserved: w.reserved,
@@ -204,8 +248,47 @@ mod tests {
             hand_over: vec![(ShardId::new(2), id("n"))],
         };
         assert_eq!(decode_inbox(b"k", &encode_inbox(&inbox)?)?, inbox);
+        // An inbox naming an impossible target or shard fails closed.
+        #[derive(Serialize)]
+        struct Raw {
+            seq: u64,
+            reserved: Vec<u32>,
+            hand_over: Vec<(u32, String)>,
+        }
+        let raw = |reserved: Vec<u32>, to: String| Raw {
+            seq: 1,
+            reserved,
+            hand_over: vec![(0, to)],
+        };
+        for wire in [
+            raw(vec![], String::new()),
+            raw(vec![], "x".repeat(crate::ids::MAX_CANDIDATE_ID_BYTES + 1)),
+            raw(vec![MAX_SHARDS], "ok".to_owned()),
+        ] {
+            let bytes = encode("member inbox", &wire)?;
+            assert!(matches!(
+                decode_inbox(b"k", &bytes),
+                Err(ElectionError::Corrupt {
+                    reason: DecodeError::Impossible(_),
+                    ..
+                })
+            ));
+        }
         let layout = Layout::new(64, 8)?;
         assert_eq!(decode_layout(b"k", &encode_layout(&layout)?)?, layout);
+        let mark = EpochMark {
+            epoch: 3,
+            fenced: true,
+        };
+        assert_eq!(decode_epoch_mark(b"k", &encode_epoch_mark(&mark)?)?, mark);
+        assert!(matches!(
+            decode_epoch_mark(b"k", &encode_epoch_mark(&EpochMark { epoch: 0, ..mark })?),
+            Err(ElectionError::Corrupt {
+                reason: DecodeError::Impossible(_),
+                ..
+            })
+        ));
+        assert!(decode_epoch_mark(b"k", &[9, 1]).is_err());
 
         let impossible = [
             encode_shard(&ShardRecord {

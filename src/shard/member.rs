@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
+use crate::config::ElectionConfig;
 use crate::core::shard::coordinator::CoordinatorState;
 use crate::core::shard::member::{MemberAdoption, MemberState};
 use crate::error::ElectionError;
@@ -184,9 +185,10 @@ pub struct MemberCycle {
     pub(crate) member: CandidateId,
     pub(crate) _settle: SettleMember,
     pub(crate) adoption: MemberAdoption,
-    pub(crate) released: Vec<ShardId>,
     pub(crate) joined: bool,
     pub(crate) remaining: crate::shard::record::Inbox,
+    /// Boxed: a cycle stays small to move around (it is held across the commit).
+    pub(crate) config: Box<ElectionConfig>,
 }
 
 impl MemberCycle {
@@ -195,9 +197,18 @@ impl MemberCycle {
         self.adoption.acquired.clone()
     }
 
-    /// The shards this cycle handed over (no longer owned, already).
+    /// The shards this cycle handed over (no longer owned, already). A handover whose commit
+    /// is not confirmed is written again by the member's next cycles while the shard's record
+    /// still names it (those releases are listed here too), whatever `ready` says: its work
+    /// stopped when the member's belief in the shard did.
     pub fn released(&self) -> &[ShardId] {
-        &self.released
+        &self.adoption.released
+    }
+
+    /// The configuration the cycle read: the stored one, which paces the member (its
+    /// heartbeat, its renewal margin, its transactions' timeout) whatever it was built with.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.config
     }
 
     /// Whether this cycle joins the election (at a new epoch).

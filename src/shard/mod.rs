@@ -9,7 +9,10 @@
 //! with [`ShardedElection::fence_shard`] in its own transaction.
 
 mod assignments;
+mod coordination;
+mod cycle;
 mod election;
+mod fence;
 mod guard;
 mod member;
 mod observer;
@@ -28,7 +31,8 @@ pub mod machine {
     };
 }
 pub use assignments::{AssignmentChange, Assignments, ShardAssignment};
-pub use election::{Coordination, ShardedElection};
+pub use coordination::Coordination;
+pub use election::ShardedElection;
 pub use guard::ShardGuard;
 pub use member::{Coordinator, Member, MemberCycle};
 pub use observer::AssignmentObserver;

@@ -80,6 +80,31 @@ impl MemberRecord {
     }
 }
 
+/// A member's epoch mark: the epoch of its record and whether that epoch has ended, kept under
+/// a key of its own and written only when they change (a join, a fencing, a leave), never by a
+/// renewal. Fencing a shard's write reads it, so the write conflicts with the end of its
+/// owner's epoch and never with the owner's heartbeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EpochMark {
+    pub(crate) epoch: u64,
+    pub(crate) fenced: bool,
+}
+
+impl EpochMark {
+    /// The mark of `record`.
+    pub(crate) fn of(record: &MemberRecord) -> Self {
+        EpochMark {
+            epoch: record.epoch,
+            fenced: record.fenced,
+        }
+    }
+
+    /// Whether an ownership at `epoch` still lives under this mark.
+    pub(crate) fn lives(&self, epoch: u64) -> bool {
+        !self.fenced && self.epoch == epoch
+    }
+}
+
 /// The owner of a shard: a member, at the epoch it acquired the shard in.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ShardOwner {

@@ -9,14 +9,14 @@
 //! commit is confirmed, or recognised by this member's attempt id in its own record, dated
 //! from that attempt's start).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::clock::LocalInstant;
-use crate::config::ElectionConfig;
 use crate::error::ElectionError;
-use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
+use crate::ids::{Ballot, CandidateId, ShardId};
 use crate::record::AttemptId;
-use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+
+pub(crate) use super::member_cycle::{MemberDecision, MemberInput, MemberLookups, decide_member};
 
 /// How many unconfirmed attempts a member remembers (as a candidate does).
 const MAX_PENDING: usize = 16;
@@ -50,6 +50,8 @@ pub(crate) struct MemberAdoption {
     pub(crate) lease: MemberLease,
     /// The shards this attempt acquired, with their new ballots.
     pub(crate) acquired: Vec<(ShardId, Ballot)>,
+    /// The shards this attempt released (handed over, or written vacant again).
+    pub(crate) released: Vec<ShardId>,
 }
 
 /// Everything one member incarnation knows locally.
@@ -62,6 +64,9 @@ pub(crate) struct MemberState {
     pub(crate) epoch: Option<u64>,
     /// The shards it owns (under `lease`), with their ballots.
     pub(crate) owned: BTreeMap<ShardId, Ballot>,
+    /// Shards it handed over (dropped from `owned` before the commit) whose release is not
+    /// confirmed, with their ballots: written again while their records name it.
+    pub(crate) unreleased: BTreeMap<ShardId, Ballot>,
     pending: VecDeque<PendingMember>,
     next_seq: u64,
     /// A cycle of this member whose transaction has not ended.
@@ -75,6 +80,7 @@ impl MemberState {
             lease: None,
             epoch: None,
             owned: BTreeMap::new(),
+            unreleased: BTreeMap::new(),
             pending: VecDeque::new(),
             next_seq: 1,
             cycle_open: false,
@@ -90,10 +96,25 @@ impl MemberState {
         }
     }
 
-    /// Loses every shard and the lease (an ended epoch, a lapsed lease, leaving).
+    /// Loses every shard and the lease (an ended epoch, a lapsed lease, leaving). Releases
+    /// not confirmed are forgotten too: what the records still give this member is tied to an
+    /// epoch that has ended (or ends at its next join), so nobody's.
     pub(crate) fn lose_all(&mut self) {
         self.lease = None;
         self.owned.clear();
+        self.unreleased.clear();
+    }
+
+    /// Caps the belief held now (if any) at `valid_until`, the end the lease this member is
+    /// about to write gives it (DESIGN §10.3, per member): when that lease is shorter than the
+    /// one the belief was computed from, the belief ends no later than the shorter lease says,
+    /// before the commit and whatever becomes of it (a commit whose result is unknown may have
+    /// applied, and the coordinator then times the shorter lease). A longer or equal lease
+    /// leaves the belief as it is (an attempt starts no earlier than the last one did).
+    pub(crate) fn cap_belief(&mut self, valid_until: LocalInstant) {
+        if let Some(l) = &mut self.lease {
+            l.valid_until = l.valid_until.min(valid_until);
+        }
     }
 
     /// Adopts a confirmed attempt: the lease from its start, the shards it acquired.
@@ -111,11 +132,20 @@ impl MemberState {
         self.lease = Some(a.lease);
         for (shard, ballot) in &a.acquired {
             self.owned.insert(*shard, *ballot);
+            self.unreleased.remove(shard);
+        }
+        for shard in &a.released {
+            self.unreleased.remove(shard);
         }
         self.pending.retain(|p| p.adoption.seq > a.seq);
     }
 
-    fn next_seq(&mut self) -> Result<u64, ElectionError> {
+    /// Forgets every attempt not yet confirmed: none of them will be adopted or recognised.
+    pub(crate) fn forget_attempts(&mut self) {
+        self.pending.clear();
+    }
+
+    pub(super) fn next_seq(&mut self) -> Result<u64, ElectionError> {
         let seq = self.next_seq;
         self.next_seq = seq
             .checked_add(1)
@@ -131,277 +161,8 @@ impl MemberState {
     }
 
     /// The pending attempt that wrote `writer`, if it is one of this member's.
-    fn pending_of(&self, writer: Option<&AttemptId>) -> Option<&PendingMember> {
+    pub(super) fn pending_of(&self, writer: Option<&AttemptId>) -> Option<&PendingMember> {
         let w = writer.filter(|w| w.candidate == self.id)?;
         self.pending.iter().find(|p| p.adoption.seq == w.seq)
     }
-}
-
-/// The inputs of one member attempt, besides the local state.
-#[derive(Debug)]
-pub(crate) struct MemberInput<'a> {
-    pub(crate) config: &'a ElectionConfig,
-    /// This member's record, as read (serializably) in this transaction.
-    pub(crate) record: Option<&'a MemberRecord>,
-    /// This member's inbox, as read (serializably) in this transaction.
-    pub(crate) inbox: &'a Inbox,
-    pub(crate) priority: Priority,
-    pub(crate) weight: Weight,
-    /// Shards whose work has stopped: they may be handed over now.
-    pub(crate) ready: &'a BTreeSet<ShardId>,
-    /// A clock reading taken before the attempt's reads.
-    pub(crate) started_at: LocalInstant,
-    /// The read version of this attempt's reads, when the store reports one.
-    pub(crate) read_version: Option<u64>,
-    /// The records the decision asked for ([`MemberDecision::Need`]).
-    pub(crate) lookups: Option<&'a MemberLookups>,
-}
-
-/// Records a member attempt reads beyond its three keys, only when its inbox asks something.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct MemberLookups {
-    /// The shards named in the inbox (absent: never written).
-    pub(crate) shards: BTreeMap<ShardId, ShardRecord>,
-    /// The inboxes of the members shards are handed over to.
-    pub(crate) inboxes: BTreeMap<CandidateId, Inbox>,
-}
-
-/// What a member attempt decided.
-#[derive(Debug)]
-pub(crate) enum MemberDecision {
-    /// Read these shard records and inboxes (serializably), then decide again.
-    Need {
-        shards: Vec<ShardId>,
-        inboxes: Vec<CandidateId>,
-    },
-    /// Write these and adopt `adoption` after the commit.
-    Plan(Box<MemberPlan>),
-}
-
-/// The writes of a member attempt.
-#[derive(Debug)]
-pub(crate) struct MemberPlan {
-    pub(crate) record: MemberRecord,
-    pub(crate) shards: Vec<(ShardId, ShardRecord)>,
-    /// Inboxes changed: this member's own, and those of the members it handed shards to.
-    pub(crate) inboxes: Vec<(CandidateId, Inbox)>,
-    pub(crate) adoption: MemberAdoption,
-    /// Shards handed over by this attempt (already dropped from the local state).
-    pub(crate) released: Vec<ShardId>,
-    /// Whether this attempt joins (a first time, or again at a new epoch).
-    pub(crate) joined: bool,
-    /// This member's inbox as the attempt leaves it (what is still asked of it).
-    pub(crate) remaining: Inbox,
-}
-
-/// Decides one member attempt. Mutates `st` only with facts and losses; gains are adopted
-/// after the commit ([`MemberState::adopt`]).
-///
-/// # Errors
-///
-/// [`ElectionError::CycleInProgress`] when the record read is this member's own write from
-/// this same transaction; exhausted counters.
-pub(crate) fn decide_member(
-    st: &mut MemberState,
-    input: &MemberInput<'_>,
-) -> Result<MemberDecision, ElectionError> {
-    let record = input.record;
-    if let Some(p) = st.pending_of(record.and_then(|r| r.writer.as_ref())) {
-        if p.read_version.is_some() && p.read_version == input.read_version {
-            // Read-your-writes: this transaction's own, uncommitted write (DESIGN §10.1).
-            return Err(ElectionError::CycleInProgress {
-                candidate: st.id.clone(),
-            });
-        }
-        // Found committed by a later transaction: adopted, dated from its own start.
-        let adoption = p.adoption.clone();
-        st.adopt(&adoption);
-    }
-    // Lost early: an ended epoch (a takeover fenced this member out, or the record is gone),
-    // or a lease that lapsed locally, drops every shard before anything else.
-    let epoch_ended = match (st.epoch, record) {
-        (Some(e), Some(r)) => r.fenced || r.epoch != e,
-        (Some(_), None) => true,
-        (None, _) => false,
-    };
-    let lapsed = st.lease.is_none_or(|l| input.started_at >= l.valid_until);
-    if epoch_ended || lapsed {
-        st.lose_all();
-    }
-    // Join (again) at a new epoch unless this member holds a live lease at its epoch.
-    let renewing = !epoch_ended && st.lease.is_some() && st.epoch.is_some();
-    let joined = !renewing;
-    let epoch = if renewing {
-        st.epoch.unwrap_or(1)
-    } else {
-        let previous = record.map_or(0, |r| r.epoch).max(st.epoch.unwrap_or(0));
-        previous
-            .checked_add(1)
-            .ok_or(ElectionError::CounterExhausted { what: "epoch" })?
-    };
-
-    // What the inbox asks, beyond the three keys.
-    let wants_shards: Vec<ShardId> = input
-        .inbox
-        .reserved
-        .iter()
-        .copied()
-        .chain(input.inbox.hand_over.iter().map(|(s, _)| *s))
-        .collect();
-    let wants_inboxes: Vec<CandidateId> = input
-        .inbox
-        .hand_over
-        .iter()
-        .filter(|(s, t)| *t != st.id && input.ready.contains(s))
-        .map(|(_, t)| t.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let lookups = match input.lookups {
-        Some(l) => l,
-        None if !wants_shards.is_empty() && !joined => {
-            return Ok(MemberDecision::Need {
-                shards: wants_shards,
-                inboxes: wants_inboxes,
-            });
-        }
-        None => &MemberLookups::default(),
-    };
-
-    let seq = st.next_seq()?;
-    let writer = AttemptId {
-        candidate: st.id.clone(),
-        seq,
-    };
-    let lease = input.config.lease_duration();
-    let valid_until = input
-        .started_at
-        .saturating_add(input.config.local_validity(lease));
-    let renewal = match (renewing, record) {
-        (true, Some(r)) => r
-            .renewal
-            .checked_add(1)
-            .ok_or(ElectionError::CounterExhausted { what: "renewal" })?,
-        _ => 1,
-    };
-    let new_record = MemberRecord {
-        epoch,
-        renewal,
-        lease,
-        priority: input.priority,
-        weight: input.weight,
-        fenced: false,
-        writer: Some(writer.clone()),
-    };
-
-    let mut inbox = input.inbox.clone();
-    let mut shards = Vec::new();
-    let mut targets: BTreeMap<CandidateId, Inbox> = BTreeMap::new();
-    let mut released = Vec::new();
-    let mut acquired = Vec::new();
-    let me = ShardOwner {
-        member: st.id.clone(),
-        epoch,
-    };
-    if !joined {
-        // Hand over: a shard this member owns (or owned, and whose release did not land),
-        // whose work has stopped, is written vacant and reserved for its target; the target
-        // learns of it in its inbox, in the same commit.
-        inbox.hand_over.retain(|(shard, to)| {
-            let Some(rec) = lookups.shards.get(shard) else {
-                return false;
-            };
-            if rec.owner.as_ref() != Some(&me) {
-                return false; // not ours (any more): the request is stale
-            }
-            if *to == st.id || !input.ready.contains(shard) {
-                return *to != st.id; // still working on it: keep the request
-            }
-            let Some(mut target) = lookups.inboxes.get(to).cloned() else {
-                return true; // its inbox was not read: next cycle
-            };
-            st.owned.remove(shard);
-            released.push(*shard);
-            shards.push((
-                *shard,
-                ShardRecord {
-                    ballot: rec.ballot,
-                    owner: None,
-                    move_to: None,
-                    reserved_for: Some(to.clone()),
-                    writer: Some(writer.clone()),
-                },
-            ));
-            let entry = targets.remove(to).unwrap_or_else(|| {
-                target.seq = target.seq.saturating_add(1);
-                target
-            });
-            let mut entry = entry;
-            if !entry.reserved.contains(shard) {
-                entry.reserved.push(*shard);
-            }
-            targets.insert(to.clone(), entry);
-            false
-        });
-        // Acquire: a shard still vacant and reserved for this member, ballot + 1.
-        let mut budget = ACQUIRE_PER_CYCLE;
-        inbox.reserved.retain(|shard| {
-            let Some(rec) = lookups.shards.get(shard) else {
-                return false;
-            };
-            if rec.owner.is_some() || rec.reserved_for.as_ref() != Some(&st.id) {
-                return false; // stale: someone else's now
-            }
-            if budget == 0 {
-                return true;
-            }
-            let Some(ballot) = rec.ballot.get().checked_add(1).map(Ballot::new) else {
-                return false; // an exhausted ballot is never acquired again
-            };
-            budget = budget.saturating_sub(1);
-            acquired.push((*shard, ballot));
-            shards.push((
-                *shard,
-                ShardRecord {
-                    ballot,
-                    owner: Some(me.clone()),
-                    move_to: None,
-                    reserved_for: None,
-                    writer: Some(writer.clone()),
-                },
-            ));
-            false
-        });
-    }
-    let mut inboxes: Vec<(CandidateId, Inbox)> = targets.into_iter().collect();
-    if inbox != *input.inbox {
-        inbox.seq = inbox.seq.saturating_add(1);
-        inboxes.push((st.id.clone(), inbox.clone()));
-    }
-    if joined {
-        st.epoch = Some(epoch);
-    }
-    let adoption = MemberAdoption {
-        seq,
-        started_at: input.started_at,
-        lease: MemberLease {
-            epoch,
-            renewal,
-            valid_until,
-        },
-        acquired,
-    };
-    st.push_pending(PendingMember {
-        adoption: adoption.clone(),
-        read_version: input.read_version,
-    });
-    Ok(MemberDecision::Plan(Box::new(MemberPlan {
-        record: new_record,
-        shards,
-        inboxes,
-        adoption,
-        released,
-        joined,
-        remaining: inbox,
-    })))
 }

@@ -2,10 +2,14 @@
 //! live members under one lease per member. The pure parts: placement.
 
 pub(crate) mod coordinator;
+pub(crate) mod leave;
 pub(crate) mod machine;
 pub(crate) mod member;
+mod member_cycle;
 pub(crate) mod operator;
 pub mod placement;
 
+#[cfg(test)]
+mod member_tests;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,9 @@
 //! shards no live member holds, change hands. So the moves planned are exactly
 //! `Σ max(0, held_i − quota_i)` over live members plus the shards nobody live holds: a member
 //! joining takes its quota and nothing else moves; a member leaving gives up what it held and
-//! nothing else moves.
+//! nothing else moves. A move in flight counts for its target; one whose target no longer
+//! needs it (drained, or its quota shrank meanwhile) goes back to its owner when the owner has
+//! room, and the request is withdrawn: no shard goes there and back.
 //!
 //! Shards owned by a member that is not live (its lease lapsed) are reserved for their targets
 //! only once the coordinator has fenced that member out (bumped its epoch, DESIGN §12.2):
@@ -216,6 +218,23 @@ pub fn plan(
             .map(|(i, _)| i),
     );
     free.sort_unstable();
+    // A shard on its way to a member that no longer needs it goes back to its owner first, if
+    // the owner has room: it never left, so keeping it changes no owner (the move is
+    // withdrawn below) where sending it on would change two.
+    free.retain(|&i| {
+        let ShardState::Moving { owner, .. } = &shards[i] else {
+            return true;
+        };
+        let Some((_, space)) = room.iter_mut().find(|(m, _)| m.id == *owner) else {
+            return true;
+        };
+        if *space == 0 {
+            return true;
+        }
+        *space = space.saturating_sub(1);
+        targets[i] = Some(owner.clone());
+        false
+    });
     // Fill the members with room, highest rank first, shards by number.
     let mut free_iter = free.into_iter();
     'fill: for (m, space) in &room {
@@ -227,10 +246,16 @@ pub fn plan(
         }
     }
 
+    // Moves in flight between live members that stay in flight (those going back to their
+    // owner are withdrawn below).
     let mut in_flight = u32::try_from(
         shards
             .iter()
-            .filter(|s| matches!(s, ShardState::Moving { to, owner } if live(to) && live(owner)))
+            .zip(&targets)
+            .filter(|(s, t)| {
+                matches!(s, ShardState::Moving { to, owner }
+                    if live(to) && live(owner) && t.as_ref() != Some(owner))
+            })
             .count(),
     )
     .unwrap_or(u32::MAX);
@@ -280,6 +305,10 @@ pub fn plan(
             // has fenced that owner out, the shard is reserved for its target.
             ShardState::Moving { owner, .. } if !live(owner) => reserve(&mut steps),
             ShardState::Moving { to, .. } if to == target => {}
+            // Its target no longer needs it and its owner keeps it: withdrawn (no churn).
+            ShardState::Moving { owner, .. } if owner == target => {
+                steps.push(PlacementStep::Withdraw { shard });
+            }
             // Another move in flight between live members: let it land (no churn); the next
             // plan moves the shard on if it is then above that member's quota.
             ShardState::Moving { to, .. } if live(to) => {}

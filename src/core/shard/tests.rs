@@ -222,6 +222,55 @@ fn a_move_or_reservation_to_a_member_that_left_is_withdrawn() {
 }
 
 #[test]
+fn a_move_whose_target_no_longer_needs_it_is_withdrawn_when_its_owner_keeps_it() {
+    let moving = |s: &str| ShardState::Moving {
+        owner: id("a"),
+        to: id(s),
+    };
+    let owned_by_a = ShardState::Owned { owner: id("a") };
+    // a handed nothing over yet; b was drained meanwhile: both moves go back to a.
+    let states = vec![
+        owned_by_a.clone(),
+        owned_by_a.clone(),
+        moving("b"),
+        moving("b"),
+    ];
+    let p = plan(&[member("a", 1, 1), member("b", 1, 0)], &states, 1);
+    assert_eq!(
+        p.steps,
+        vec![
+            PlacementStep::Withdraw {
+                shard: ShardId::new(2)
+            },
+            PlacementStep::Withdraw {
+                shard: ShardId::new(3)
+            },
+        ]
+    );
+    assert_eq!(p.changes(), 0, "no shard changes hands");
+    assert_eq!(p.targets, vec![Some(id("a")); 4]);
+    // a's weight grew to 3 while two moves to b were in flight: b's quota is 1 now. One move
+    // lands (it counts against the limit of 1), the other goes back to a: no move is planned
+    // and, once the first lands, nothing goes back and forth.
+    let members = [member("a", 1, 3), member("b", 1, 1)];
+    let states = vec![owned_by_a.clone(), owned_by_a, moving("b"), moving("b")];
+    let p = plan(&members, &states, 1);
+    assert_eq!(
+        p.steps,
+        vec![PlacementStep::Withdraw {
+            shard: ShardId::new(3)
+        }]
+    );
+    assert_eq!((p.changes(), p.deferred_moves), (0, 0));
+    let landed = land(&apply_in_flight(&states, &p.steps), &members);
+    assert_eq!(
+        counts(&landed),
+        BTreeMap::from([(id("a"), 3), (id("b"), 1)])
+    );
+    assert!(plan(&members, &landed, 1).steps.is_empty());
+}
+
+#[test]
 fn draining_a_member_moves_its_shards_to_the_others() {
     let states = owned(&["a", "a", "b", "b"]);
     let p = plan(&[member("a", 1, 0), member("b", 1, 1)], &states, 8);

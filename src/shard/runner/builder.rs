@@ -144,6 +144,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             aborted: CancellationToken::new(),
             stopped: CancellationToken::new(),
             status: Status::new(config.lease_duration()),
+            timing: Mutex::new(config.clone()),
         });
         let seed = self.seed.unwrap_or_else(|| {
             id.as_str()
@@ -174,7 +175,6 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             election.clone(),
             coordinator.clone(),
             Coordinator::with_clock(id, clock),
-            config,
             Arc::clone(&shared),
         ));
         Ok(ShardedRunner {

@@ -7,25 +7,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Shared, metrics};
-use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::runner::Runner;
 use crate::shard::election::ShardedElection;
 use crate::shard::member::Coordinator;
 use crate::store::database::ElectionDatabase;
 
-/// While this process leads the coordinator election: one coordinator attempt per
-/// heartbeat, fenced by its token.
+/// While this process leads the coordinator election: one coordinator attempt per quarter
+/// heartbeat, fenced by its token (the timing is the stored one, once the member has read it).
 pub(super) async fn coordinate<D: ElectionDatabase>(
     db: D,
     election: ShardedElection,
     runner: Runner,
     coordinator: Coordinator,
-    config: ElectionConfig,
     shared: Arc<Shared>,
 ) {
     loop {
         let elected = loop {
+            let config = shared.timing();
             let standby = tokio::select! {
                 () = shared.shutdown.cancelled() => return,
                 () = shared.aborted.cancelled() => return,
@@ -47,6 +46,7 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
             return;
         };
         while guard.is_valid() {
+            let config = shared.timing();
             let token = guard.fencing_token();
             let (e, c) = (election.clone(), coordinator.clone());
             let done = db

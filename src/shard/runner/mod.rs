@@ -15,6 +15,7 @@ use foundationdb_tuple::Subspace;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ElectionConfig;
 use crate::core::shard::machine::ShardStop;
 use crate::ids::{Ballot, CandidateId, ShardId};
 use crate::runner::health::Status;
@@ -55,11 +56,28 @@ struct Shared {
     stopped: CancellationToken,
     /// The member's health: owning shards with a renewal older than the lease is wedged.
     status: Status,
+    /// The election's timing: the builder's until a cycle has read the stored one, which wins
+    /// (the member's and the coordinator's pace, their transactions' timeout).
+    timing: Mutex<ElectionConfig>,
 }
 
 impl Shared {
     fn guards(&self) -> MutexGuard<'_, BTreeMap<ShardId, ShardGuard>> {
         self.guards.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn timing(&self) -> ElectionConfig {
+        self.timing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_timing(&self, stored: &ElectionConfig) {
+        let mut timing = self.timing.lock().unwrap_or_else(PoisonError::into_inner);
+        if *timing != *stored {
+            *timing = stored.clone();
+        }
     }
 }
 

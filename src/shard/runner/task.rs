@@ -28,6 +28,8 @@ pub(super) struct MemberTask<D: ElectionDatabase> {
     pub(super) shared: Arc<Shared>,
     pub(super) idle: Arc<Notify>,
     pub(super) machine: Arc<Mutex<ShardMachine>>,
+    /// The configuration this member creates the election with, if it is the first (the
+    /// stored one paces everything else: `Shared::timing`).
     pub(super) config: ElectionConfig,
     pub(super) layout: Layout,
     pub(super) ended: Vec<ShardGuard>,
@@ -83,6 +85,35 @@ impl<D: ElectionDatabase> MemberTask<D> {
         match command {
             ShardCommand::RunCycle { ready } => self.cycle(ready).await,
             ShardCommand::SleepUntil(at) => self.sleep(at).await,
+            ShardCommand::DrainTasks { bound } => {
+                let mut all = true;
+                for guard in std::mem::take(&mut self.ended) {
+                    all &= guard.wait_tasks(bound).await;
+                }
+                self.feed(ShardEvent::Drained(all))
+            }
+            ShardCommand::Leave => {
+                let (election, member) = (self.election.clone(), self.member.clone());
+                let left = self
+                    .db
+                    .transact(self.shared.timing().transaction_timeout(), |txn| {
+                        let (election, member) = (election.clone(), member.clone());
+                        async move { election.leave(&txn, &member).await }
+                    })
+                    .await;
+                self.feed(ShardEvent::Left(left.map_err(|e| Failure::of(&e))))
+            }
+            other => {
+                self.apply(other);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Carries out a command that takes no time (guards, reports); the others wait for
+    /// [`carry`](Self::carry), and the machine issues none of them while a cycle runs.
+    fn apply(&mut self, command: ShardCommand) {
+        match command {
             ShardCommand::IssueGuard {
                 shard,
                 ballot,
@@ -102,50 +133,23 @@ impl<D: ElectionDatabase> MemberTask<D> {
                     ended: None,
                 });
                 self.owned_gauge();
-                Vec::new()
             }
             ShardCommand::SetDeadline(deadline) => {
                 for guard in self.shared.guards().values() {
                     guard.set_deadline(deadline);
                 }
-                Vec::new()
             }
             ShardCommand::CloseGuard(shard) => {
                 if let Some(guard) = self.shared.guards().get(&shard) {
                     guard.close();
                 }
-                Vec::new()
             }
-            ShardCommand::RevokeGuard { shard, reason } => {
-                self.revoke(shard, reason);
-                Vec::new()
+            ShardCommand::RevokeGuard { shard, reason } => self.revoke(shard, reason),
+            ShardCommand::Failed { kind, warn: true } => {
+                tracing::warn!(kind, "member cycle failed; retrying");
             }
-            ShardCommand::DrainTasks { bound } => {
-                let mut all = true;
-                for guard in std::mem::take(&mut self.ended) {
-                    all &= guard.wait_tasks(bound).await;
-                }
-                self.feed(ShardEvent::Drained(all))
-            }
-            ShardCommand::Leave => {
-                let (election, member) = (self.election.clone(), self.member.clone());
-                let left = self
-                    .db
-                    .transact(self.config.transaction_timeout(), |txn| {
-                        let (election, member) = (election.clone(), member.clone());
-                        async move { election.leave(&txn, &member).await }
-                    })
-                    .await;
-                self.feed(ShardEvent::Left(left.map_err(|e| Failure::of(&e))))
-            }
-            ShardCommand::Failed { kind, warn } => {
-                if warn {
-                    tracing::warn!(kind, "member cycle failed; retrying");
-                }
-                Vec::new()
-            }
-            // Future commands of the machine: nothing to carry out here.
-            _ => Vec::new(),
+            // Commands that wait (or future ones): not carried out here.
+            _ => {}
         }
     }
 
@@ -168,42 +172,76 @@ impl<D: ElectionDatabase> MemberTask<D> {
         let config = self.config.clone();
         let initialized = Arc::clone(&self.initialized);
         let started_at = self.clock.now();
-        let result = self
-            .db
-            .transact(self.config.transaction_timeout(), |txn| {
-                let (election, member, ready) = (election.clone(), member.clone(), ready.clone());
-                let (machine, shared, clock) = (
-                    Arc::clone(&machine),
-                    Arc::clone(&shared),
-                    Arc::clone(&clock),
-                );
-                let (config, initialized) = (config.clone(), Arc::clone(&initialized));
-                async move {
-                    // The first member creates the election (once per runner).
-                    use std::sync::atomic::Ordering;
-                    if !initialized.load(Ordering::SeqCst) {
-                        election.initialize(&txn, &config, &layout).await?;
-                    }
-                    let cycle = election.member_cycle(&txn, &member, &ready).await?;
-                    // Wakes the member when its inbox changes after this commit (the inbox was
-                    // read serializably: the watch adds no conflict). Without watches, the
-                    // heartbeat alone paces it.
-                    let inbox = txn.watch(&election.inbox_key(member.id())).ok();
-                    // Inside the transaction, before the commit: revoke what is handed over.
-                    let ctx = ctx_of(&member, &shared, clock.now());
-                    let commands = machine
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .handle(ShardEvent::CycleDecided, &ctx);
-                    for command in commands {
-                        if let ShardCommand::RevokeGuard { shard, reason } = command {
+        // Woken when the transaction moves the guards' deadline back (a capped belief).
+        let moved = Arc::new(Notify::new());
+        let moved_inside = Arc::clone(&moved);
+        let db = self.db.clone();
+        let op = db.transact(self.shared.timing().transaction_timeout(), |txn| {
+            let (election, member, ready) = (election.clone(), member.clone(), ready.clone());
+            let (machine, shared, clock) = (
+                Arc::clone(&machine),
+                Arc::clone(&shared),
+                Arc::clone(&clock),
+            );
+            let (config, initialized) = (config.clone(), Arc::clone(&initialized));
+            let moved = Arc::clone(&moved_inside);
+            async move {
+                // The first member creates the election (once per runner).
+                use std::sync::atomic::Ordering;
+                if !initialized.load(Ordering::SeqCst) {
+                    election.initialize(&txn, &config, &layout).await?;
+                }
+                let cycle = election.member_cycle(&txn, &member, &ready).await?;
+                // Wakes the member when its inbox changes after this commit (the inbox was
+                // read serializably: the watch adds no conflict). Without watches, the
+                // heartbeat alone paces it.
+                let inbox = txn.watch(&election.inbox_key(member.id())).ok();
+                // Inside the transaction, before the commit: revoke what is handed over,
+                // and move the guards' deadline back to a capped belief's.
+                let ctx = ctx_of(&member, &shared, clock.now());
+                let commands = machine
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .handle(ShardEvent::CycleDecided, &ctx);
+                for command in commands {
+                    match command {
+                        ShardCommand::RevokeGuard { shard, reason } => {
                             revoke(&shared, shard, reason);
                         }
+                        ShardCommand::SetDeadline(deadline) => {
+                            for guard in shared.guards().values() {
+                                guard.set_deadline(deadline);
+                            }
+                            moved.notify_one();
+                        }
+                        _ => {}
                     }
-                    Ok((cycle, inbox))
                 }
-            })
-            .await;
+                Ok((cycle, inbox))
+            }
+        });
+        tokio::pin!(op);
+        // While the transaction runs (up to its timeout), the guards still end at their
+        // deadline: the machine revokes them at a tick then, as it does while sleeping.
+        let result = loop {
+            let now = self.clock.now();
+            let wait = if self.shared.guards().is_empty() {
+                None
+            } else {
+                let deadline = self.member.lease_deadline().unwrap_or(now);
+                Some(deadline.saturating_duration_since(now))
+            };
+            tokio::select! {
+                biased;
+                result = &mut op => break result,
+                () = sleep_for(wait) => {
+                    for command in self.feed(ShardEvent::Tick) {
+                        self.apply(command);
+                    }
+                }
+                () = moved.notified() => {}
+            }
+        };
         match result {
             Ok((cycle, inbox)) => {
                 self.inbox = inbox;
@@ -211,18 +249,22 @@ impl<D: ElectionDatabase> MemberTask<D> {
                     .store(true, std::sync::atomic::Ordering::SeqCst);
                 let hand_over = cycle.hand_over_requested();
                 let more = cycle.more_to_acquire();
+                // The stored configuration wins over the builder's (DESIGN §10.6: the rule
+                // that schedules renewals is the one that validated the configuration).
+                let stored = cycle.config().clone();
+                self.shared.set_timing(&stored);
                 self.member.adopt(cycle);
                 if self.member.owned_shards().is_empty() {
                     self.shared.status.not_leading();
                 } else {
                     self.shared
                         .status
-                        .renewed(started_at, self.config.lease_duration());
+                        .renewed(started_at, stored.lease_duration());
                 }
                 self.feed(ShardEvent::CycleCommitted {
                     hand_over,
                     more,
-                    config: self.config.clone(),
+                    config: stored,
                 })
             }
             Err(e) => self.feed(ShardEvent::CycleFailed(Failure::of(&e))),
@@ -254,6 +296,14 @@ impl<D: ElectionDatabase> MemberTask<D> {
             () = tokio::time::sleep(wait) => ShardEvent::Tick,
         };
         self.feed(event)
+    }
+}
+
+/// Sleeps for `wait`, or forever.
+async fn sleep_for(wait: Option<std::time::Duration>) {
+    match wait {
+        Some(wait) => tokio::time::sleep(wait).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -13,6 +13,8 @@
 //!   lapsed lease) has its guard revoked at once: inside the transaction, before the commit,
 //!   for a handover;
 //! - a handover waits for the shard's work to go idle, at most the grace from the request;
+//! - no closed guard is kept: one whose request was withdrawn meanwhile is replaced, once its
+//!   work is idle or the grace has passed, by a fresh guard of the same ballot;
 //! - the member renews before its lease ends, leaving room for one attempt
 //!   ([`ElectionConfig::renewal_margin`]), and cycles again at once while its inbox has work.
 
@@ -38,6 +40,10 @@ pub enum ShardStop {
     LeaseExpired,
     /// The runner shut down.
     Shutdown,
+    /// The move that closed the guard was withdrawn (its target left or no longer needs the
+    /// shard) while the shard's work drained: this guard ends, and a fresh guard of the same
+    /// shard and ballot follows at once (the member still owns the shard and takes new work).
+    MoveWithdrawn,
 }
 
 /// What the member owns at an event, and which shards' guarded work is idle.
@@ -158,6 +164,9 @@ struct Guard {
     ballot: Ballot,
     /// Since when it accepts no new work (a move requested).
     closed_at: Option<LocalInstant>,
+    /// Whether the member's inbox still asks for the shard, as the last committed cycle read
+    /// it (a closed guard whose request was withdrawn is not handed over, but reopened).
+    requested: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,6 +241,9 @@ impl ShardMachine {
             ShardEvent::CycleDecided => {
                 // Shards handed over inside this transaction: revoked before the commit.
                 self.revoke_unowned(ctx, ShardStop::HandedOver, &mut out);
+                // A shorter lease written by this attempt capped the belief: the guards'
+                // deadline moves with it before the commit (DESIGN §10.3).
+                self.cap_deadline(ctx, &mut out);
             }
             ShardEvent::CycleCommitted {
                 hand_over,
@@ -246,12 +258,12 @@ impl ShardMachine {
                 let heartbeat = self.config.heartbeat_interval();
                 self.next_cycle_at = ctx.now.saturating_add(jittered(&mut self.rng, heartbeat));
                 self.run_now = more;
-                for shard in hand_over {
-                    if let Some(g) = self.guards.get_mut(&shard) {
-                        if g.closed_at.is_none() {
-                            g.closed_at = Some(ctx.now);
-                            out.push(ShardCommand::CloseGuard(shard));
-                        }
+                let asked: BTreeSet<ShardId> = hand_over.into_iter().collect();
+                for (shard, g) in &mut self.guards {
+                    g.requested = asked.contains(shard);
+                    if g.requested && g.closed_at.is_none() {
+                        g.closed_at = Some(ctx.now);
+                        out.push(ShardCommand::CloseGuard(*shard));
                     }
                 }
             }
@@ -327,6 +339,19 @@ impl ShardMachine {
         }
     }
 
+    /// Moves every guard's deadline back to the belief's, when that is earlier (a cap before
+    /// a commit); never later (only a confirmed commit extends it, in `reconcile`).
+    fn cap_deadline(&mut self, ctx: &ShardCtx, out: &mut Vec<ShardCommand>) {
+        if let (Some(capped), Some(current)) = (ctx.deadline, self.deadline) {
+            if capped < current {
+                self.deadline = Some(capped);
+                if !self.guards.is_empty() {
+                    out.push(ShardCommand::SetDeadline(capped));
+                }
+            }
+        }
+    }
+
     /// Guards follow the member's belief: revoked for shards it no longer owns (or all, at the
     /// lease's end), issued for shards it now owns, their deadline the lease's.
     fn reconcile(&mut self, ctx: &ShardCtx, out: &mut Vec<ShardCommand>) {
@@ -352,6 +377,28 @@ impl ShardMachine {
             reason,
             out,
         );
+        // No closed guard is kept (DESIGN §10.6): one whose move was withdrawn while its work
+        // drained ends once that work is idle or the grace has passed, and a fresh guard of the
+        // same ballot (below) takes new work again; the member never stopped owning the shard.
+        let grace = self.config.handover_grace();
+        let withdrawn: Vec<ShardId> = self
+            .guards
+            .iter()
+            .filter(|(s, g)| {
+                !g.requested
+                    && g.closed_at.is_some_and(|closed| {
+                        ctx.idle.contains(*s) || ctx.now >= closed.saturating_add(grace)
+                    })
+            })
+            .map(|(s, _)| *s)
+            .collect();
+        for shard in withdrawn {
+            self.guards.remove(&shard);
+            out.push(ShardCommand::RevokeGuard {
+                shard,
+                reason: ShardStop::MoveWithdrawn,
+            });
+        }
         if let Some(deadline) = ctx.deadline.filter(|_| valid) {
             if self.deadline != Some(deadline) && !self.guards.is_empty() {
                 out.push(ShardCommand::SetDeadline(deadline));
@@ -362,6 +409,7 @@ impl ShardMachine {
                     e.insert(Guard {
                         ballot,
                         closed_at: None,
+                        requested: false,
                     });
                     out.push(ShardCommand::IssueGuard {
                         shard,
@@ -375,13 +423,13 @@ impl ShardMachine {
         }
     }
 
-    /// Shards whose handover may proceed: closed, and idle or past the grace.
+    /// Shards whose handover may proceed: closed, still requested, and idle or past the grace.
     fn ready(&self, ctx: &ShardCtx) -> BTreeSet<ShardId> {
         let grace = self.config.handover_grace();
         self.guards
             .iter()
             .filter_map(|(s, g)| {
-                let closed = g.closed_at?;
+                let closed = g.closed_at.filter(|_| g.requested)?;
                 (ctx.idle.contains(s) || ctx.now >= closed.saturating_add(grace)).then_some(*s)
             })
             .collect()
@@ -440,287 +488,4 @@ impl ShardMachine {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
-
-    use super::*;
-
-    fn at(ms: u64) -> LocalInstant {
-        LocalInstant::from_origin(Duration::from_millis(ms))
-    }
-
-    fn config() -> ElectionConfig {
-        ElectionConfig::builder()
-            .lease_duration(Duration::from_millis(300))
-            .heartbeat_interval(Duration::from_millis(100))
-            .candidate_timeout(Duration::from_millis(600))
-            .transaction_timeout(Duration::from_millis(30))
-            .handover_grace(Duration::from_millis(200))
-            .build()
-            .unwrap()
-    }
-
-    fn ctx(now: u64, owned: &[(u32, u64)], deadline: Option<u64>, idle: &[u32]) -> ShardCtx {
-        ShardCtx::new(
-            at(now),
-            owned
-                .iter()
-                .map(|(s, b)| (ShardId::new(*s), Ballot::new(*b)))
-                .collect(),
-            deadline.map(at),
-            idle.iter().map(|s| ShardId::new(*s)).collect(),
-        )
-    }
-
-    fn committed(hand_over: &[u32], more: bool) -> ShardEvent {
-        ShardEvent::CycleCommitted {
-            hand_over: hand_over.iter().map(|s| ShardId::new(*s)).collect(),
-            more,
-            config: config(),
-        }
-    }
-
-    fn run(ready: &[u32]) -> ShardCommand {
-        ShardCommand::RunCycle {
-            ready: ready.iter().map(|s| ShardId::new(*s)).collect(),
-        }
-    }
-
-    /// A member owning shards 1 and 2 at ballot 5, lease until 294 ms, idle.
-    fn owning() -> ShardMachine {
-        let mut m = ShardMachine::new(config(), 7, at(0));
-        assert_eq!(
-            m.handle(ShardEvent::Start, &ctx(0, &[], None, &[])),
-            vec![run(&[])]
-        );
-        let out = m.handle(
-            committed(&[], false),
-            &ctx(0, &[(1, 5), (2, 5)], Some(294), &[]),
-        );
-        assert!(out.contains(&ShardCommand::IssueGuard {
-            shard: ShardId::new(1),
-            ballot: Ballot::new(5),
-            deadline: at(294)
-        }));
-        assert!(
-            matches!(out.last(), Some(ShardCommand::SleepUntil(_))),
-            "{out:?}"
-        );
-        m
-    }
-
-    #[test]
-    fn guards_are_issued_after_a_commit_and_follow_the_lease() {
-        let mut m = owning();
-        assert_eq!(m.guarded().len(), 2);
-        // The next cycle is due by the jittered heartbeat (80-100 ms).
-        let out = m.handle(
-            ShardEvent::Tick,
-            &ctx(100, &[(1, 5), (2, 5)], Some(294), &[]),
-        );
-        assert_eq!(out, vec![run(&[])]);
-        // A renewal moves every guard's deadline.
-        let out = m.handle(
-            committed(&[], false),
-            &ctx(100, &[(1, 5), (2, 5)], Some(394), &[]),
-        );
-        assert!(out.contains(&ShardCommand::SetDeadline(at(394))), "{out:?}");
-        assert!(
-            !out.iter()
-                .any(|c| matches!(c, ShardCommand::IssueGuard { .. }))
-        );
-    }
-
-    #[test]
-    fn a_lapsed_lease_revokes_every_guard() {
-        let mut m = owning();
-        let out = m.handle(ShardEvent::Tick, &ctx(294, &[], None, &[]));
-        let revoked: Vec<_> = out
-            .iter()
-            .filter(|c| {
-                matches!(
-                    c,
-                    ShardCommand::RevokeGuard {
-                        reason: ShardStop::LeaseExpired,
-                        ..
-                    }
-                )
-            })
-            .collect();
-        assert_eq!(revoked.len(), 2, "{out:?}");
-        assert!(m.guarded().is_empty());
-    }
-
-    #[test]
-    fn a_move_closes_the_guard_waits_for_idle_work_and_revokes_inside_the_transaction() {
-        let mut m = owning();
-        m.handle(
-            ShardEvent::Tick,
-            &ctx(90, &[(1, 5), (2, 5)], Some(294), &[]),
-        );
-        // The coordinator asks for shard 1; its work is busy.
-        let out = m.handle(
-            committed(&[1], false),
-            &ctx(90, &[(1, 5), (2, 5)], Some(384), &[]),
-        );
-        assert!(out.contains(&ShardCommand::CloseGuard(ShardId::new(1))));
-        assert!(
-            !out.iter()
-                .any(|c| matches!(c, ShardCommand::RunCycle { .. })),
-            "{out:?}"
-        );
-        // Its work goes idle: a cycle that may hand it over, at once.
-        let out = m.handle(
-            ShardEvent::WorkIdle,
-            &ctx(95, &[(1, 5), (2, 5)], Some(384), &[1]),
-        );
-        assert_eq!(out, vec![run(&[1])]);
-        // Inside the transaction, shard 1 is no longer owned: revoked before the commit.
-        let out = m.handle(
-            ShardEvent::CycleDecided,
-            &ctx(96, &[(2, 5)], Some(384), &[1]),
-        );
-        assert_eq!(
-            out,
-            vec![ShardCommand::RevokeGuard {
-                shard: ShardId::new(1),
-                reason: ShardStop::HandedOver
-            }]
-        );
-        let out = m.handle(committed(&[], false), &ctx(97, &[(2, 5)], Some(390), &[1]));
-        assert!(
-            !out.iter()
-                .any(|c| matches!(c, ShardCommand::IssueGuard { .. }))
-        );
-        assert_eq!(m.guarded(), [ShardId::new(2)].into());
-    }
-
-    #[test]
-    fn a_busy_shard_is_handed_over_when_the_grace_ends() {
-        let mut m = owning();
-        m.handle(
-            ShardEvent::Tick,
-            &ctx(90, &[(1, 5), (2, 5)], Some(294), &[]),
-        );
-        let out = m.handle(
-            committed(&[1], false),
-            &ctx(90, &[(1, 5), (2, 5)], Some(384), &[]),
-        );
-        // It sleeps at most until the grace (200 ms) ends.
-        let wake = out.iter().find_map(|c| match c {
-            ShardCommand::SleepUntil(t) => Some(*t),
-            _ => None,
-        });
-        assert!(wake.is_some_and(|t| t <= at(290)), "{out:?}");
-        let out = m.handle(
-            ShardEvent::Tick,
-            &ctx(290, &[(1, 5), (2, 5)], Some(384), &[]),
-        );
-        assert_eq!(out, vec![run(&[1])]);
-    }
-
-    #[test]
-    fn more_work_in_the_inbox_cycles_again_at_once_and_failures_back_off() {
-        let mut m = owning();
-        m.handle(
-            ShardEvent::Tick,
-            &ctx(90, &[(1, 5), (2, 5)], Some(294), &[]),
-        );
-        let out = m.handle(
-            committed(&[], true),
-            &ctx(91, &[(1, 5), (2, 5)], Some(385), &[]),
-        );
-        assert!(out.contains(&run(&[])), "{out:?}");
-        let failure = Failure {
-            kind: "conflict",
-            retryable: true,
-            not_registered: false,
-            not_initialized: false,
-        };
-        let out = m.handle(
-            ShardEvent::CycleFailed(failure),
-            &ctx(92, &[(1, 5), (2, 5)], Some(385), &[]),
-        );
-        assert_eq!(
-            out.first(),
-            Some(&ShardCommand::Failed {
-                kind: "conflict",
-                warn: true
-            })
-        );
-        let wake = out.iter().find_map(|c| match c {
-            ShardCommand::SleepUntil(t) => Some(*t),
-            _ => None,
-        });
-        assert!(
-            wake.is_some_and(|t| t > at(92) && t <= at(92 + 50)),
-            "{out:?}"
-        );
-    }
-
-    #[test]
-    fn an_inbox_change_cycles_at_once_unless_backing_off() {
-        let mut m = owning();
-        let owned = [(1, 5), (2, 5)];
-        // Sleeping until the heartbeat: the watch fires at 20 ms, the cycle runs then.
-        let out = m.handle(ShardEvent::InboxChanged, &ctx(20, &owned, Some(294), &[]));
-        assert_eq!(out, vec![run(&[])]);
-        let failure = Failure {
-            kind: "unavailable",
-            retryable: true,
-            not_registered: false,
-            not_initialized: false,
-        };
-        m.handle(
-            ShardEvent::CycleFailed(failure),
-            &ctx(25, &owned, Some(294), &[]),
-        );
-        let out = m.handle(ShardEvent::InboxChanged, &ctx(26, &owned, Some(294), &[]));
-        assert!(
-            matches!(out.as_slice(), [ShardCommand::SleepUntil(t)] if *t > at(26)),
-            "a watch must not cut the back-off short: {out:?}"
-        );
-    }
-
-    #[test]
-    fn shutdown_revokes_drains_leaves_and_stops() {
-        let mut m = owning();
-        let out = m.handle(
-            ShardEvent::ShutdownRequested,
-            &ctx(10, &[(1, 5), (2, 5)], Some(294), &[]),
-        );
-        let revoked = out
-            .iter()
-            .filter(|c| {
-                matches!(
-                    c,
-                    ShardCommand::RevokeGuard {
-                        reason: ShardStop::Shutdown,
-                        ..
-                    }
-                )
-            })
-            .count();
-        assert_eq!(revoked, 2);
-        assert!(
-            matches!(out.last(), Some(ShardCommand::DrainTasks { .. })),
-            "{out:?}"
-        );
-        let out = m.handle(ShardEvent::Drained(true), &ctx(20, &[], Some(294), &[]));
-        assert_eq!(out, vec![ShardCommand::Leave]);
-        let failure = Failure {
-            kind: "unavailable",
-            retryable: true,
-            not_registered: false,
-            not_initialized: false,
-        };
-        let out = m.handle(ShardEvent::Left(Err(failure)), &ctx(30, &[], None, &[]));
-        assert_eq!(out, vec![ShardCommand::Leave], "a failed leave is retried");
-        let out = m.handle(ShardEvent::Left(Ok(())), &ctx(40, &[], None, &[]));
-        assert_eq!(out, vec![ShardCommand::Stop]);
-        assert!(
-            m.handle(ShardEvent::Tick, &ctx(50, &[], None, &[]))
-                .is_empty()
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,120 @@
+//! A member's graceful leave (DESIGN §12.2, §12.3, §12.4): its belief ends at once, then one
+//! commit ends its epoch, clears its inbox and gives back everything the records tie to it --
+//! the shards it owned, vacated; those reserved for it, their reservation withdrawn -- so the
+//! coordinator places them again at once, without a lease's wait, and no record is left asking
+//! something of a member whose inbox no longer says so. Pure.
+//!
+//! A leave is not a cycle: it may run while a cycle of the same member is unsettled (another
+//! task's heartbeat). Whatever that cycle did, it can no longer be adopted once the leave has
+//! begun: the leave ends the member's epoch locally first (nothing is adopted at an epoch the
+//! member no longer holds), and the two transactions write the member's record, so at most one
+//! of them commits after the other has read it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::member::MemberState;
+use crate::error::ElectionError;
+use crate::ids::ShardId;
+use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+
+/// The writes of a leave.
+#[derive(Debug)]
+pub(crate) struct LeavePlan {
+    /// The member's record, fenced at its next epoch.
+    pub(crate) record: MemberRecord,
+    /// Shards given back: those it owned at its epoch, vacated; those reserved for it, their
+    /// reservation withdrawn. (Its inbox is cleared.)
+    pub(crate) shards: Vec<(ShardId, ShardRecord)>,
+}
+
+impl MemberState {
+    /// The first step of a leave, before anything is read: the member owns nothing from now
+    /// on, adopts and recognises no attempt made before (its epoch is unknown locally until
+    /// [`decide_leave`] sets the one the leave writes). Returns the shards it believed it
+    /// owned and those whose release is not confirmed, to give back.
+    pub(crate) fn begin_leave(&mut self) -> BTreeSet<ShardId> {
+        let owned = self
+            .owned
+            .keys()
+            .chain(self.unreleased.keys())
+            .copied()
+            .collect();
+        self.lose_all();
+        self.forget_attempts();
+        self.epoch = None;
+        owned
+    }
+}
+
+/// The shards a leave reads: those [`MemberState::begin_leave`] returned, and those its inbox
+/// names (reserved for it, or to hand over), so that once it has left no record ties a shard to
+/// it while its inbox, cleared, no longer says so.
+pub(crate) fn leave_lookups(believed: &BTreeSet<ShardId>, inbox: &Inbox) -> Vec<ShardId> {
+    let mut all = believed.clone();
+    all.extend(inbox.reserved.iter().copied());
+    all.extend(inbox.hand_over.iter().map(|(s, _)| *s));
+    all.into_iter().collect()
+}
+
+/// Decides a leave from the member's record and the records of the shards [`leave_lookups`]
+/// named, as read (serializably) in the leave's transaction. `None`: nothing to write (the member never
+/// joined, or its epoch has already ended). Ends the member's epoch locally either way: no
+/// attempt made before the leave is adopted afterwards.
+///
+/// # Errors
+///
+/// Exhausted counters.
+pub(crate) fn decide_leave(
+    st: &mut MemberState,
+    record: Option<&MemberRecord>,
+    shards: &BTreeMap<ShardId, ShardRecord>,
+) -> Result<Option<LeavePlan>, ElectionError> {
+    // Whatever was adopted since `begin_leave` was decided before the leave read the record.
+    st.lose_all();
+    st.forget_attempts();
+    let Some(record) = record else {
+        return Ok(None);
+    };
+    if record.fenced {
+        st.epoch = Some(record.epoch);
+        return Ok(None);
+    }
+    let gone = MemberRecord {
+        epoch: record
+            .epoch
+            .checked_add(1)
+            .ok_or(ElectionError::CounterExhausted { what: "epoch" })?,
+        renewal: record
+            .renewal
+            .checked_add(1)
+            .ok_or(ElectionError::CounterExhausted { what: "renewal" })?,
+        fenced: true,
+        writer: None,
+        ..record.clone()
+    };
+    st.epoch = Some(gone.epoch);
+    let me = ShardOwner {
+        member: st.id.clone(),
+        epoch: record.epoch,
+    };
+    let mut writes = Vec::new();
+    for (shard, rec) in shards {
+        let owned = rec.owner.as_ref() == Some(&me);
+        let reserved = rec.owner.is_none() && rec.reserved_for.as_ref() == Some(&st.id);
+        if owned || reserved {
+            writes.push((
+                *shard,
+                ShardRecord {
+                    owner: None,
+                    move_to: None,
+                    reserved_for: None,
+                    ..rec.clone()
+                },
+            ));
+        }
+    }
+    Ok(Some(LeavePlan {
+        record: gone,
+        shards: writes,
+    }))
+}

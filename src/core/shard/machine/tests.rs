@@ -1,0 +1,382 @@
+//! Table tests of the member runner machine.
+
+#![allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
+
+use super::*;
+
+fn at(ms: u64) -> LocalInstant {
+    LocalInstant::from_origin(Duration::from_millis(ms))
+}
+
+fn config() -> ElectionConfig {
+    ElectionConfig::builder()
+        .lease_duration(Duration::from_millis(300))
+        .heartbeat_interval(Duration::from_millis(100))
+        .candidate_timeout(Duration::from_millis(600))
+        .transaction_timeout(Duration::from_millis(30))
+        .handover_grace(Duration::from_millis(200))
+        .build()
+        .unwrap()
+}
+
+fn ctx(now: u64, owned: &[(u32, u64)], deadline: Option<u64>, idle: &[u32]) -> ShardCtx {
+    ShardCtx::new(
+        at(now),
+        owned
+            .iter()
+            .map(|(s, b)| (ShardId::new(*s), Ballot::new(*b)))
+            .collect(),
+        deadline.map(at),
+        idle.iter().map(|s| ShardId::new(*s)).collect(),
+    )
+}
+
+fn committed(hand_over: &[u32], more: bool) -> ShardEvent {
+    ShardEvent::CycleCommitted {
+        hand_over: hand_over.iter().map(|s| ShardId::new(*s)).collect(),
+        more,
+        config: config(),
+    }
+}
+
+fn run(ready: &[u32]) -> ShardCommand {
+    ShardCommand::RunCycle {
+        ready: ready.iter().map(|s| ShardId::new(*s)).collect(),
+    }
+}
+
+/// A member owning shards 1 and 2 at ballot 5, lease until 294 ms, idle.
+fn owning() -> ShardMachine {
+    let mut m = ShardMachine::new(config(), 7, at(0));
+    assert_eq!(
+        m.handle(ShardEvent::Start, &ctx(0, &[], None, &[])),
+        vec![run(&[])]
+    );
+    let out = m.handle(
+        committed(&[], false),
+        &ctx(0, &[(1, 5), (2, 5)], Some(294), &[]),
+    );
+    assert!(out.contains(&ShardCommand::IssueGuard {
+        shard: ShardId::new(1),
+        ballot: Ballot::new(5),
+        deadline: at(294)
+    }));
+    assert!(
+        matches!(out.last(), Some(ShardCommand::SleepUntil(_))),
+        "{out:?}"
+    );
+    m
+}
+
+#[test]
+fn guards_are_issued_after_a_commit_and_follow_the_lease() {
+    let mut m = owning();
+    assert_eq!(m.guarded().len(), 2);
+    // The next cycle is due by the jittered heartbeat (80-100 ms).
+    let out = m.handle(
+        ShardEvent::Tick,
+        &ctx(100, &[(1, 5), (2, 5)], Some(294), &[]),
+    );
+    assert_eq!(out, vec![run(&[])]);
+    // A renewal moves every guard's deadline.
+    let out = m.handle(
+        committed(&[], false),
+        &ctx(100, &[(1, 5), (2, 5)], Some(394), &[]),
+    );
+    assert!(out.contains(&ShardCommand::SetDeadline(at(394))), "{out:?}");
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, ShardCommand::IssueGuard { .. }))
+    );
+}
+
+#[test]
+fn a_lapsed_lease_revokes_every_guard() {
+    let mut m = owning();
+    let out = m.handle(ShardEvent::Tick, &ctx(294, &[], None, &[]));
+    let revoked: Vec<_> = out
+        .iter()
+        .filter(|c| {
+            matches!(
+                c,
+                ShardCommand::RevokeGuard {
+                    reason: ShardStop::LeaseExpired,
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert_eq!(revoked.len(), 2, "{out:?}");
+    assert!(m.guarded().is_empty());
+}
+
+#[test]
+fn a_move_closes_the_guard_waits_for_idle_work_and_revokes_inside_the_transaction() {
+    let mut m = owning();
+    m.handle(
+        ShardEvent::Tick,
+        &ctx(90, &[(1, 5), (2, 5)], Some(294), &[]),
+    );
+    // The coordinator asks for shard 1; its work is busy.
+    let out = m.handle(
+        committed(&[1], false),
+        &ctx(90, &[(1, 5), (2, 5)], Some(384), &[]),
+    );
+    assert!(out.contains(&ShardCommand::CloseGuard(ShardId::new(1))));
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, ShardCommand::RunCycle { .. })),
+        "{out:?}"
+    );
+    // Its work goes idle: a cycle that may hand it over, at once.
+    let out = m.handle(
+        ShardEvent::WorkIdle,
+        &ctx(95, &[(1, 5), (2, 5)], Some(384), &[1]),
+    );
+    assert_eq!(out, vec![run(&[1])]);
+    // Inside the transaction, shard 1 is no longer owned: revoked before the commit.
+    let out = m.handle(
+        ShardEvent::CycleDecided,
+        &ctx(96, &[(2, 5)], Some(384), &[1]),
+    );
+    assert_eq!(
+        out,
+        vec![ShardCommand::RevokeGuard {
+            shard: ShardId::new(1),
+            reason: ShardStop::HandedOver
+        }]
+    );
+    let out = m.handle(committed(&[], false), &ctx(97, &[(2, 5)], Some(390), &[1]));
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, ShardCommand::IssueGuard { .. }))
+    );
+    assert_eq!(m.guarded(), [ShardId::new(2)].into());
+}
+
+#[test]
+fn a_shorter_lease_moves_the_guards_deadline_back_inside_the_transaction() {
+    let mut m = owning();
+    let owned = [(1, 5), (2, 5)];
+    assert_eq!(
+        m.handle(ShardEvent::Tick, &ctx(90, &owned, Some(294), &[])),
+        vec![run(&[])]
+    );
+    // The attempt writes a shorter lease: the belief is capped at 150 before the commit.
+    let out = m.handle(ShardEvent::CycleDecided, &ctx(91, &owned, Some(150), &[]));
+    assert_eq!(out, vec![ShardCommand::SetDeadline(at(150))]);
+    // A later attempt's own longer end does not extend it before its commit.
+    let out = m.handle(ShardEvent::CycleDecided, &ctx(92, &owned, Some(390), &[]));
+    assert!(out.is_empty(), "{out:?}");
+    // Unconfirmed (the reply is lost): every guard ends at the capped deadline.
+    let failure = Failure {
+        kind: "commit_unknown_result",
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    };
+    m.handle(
+        ShardEvent::CycleFailed(failure),
+        &ctx(120, &owned, Some(150), &[]),
+    );
+    let out = m.handle(ShardEvent::Tick, &ctx(150, &[], Some(150), &[]));
+    let expired = out
+        .iter()
+        .filter(|c| {
+            matches!(
+                c,
+                ShardCommand::RevokeGuard {
+                    reason: ShardStop::LeaseExpired,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(expired, 2, "{out:?}");
+}
+
+#[test]
+fn a_closed_guard_whose_move_was_withdrawn_is_reopened_not_cycled_in_a_loop() {
+    let mut m = owning();
+    let owned = [(1, 5), (2, 5)];
+    m.handle(ShardEvent::Tick, &ctx(90, &owned, Some(294), &[]));
+    let out = m.handle(committed(&[1], false), &ctx(90, &owned, Some(384), &[]));
+    assert!(out.contains(&ShardCommand::CloseGuard(ShardId::new(1))));
+    // The next cycle (the heartbeat) finds the request withdrawn; the work is still busy.
+    m.handle(ShardEvent::Tick, &ctx(190, &owned, Some(384), &[]));
+    let out = m.handle(committed(&[], false), &ctx(191, &owned, Some(485), &[]));
+    assert!(
+        matches!(out.as_slice(), [ShardCommand::SetDeadline(_), ShardCommand::SleepUntil(t)] if *t <= at(290)),
+        "sleeps until the grace ends: {out:?}"
+    );
+    // The work goes idle: no handover cycle (nothing is asked), the guard is replaced by a
+    // fresh one of the same ballot, and the member sleeps until its heartbeat.
+    let out = m.handle(ShardEvent::WorkIdle, &ctx(200, &owned, Some(485), &[1]));
+    assert_eq!(
+        &out[..2],
+        &[
+            ShardCommand::RevokeGuard {
+                shard: ShardId::new(1),
+                reason: ShardStop::MoveWithdrawn
+            },
+            ShardCommand::IssueGuard {
+                shard: ShardId::new(1),
+                ballot: Ballot::new(5),
+                deadline: at(485)
+            },
+        ],
+        "{out:?}"
+    );
+    assert!(
+        matches!(out.last(), Some(ShardCommand::SleepUntil(t)) if *t > at(200)),
+        "{out:?}"
+    );
+    // Busy work: the grace ends it the same way.
+    let mut m = owning();
+    m.handle(ShardEvent::Tick, &ctx(90, &owned, Some(294), &[]));
+    m.handle(committed(&[2], false), &ctx(90, &owned, Some(384), &[]));
+    m.handle(ShardEvent::Tick, &ctx(190, &owned, Some(384), &[]));
+    m.handle(committed(&[], false), &ctx(191, &owned, Some(485), &[]));
+    let out = m.handle(ShardEvent::Tick, &ctx(290, &owned, Some(485), &[]));
+    assert!(
+        out.contains(&ShardCommand::RevokeGuard {
+            shard: ShardId::new(2),
+            reason: ShardStop::MoveWithdrawn
+        }),
+        "{out:?}"
+    );
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, ShardCommand::RunCycle { ready } if !ready.is_empty())),
+        "a withdrawn move is not handed over: {out:?}"
+    );
+}
+
+#[test]
+fn a_busy_shard_is_handed_over_when_the_grace_ends() {
+    let mut m = owning();
+    m.handle(
+        ShardEvent::Tick,
+        &ctx(90, &[(1, 5), (2, 5)], Some(294), &[]),
+    );
+    let out = m.handle(
+        committed(&[1], false),
+        &ctx(90, &[(1, 5), (2, 5)], Some(384), &[]),
+    );
+    // It sleeps at most until the grace (200 ms) ends.
+    let wake = out.iter().find_map(|c| match c {
+        ShardCommand::SleepUntil(t) => Some(*t),
+        _ => None,
+    });
+    assert!(wake.is_some_and(|t| t <= at(290)), "{out:?}");
+    let out = m.handle(
+        ShardEvent::Tick,
+        &ctx(290, &[(1, 5), (2, 5)], Some(384), &[]),
+    );
+    assert_eq!(out, vec![run(&[1])]);
+}
+
+#[test]
+fn more_work_in_the_inbox_cycles_again_at_once_and_failures_back_off() {
+    let mut m = owning();
+    m.handle(
+        ShardEvent::Tick,
+        &ctx(90, &[(1, 5), (2, 5)], Some(294), &[]),
+    );
+    let out = m.handle(
+        committed(&[], true),
+        &ctx(91, &[(1, 5), (2, 5)], Some(385), &[]),
+    );
+    assert!(out.contains(&run(&[])), "{out:?}");
+    let failure = Failure {
+        kind: "conflict",
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    };
+    let out = m.handle(
+        ShardEvent::CycleFailed(failure),
+        &ctx(92, &[(1, 5), (2, 5)], Some(385), &[]),
+    );
+    assert_eq!(
+        out.first(),
+        Some(&ShardCommand::Failed {
+            kind: "conflict",
+            warn: true
+        })
+    );
+    let wake = out.iter().find_map(|c| match c {
+        ShardCommand::SleepUntil(t) => Some(*t),
+        _ => None,
+    });
+    assert!(
+        wake.is_some_and(|t| t > at(92) && t <= at(92 + 50)),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_inbox_change_cycles_at_once_unless_backing_off() {
+    let mut m = owning();
+    let owned = [(1, 5), (2, 5)];
+    // Sleeping until the heartbeat: the watch fires at 20 ms, the cycle runs then.
+    let out = m.handle(ShardEvent::InboxChanged, &ctx(20, &owned, Some(294), &[]));
+    assert_eq!(out, vec![run(&[])]);
+    let failure = Failure {
+        kind: "unavailable",
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    };
+    m.handle(
+        ShardEvent::CycleFailed(failure),
+        &ctx(25, &owned, Some(294), &[]),
+    );
+    let out = m.handle(ShardEvent::InboxChanged, &ctx(26, &owned, Some(294), &[]));
+    assert!(
+        matches!(out.as_slice(), [ShardCommand::SleepUntil(t)] if *t > at(26)),
+        "a watch must not cut the back-off short: {out:?}"
+    );
+}
+
+#[test]
+fn shutdown_revokes_drains_leaves_and_stops() {
+    let mut m = owning();
+    let out = m.handle(
+        ShardEvent::ShutdownRequested,
+        &ctx(10, &[(1, 5), (2, 5)], Some(294), &[]),
+    );
+    let revoked = out
+        .iter()
+        .filter(|c| {
+            matches!(
+                c,
+                ShardCommand::RevokeGuard {
+                    reason: ShardStop::Shutdown,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(revoked, 2);
+    assert!(
+        matches!(out.last(), Some(ShardCommand::DrainTasks { .. })),
+        "{out:?}"
+    );
+    let out = m.handle(ShardEvent::Drained(true), &ctx(20, &[], Some(294), &[]));
+    assert_eq!(out, vec![ShardCommand::Leave]);
+    let failure = Failure {
+        kind: "unavailable",
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    };
+    let out = m.handle(ShardEvent::Left(Err(failure)), &ctx(30, &[], None, &[]));
+    assert_eq!(out, vec![ShardCommand::Leave], "a failed leave is retried");
+    let out = m.handle(ShardEvent::Left(Ok(())), &ctx(40, &[], None, &[]));
+    assert_eq!(out, vec![ShardCommand::Stop]);
+    assert!(
+        m.handle(ShardEvent::Tick, &ctx(50, &[], None, &[]))
+            .is_empty()
+    );
+}

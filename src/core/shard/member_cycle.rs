@@ -1,0 +1,352 @@
+//! A member attempt's decision (DESIGN §12.1, §12.2, §12.4): from the records read and the
+//! member's local state ([`MemberState`]), what to write and what to adopt after the commit.
+//! The rules of ownership lost early and gained late are those of [`super::member`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::member::{ACQUIRE_PER_CYCLE, MemberAdoption, MemberLease, MemberState, PendingMember};
+use crate::clock::LocalInstant;
+use crate::config::ElectionConfig;
+use crate::error::ElectionError;
+use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
+use crate::record::AttemptId;
+use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+
+/// The inputs of one member attempt, besides the local state.
+#[derive(Debug)]
+pub(crate) struct MemberInput<'a> {
+    pub(crate) config: &'a ElectionConfig,
+    /// This member's record, as read (serializably) in this transaction.
+    pub(crate) record: Option<&'a MemberRecord>,
+    /// This member's inbox, as read (serializably) in this transaction.
+    pub(crate) inbox: &'a Inbox,
+    pub(crate) priority: Priority,
+    pub(crate) weight: Weight,
+    /// Shards whose work has stopped: they may be handed over now.
+    pub(crate) ready: &'a BTreeSet<ShardId>,
+    /// A clock reading taken before the attempt's reads.
+    pub(crate) started_at: LocalInstant,
+    /// The read version of this attempt's reads, when the store reports one.
+    pub(crate) read_version: Option<u64>,
+    /// The records the decision asked for ([`MemberDecision::Need`]).
+    pub(crate) lookups: Option<&'a MemberLookups>,
+}
+
+/// Records a member attempt reads beyond its three keys, only when its inbox asks something.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemberLookups {
+    /// How many shards the layout has (read with the lookups).
+    pub(crate) shard_count: u32,
+    /// The shards named in the inbox (absent: never written).
+    pub(crate) shards: BTreeMap<ShardId, ShardRecord>,
+    /// The inboxes of the members shards are handed over to.
+    pub(crate) inboxes: BTreeMap<CandidateId, Inbox>,
+}
+
+/// What a member attempt decided.
+#[derive(Debug)]
+pub(crate) enum MemberDecision {
+    /// Read these shard records and inboxes (serializably), then decide again.
+    Need {
+        shards: Vec<ShardId>,
+        inboxes: Vec<CandidateId>,
+    },
+    /// Write these and adopt `adoption` after the commit.
+    Plan(Box<MemberPlan>),
+    /// The inbox asks something impossible (why): nothing is written, the attempt fails
+    /// closed (DESIGN §6) and the member's lease runs out unless the inbox is repaired.
+    CorruptInbox(&'static str),
+}
+
+/// The writes of a member attempt.
+#[derive(Debug)]
+pub(crate) struct MemberPlan {
+    pub(crate) record: MemberRecord,
+    pub(crate) shards: Vec<(ShardId, ShardRecord)>,
+    /// Inboxes changed: this member's own, and those of the members it handed shards to.
+    pub(crate) inboxes: Vec<(CandidateId, Inbox)>,
+    pub(crate) adoption: MemberAdoption,
+    /// Whether this attempt joins (a first time, or again at a new epoch).
+    pub(crate) joined: bool,
+    /// This member's inbox as the attempt leaves it (what is still asked of it).
+    pub(crate) remaining: Inbox,
+}
+
+/// Whether `inbox` names a shard beyond the layout's `shard_count`.
+fn inbox_outside_layout(inbox: &Inbox, shard_count: u32) -> bool {
+    inbox
+        .reserved
+        .iter()
+        .chain(inbox.hand_over.iter().map(|(s, _)| s))
+        .any(|s| s.get() >= shard_count)
+}
+
+/// Decides one member attempt. Mutates `st` only with facts and losses; gains are adopted
+/// after the commit ([`MemberState::adopt`]).
+///
+/// # Errors
+///
+/// [`ElectionError::CycleInProgress`] when the record read is this member's own write from
+/// this same transaction; exhausted counters.
+pub(crate) fn decide_member(
+    st: &mut MemberState,
+    input: &MemberInput<'_>,
+) -> Result<MemberDecision, ElectionError> {
+    let record = input.record;
+    if let Some(p) = st.pending_of(record.and_then(|r| r.writer.as_ref())) {
+        if p.read_version.is_some() && p.read_version == input.read_version {
+            // Read-your-writes: this transaction's own, uncommitted write (DESIGN §10.1).
+            return Err(ElectionError::CycleInProgress {
+                candidate: st.id.clone(),
+            });
+        }
+        // Found committed by a later transaction: adopted, dated from its own start.
+        let adoption = p.adoption.clone();
+        st.adopt(&adoption);
+    }
+    // Lost early: an ended epoch (a takeover fenced this member out, or the record is gone),
+    // or a lease that lapsed locally, drops every shard before anything else.
+    let epoch_ended = match (st.epoch, record) {
+        (Some(e), Some(r)) => r.fenced || r.epoch != e,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let lapsed = st.lease.is_none_or(|l| input.started_at >= l.valid_until);
+    if epoch_ended || lapsed {
+        st.lose_all();
+    }
+    // Join (again) at a new epoch unless this member holds a live lease at its epoch.
+    let renewing = !epoch_ended && st.lease.is_some() && st.epoch.is_some();
+    let joined = !renewing;
+    let epoch = if renewing {
+        st.epoch.unwrap_or(1)
+    } else {
+        let previous = record.map_or(0, |r| r.epoch).max(st.epoch.unwrap_or(0));
+        previous
+            .checked_add(1)
+            .ok_or(ElectionError::CounterExhausted { what: "epoch" })?
+    };
+
+    // Shards whose work has stopped: those the caller says, and those whose release this
+    // member wrote without a confirmed commit (their work stopped when the belief did).
+    let ready: BTreeSet<ShardId> = input
+        .ready
+        .iter()
+        .chain(st.unreleased.keys())
+        .copied()
+        .collect();
+    // What the inbox asks, and the releases to write again, beyond the three keys.
+    let wants_shards: Vec<ShardId> = input
+        .inbox
+        .reserved
+        .iter()
+        .copied()
+        .chain(input.inbox.hand_over.iter().map(|(s, _)| *s))
+        .chain(st.unreleased.keys().copied())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let wants_inboxes: Vec<CandidateId> = input
+        .inbox
+        .hand_over
+        .iter()
+        .filter(|(s, t)| *t != st.id && ready.contains(s))
+        .map(|(_, t)| t.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let lookups = match input.lookups {
+        // A shard the layout does not have was never reserved or requested by this library:
+        // the member acts on none of it, nor on the rest of that inbox.
+        Some(l) if inbox_outside_layout(input.inbox, l.shard_count) => {
+            return Ok(MemberDecision::CorruptInbox(
+                "a shard outside the layout in an inbox",
+            ));
+        }
+        Some(l) => l,
+        None if !wants_shards.is_empty() && !joined => {
+            return Ok(MemberDecision::Need {
+                shards: wants_shards,
+                inboxes: wants_inboxes,
+            });
+        }
+        None => &MemberLookups::default(),
+    };
+
+    let seq = st.next_seq()?;
+    let writer = AttemptId {
+        candidate: st.id.clone(),
+        seq,
+    };
+    let lease = input.config.lease_duration();
+    let valid_until = input
+        .started_at
+        .saturating_add(input.config.local_validity(lease));
+    // Judged as if it committed (DESIGN §10.3): a renewal writing a shorter lease than the
+    // one the belief was computed from ends the belief as that lease says, from now on.
+    st.cap_belief(valid_until);
+    let renewal = match (renewing, record) {
+        (true, Some(r)) => r
+            .renewal
+            .checked_add(1)
+            .ok_or(ElectionError::CounterExhausted { what: "renewal" })?,
+        _ => 1,
+    };
+    let new_record = MemberRecord {
+        epoch,
+        renewal,
+        lease,
+        priority: input.priority,
+        weight: input.weight,
+        fenced: false,
+        writer: Some(writer.clone()),
+    };
+
+    let mut inbox = input.inbox.clone();
+    let mut shards = Vec::new();
+    let mut targets: BTreeMap<CandidateId, Inbox> = BTreeMap::new();
+    let mut released = Vec::new();
+    let mut acquired = Vec::new();
+    let me = ShardOwner {
+        member: st.id.clone(),
+        epoch,
+    };
+    if !joined {
+        // Hand over: a shard this member owns (or owned, and whose release did not land),
+        // whose work has stopped, is written vacant and reserved for its target; the target
+        // learns of it in its inbox, in the same commit.
+        inbox.hand_over.retain(|(shard, to)| {
+            let Some(rec) = lookups.shards.get(shard) else {
+                return false;
+            };
+            if rec.owner.as_ref() != Some(&me) {
+                return false; // not ours (any more): the request is stale
+            }
+            if *to == st.id || !ready.contains(shard) {
+                return *to != st.id; // still working on it: keep the request
+            }
+            let Some(mut target) = lookups.inboxes.get(to).cloned() else {
+                return true; // its inbox was not read: next cycle
+            };
+            st.owned.remove(shard);
+            st.unreleased.insert(*shard, rec.ballot);
+            released.push(*shard);
+            shards.push((
+                *shard,
+                ShardRecord {
+                    ballot: rec.ballot,
+                    owner: None,
+                    move_to: None,
+                    reserved_for: Some(to.clone()),
+                    writer: Some(writer.clone()),
+                },
+            ));
+            let entry = targets.remove(to).unwrap_or_else(|| {
+                target.seq = target.seq.saturating_add(1);
+                target
+            });
+            let mut entry = entry;
+            if !entry.reserved.contains(shard) {
+                entry.reserved.push(*shard);
+            }
+            targets.insert(to.clone(), entry);
+            false
+        });
+        // A release whose commit was not confirmed is written again while the record still
+        // names this member at that ballot (DESIGN §10.6 per shard): handed over above if it
+        // is still requested; vacant otherwise (the request was withdrawn meanwhile: the
+        // coordinator places the shard again). Forgotten once the record names someone else.
+        let asked: BTreeSet<ShardId> = inbox
+            .hand_over
+            .iter()
+            .map(|(s, _)| *s)
+            .chain(released.iter().copied())
+            .collect();
+        let unreleased: Vec<(ShardId, Ballot)> = st
+            .unreleased
+            .iter()
+            .map(|(s, b)| (*s, *b))
+            .filter(|(s, _)| !asked.contains(s))
+            .collect();
+        for (shard, ballot) in unreleased {
+            match lookups.shards.get(&shard) {
+                Some(rec) if rec.owner.as_ref() == Some(&me) && rec.ballot == ballot => {
+                    released.push(shard);
+                    shards.push((
+                        shard,
+                        ShardRecord {
+                            ballot,
+                            owner: None,
+                            move_to: None,
+                            reserved_for: None,
+                            writer: Some(writer.clone()),
+                        },
+                    ));
+                }
+                _ => {
+                    st.unreleased.remove(&shard);
+                }
+            }
+        }
+        // Acquire: a shard still vacant and reserved for this member, ballot + 1.
+        let mut budget = ACQUIRE_PER_CYCLE;
+        inbox.reserved.retain(|shard| {
+            let Some(rec) = lookups.shards.get(shard) else {
+                return false;
+            };
+            if rec.owner.is_some() || rec.reserved_for.as_ref() != Some(&st.id) {
+                return false; // stale: someone else's now
+            }
+            if budget == 0 {
+                return true;
+            }
+            let Some(ballot) = rec.ballot.get().checked_add(1).map(Ballot::new) else {
+                return false; // an exhausted ballot is never acquired again
+            };
+            budget = budget.saturating_sub(1);
+            acquired.push((*shard, ballot));
+            shards.push((
+                *shard,
+                ShardRecord {
+                    ballot,
+                    owner: Some(me.clone()),
+                    move_to: None,
+                    reserved_for: None,
+                    writer: Some(writer.clone()),
+                },
+            ));
+            false
+        });
+    }
+    let mut inboxes: Vec<(CandidateId, Inbox)> = targets.into_iter().collect();
+    if inbox != *input.inbox {
+        inbox.seq = inbox.seq.saturating_add(1);
+        inboxes.push((st.id.clone(), inbox.clone()));
+    }
+    if joined {
+        st.epoch = Some(epoch);
+    }
+    let adoption = MemberAdoption {
+        seq,
+        started_at: input.started_at,
+        lease: MemberLease {
+            epoch,
+            renewal,
+            valid_until,
+        },
+        acquired,
+        released,
+    };
+    st.push_pending(PendingMember {
+        adoption: adoption.clone(),
+        read_version: input.read_version,
+    });
+    Ok(MemberDecision::Plan(Box::new(MemberPlan {
+        record: new_record,
+        shards,
+        inboxes,
+        adoption,
+        joined,
+        remaining: inbox,
+    })))
+}

@@ -1,0 +1,420 @@
+//! Table tests of a member's decisions (DESIGN §12.1, §12.2, §10 per member): the records read
+//! and the local state in, the writes and the belief out.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::leave::{decide_leave, leave_lookups};
+use super::member::{MemberDecision, MemberInput, MemberLookups, MemberState, decide_member};
+use super::member_cycle::MemberPlan;
+use crate::clock::LocalInstant;
+use crate::config::ElectionConfig;
+use crate::error::ElectionError;
+use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
+use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+
+pub(super) fn id(s: &str) -> CandidateId {
+    CandidateId::parse(s).unwrap()
+}
+
+pub(super) fn at(ms: u64) -> LocalInstant {
+    LocalInstant::from_origin(Duration::from_millis(ms))
+}
+
+pub(super) fn config(lease_ms: u64) -> ElectionConfig {
+    ElectionConfig::builder()
+        .lease_duration(Duration::from_millis(lease_ms))
+        .heartbeat_interval(Duration::from_millis(lease_ms / 3))
+        .candidate_timeout(Duration::from_millis(lease_ms * 2))
+        .transaction_timeout(Duration::from_millis(lease_ms / 10))
+        .build()
+        .unwrap()
+}
+
+/// One member's world: its local state and the records as they stand.
+pub(super) struct World {
+    pub(super) st: MemberState,
+    pub(super) config: ElectionConfig,
+    pub(super) record: Option<MemberRecord>,
+    pub(super) inbox: Inbox,
+    pub(super) shards: BTreeMap<ShardId, ShardRecord>,
+    pub(super) inboxes: BTreeMap<CandidateId, Inbox>,
+    /// How many shards the layout has.
+    pub(super) shard_count: u32,
+}
+
+impl World {
+    pub(super) fn new(name: &str, lease_ms: u64) -> World {
+        World {
+            st: MemberState::new(id(name)),
+            config: config(lease_ms),
+            record: None,
+            inbox: Inbox::default(),
+            shards: BTreeMap::new(),
+            inboxes: BTreeMap::new(),
+            shard_count: 8,
+        }
+    }
+
+    /// One attempt at `ms`, with `ready` shards (its lookups served from the records).
+    pub(super) fn decide(
+        &mut self,
+        ms: u64,
+        ready: &[u32],
+    ) -> Result<Box<MemberPlan>, ElectionError> {
+        let ready: BTreeSet<ShardId> = ready.iter().map(|s| ShardId::new(*s)).collect();
+        let mut lookups: Option<MemberLookups> = None;
+        loop {
+            let input = MemberInput {
+                config: &self.config,
+                record: self.record.as_ref(),
+                inbox: &self.inbox,
+                priority: Priority::new(0),
+                weight: Weight::ONE,
+                ready: &ready,
+                started_at: at(ms),
+                read_version: None,
+                lookups: lookups.as_ref(),
+            };
+            match decide_member(&mut self.st, &input)? {
+                MemberDecision::Plan(plan) => return Ok(plan),
+                MemberDecision::CorruptInbox(why) => panic!("corrupt inbox: {why}"),
+                MemberDecision::Need { shards, inboxes } => {
+                    assert!(lookups.is_none(), "asked twice");
+                    let mut found = MemberLookups {
+                        shard_count: self.shard_count,
+                        ..MemberLookups::default()
+                    };
+                    for s in shards {
+                        let rec = self.shards.get(&s).cloned();
+                        found
+                            .shards
+                            .insert(s, rec.unwrap_or_else(ShardRecord::initial));
+                    }
+                    for m in inboxes {
+                        let i = self.inboxes.get(&m).cloned().unwrap_or_default();
+                        found.inboxes.insert(m, i);
+                    }
+                    lookups = Some(found);
+                }
+            }
+        }
+    }
+
+    /// Applies a plan's writes to the records (its commit landed).
+    pub(super) fn land(&mut self, plan: &MemberPlan) {
+        self.record = Some(plan.record.clone());
+        for (s, rec) in &plan.shards {
+            self.shards.insert(*s, rec.clone());
+        }
+        for (m, inbox) in &plan.inboxes {
+            if *m == self.st.id {
+                self.inbox = inbox.clone();
+            } else {
+                self.inboxes.insert(m.clone(), inbox.clone());
+            }
+        }
+    }
+
+    /// One attempt whose commit is confirmed: landed and adopted.
+    pub(super) fn cycle(&mut self, ms: u64, ready: &[u32]) -> Box<MemberPlan> {
+        let plan = self.decide(ms, ready).unwrap();
+        self.land(&plan);
+        self.st.adopt(&plan.adoption);
+        plan
+    }
+
+    /// Reserves `shards` for this member, as the coordinator would.
+    pub(super) fn reserve(&mut self, shards: &[u32]) {
+        for s in shards {
+            let shard = ShardId::new(*s);
+            let ballot = self.shards.get(&shard).map_or(Ballot::ZERO, |r| r.ballot);
+            self.shards.insert(
+                shard,
+                ShardRecord {
+                    ballot,
+                    owner: None,
+                    move_to: None,
+                    reserved_for: Some(self.st.id.clone()),
+                    writer: None,
+                },
+            );
+            self.inbox.reserved.push(shard);
+        }
+        self.inbox.seq += 1;
+    }
+
+    /// Asks this member to hand `shards` over to `to`, as the coordinator would.
+    pub(super) fn ask(&mut self, shards: &[u32], to: &str) {
+        for s in shards {
+            let shard = ShardId::new(*s);
+            if let Some(rec) = self.shards.get_mut(&shard) {
+                rec.move_to = Some(id(to));
+            }
+            self.inbox.hand_over.push((shard, id(to)));
+        }
+        self.inbox.seq += 1;
+    }
+
+    /// The owner of `shard` as the records say.
+    pub(super) fn owner(&self, shard: u32) -> Option<ShardOwner> {
+        self.shards
+            .get(&ShardId::new(shard))
+            .and_then(|r| r.owner.clone())
+    }
+
+    /// The shards this member believes it owns at `ms`.
+    pub(super) fn owned(&self, ms: u64) -> Vec<u32> {
+        self.st.owned_at(at(ms)).keys().map(|s| s.get()).collect()
+    }
+}
+
+/// A member that joined at 0 ms and owns shards 0-3 from 10 ms (10 s lease).
+pub(super) fn owning() -> World {
+    let mut w = World::new("a", 10_000);
+    w.cycle(0, &[]);
+    w.reserve(&[0, 1, 2, 3]);
+    w.cycle(10, &[]);
+    assert_eq!(w.owned(10), vec![0, 1, 2, 3]);
+    w
+}
+
+#[test]
+fn a_renewal_writing_a_shorter_lease_caps_the_belief_before_the_commit() {
+    let mut w = owning();
+    let long_end = w.st.lease.unwrap().valid_until;
+    assert_eq!(
+        long_end,
+        at(10).saturating_add(w.config.local_validity(w.config.lease_duration()))
+    );
+    // An operator cuts the lease to 1 s; the next renewal writes it. Its commit is not
+    // confirmed (dropped), yet the belief already ends as the 1 s lease says.
+    w.config = config(1_000);
+    let plan = w.decide(100, &[]).unwrap();
+    assert_eq!(plan.record.lease, Duration::from_secs(1));
+    let capped = at(100).saturating_add(w.config.local_validity(Duration::from_secs(1)));
+    assert_eq!(w.st.lease.unwrap().valid_until, capped);
+    assert_eq!(w.owned(1_079), vec![0, 1, 2, 3]);
+    assert!(w.owned(1_081).is_empty(), "capped at {capped:?}");
+    // A renewal with a longer lease never extends a belief before its commit.
+    w.config = config(10_000);
+    drop(w.decide(200, &[]).unwrap());
+    assert_eq!(w.st.lease.unwrap().valid_until, capped);
+}
+
+#[test]
+fn a_leave_ends_the_epoch_locally_so_no_cycle_decided_before_it_is_adopted() {
+    let mut w = owning();
+    // Another task's cycle renews; its commit is confirmed, its adoption not yet made.
+    let renewal = w.decide(20, &[]).unwrap();
+    w.land(&renewal);
+    // The leave begins: nothing is owned from now on.
+    let believed = w.st.begin_leave();
+    assert_eq!(believed.len(), 4);
+    assert!(w.owned(21).is_empty());
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+        .unwrap()
+        .unwrap();
+    assert!(plan.record.fenced);
+    assert_eq!(plan.record.epoch, 2);
+    assert_eq!(plan.shards.len(), 4, "the owned shards vacated");
+    assert!(plan.shards.iter().all(|(_, r)| r.owner.is_none()));
+    // The renewal's adoption after the leave revives nothing.
+    w.st.adopt(&renewal.adoption);
+    assert!(
+        w.owned(22).is_empty(),
+        "revived by a cycle decided before the leave"
+    );
+    assert_eq!(w.st.epoch, Some(2));
+    // Nor does a cycle adopted between the leave's two steps.
+    let mut w = owning();
+    let renewal = w.decide(20, &[]).unwrap();
+    w.land(&renewal);
+    w.st.begin_leave();
+    w.st.adopt(&renewal.adoption);
+    assert!(w.owned(21).is_empty());
+    drop(decide_leave(&mut w.st, w.record.as_ref(), &BTreeMap::new()).unwrap());
+    w.st.adopt(&renewal.adoption);
+    assert!(w.owned(22).is_empty());
+    // A member that left joins again at the next epoch, owning nothing.
+    w.record = Some(MemberRecord {
+        epoch: 2,
+        fenced: true,
+        writer: None,
+        ..w.record.clone().unwrap()
+    });
+    let join = w.cycle(30, &[]);
+    assert!(join.joined);
+    assert_eq!(join.record.epoch, 3);
+    assert!(w.owned(31).is_empty());
+}
+
+#[test]
+fn a_handover_whose_commit_failed_is_written_again_while_the_record_names_the_member() {
+    let mut w = owning();
+    w.ask(&[2, 3], "b");
+    // The handover cycle (work stopped): 2 and 3 leave the belief before the commit...
+    let plan = w.decide(20, &[0, 1, 2, 3]).unwrap();
+    assert_eq!(
+        plan.adoption.released,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
+    assert_eq!(w.owned(20), vec![0, 1]);
+    // ... and the commit fails (not applied). The next cycle, offering nothing as ready,
+    // writes the handover again: vacant and reserved for b, b told in its inbox.
+    let again = w.cycle(30, &[]);
+    assert_eq!(
+        again.adoption.released,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
+    for s in [2, 3] {
+        assert_eq!(w.owner(s), None);
+        assert_eq!(w.shards[&ShardId::new(s)].reserved_for, Some(id("b")));
+    }
+    assert_eq!(
+        w.inboxes[&id("b")].reserved,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
+    assert!(
+        w.st.unreleased.is_empty(),
+        "confirmed: nothing left to write"
+    );
+    let quiet = w.cycle(40, &[]);
+    assert!(quiet.adoption.released.is_empty() && quiet.shards.is_empty());
+}
+
+#[test]
+fn a_failed_handover_whose_request_was_withdrawn_is_vacated_not_kept_by_a_ghost() {
+    let mut w = owning();
+    w.ask(&[2, 3], "b");
+    drop(w.decide(20, &[0, 1, 2, 3]).unwrap()); // its commit fails
+    // The coordinator withdraws both requests (b left): the records name a again, a's inbox
+    // no longer mentions them.
+    w.inbox.hand_over.clear();
+    for s in [2, 3] {
+        w.shards.get_mut(&ShardId::new(s)).unwrap().move_to = None;
+    }
+    let plan = w.cycle(30, &[]);
+    assert_eq!(
+        plan.adoption.released,
+        vec![ShardId::new(2), ShardId::new(3)]
+    );
+    for s in [2, 3] {
+        let rec = &w.shards[&ShardId::new(s)];
+        assert_eq!((&rec.owner, &rec.reserved_for), (&None, &None), "vacant");
+        assert_eq!(
+            rec.ballot,
+            Ballot::new(1),
+            "the ballot grows only at acquisition"
+        );
+    }
+    // Placed again (here: reserved for a), a acquires them at ballot + 1.
+    w.reserve(&[2, 3]);
+    w.cycle(40, &[]);
+    assert_eq!(w.owned(40), vec![0, 1, 2, 3]);
+    assert_eq!(w.st.owned[&ShardId::new(2)], Ballot::new(2));
+}
+
+#[test]
+fn a_release_that_landed_unconfirmed_is_forgotten_and_never_written_twice() {
+    let mut w = owning();
+    w.ask(&[2], "b");
+    let plan = w.decide(20, &[2]).unwrap();
+    w.land(&plan); // applied, the reply lost: not adopted
+    // b acquires it meanwhile (ballot 2).
+    let rec = w.shards.get_mut(&ShardId::new(2)).unwrap();
+    *rec = ShardRecord {
+        ballot: Ballot::new(2),
+        owner: Some(ShardOwner {
+            member: id("b"),
+            epoch: 1,
+        }),
+        move_to: None,
+        reserved_for: None,
+        writer: None,
+    };
+    let next = w.cycle(30, &[]);
+    assert!(
+        next.adoption.released.is_empty() && next.shards.is_empty(),
+        "{next:?}"
+    );
+    assert!(w.st.unreleased.is_empty());
+    // A member that lost its lease forgets its unconfirmed releases with everything else.
+    let mut w = owning();
+    w.ask(&[3], "b");
+    drop(w.decide(20, &[3]).unwrap());
+    assert_eq!(w.st.unreleased.len(), 1);
+    let join = w.cycle(20_000, &[]);
+    assert!(join.joined && w.st.unreleased.is_empty() && join.shards.is_empty());
+}
+
+#[test]
+fn a_leave_withdraws_the_reservations_its_cleared_inbox_listed() {
+    let mut w = World::new("a", 10_000);
+    w.cycle(0, &[]);
+    w.reserve(&[4, 5]);
+    // Not yet acquired: the member leaves. Its inbox lists 4 and 5; the records reserve them.
+    let believed = w.st.begin_leave();
+    assert!(believed.is_empty());
+    let wanted = leave_lookups(&believed, &w.inbox);
+    assert_eq!(wanted, vec![ShardId::new(4), ShardId::new(5)]);
+    // Shard 5 was meanwhile reserved for someone else: left as it is.
+    w.shards.get_mut(&ShardId::new(5)).unwrap().reserved_for = Some(id("b"));
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.shards.len(), 1, "{:?}", plan.shards);
+    let (shard, rec) = &plan.shards[0];
+    assert_eq!(*shard, ShardId::new(4));
+    assert_eq!((&rec.owner, &rec.reserved_for), (&None, &None));
+    assert_eq!(rec.ballot, Ballot::ZERO);
+}
+
+#[test]
+fn an_inbox_naming_a_shard_beyond_the_layout_is_refused_and_nothing_is_acquired() {
+    let mut w = owning();
+    // A record planted beyond the 8-shard layout, and the inbox reserving it.
+    w.reserve(&[100]);
+    let input_ready = BTreeSet::new();
+    let lookups = MemberLookups {
+        shard_count: 8,
+        ..MemberLookups::default()
+    };
+    let input = MemberInput {
+        config: &w.config,
+        record: w.record.as_ref(),
+        inbox: &w.inbox,
+        priority: Priority::new(0),
+        weight: Weight::ONE,
+        ready: &input_ready,
+        started_at: at(20),
+        read_version: None,
+        lookups: Some(&lookups),
+    };
+    let decided = decide_member(&mut w.st, &input).unwrap();
+    assert!(
+        matches!(decided, MemberDecision::CorruptInbox(_)),
+        "{decided:?}"
+    );
+    assert_eq!(
+        w.owned(20),
+        vec![0, 1, 2, 3],
+        "nothing gained, nothing lost"
+    );
+    // Without the lookups, the member asks for them first (its record and the layout).
+    let input = MemberInput {
+        lookups: None,
+        ..input
+    };
+    assert!(matches!(
+        decide_member(&mut w.st, &input).unwrap(),
+        MemberDecision::Need { .. }
+    ));
+}
