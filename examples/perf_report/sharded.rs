@@ -1184,7 +1184,7 @@ pub(crate) fn print(memdb: &ShardFigures, fdb: Option<&ShardFigures>) {
         println!(
             "{name:<58} {:>16} {:>16}  {target:<12} {}",
             value(memdb),
-            fdb.map_or(String::new(), |f| value(f)),
+            fdb.map_or(String::new(), value),
             verdicts.join(" / ")
         );
     };
