@@ -13,6 +13,7 @@ use fdb_leader_election::CandidateId;
 use crate::durations;
 
 mod help;
+mod sharded;
 
 use help::{
     ABOUT, CONFIG_AFTER_HELP, EXIT_CODES, FORCE_VACATE_AFTER_HELP, LONG_ABOUT, RESIGN_AFTER_HELP,
@@ -184,6 +185,16 @@ impl Cli {
                 }
             }
         }
+        if let (Command::Run(run), Some(("run", m))) = (&cli.command, matches.subcommand()) {
+            if let Some(message) = sharded::conflict(&command, m, run) {
+                // The usage line of `run`, not of the whole command line.
+                let mut sub = command
+                    .find_subcommand("run")
+                    .cloned()
+                    .unwrap_or_else(|| command.clone());
+                return Err(sub.error(clap::error::ErrorKind::ArgumentConflict, message));
+            }
+        }
         Ok(cli)
     }
 
@@ -348,6 +359,18 @@ pub(crate) struct RunArgs {
     )]
     pub(crate) priority: i32,
 
+    /// Join the sharded election of --election NAME (under ("fdb-leader", NAME, "shards"))
+    /// instead of the single one, with M shards if this process creates it (1 to 256), and run
+    /// one CMD per shard this process owns, with FDB_LEADER_SHARD and that shard's ballot in its
+    /// environment.
+    #[arg(long, value_name = "M", value_parser = sharded::shard_count, env = "FDB_LEADER_SHARDS")]
+    pub(crate) shards: Option<u32>,
+
+    /// With --shards: this member's weight, its share of the shards (about M x W / the live
+    /// members' total); 0 owns none. Default 1.
+    #[arg(long, value_name = "W", env = "FDB_LEADER_WEIGHT")]
+    pub(crate) weight: Option<u32>,
+
     /// The lease (at least 150ms), used when this process creates the election (an existing
     /// election keeps its stored configuration). Default 10s.
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_LEASE")]
@@ -385,15 +408,16 @@ pub(crate) struct RunArgs {
     )]
     pub(crate) grace: Duration,
 
-    /// What to do when the child exits by itself while this process leads.
+    /// What to do when the child exits by itself while this process leads (with --shards: a
+    /// shard's child while this process owns the shard). Default: resign; with --shards:
+    /// restart.
     #[arg(
         long,
         value_enum,
         value_name = "POLICY",
-        default_value_t = OnChildExit::Resign,
         env = "FDB_LEADER_ON_CHILD_EXIT"
     )]
-    pub(crate) on_child_exit: OnChildExit,
+    pub(crate) on_child_exit: Option<OnChildExit>,
 
     /// Give up (exit 5) unless elected within DUR of the start.
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_TIMEOUT")]
@@ -423,6 +447,18 @@ pub(crate) struct RunArgs {
         allow_hyphen_values = true
     )]
     pub(crate) command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// What `--on-child-exit` asks, or its default: `resign` for the single election,
+    /// `restart` with `--shards` (a member cannot hand one shard over by itself).
+    pub(crate) fn policy(&self) -> OnChildExit {
+        match (self.on_child_exit, self.shards) {
+            (Some(policy), _) => policy,
+            (None, None) => OnChildExit::Resign,
+            (None, Some(_)) => OnChildExit::Restart,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -33,7 +33,8 @@ fn run_takes_the_command_after_the_options() -> Result<(), clap::Error> {
     };
     assert_eq!(run.lease, Some(Duration::from_millis(600)));
     assert_eq!(run.command, ["sh", "-c", "echo hi"].map(OsString::from));
-    assert_eq!(run.on_child_exit, OnChildExit::Resign);
+    assert_eq!(run.policy(), OnChildExit::Resign);
+    assert_eq!((run.shards, run.weight), (None, None));
     assert_eq!(run.grace, Duration::from_secs(3));
     Ok(())
 }
@@ -117,4 +118,98 @@ fn store_flags_go_before_or_after_the_subcommand_but_only_one() {
     assert!(bad.is_err_and(|e| e.to_string().contains("3ms")));
     let none = Cli::parse_args(["fdb-leader", "--memory", "run"]);
     assert!(none.is_err());
+}
+
+/// `run` with `args`, parsed; the error's text if refused.
+fn run_args(args: &[&str]) -> Result<RunArgs, String> {
+    let argv = ["fdb-leader", "--memory", "run"]
+        .iter()
+        .chain(args)
+        .copied();
+    match Cli::parse_args(argv) {
+        Ok(Cli {
+            command: Command::Run(run),
+            ..
+        }) => Ok(run),
+        Ok(_) => Err("not run".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn shards_take_a_count_a_weight_and_restart_by_default() {
+    let run = run_args(&["--shards", "4", "--weight", "3", "--", "x"]);
+    assert!(
+        run.as_ref().is_ok_and(|r| r.shards == Some(4)
+            && r.weight == Some(3)
+            && r.policy() == OnChildExit::Restart),
+        "{run:?}"
+    );
+    let exit = run_args(&["--shards", "4", "--on-child-exit", "exit", "--", "x"]);
+    assert!(exit.is_ok_and(|r| r.policy() == OnChildExit::Exit));
+    let most = run_args(&["--shards", "256", "--", "x"]);
+    assert!(most.is_ok_and(|r| r.shards == Some(256)));
+}
+
+#[test]
+fn shard_counts_out_of_range_name_the_flag() {
+    for (count, says) in [
+        ("0", "at least 1 shard"),
+        ("257", "at most 256"),
+        ("-1", "not a number of shards"),
+        ("four", "not a number of shards"),
+    ] {
+        let e = run_args(&["--shards", count, "--", "x"])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains(&format!("invalid value '{count}' for '--shards <M>'")) && e.contains(says),
+            "{count}: {e}"
+        );
+    }
+}
+
+#[test]
+fn settings_of_the_single_election_are_refused_with_shards() {
+    for (flags, names) in [
+        (&["--try"][..], "--try cannot be used with --shards"),
+        (
+            &["--timeout", "3s"],
+            "--timeout cannot be used with --shards",
+        ),
+        (
+            &["--payload", "p"],
+            "--payload cannot be used with --shards",
+        ),
+        (
+            &["--begin-command", "true"],
+            "--begin-command cannot be used with --shards",
+        ),
+        (
+            &["--end-command", "true"],
+            "--end-command cannot be used with --shards",
+        ),
+        (
+            &["--error-timeout", "1s"],
+            "--error-timeout cannot be used with --shards",
+        ),
+        (
+            &["--on-child-exit", "resign"],
+            "--on-child-exit resign cannot be used with --shards",
+        ),
+    ] {
+        let mut args = vec!["--shards", "4"];
+        args.extend(flags);
+        args.extend(["--", "x"]);
+        let e = run_args(&args).err().unwrap_or_default();
+        assert!(e.contains(names) && e.contains("drop --"), "{flags:?}: {e}");
+        // Without --shards, each of them is a setting of the single election's run.
+        let mut single: Vec<&str> = flags.to_vec();
+        single.extend(["--", "x"]);
+        assert!(run_args(&single).is_ok(), "{flags:?}");
+    }
+    let e = run_args(&["--weight", "2", "--", "x"])
+        .err()
+        .unwrap_or_default();
+    assert!(e.contains("--weight needs --shards M"), "{e}");
 }

@@ -1,11 +1,13 @@
 //! `run`: campaign, and run the child only while this process leads.
 
 mod lead;
+mod sharded;
 
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
 use fdb_leader_election::runner::{ElectionDatabase, HealthProblem, Runner};
+use fdb_leader_election::shard::ShardedRunner;
 use fdb_leader_election::{
     Candidate, CandidateId, ElectionConfig, LeaderRecord, Priority, ResignOutcome, TokioClock,
 };
@@ -67,6 +69,9 @@ pub(crate) struct Prepared {
     pub(crate) candidate: Candidate,
     /// The current runner, for `/healthz` (`None` while not campaigning).
     pub(crate) current: watch::Sender<Option<Runner>>,
+    /// With `--shards`: the current member of the sharded election, for `/healthz` (`None`
+    /// while not a member).
+    pub(crate) member: watch::Sender<Option<ShardedRunner>>,
 }
 
 /// The checks `run` makes before it opens the store: its settings (timings, `--name`,
@@ -88,16 +93,26 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
         ],
     )?;
     let current = watch::Sender::new(None::<Runner>);
+    let member = watch::Sender::new(None::<ShardedRunner>);
     if let Some(addr) = args.metrics_listen {
-        let runners = current.subscribe();
-        let health: serve::HealthCheck = std::sync::Arc::new(move || match &*runners.borrow() {
-            Some(runner) => runner
-                .health()
-                .map(|()| runner.state().to_string())
-                .map_err(|p| health_text(&p)),
-            None => Ok(
-                "not campaigning now (starting, or waiting before the next campaign)".to_owned(),
-            ),
+        let (runners, members) = (current.subscribe(), member.subscribe());
+        let health: serve::HealthCheck = std::sync::Arc::new(move || {
+            if let Some(member) = &*members.borrow() {
+                return member
+                    .health()
+                    .map(|()| sharded::health_note(member))
+                    .map_err(|p| health_text(&p));
+            }
+            match &*runners.borrow() {
+                Some(runner) => runner
+                    .health()
+                    .map(|()| runner.state().to_string())
+                    .map_err(|p| health_text(&p)),
+                None => Ok(
+                    "not campaigning now (starting, or waiting before the next campaign)"
+                        .to_owned(),
+                ),
+            }
         });
         serve::start(addr, health)?;
     }
@@ -105,6 +120,7 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
         desired,
         candidate,
         current,
+        member,
     })
 }
 
@@ -202,10 +218,14 @@ pub(crate) async fn run<D: ElectionDatabase>(
     prepared: Prepared,
     signals: &mut Signals,
 ) -> Result<ExitCode, Failure> {
+    if args.shards.is_some() {
+        return sharded::run(db, ctx, args, prepared, signals).await;
+    }
     let Prepared {
         desired,
         candidate,
         current,
+        member: _,
     } = prepared;
     let election = ctx.election.clone();
     let wanted = desired.clone();
@@ -407,7 +427,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
                         }
                     }
                 },
-                Ended::ChildExited { status, ran } => match self.args.on_child_exit {
+                Ended::ChildExited { status, ran } => match self.args.policy() {
                     OnChildExit::Exit => {
                         let code = crate::process::exit_code(status);
                         return self.finish(RunEnd::ChildExit(code), None).await;

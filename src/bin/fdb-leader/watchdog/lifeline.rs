@@ -8,41 +8,99 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 
 use fdb_leader_election::runner::LeadershipGuard;
+use fdb_leader_election::shard::{Member, ShardGuard};
 use fdb_leader_election::{Candidate, LocalInstant};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
 use super::{FEED_POLL, FEED_POLL_NEAR, NEAR, Note, watchdog_args};
 
-/// What the supervisor tells a watchdog: the belief deadline of one leadership.
+/// What the supervisor tells a watchdog: the belief deadline of one leadership, or of one
+/// shard's ownership (the member's lease, which every renewal moves).
 #[derive(Clone)]
 pub(crate) struct Lease {
-    guard: LeadershipGuard,
-    /// The candidate whose clock the guard's deadline is on.
-    candidate: Candidate,
+    held: Held,
+}
+
+/// The guard whose deadline a [`Lease`] tells, and the clock that deadline is on.
+#[derive(Clone)]
+enum Held {
+    /// The leadership of a single election (`run`).
+    Leader {
+        guard: LeadershipGuard,
+        /// The candidate whose clock the guard's deadline is on.
+        candidate: Candidate,
+    },
+    /// One shard's ownership (`run --shards`).
+    Shard {
+        guard: ShardGuard,
+        /// The member whose clock the guard's deadline is on.
+        member: Member,
+    },
 }
 
 impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lease")
-            .field("ballot", &self.guard.ballot().get())
-            .field("deadline", &self.guard.deadline())
+        let mut out = f.debug_struct("Lease");
+        if let Held::Shard { guard, .. } = &self.held {
+            out.field("shard", &guard.shard().get());
+        }
+        out.field("ballot", &self.ballot())
+            .field("deadline", &self.deadline())
             .finish()
     }
 }
 
 impl Lease {
+    /// The lease of the leadership `guard` of `candidate`.
     pub(crate) fn new(guard: &LeadershipGuard, candidate: &Candidate) -> Self {
         Lease {
-            guard: guard.clone(),
-            candidate: candidate.clone(),
+            held: Held::Leader {
+                guard: guard.clone(),
+                candidate: candidate.clone(),
+            },
+        }
+    }
+
+    /// The lease of one shard's ownership, `guard`, by `member`: the guard's deadline, which
+    /// follows the member's renewals.
+    pub(crate) fn of_shard(guard: &ShardGuard, member: &Member) -> Self {
+        Lease {
+            held: Held::Shard {
+                guard: guard.clone(),
+                member: member.clone(),
+            },
+        }
+    }
+
+    /// The ballot (fencing token) of the ownership, for logs.
+    fn ballot(&self) -> u64 {
+        match &self.held {
+            Held::Leader { guard, .. } => guard.ballot().get(),
+            Held::Shard { guard, .. } => guard.fencing_token().get(),
+        }
+    }
+
+    /// The guard's deadline now (read even once the guard is cancelled).
+    fn deadline(&self) -> LocalInstant {
+        match &self.held {
+            Held::Leader { guard, .. } => guard.deadline(),
+            Held::Shard { guard, .. } => guard.deadline(),
+        }
+    }
+
+    /// Now, on the clock the deadline is on.
+    fn now(&self) -> LocalInstant {
+        match &self.held {
+            Held::Leader { candidate, .. } => candidate.now(),
+            Held::Shard { member, .. } => member.now(),
         }
     }
 
     /// The guard's deadline now, and the note that tells it (`None`: no clock). Read even
     /// once the guard is cancelled: a deadline moved back just before still counts.
     fn note(&self) -> (LocalInstant, Option<Note>) {
-        let deadline = self.guard.deadline();
-        let remaining = deadline.saturating_duration_since(self.candidate.now());
+        let deadline = self.deadline();
+        let remaining = deadline.saturating_duration_since(self.now());
         (deadline, Note::now(remaining))
     }
 }
@@ -168,7 +226,7 @@ async fn feed(lifeline: File, lease: Lease) {
         }
         let left = told
             .unwrap_or(deadline)
-            .saturating_duration_since(lease.candidate.now());
+            .saturating_duration_since(lease.now());
         let pause = if !left.is_zero() && left <= NEAR {
             FEED_POLL_NEAR
         } else {

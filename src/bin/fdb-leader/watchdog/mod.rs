@@ -74,8 +74,9 @@
 //! is delayed (the supervisor stopped between its clock read and the write) is still converted
 //! exactly, because its `DEADLINE` is absolute and the offset comes from the fastest note.
 //!
-//! **Noticing a moved deadline.** The supervisor learns renewals only through its
-//! `LeadershipGuard` (`deadline()`), which has no change notification: a task of the
+//! **Noticing a moved deadline.** The supervisor learns renewals only through its guard's
+//! `deadline()` (a `LeadershipGuard`; under `run --shards`, each shard's `ShardGuard`, which
+//! every renewal of the member moves), which has no change notification: a task of the
 //! supervisor reads the deadline (one atomic load) every [`FEED_POLL`] (10 ms), every
 //! [`FEED_POLL_NEAR`] (1 ms) in the last [`NEAR`] before the deadline the watchdog holds, and
 //! writes a note when it differs from the last one written (a renewal, about once a heartbeat,
