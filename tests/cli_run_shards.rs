@@ -1,0 +1,560 @@
+//! `fdb-leader run --shards M`: one child per owned shard, as real processes on one SQLite
+//! file (as in `cli_supervise.rs` and `cli_watchdog.rs`). Two supervisors spread four shards
+//! 2/2 and each child sees its shard, its ballot and the member; a `kill -9` of a supervisor
+//! takes its children with it within milliseconds and the other supervisor starts children for
+//! those shards with higher ballots; SIGTERM hands every shard over without a lease's wait;
+//! a supervisor stopped alone has its children killed at their shards' deadline; a child that
+//! exits is restarted, or ends the run; bad input is refused before anything is created.
+//!
+//! The children themselves check "never two live children for one shard": before it logs its
+//! start, a child looks up every earlier child of its shard in the log and logs an `overlap`
+//! line for each one still running.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
+
+mod cli_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use cli_support::{PATIENCE, World, bin, is_label, output_of, pid_of, poll, running, signal};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// The child: `sh shard_child.sh LOG [DELAY] [EXIT_SHARD]`. It logs `overlap SHARD BALLOT ID
+/// - PID -` for each earlier child of its shard still running (not a zombie), then `start SHARD
+/// BALLOT ID SHARDS PID ELECTION`; on SIGTERM it takes DELAY seconds, then logs `stop …` and
+/// exits 0. The child of shard EXIT_SHARD, if given, exits with code 7 after half a second.
+const SHARD_CHILD: &str = r#"#!/bin/sh
+log="$1"
+delay="${2:-0}"
+for pid in $(awk -v s="$FDB_LEADER_SHARD" '$1 == "start" && $2 == s { print $6 }' "$log" 2>/dev/null); do
+    state=$(sed -n 's/^.*) \([A-Za-z]\).*$/\1/p' "/proc/$pid/stat" 2>/dev/null)
+    case "$state" in
+        ""|Z|X) ;;
+        *) echo "overlap $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID - $pid -" >> "$log" ;;
+    esac
+done
+echo "start $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARDS $$ $FDB_LEADER_ELECTION" >> "$log"
+if [ -n "$3" ] && [ "$FDB_LEADER_SHARD" = "$3" ]; then
+    sleep 0.5
+    exit 7
+fi
+trap 'sleep "$delay"; echo "stop $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARDS $$ $FDB_LEADER_ELECTION" >> "$log"; exit 0' TERM
+while :; do sleep 0.05; done
+"#;
+
+/// How much later than its supervisor's `kill -9` a child may die (the watchdogs act within
+/// milliseconds; the rest is a loaded machine's scheduling).
+const DEATH_BOUND: Duration = Duration::from_secs(1);
+
+/// How much later than the lease (from a supervisor's SIGSTOP) its children may die.
+const KILL_BOUND: Duration = Duration::from_millis(1500);
+
+/// One line of the children's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Line {
+    kind: String,
+    shard: u32,
+    ballot: u64,
+    id: String,
+    /// `FDB_LEADER_SHARDS`, as the child saw it (`-` for an overlap).
+    shards: String,
+    pid: i32,
+    /// `FDB_LEADER_ELECTION`.
+    election: String,
+}
+
+fn parse(line: &str) -> Option<Line> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    Some(Line {
+        kind: (*f.first()?).to_owned(),
+        shard: f.get(1)?.parse().ok()?,
+        ballot: f.get(2)?.parse().ok()?,
+        id: (*f.get(3)?).to_owned(),
+        shards: (*f.get(4)?).to_owned(),
+        pid: f.get(5)?.parse().ok()?,
+        election: (*f.get(6)?).to_owned(),
+    })
+}
+
+/// A world for sharded runs: the children's script, and every child it logged killed at the
+/// end (their supervisors are killed by the [`World`]).
+struct Shards {
+    world: World,
+    /// Extra arguments of every `run` (before `--`).
+    common: Vec<String>,
+}
+
+impl Drop for Shards {
+    fn drop(&mut self) {
+        for line in self.lines() {
+            let _ = nix::sys::signal::killpg(Pid::from_raw(line.pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(line.pid), Signal::SIGKILL);
+        }
+    }
+}
+
+impl Shards {
+    /// A world whose runs join `--election jobs` with `--lease LEASE --heartbeat HEARTBEAT`.
+    fn new(lease: &str, heartbeat: &str) -> Shards {
+        let world = World::new();
+        fs::write(world.path("shard_child.sh"), SHARD_CHILD).expect("child script");
+        Shards {
+            world,
+            common: [
+                "--election",
+                "jobs",
+                "run",
+                "--lease",
+                lease,
+                "--heartbeat",
+                heartbeat,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        }
+    }
+
+    /// Starts `fdb-leader --sqlite DB --election jobs run --lease … --heartbeat … --name NAME
+    /// --grace 1s EXTRA… -- sh shard_child.sh LOG CHILD…`; stderr to `NAME.err`.
+    fn start(&mut self, name: &str, extra: &[&str], child: &[&str]) -> Child {
+        let mut command = Command::new(bin());
+        command
+            .arg("--sqlite")
+            .arg(self.world.db())
+            .args(&self.common)
+            .args(["--name", name, "--grace", "1s"])
+            .args(extra)
+            .arg("--")
+            .arg("sh")
+            .arg(self.world.path("shard_child.sh"))
+            .arg(self.world.log())
+            .args(child);
+        self.world.start(command, name)
+    }
+
+    /// `fdb-leader --sqlite DB --election jobs ARGS…`, run to completion.
+    fn cli(&self, args: &[&str]) -> Output {
+        let mut command = Command::new(bin());
+        command
+            .arg("--sqlite")
+            .arg(self.world.db())
+            .args(["--election", "jobs"])
+            .args(args);
+        output_of(command)
+    }
+
+    fn lines(&self) -> Vec<Line> {
+        fs::read_to_string(self.world.log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(parse)
+            .collect()
+    }
+
+    /// The children that started and have neither logged a stop nor died.
+    fn active(&self) -> Vec<Line> {
+        let lines = self.lines();
+        lines
+            .iter()
+            .filter(|l| l.kind == "start")
+            .filter(|s| !lines.iter().any(|l| l.kind == "stop" && l.pid == s.pid))
+            .filter(|s| running(s.pid))
+            .cloned()
+            .collect()
+    }
+
+    /// The shards each label's children are active for, once every one of `want`'s counts
+    /// holds (at most `bound`).
+    fn wait_spread(&self, bound: Duration, want: &[(&str, usize)]) -> Vec<Line> {
+        poll(bound, || {
+            let active = self.active();
+            let shards: BTreeSet<u32> = active.iter().map(|l| l.shard).collect();
+            let spread = want
+                .iter()
+                .all(|(label, n)| active.iter().filter(|l| is_label(&l.id, label)).count() == *n);
+            (spread && shards.len() == active.len()).then_some(active)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "never spread as {want:?}; active {:?}\n{}\n{}",
+                self.active(),
+                self.world.stderr_of("a"),
+                self.world.stderr_of("b")
+            )
+        })
+    }
+
+    /// The log's overlap lines: a child that found an earlier child of its shard running.
+    fn overlaps(&self) -> Vec<Line> {
+        self.lines()
+            .into_iter()
+            .filter(|l| l.kind == "overlap")
+            .collect()
+    }
+
+    /// `shards status --json`.
+    fn shards_status(&self) -> Value {
+        let out = self.cli(&["shards", "status", "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("one JSON document")
+    }
+
+    /// Every shard's `(owner, ballot)` in `shards status --json`.
+    fn owners(&self) -> BTreeMap<u32, (String, u64)> {
+        let status = self.shards_status();
+        status["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .map(|s| {
+                let shard = u32::try_from(s["shard"].as_u64().expect("shard")).expect("u32");
+                let owner = s["owner"].as_str().unwrap_or("").to_owned();
+                (shard, (owner, s["ballot"].as_u64().expect("ballot")))
+            })
+            .collect()
+    }
+}
+
+/// How long after `since` every process of `pids` has stopped running (polled every
+/// millisecond, for the figures), if within `bound`.
+fn all_gone(pids: &[i32], since: Instant, bound: Duration) -> Option<Duration> {
+    let deadline = since + bound;
+    loop {
+        if pids.iter().all(|pid| !running(*pid)) {
+            return Some(since.elapsed());
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Sends SIGTERM to `child` and expects it to exit 0 within the patience.
+fn stop_cleanly(shards: &Shards, name: &str, child: &mut Child) {
+    signal(child, Signal::SIGTERM);
+    let status = cli_support::wait_exit(child, PATIENCE).expect("exits after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{}", shards.world.stderr_of(name));
+}
+
+/// Each shard's children in the log, by ballot: strictly growing, one child per ballot.
+fn assert_ballots_grow(lines: &[Line]) {
+    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+    for start in lines.iter().filter(|l| l.kind == "start") {
+        if let Some(before) = last.get(&start.shard) {
+            assert!(
+                start.ballot > *before,
+                "shard {}: a child at ballot {} after one at {before}",
+                start.shard,
+                start.ballot
+            );
+        }
+        last.insert(start.shard, start.ballot);
+    }
+}
+
+#[test]
+fn two_supervisors_spread_the_shards_and_a_killed_ones_children_die_and_move() {
+    let mut s = Shards::new("600ms", "200ms");
+    let mut a = s.start("a", &["--shards", "4"], &["0.2"]);
+    let first = s.wait_spread(PATIENCE, &[("a", 4)]);
+    // Each child sees its shard, its ballot, the member, the shard count and the election.
+    let a_id = first[0].id.clone();
+    for line in &first {
+        assert_eq!(
+            (line.shards.as_str(), line.election.as_str()),
+            ("4", "jobs")
+        );
+        assert_eq!(line.id, a_id);
+    }
+    let mut b = s.start("b", &["--shards", "4"], &["0.2"]);
+    let spread = s.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
+    let owners = s.owners();
+    for line in &spread {
+        assert_eq!(
+            owners.get(&line.shard),
+            Some(&(line.id.clone(), line.ballot)),
+            "the child of shard {} runs as its owner, with its ballot",
+            line.shard
+        );
+    }
+    let moved: Vec<&Line> = spread.iter().filter(|l| is_label(&l.id, "b")).collect();
+    assert!(moved.iter().all(|l| l.ballot == 2), "{moved:?}");
+    // `status` of a name whose only election is sharded shows its placement.
+    let status = s.cli(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success() && text.starts_with("sharded election  jobs"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&a_id) && text.contains(&moved[0].id),
+        "{text}"
+    );
+
+    // kill -9 of a: its children die at once (their watchdogs), b starts children for its
+    // shards with higher ballots once the coordinator has fenced a out (about a lease).
+    let a_children: Vec<&Line> = spread.iter().filter(|l| l.id == a_id).collect();
+    let killed = Instant::now();
+    kill(pid_of(&a), Signal::SIGKILL).expect("kill -9");
+    let pids: Vec<i32> = a_children.iter().map(|l| l.pid).collect();
+    let died = all_gone(&pids, killed, DEATH_BOUND).unwrap_or_else(|| {
+        panic!(
+            "a's children still run {:?} after kill -9 of a",
+            killed.elapsed()
+        )
+    });
+    let _ = a.wait();
+    let all_b = s.wait_spread(PATIENCE, &[("b", 4)]);
+    let took_over = killed.elapsed();
+    eprintln!(
+        "figures: a's {} children gone {died:?} after kill -9 of a; b runs all 4 shards {took_over:?} after it (lease 600ms)",
+        a_children.len()
+    );
+    for line in &a_children {
+        let next = all_b
+            .iter()
+            .find(|l| l.shard == line.shard)
+            .expect("taken over");
+        assert!(next.ballot > line.ballot, "{next:?} after {line:?}");
+    }
+    assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
+    assert_ballots_grow(&s.lines());
+    stop_cleanly(&s, "b", &mut b);
+    assert!(s.active().is_empty(), "{:?}", s.active());
+}
+
+#[test]
+fn sigterm_stops_the_children_and_hands_every_shard_over_without_a_lease() {
+    // A long lease: a handover that waited for it would take 3 s.
+    let mut s = Shards::new("3s", "1s");
+    let mut a = s.start("a", &["--shards", "4"], &["0.2"]);
+    s.wait_spread(PATIENCE, &[("a", 4)]);
+    let mut b = s.start("b", &["--shards", "4"], &["0.2"]);
+    let spread = s.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
+    let a_children: Vec<Line> = spread
+        .into_iter()
+        .filter(|l| is_label(&l.id, "a"))
+        .collect();
+    let asked = Instant::now();
+    stop_cleanly(&s, "a", &mut a);
+    let exited = asked.elapsed();
+    s.wait_spread(PATIENCE, &[("b", 4)]);
+    let handed = asked.elapsed();
+    eprintln!(
+        "figures: a exited 0 {exited:?} after SIGTERM (children take 200ms to stop); b runs all 4 shards {handed:?} after it (lease 3s)"
+    );
+    assert!(
+        handed < Duration::from_millis(2500),
+        "the shards waited for a lease: {handed:?}"
+    );
+    // a's children were stopped politely (they logged it) before b's started.
+    let lines = s.lines();
+    for child in &a_children {
+        assert!(
+            lines.iter().any(|l| l.kind == "stop" && l.pid == child.pid),
+            "{child:?} did not log its stop"
+        );
+    }
+    assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
+    assert_ballots_grow(&lines);
+    let status = s.shards_status();
+    let a_member = status["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .find(|m| is_label(m["id"].as_str().unwrap_or(""), "a"))
+        .cloned()
+        .expect("a's record");
+    assert_eq!(a_member["fenced"], Value::Bool(true), "a left: {a_member}");
+    stop_cleanly(&s, "b", &mut b);
+    assert!(s.active().is_empty(), "{:?}", s.active());
+}
+
+#[test]
+fn a_supervisor_stopped_alone_has_its_children_killed_at_their_deadline() {
+    let mut s = Shards::new("600ms", "200ms");
+    let mut a = s.start("a", &["--shards", "4"], &[]);
+    s.wait_spread(PATIENCE, &[("a", 4)]);
+    let mut b = s.start("b", &["--shards", "4"], &[]);
+    let spread = s.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
+    let a_children: Vec<Line> = spread
+        .into_iter()
+        .filter(|l| is_label(&l.id, "a"))
+        .collect();
+    // The lease the watchdogs hold follows the renewals: the children outlive many leases.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(a_children.iter().all(|l| running(l.pid)));
+    let stopped = Instant::now();
+    signal(&a, Signal::SIGSTOP);
+    let pids: Vec<i32> = a_children.iter().map(|l| l.pid).collect();
+    let died = all_gone(&pids, stopped, Duration::from_millis(600) + KILL_BOUND);
+    let died = died.unwrap_or_else(|| {
+        panic!(
+            "a's children still run {:?} after SIGSTOP of a",
+            stopped.elapsed()
+        )
+    });
+    // b takes a's shards over once its coordinator has fenced a out (a stays stopped: once
+    // continued, a might renew first and own them again at higher ballots).
+    s.wait_spread(PATIENCE, &[("b", 4)]);
+    let took_over = stopped.elapsed();
+    let _ = kill(pid_of(&a), Signal::SIGCONT);
+    eprintln!(
+        "figures: a's children killed {died:?} after SIGSTOP of a; b runs all 4 shards \
+         {took_over:?} after it (lease 600ms)"
+    );
+    let lines = s.lines();
+    // Killed by their watchdogs (SIGKILL, no grace): no stop logged.
+    for child in &a_children {
+        assert!(!lines.iter().any(|l| l.kind == "stop" && l.pid == child.pid));
+    }
+    assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
+    assert_ballots_grow(&lines);
+    stop_cleanly(&s, "a", &mut a);
+    stop_cleanly(&s, "b", &mut b);
+    assert!(s.active().is_empty(), "{:?}", s.active());
+}
+
+#[test]
+fn a_child_that_exits_is_restarted_or_ends_the_run() {
+    // The default: the child of shard 1 exits 7 and is restarted (same ballot) after 1 s.
+    let mut s = Shards::new("600ms", "200ms");
+    let mut a = s.start("a", &["--shards", "2"], &["0", "1"]);
+    let restarted = poll(PATIENCE, || {
+        let starts: Vec<Line> = s
+            .lines()
+            .into_iter()
+            .filter(|l| l.kind == "start" && l.shard == 1)
+            .collect();
+        (starts.len() >= 2).then_some(starts)
+    })
+    .unwrap_or_else(|| panic!("not restarted:\n{}", s.world.stderr_of("a")));
+    assert_eq!(restarted[0].ballot, restarted[1].ballot);
+    assert_eq!(restarted[0].id, restarted[1].id);
+    stop_cleanly(&s, "a", &mut a);
+    assert!(
+        s.world
+            .stderr_of("a")
+            .contains("restarting the child in 1s")
+    );
+
+    // --on-child-exit exit: the run stops the other child, leaves, and exits 7.
+    let mut s = Shards::new("600ms", "200ms");
+    let mut a = s.start(
+        "a",
+        &["--shards", "2", "--on-child-exit", "exit"],
+        &["0", "1"],
+    );
+    let status = cli_support::wait_exit(&mut a, PATIENCE).expect("exits");
+    assert_eq!(status.code(), Some(7), "{}", s.world.stderr_of("a"));
+    let lines = s.lines();
+    let other = lines
+        .iter()
+        .find(|l| l.kind == "start" && l.shard == 0)
+        .expect("shard 0's child");
+    assert!(
+        lines.iter().any(|l| l.kind == "stop" && l.pid == other.pid),
+        "shard 0's child was not stopped: {lines:?}"
+    );
+    assert!(s.active().is_empty(), "{:?}", s.active());
+    let status = s.shards_status();
+    assert!(
+        status["members"]
+            .as_array()
+            .is_some_and(|m| m.iter().all(|m| m["fenced"] == Value::Bool(true))),
+        "{status}"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_exit_2_naming_the_flag_and_creates_nothing() {
+    let s = Shards::new("600ms", "200ms");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(bin());
+        command
+            .envs(env.iter().copied())
+            .arg("--sqlite")
+            .arg(s.world.db())
+            .arg("run")
+            .args(args)
+            .args(["--", "sh", "-c", "sleep 100"]);
+        output_of(command)
+    };
+    for (args, env, says) in [
+        (
+            &["--shards", "0"][..],
+            &[][..],
+            "invalid value '0' for '--shards <M>': a sharded election has at least 1 shard",
+        ),
+        (
+            &["--shards", "100000"],
+            &[],
+            "invalid value '100000' for '--shards <M>': at most 256",
+        ),
+        (
+            &["--shards", "4", "--try"],
+            &[],
+            "--try cannot be used with --shards",
+        ),
+        (
+            &["--shards", "4", "--begin-command", "true"],
+            &[],
+            "--begin-command cannot be used with --shards",
+        ),
+        (
+            &["--shards", "4"],
+            &[("FDB_LEADER_TIMEOUT", "5s")],
+            "FDB_LEADER_TIMEOUT (--timeout) cannot be used with --shards",
+        ),
+        (
+            &["--shards", "4", "--on-child-exit", "resign"],
+            &[],
+            "--on-child-exit resign cannot be used with --shards",
+        ),
+        (&["--weight", "2"], &[], "--weight needs --shards M"),
+    ] {
+        let out = run(args, env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        cli_support::assert_no_panic(&stderr);
+    }
+    // The checks of the single election's run come first too: a command that cannot run.
+    let out = {
+        let mut command = Command::new(bin());
+        command.arg("--sqlite").arg(s.world.db()).args([
+            "run",
+            "--shards",
+            "4",
+            "--",
+            "/nonexistent/cmd",
+        ]);
+        output_of(command)
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db: PathBuf = s.world.db();
+    assert!(!db.exists(), "a refused run created {}", db.display());
+    assert!(s.lines().is_empty());
+}
