@@ -91,6 +91,22 @@ one lease otherwise. Both apply to the first election only.
 the runner's fdb_leader_* metrics) and /healthz (200 `ok`, or 503 naming the problem when
 the runner is wedged or dead; a follower is healthy). Prefer a loopback address.
 
+With --shards M, this process joins the sharded election of --election NAME instead (under
+(\"fdb-leader\", NAME, \"shards\"); M shards if it creates it, the stored count otherwise) as a
+member of weight --weight (default 1) and priority --priority, and runs one CMD per shard it
+owns, with FDB_LEADER_SHARD (0 to M-1), FDB_LEADER_BALLOT (that shard's ballot),
+FDB_LEADER_SHARDS, FDB_LEADER_ID (this member) and FDB_LEADER_ELECTION in its environment. The
+shards spread over the live members by weight. Each child runs under a watchdog of its own
+that holds its shard's lease, as above. A shard that moves away (a member joins, a drain,
+`shards move`) is handed over only after its child has stopped (SIGTERM, SIGKILL after
+--grace); a shard lost without asking has its child killed at once. SIGINT, SIGTERM and
+SIGHUP stop every child, then hand every shard back in one commit (the others take them over
+without waiting a lease) and exit 0. A child that exits by itself is restarted after the
+back-off while the shard is owned (--on-child-exit restart, the default with --shards), or
+ends the run (exit). --on-child-exit resign, --try, --timeout, --payload, --begin-command,
+--end-command and --error-timeout are refused with --shards. `shards status` (or `status`)
+shows the placement.
+
 Leadership is not authority: a paused process can act late, so external effects should
 carry the ballot and be rejected when a higher one was seen.
 
@@ -121,7 +137,10 @@ While no leader renews, lags stop growing.
 --json prints one object: leader (id or null), ballot, lease_state, renewal, lease_ms,
 leader_priority, handover_requested_by, operator_request, reserved_for, operator_hold,
 payload, payload_hex, config, and candidates (id, priority, live, heartbeat, seen_renewal,
-renewal_lag, registration, leader).";
+renewal_lag, registration, leader).
+
+For a name whose only election is a sharded one (`run --shards`), status shows its placement
+as `shards status` does (and --json prints that command's object).";
 
 /// After the flags of `resign --help`.
 pub(super) const RESIGN_AFTER_HELP: &str = "\
@@ -150,8 +169,8 @@ pub(super) const SHARDS_AFTER_HELP: &str = "\
 The sharded election of --election NAME lives under the tuple subspace (\"fdb-leader\", NAME,
 \"shards\"), beside the single election of that name (\"fdb-leader\", NAME) and independent
 of it: a Rust service joins it with ShardedRunner::builder(db, Subspace::from((\"fdb-leader\",
-NAME, \"shards\"))). Its members create it; these commands never create a store or an
-election.
+NAME, \"shards\"))). Its members create it (`fdb-leader run --shards M -- CMD`, or a
+service's ShardedRunners); these commands never create a store or an election.
 
 The overrides follow the rules of the single election's: nothing a live member holds is taken
 from it, only asked of it. `freeze` stops the coordinator's moves (a dead member's shards are
