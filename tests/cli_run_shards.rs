@@ -31,10 +31,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-/// The child: `sh shard_child.sh LOG [DELAY] [EXIT_SHARD]`. It logs `overlap SHARD BALLOT ID
-/// - PID -` for each earlier child of its shard still running (not a zombie), then `start SHARD
-/// BALLOT ID SHARDS PID ELECTION`; on SIGTERM it takes DELAY seconds, then logs `stop …` and
-/// exits 0. The child of shard EXIT_SHARD, if given, exits with code 7 after half a second.
+/// The child: `sh shard_child.sh LOG [DELAY] [EXIT_SHARD]`. For each earlier child of its
+/// shard still running (not a zombie) it logs an overlap line (`overlap SHARD BALLOT ID -
+/// PID -`), then `start SHARD BALLOT ID SHARDS PID ELECTION`; on SIGTERM it takes DELAY
+/// seconds, then logs `stop …` and exits 0. The child of shard EXIT_SHARD, if given, exits
+/// with code 7 after half a second.
 const SHARD_CHILD: &str = r#"#!/bin/sh
 log="$1"
 delay="${2:-0}"

@@ -26,12 +26,14 @@ pub(crate) struct Lease {
 enum Held {
     /// The leadership of a single election (`run`).
     Leader {
+        /// The leadership.
         guard: LeadershipGuard,
         /// The candidate whose clock the guard's deadline is on.
         candidate: Candidate,
     },
     /// One shard's ownership (`run --shards`).
     Shard {
+        /// The shard's ownership.
         guard: ShardGuard,
         /// The member whose clock the guard's deadline is on.
         member: Member,

@@ -72,7 +72,9 @@ pub(super) fn health_note(member: &ShardedRunner) -> String {
 /// What the sharded election holds, as this process found (or created) it.
 #[derive(Clone, Debug)]
 struct Stored {
+    /// The shard count and the move limit.
     layout: Layout,
+    /// The timing (the coordinator election's, created with the sharded election's).
     config: ElectionConfig,
 }
 
@@ -159,6 +161,7 @@ fn warn_about_stored(ctx: &Ctx, args: &RunArgs, desired: &ElectionConfig, stored
 /// The children: one task per shard at most, each for one ownership (one ballot).
 #[derive(Default)]
 struct Children {
+    /// The children's tasks; each ends once its child's group is gone.
     tasks: JoinSet<Ended>,
     /// The shards whose task runs, with the ballot it runs under.
     running: BTreeMap<ShardId, Ballot>,
@@ -235,9 +238,13 @@ impl Children {
 
 /// One `run --shards`: the member, its children, the signals.
 struct Session<'a, D: ElectionDatabase> {
+    /// The store.
     db: D,
+    /// The election's name and place, for the runner, messages and suggested commands.
     ctx: &'a Ctx,
+    /// The command line of `run`.
     args: &'a RunArgs,
+    /// What asks this process to stop (or to suspend).
     signals: &'a mut Signals,
     /// The member's label (`--name`, or the host name).
     label: String,
