@@ -254,6 +254,30 @@ fn stop_cleanly(shards: &Shards, name: &str, child: &mut Child) {
     assert_eq!(status.code(), Some(0), "{}", shards.world.stderr_of(name));
 }
 
+/// Stop before release: for each child of `moved`, the previous child of its shard logged its
+/// stop (a polite stop after SIGTERM, not a kill) before `moved` started.
+fn assert_stopped_first(lines: &[Line], moved: &[&Line]) {
+    for next in moved {
+        let start = lines
+            .iter()
+            .position(|l| l.kind == "start" && l.pid == next.pid)
+            .expect("its start");
+        let before = lines[..start]
+            .iter()
+            .rev()
+            .find(|l| l.kind == "start" && l.shard == next.shard)
+            .unwrap_or_else(|| panic!("no earlier child of shard {}", next.shard));
+        let stopped = lines[..start]
+            .iter()
+            .any(|l| l.kind == "stop" && l.pid == before.pid);
+        assert!(
+            stopped,
+            "shard {} moved to {} before {}'s child stopped: {lines:?}",
+            next.shard, next.id, before.id
+        );
+    }
+}
+
 /// Each shard's children in the log, by ballot: strictly growing, one child per ballot.
 fn assert_ballots_grow(lines: &[Line]) {
     let mut last: BTreeMap<u32, u64> = BTreeMap::new();
@@ -273,7 +297,7 @@ fn assert_ballots_grow(lines: &[Line]) {
 #[test]
 fn two_supervisors_spread_the_shards_and_a_killed_ones_children_die_and_move() {
     let mut s = Shards::new("600ms", "200ms");
-    let mut a = s.start("a", &["--shards", "4"], &["0.2"]);
+    let mut a = s.start("a", &["--shards", "4"], &["0.5"]);
     let first = s.wait_spread(PATIENCE, &[("a", 4)]);
     // Each child sees its shard, its ballot, the member, the shard count and the election.
     let a_id = first[0].id.clone();
@@ -284,7 +308,7 @@ fn two_supervisors_spread_the_shards_and_a_killed_ones_children_die_and_move() {
         );
         assert_eq!(line.id, a_id);
     }
-    let mut b = s.start("b", &["--shards", "4"], &["0.2"]);
+    let mut b = s.start("b", &["--shards", "4"], &["0.5"]);
     let spread = s.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
     let owners = s.owners();
     for line in &spread {
@@ -297,6 +321,7 @@ fn two_supervisors_spread_the_shards_and_a_killed_ones_children_die_and_move() {
     }
     let moved: Vec<&Line> = spread.iter().filter(|l| is_label(&l.id, "b")).collect();
     assert!(moved.iter().all(|l| l.ballot == 2), "{moved:?}");
+    assert_stopped_first(&s.lines(), &moved);
     // `status` of a name whose only election is sharded shows its placement.
     let status = s.cli(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
@@ -356,7 +381,7 @@ fn sigterm_stops_the_children_and_hands_every_shard_over_without_a_lease() {
     let asked = Instant::now();
     stop_cleanly(&s, "a", &mut a);
     let exited = asked.elapsed();
-    s.wait_spread(PATIENCE, &[("b", 4)]);
+    let all_b = s.wait_spread(PATIENCE, &[("b", 4)]);
     let handed = asked.elapsed();
     eprintln!(
         "figures: a exited 0 {exited:?} after SIGTERM (children take 200ms to stop); b runs all 4 shards {handed:?} after it (lease 3s)"
@@ -373,6 +398,12 @@ fn sigterm_stops_the_children_and_hands_every_shard_over_without_a_lease() {
             "{child:?} did not log its stop"
         );
     }
+    let moved: Vec<&Line> = all_b
+        .iter()
+        .filter(|l| a_children.iter().any(|c| c.shard == l.shard))
+        .collect();
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    assert_stopped_first(&lines, &moved);
     assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
     assert_ballots_grow(&lines);
     let status = s.shards_status();
@@ -384,6 +415,52 @@ fn sigterm_stops_the_children_and_hands_every_shard_over_without_a_lease() {
         .cloned()
         .expect("a's record");
     assert_eq!(a_member["fenced"], Value::Bool(true), "a left: {a_member}");
+    stop_cleanly(&s, "b", &mut b);
+    assert!(s.active().is_empty(), "{:?}", s.active());
+}
+
+#[test]
+fn a_drained_members_children_stop_before_their_shards_move() {
+    let mut s = Shards::new("600ms", "200ms");
+    // Children that take half a second to stop: a move that did not wait for them would start
+    // the next owner's child beside them (its overlap check would log it).
+    let mut a = s.start("a", &["--shards", "4"], &["0.5"]);
+    s.wait_spread(PATIENCE, &[("a", 4)]);
+    let mut b = s.start("b", &["--shards", "4"], &["0.5"]);
+    let spread = s.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
+    let a_id = spread
+        .iter()
+        .find(|l| is_label(&l.id, "a"))
+        .map(|l| l.id.clone())
+        .expect("a's child");
+    let drained = s.cli(&["shards", "drain", "--member", &a_id]);
+    assert!(
+        drained.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drained.stderr)
+    );
+    let moved = s.wait_spread(PATIENCE, &[("b", 4)]);
+    let lines = s.lines();
+    let a_shards: BTreeSet<u32> = spread
+        .iter()
+        .filter(|l| l.id == a_id)
+        .map(|l| l.shard)
+        .collect();
+    assert_eq!(a_shards.len(), 2);
+    let moved: Vec<&Line> = moved
+        .iter()
+        .filter(|l| a_shards.contains(&l.shard))
+        .collect();
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    assert_stopped_first(&lines, &moved);
+    assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
+    // Drained, a runs no child but stays a member; undrained, it takes its share again.
+    let undrained = s.cli(&["shards", "undrain", "--member", &a_id]);
+    assert!(undrained.status.success());
+    s.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
+    assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
+    assert_ballots_grow(&s.lines());
+    stop_cleanly(&s, "a", &mut a);
     stop_cleanly(&s, "b", &mut b);
     assert!(s.active().is_empty(), "{:?}", s.active());
 }
