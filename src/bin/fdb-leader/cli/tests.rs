@@ -1,5 +1,7 @@
 //! The command line's unit tests: parsing, the exclusive groups, the store flags.
 
+use std::time::Duration;
+
 use super::*;
 use clap::CommandFactory;
 
