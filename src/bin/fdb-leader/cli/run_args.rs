@@ -130,7 +130,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "ADDR", env = "FDB_LEADER_METRICS_LISTEN")]
     pub(crate) metrics_listen: Option<SocketAddr>,
 
-    /// The command to run while leader, and its arguments (after `--`).
+    /// The command to run while leader (with --shards: one per owned shard), and its arguments
+    /// (after `--`).
     #[arg(
         value_name = "CMD",
         required = true,
