@@ -23,6 +23,7 @@ mod cli_support;
 mod run_shards_support;
 
 use std::collections::BTreeSet;
+use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -306,6 +307,30 @@ fn a_child_that_exits_is_restarted_or_ends_the_run() {
             .is_some_and(|m| m.iter().all(|m| m["fenced"] == Value::Bool(true))),
         "{status}"
     );
+}
+
+#[test]
+fn a_deleted_store_stops_every_child_and_exits_3() {
+    let mut s = Shards::new("600ms", "200ms");
+    let mut a = s.start("a", &["--shards", "2"], &[]);
+    let children = s.wait_spread(PATIENCE, &[("a", 2)]);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(s.world.path(&format!("election.db{suffix}")));
+    }
+    let status = cli_support::wait_exit(&mut a, PATIENCE).expect("a exits");
+    let err = s.world.stderr_of("a");
+    cli_support::assert_no_panic(&err);
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("was deleted"), "{err}");
+    // Each child was stopped (it logs its stop on SIGTERM).
+    let lines = s.lines();
+    for child in &children {
+        assert!(
+            lines.iter().any(|l| l.kind == "stop" && l.pid == child.pid),
+            "{child:?}: {lines:?}"
+        );
+    }
+    assert!(s.active().is_empty(), "{:?}", s.active());
 }
 
 #[test]
