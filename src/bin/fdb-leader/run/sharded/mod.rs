@@ -45,7 +45,7 @@ use crate::durations::show;
 use crate::exit::{Failure, RunEnd, chain, run_exit_code};
 use crate::process::{Spec, exit_code};
 use crate::signals::{Asked, Signals, Stop};
-use crate::store::{Ctx, until_done};
+use crate::store::{Ctx, Retry, once, until_done};
 
 /// The move limit of a sharded election this process creates (the library's default).
 const MAX_CONCURRENT_MOVES: u32 = 8;
@@ -378,34 +378,47 @@ impl<D: ElectionDatabase> Session<'_, D> {
 
     /// Leaves the sharded election: every shard handed back and the member's epoch ended in
     /// one commit (others take the shards over without waiting a lease), and the coordinator
-    /// election handed over. `Err`: it could not be confirmed (the shards then move a lease
-    /// after the member's last renewal).
-    async fn leave(&mut self) -> Result<(), String> {
+    /// election handed over; with `confirm`, reads the member's record back to see that its
+    /// epoch ended (not after a store failure: the store would not answer). `Err`: the leave
+    /// did not end within a lease (and a second), or was not confirmed; the shards then move
+    /// a lease after the member's last renewal.
+    async fn leave(&mut self, confirm: bool) -> Result<(), String> {
         self.changes = None;
         self.current.send_replace(None);
         let Some(runner) = self.runner.take() else {
             return Ok(());
         };
-        runner.shutdown().await;
+        // A leave takes a few commits; past a lease the shards fail over anyway.
+        let bound = self
+            .stored
+            .config
+            .lease_duration()
+            .saturating_add(Duration::from_secs(1));
+        if tokio::time::timeout(bound, runner.shutdown())
+            .await
+            .is_err()
+        {
+            return Err(format!("the member did not leave within {}", show(bound)));
+        }
+        if !confirm {
+            return Ok(());
+        }
         // The runner reports nothing: read whether the member's epoch ended.
         let (election, id) = (self.ctx.sharded.clone(), runner.id().clone());
-        let timeout = self.stored.config.transaction_timeout();
-        let record = self
-            .db
-            .transact(timeout, |txn| {
-                let (election, id) = (election.clone(), id.clone());
-                async move { election.member_record(&txn, &id).await }
-            })
-            .await;
+        let record = once(&self.db, self.ctx, Retry::Idempotent, move |txn| {
+            let (election, id) = (election.clone(), id.clone());
+            async move { election.member_record(&txn, &id).await }
+        })
+        .await;
         match record {
             Ok(Some(record)) if !record.is_fenced() => {
                 Err("the member's record is still live".to_owned())
             }
             Ok(_) => {
-                tracing::info!(member = %id, "left the sharded election");
+                tracing::info!(member = %runner.id(), "left the sharded election");
                 Ok(())
             }
-            Err(e) => Err(chain(&e)),
+            Err(failure) => Err(failure.to_string()),
         }
     }
 
@@ -419,7 +432,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
         if let Some(stop) = self.stop_children().await {
             return Some(stop);
         }
-        if let Err(error) = self.leave().await {
+        if let Err(error) = self.leave(true).await {
             tracing::warn!(%error, "could not leave the sharded election cleanly; its shards move a lease after its last renewal");
         }
         if let Some(stop) = self.signals.stop_self().await {
@@ -438,7 +451,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
     /// (see [`run_exit_code`]). `failure`: the message of an end that is a failure.
     async fn finish(&mut self, end: RunEnd, failure: Option<Failure>) -> Result<ExitCode, Failure> {
         let _ = self.stop_children().await;
-        let left = self.leave().await;
+        let left = self.leave(end != RunEnd::StoreFailed).await;
         let code = run_exit_code(end, left.is_err());
         let failure = match (end, left) {
             (RunEnd::StoreFailed, _) => Some(Failure::store(
