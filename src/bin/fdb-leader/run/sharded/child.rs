@@ -70,7 +70,8 @@ pub(super) struct ChildTask {
 
 /// Whether a child that ended with `status` was killed by its watchdog because the shard's
 /// lease ran out: killed by SIGKILL while the guard no longer holds (the watchdog's deadline
-/// is never before the guard's). This process was stopped or blocked past the deadline.
+/// is never before the guard's). The member did not renew in time: the store did not answer,
+/// or this process was stopped or blocked past the deadline.
 fn killed_at_deadline(status: ExitStatus, guard: &ShardGuard) -> bool {
     status.signal() == Some(Signal::SIGKILL as i32) && !guard.is_valid()
 }
@@ -176,8 +177,8 @@ impl ChildTask {
                     shard,
                     ballot,
                     ran = %show(ran),
-                    "the shard's lease ran out while this process was stopped or blocked: the \
-                     watchdog killed the child"
+                    "the shard's lease ran out before a renewal (the store did not answer in \
+                     time, or this process was stopped or blocked): the watchdog killed the child"
                 );
                 return Outcome::Done;
             }
