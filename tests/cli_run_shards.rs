@@ -259,6 +259,60 @@ fn a_supervisor_stopped_alone_has_its_children_killed_at_their_deadline() {
 }
 
 #[test]
+fn a_member_that_cannot_renew_has_its_children_killed_at_its_deadline() {
+    let mut s = Shards::new("600ms", "200ms");
+    let mut a = s.start("a", &["--shards", "2"], &[]);
+    let first = s.wait_spread(PATIENCE, &[("a", 2)]);
+    // Another connection holds the store's write lock: every renewal of a fails (busy), while
+    // a itself runs on.
+    let lock = rusqlite::Connection::open(s.world.db()).expect("open the store");
+    lock.busy_timeout(Duration::from_secs(5))
+        .expect("busy timeout");
+    lock.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+    let locked = Instant::now();
+    let pids: Vec<i32> = first.iter().map(|l| l.pid).collect();
+    let died = all_gone(&pids, locked, Duration::from_millis(600) + KILL_BOUND);
+    lock.execute_batch("ROLLBACK").expect("unlock");
+    drop(lock);
+    let died = died.unwrap_or_else(|| {
+        panic!(
+            "a's children still run {:?} after its store was locked",
+            locked.elapsed()
+        )
+    });
+    eprintln!(
+        "figures: a's children killed {died:?} after its renewals began to fail (lease 600ms)"
+    );
+    // No grace once the lease has ended: killed, no stop logged.
+    let lines = s.lines();
+    assert!(!lines.iter().any(|l| l.kind == "stop"), "{lines:?}");
+    // Renewing again, a owns its shards and runs new children: at the same ballots when a
+    // renewal that was in flight during the lock lands late and extends the same ownership,
+    // at higher ones after a join at a new epoch.
+    let again = s.wait_spread(PATIENCE, &[("a", 2)]);
+    let ballots = |lines: &[Line]| {
+        lines
+            .iter()
+            .map(|l| (l.shard, l.ballot))
+            .collect::<Vec<_>>()
+    };
+    eprintln!(
+        "figures: a runs its shards again {:?} after the lock (ballots {:?}, before {:?})",
+        locked.elapsed(),
+        ballots(&again),
+        ballots(&first)
+    );
+    for line in &again {
+        let before = first.iter().find(|l| l.shard == line.shard).expect("shard");
+        assert!(line.ballot >= before.ballot, "{line:?} after {before:?}");
+        assert_ne!(line.pid, before.pid);
+    }
+    assert_ballots_grow(&s.lines());
+    assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
+    stop_cleanly(&s, "a", &mut a);
+}
+
+#[test]
 fn a_child_that_exits_is_restarted_or_ends_the_run() {
     // The default: the child of shard 1 exits 7 and is restarted (same ballot) after 1 s.
     let mut s = Shards::new("600ms", "200ms");

@@ -158,16 +158,13 @@ fn warn_about_stored(ctx: &Ctx, args: &RunArgs, desired: &ElectionConfig, stored
     }
 }
 
-/// The children: one task per shard at most, each for one ownership (one ballot).
+/// The children: one task per shard at most, each for one guard of the shard.
 #[derive(Default)]
 struct Children {
     /// The children's tasks; each ends once its child's group is gone.
     tasks: JoinSet<Ended>,
     /// The shards whose task runs, with the ballot it runs under.
     running: BTreeMap<ShardId, Ballot>,
-    /// The ballot of each shard's last ownership a task was started for: one task per
-    /// ownership (a task that ended does not start again for the same ballot).
-    started: BTreeMap<ShardId, Ballot>,
     /// Cancelled to stop every child.
     stop: CancellationToken,
     /// Cancelled by a second signal while stopping: SIGKILL at once.
@@ -175,8 +172,12 @@ struct Children {
 }
 
 impl Children {
-    /// Starts a task for every shard `runner` owns that has none yet (the previous
-    /// ownership's child stopped, and this ownership accepts work).
+    /// Starts a task for every shard `runner` owns that has none (the previous child of the
+    /// shard has stopped) and whose guard accepts work. A task ends only once its guard stops
+    /// accepting work (a move requested, the guard ended or past its deadline), or with the
+    /// run: so a guard gets a second child only after a renewal confirmed late moved its
+    /// deadline forward again, after the watchdog had killed the first one at the old
+    /// deadline (the same ownership, at the same ballot, which the member believes again).
     fn reconcile(
         &mut self,
         runner: &ShardedRunner,
@@ -188,10 +189,7 @@ impl Children {
         }
         for (shard, guard) in runner.owned() {
             let ballot = guard.fencing_token();
-            if self.running.contains_key(&shard)
-                || self.started.get(&shard) == Some(&ballot)
-                || !guard.accepts_work()
-            {
+            if self.running.contains_key(&shard) || !guard.accepts_work() {
                 continue;
             }
             let mut env = vec![
@@ -202,7 +200,6 @@ impl Children {
             let Some(spec) = Spec::command(&args.command, args.shell, env) else {
                 return;
             };
-            self.started.insert(shard, ballot);
             self.running.insert(shard, ballot);
             let task = ChildTask {
                 guard,
@@ -285,10 +282,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
         self.changes = Some(runner.subscribe());
         self.current.send_replace(Some(runner.clone()));
         self.runner = Some(runner);
-        self.children = Children {
-            started: std::mem::take(&mut self.children.started),
-            ..Children::default()
-        };
+        self.children = Children::default();
         Ok(())
     }
 
