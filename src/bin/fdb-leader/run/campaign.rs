@@ -16,7 +16,7 @@ use crate::exit::{Failure, RunEnd, chain, run_exit_code};
 use crate::signals::{Asked, Signals, Stop};
 use crate::store::{Ctx, until_done};
 
-/// `run` on the single election, with what [`preflight()`](super::preflight) prepared.
+/// `run` on the single election, with what [`preflight()`](super::preflight()) prepared.
 pub(super) async fn run<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,

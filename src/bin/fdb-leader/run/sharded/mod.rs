@@ -78,7 +78,7 @@ struct Stored {
     config: ElectionConfig,
 }
 
-/// `run --shards M`, with what [`super::preflight`] prepared.
+/// `run --shards M`, with what [`preflight()`](super::preflight()) prepared.
 pub(super) async fn run<D: ElectionDatabase>(
     db: D,
     ctx: &Ctx,
