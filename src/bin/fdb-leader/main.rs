@@ -114,8 +114,9 @@ fn start(cli: Cli) -> Result<ExitCode, Failure> {
         return Err(fdb::unsupported(path));
     }
     let ctx = Ctx::new(&cli.election, &store);
-    let ctx = match cli.command {
+    let ctx = match &cli.command {
         Command::Shards(_) => ctx.for_shards(),
+        Command::Run(args) if args.shards.is_some() => ctx.for_shards(),
         _ => ctx,
     };
     let allow_network_fs = cli.allow_network_fs;

@@ -3,8 +3,10 @@
 //! (see [`crate::watchdog`]) that kills that group if `fdb-leader` dies first.
 
 use std::ffi::{OsStr, OsString};
+use std::future::Future;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
+use std::pin::{Pin, pin};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -209,16 +211,42 @@ impl Proc {
     /// the child's exit status. Also used after the child exited by itself, to clear the
     /// processes it left behind in its group.
     pub(crate) async fn stop(&mut self, grace: Duration, signals: Option<&mut Signals>) -> Stopped {
-        let mut signal = None;
-        let status = self.stop_inner(grace, signals, &mut signal).await;
-        Stopped { status, signal }
+        let mut received = None;
+        let status = match signals {
+            Some(signals) => {
+                let slot = &mut received;
+                self.stop_until(grace, async move {
+                    let stop = signals.recv().await;
+                    *slot = Some(stop);
+                    stop.as_str()
+                })
+                .await
+            }
+            None => self.stop_until(grace, std::future::pending()).await,
+        };
+        Stopped {
+            status,
+            signal: received,
+        }
     }
 
-    async fn stop_inner(
+    /// As [`stop`](Self::stop), skipping the rest of the grace (SIGKILL at once) when
+    /// `interrupt` resolves, with the reason to log. `run --shards` stops each shard's child on
+    /// a task of its own, interrupted by a second signal (which its main task receives) or by
+    /// the end of the shard's ownership.
+    pub(crate) async fn stop_until(
         &mut self,
         grace: Duration,
-        mut signals: Option<&mut Signals>,
-        received: &mut Option<Stop>,
+        interrupt: impl Future<Output = &'static str>,
+    ) -> io::Result<ExitStatus> {
+        let interrupt = pin!(interrupt);
+        self.stop_inner(grace, interrupt).await
+    }
+
+    async fn stop_inner<F: Future<Output = &'static str>>(
+        &mut self,
+        grace: Duration,
+        mut interrupt: Pin<&mut F>,
     ) -> io::Result<ExitStatus> {
         let deadline = Instant::now().checked_add(grace);
         let sent_term = self.signal_group(Signal::SIGTERM);
@@ -242,13 +270,6 @@ impl Proc {
                     None => std::future::pending().await,
                 }
             };
-            let listening = if killed { None } else { signals.as_deref_mut() };
-            let interrupt = async move {
-                match listening {
-                    Some(s) => s.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 status = self.child.wait(), if self.status.is_none() => {
                     self.status = Some(status?);
@@ -259,9 +280,8 @@ impl Proc {
                     self.kill();
                     killed = true;
                 }
-                stop = interrupt => {
-                    *received = Some(stop);
-                    tracing::warn!(what = self.what, reason = stop.as_str(), "asked to stop while stopping: sending SIGKILL");
+                reason = interrupt.as_mut(), if !killed => {
+                    tracing::warn!(what = self.what, reason, "asked to stop while stopping: sending SIGKILL");
                     self.kill();
                     killed = true;
                 }

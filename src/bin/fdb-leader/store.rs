@@ -136,8 +136,8 @@ impl Ctx {
             ),
             Kind::Sharded => format!(
                 "no sharded election at {location} (name {name}, subspace (\"{SUBSPACE_PREFIX}\", \
-                 {name:?}, \"{SHARDS_SUFFIX}\")); its members create it (a ShardedRunner, or \
-                 ShardedElection::initialize, on that subspace)"
+                 {name:?}, \"{SHARDS_SUFFIX}\")); its members create it (`fdb-leader run --shards \
+                 M -- CMD`, a ShardedRunner, or ShardedElection::initialize, on that subspace)"
             ),
         })
     }

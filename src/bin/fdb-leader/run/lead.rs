@@ -273,13 +273,13 @@ impl<D: ElectionDatabase> Session<'_, D> {
                         );
                         return Ended::Lost;
                     }
-                    let policy = self.args.on_child_exit.as_str();
+                    let policy = self.args.policy().as_str();
                     if status.success() {
                         tracing::info!(ran = %show(ran), policy, "the child exited (exit code 0) while leading");
                     } else {
                         tracing::warn!(ran = %show(ran), policy, "the child exited ({}) while leading", describe_exit(status));
                     }
-                    if self.args.on_child_exit != OnChildExit::Restart {
+                    if self.args.policy() != OnChildExit::Restart {
                         return Ended::ChildExited { status, ran };
                     }
                     let wait = self.backoff.after_exit(ran);

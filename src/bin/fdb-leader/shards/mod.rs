@@ -30,8 +30,12 @@ pub(crate) async fn execute<D: ElectionDatabase>(
     }
 }
 
-/// `shards status [--json]`.
-async fn status<D: ElectionDatabase>(db: &D, ctx: &Ctx, as_json: bool) -> Result<(), Failure> {
+/// `shards status [--json]` (and `status` of a name whose only election is a sharded one).
+pub(crate) async fn status<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    as_json: bool,
+) -> Result<(), Failure> {
     let election = ctx.sharded.clone();
     let snapshot = once(db, ctx, Retry::Idempotent, move |txn| {
         let election = election.clone();

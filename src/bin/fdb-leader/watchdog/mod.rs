@@ -74,8 +74,9 @@
 //! is delayed (the supervisor stopped between its clock read and the write) is still converted
 //! exactly, because its `DEADLINE` is absolute and the offset comes from the fastest note.
 //!
-//! **Noticing a moved deadline.** The supervisor learns renewals only through its
-//! `LeadershipGuard` (`deadline()`), which has no change notification: a task of the
+//! **Noticing a moved deadline.** The supervisor learns renewals only through its guard's
+//! `deadline()` (a `LeadershipGuard`; under `run --shards`, each shard's `ShardGuard`, which
+//! every renewal of the member moves), which has no change notification: a task of the
 //! supervisor reads the deadline (one atomic load) every [`FEED_POLL`] (10 ms), every
 //! [`FEED_POLL_NEAR`] (1 ms) in the last [`NEAR`] before the deadline the watchdog holds, and
 //! writes a note when it differs from the last one written (a renewal, about once a heartbeat,
@@ -88,24 +89,25 @@
 //! `--on-child-exit`. The deadline is read even once the guard is cancelled: one moved back
 //! just before still reaches the watchdog.
 
+mod lifeline;
+
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::Read;
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command as StdCommand, ExitCode, Stdio};
 use std::time::Duration;
 
-use fdb_leader_election::runner::LeadershipGuard;
-use fdb_leader_election::{Candidate, LocalInstant};
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::signal::{SigSet, Signal, killpg, raise};
 use nix::sys::time::TimeSpec;
 use nix::time::{ClockId, clock_gettime};
 use nix::unistd::{Pid, getpgrp, getpid, getppid};
+
+pub(crate) use lifeline::{Kept, Lease, Lifeline};
 
 /// `argv[1]` of the watchdog mode: `fdb-leader __watchdog [--lease SENT DEADLINE] --
 /// PROGRAM ARGS…`.
@@ -254,40 +256,6 @@ fn hold_lease(lifeline: &File, mut held: Held, now: impl Fn() -> Option<u64>) ->
     }
 }
 
-/// What the supervisor tells a watchdog: the belief deadline of one leadership.
-#[derive(Clone)]
-pub(crate) struct Lease {
-    guard: LeadershipGuard,
-    /// The candidate whose clock the guard's deadline is on.
-    candidate: Candidate,
-}
-
-impl std::fmt::Debug for Lease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lease")
-            .field("ballot", &self.guard.ballot().get())
-            .field("deadline", &self.guard.deadline())
-            .finish()
-    }
-}
-
-impl Lease {
-    pub(crate) fn new(guard: &LeadershipGuard, candidate: &Candidate) -> Self {
-        Lease {
-            guard: guard.clone(),
-            candidate: candidate.clone(),
-        }
-    }
-
-    /// The guard's deadline now, and the note that tells it (`None`: no clock). Read even
-    /// once the guard is cancelled: a deadline moved back just before still counts.
-    fn note(&self) -> (LocalInstant, Option<Note>) {
-        let deadline = self.guard.deadline();
-        let remaining = deadline.saturating_duration_since(self.candidate.now());
-        (deadline, Note::now(remaining))
-    }
-}
-
 /// The arguments that make `fdb-leader` a watchdog running `program args…`, holding the lease
 /// from `note` on if given.
 fn watchdog_args(program: &OsStr, args: &[OsString], note: Option<Note>) -> Vec<OsString> {
@@ -301,137 +269,6 @@ fn watchdog_args(program: &OsStr, args: &[OsString], note: Option<Note>) -> Vec<
     out.push(program.to_owned());
     out.extend(args.iter().cloned());
     out
-}
-
-/// A watchdog's lifeline: the read end for its standard input, and the supervisor's side.
-pub(crate) struct Lifeline {
-    /// The watchdog's standard input, until taken.
-    read: Option<OwnedFd>,
-    /// The write end (close-on-exec, so no other child inherits it).
-    write: OwnedFd,
-    /// The lease and its first note, if the watchdog holds it.
-    lease: Option<(Lease, LocalInstant)>,
-    /// The watchdog's arguments.
-    args: Vec<OsString>,
-}
-
-impl Lifeline {
-    /// A lifeline for a watchdog running `program args…`; with `lease`, the watchdog holds it
-    /// from the deadline read now on (see the module's docs).
-    pub(crate) fn new(
-        program: &OsStr,
-        args: &[OsString],
-        lease: Option<&Lease>,
-    ) -> std::io::Result<Lifeline> {
-        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
-        let (lease, note) = match lease {
-            Some(lease) => {
-                let (deadline, note) = lease.note();
-                // Without a clock the watchdog would have no deadline: refuse to start.
-                let note = note.ok_or_else(|| std::io::Error::other("cannot read the clock"))?;
-                (Some((lease.clone(), deadline)), Some(note))
-            }
-            None => (None, None),
-        };
-        if lease.is_some() {
-            // A note that does not fit waits for the next poll instead of blocking the runtime.
-            fcntl(&write, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(std::io::Error::from)?;
-        }
-        Ok(Lifeline {
-            read: Some(read),
-            write,
-            lease,
-            args: watchdog_args(program, args, note),
-        })
-    }
-
-    /// The watchdog's arguments: `__fdb-leader-watchdog [--lease SENT DEADLINE] -- PROGRAM
-    /// ARGS…`.
-    pub(crate) fn args(&self) -> &[OsString] {
-        &self.args
-    }
-
-    /// The read end, for the watchdog's standard input (once).
-    pub(crate) fn take_read(&mut self) -> Option<OwnedFd> {
-        self.read.take()
-    }
-
-    /// Once the watchdog runs: keeps the write end (dropping the handle closes it, and the
-    /// watchdog kills the group), and, if the watchdog holds the lease, tells it each new
-    /// deadline from a task of its own, aborted with the handle.
-    pub(crate) fn keep(self) -> Kept {
-        match self.lease {
-            None => Kept {
-                _write: Some(self.write),
-                feeder: None,
-            },
-            Some((lease, _)) => {
-                let task = tokio::spawn(feed(File::from(self.write), lease));
-                Kept {
-                    _write: None,
-                    feeder: Some(task.abort_handle()),
-                }
-            }
-        }
-    }
-}
-
-/// The supervisor's side of a running watchdog's lifeline.
-#[derive(Debug)]
-pub(crate) struct Kept {
-    _write: Option<OwnedFd>,
-    feeder: Option<tokio::task::AbortHandle>,
-}
-
-impl Drop for Kept {
-    fn drop(&mut self) {
-        if let Some(feeder) = &self.feeder {
-            feeder.abort();
-        }
-    }
-}
-
-/// Writes `note` whole; `Ok(false)` if the pipe is full (try again later), `Err` if the
-/// watchdog is gone.
-fn write_note(lifeline: &File, note: Note) -> std::io::Result<bool> {
-    let line = note.line();
-    // At most PIPE_BUF bytes: written whole or not at all.
-    match (&*lifeline).write(line.as_bytes()) {
-        Ok(n) if n == line.len() => Ok(true),
-        Ok(_) => Err(std::io::Error::other("a note was cut")),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Tells the watchdog each new deadline of `lease` (see the module's docs); the first at once.
-async fn feed(lifeline: File, lease: Lease) {
-    let mut told: Option<LocalInstant> = None;
-    loop {
-        let (deadline, note) = lease.note();
-        if told != Some(deadline) {
-            if let Some(note) = note {
-                match write_note(&lifeline, note) {
-                    Ok(true) => told = Some(deadline),
-                    Ok(false) => {}
-                    Err(e) => {
-                        // The watchdog is gone (the supervisor sees its exit).
-                        tracing::debug!(error = %e, "the watchdog's lifeline is closed");
-                        return;
-                    }
-                }
-            }
-        }
-        let left = told
-            .unwrap_or(deadline)
-            .saturating_duration_since(lease.candidate.now());
-        let pause = if !left.is_zero() && left <= NEAR {
-            FEED_POLL_NEAR
-        } else {
-            FEED_POLL
-        };
-        tokio::time::sleep(pause).await;
-    }
 }
 
 /// This executable, for re-executing it: `/proc/self/exe` where there is a `/proc` (it
@@ -602,185 +439,4 @@ fn exec_shim(args: &[OsString]) -> ExitCode {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    #[test]
-    fn the_command_follows_the_dashes() {
-        let args = watchdog_args(OsStr::new("sh"), &["-c".into(), "echo --".into()], None);
-        assert_eq!(args[0], WATCHDOG);
-        let (program, rest) = command_after_dashes(&args[1..]).unwrap_or((&args[0], &[]));
-        assert_eq!(program, "sh");
-        assert_eq!(rest, ["-c", "echo --"].map(OsString::from));
-        assert!(command_after_dashes(&["x".into()]).is_none());
-        assert!(command_after_dashes(&["--".into()]).is_none());
-        assert_eq!(watchdog_options(&args[1..]), Ok(None));
-    }
-
-    #[test]
-    fn the_first_note_rides_on_the_command_line() {
-        let note = Note {
-            sent: 5,
-            deadline: 900,
-        };
-        let args = watchdog_args(OsStr::new("sleep"), &["1".into()], Some(note));
-        assert_eq!(watchdog_options(&args[1..]), Ok(Some(note)));
-        let (program, rest) = command_after_dashes(&args[1..]).unwrap();
-        assert_eq!(
-            (program.as_os_str(), rest),
-            (OsStr::new("sleep"), &["1".into()][..])
-        );
-        let bad: Vec<OsString> = ["--lease", "9", "x", "--", "sh"]
-            .map(OsString::from)
-            .to_vec();
-        assert_eq!(watchdog_options(&bad), Err(()));
-        let odd: Vec<OsString> = ["--other", "--", "sh"].map(OsString::from).to_vec();
-        assert_eq!(watchdog_options(&odd), Err(()));
-    }
-
-    #[test]
-    fn other_arguments_are_not_hidden_modes() {
-        let argv: Vec<OsString> = ["fdb-leader", "status"].map(OsString::from).to_vec();
-        assert!(hidden_mode(&argv).is_none());
-        assert!(hidden_mode(&argv[..1]).is_none());
-    }
-
-    #[test]
-    fn notes_read_back_and_garbage_is_refused() {
-        let note = Note {
-            sent: 12,
-            deadline: 34,
-        };
-        let line = note.line();
-        assert_eq!(line, "12 34\n");
-        assert_eq!(Note::parse(line.trim_end().as_bytes()), Some(note));
-        assert_eq!(Note::parse(b"34 12"), None, "a deadline before the send");
-        assert_eq!(Note::parse(b"12"), None);
-        assert_eq!(Note::parse(b"-1 3"), None);
-        assert_eq!(Note::parse(b"1 2 3"), None);
-    }
-
-    #[test]
-    fn the_same_clock_gives_the_exact_deadline_plus_the_fastest_delivery() {
-        let mut held = Held::default();
-        assert_eq!(held.remaining(0), None, "unarmed");
-        // Sent at 100 ms, deadline 1 s, received 3 ms later (a slow exec).
-        held.hold(
-            Note {
-                sent: 100 * MS,
-                deadline: 1000 * MS,
-            },
-            103 * MS,
-        );
-        assert_eq!(held.remaining(500 * MS), Some(Duration::from_millis(503)));
-        // A note delayed by 200 ms (the supervisor stopped between its clock read and the
-        // write) is converted with the best offset so far: still its own deadline + 3 ms.
-        held.hold(
-            Note {
-                sent: 300 * MS,
-                deadline: 1200 * MS,
-            },
-            500 * MS,
-        );
-        assert_eq!(held.remaining(1200 * MS), Some(Duration::from_millis(3)));
-        // A fast note (20 µs) improves the offset for every later deadline.
-        held.hold(
-            Note {
-                sent: 600 * MS,
-                deadline: 1400 * MS,
-            },
-            600 * MS + 20_000,
-        );
-        assert_eq!(held.remaining(1400 * MS), Some(Duration::from_micros(20)));
-        // A deadline moved back (a shorter lease) is obeyed: the latest note wins.
-        held.hold(
-            Note {
-                sent: 700 * MS,
-                deadline: 800 * MS,
-            },
-            701 * MS,
-        );
-        assert_eq!(held.remaining(800 * MS), Some(Duration::from_micros(20)));
-        assert_eq!(held.remaining(900 * MS), Some(Duration::ZERO));
-    }
-
-    #[test]
-    fn offset_clocks_never_kill_before_the_supervisors_deadline() {
-        // Two fake clocks at one rate with a constant offset, either way, and random delivery
-        // delays: the watchdog's deadline (on its clock) is never before the supervisor's
-        // deadline expressed on the watchdog's clock, and is late by the fastest delivery.
-        for offset in [-5_000 * MS as i128, -7, 0, 3, 40_000 * MS as i128] {
-            let mut held = Held::default();
-            let mut fastest = u64::MAX;
-            for (i, delay) in [4 * MS, 90_000, 12 * MS, 30_000, 2 * MS]
-                .into_iter()
-                .enumerate()
-            {
-                let sent = 10_000 * MS + (i as u64) * 250 * MS;
-                let deadline = sent + 900 * MS;
-                let received = i128::from(sent + delay) + offset;
-                held.hold(Note { sent, deadline }, u64::try_from(received).unwrap());
-                fastest = fastest.min(delay);
-                let true_deadline = i128::from(deadline) + offset;
-                assert_eq!(held.deadline, Some(true_deadline + i128::from(fastest)));
-            }
-        }
-    }
-
-    fn pipe() -> (File, File) {
-        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
-        (File::from(r), File::from(w))
-    }
-
-    #[test]
-    fn the_lifeline_kills_at_end_of_file_at_the_deadline_and_on_garbage() {
-        // End-of-file, unarmed.
-        let (r, w) = pipe();
-        drop(w);
-        assert_eq!(hold_lease(&r, Held::default(), monotonic_ns), Why::Closed);
-        // A deadline 50 ms ahead, renewed twice, then left to pass.
-        let (r, w) = pipe();
-        let start = std::time::Instant::now();
-        let writer = std::thread::spawn(move || {
-            for _ in 0..2 {
-                std::thread::sleep(Duration::from_millis(30));
-                let note = Note::now(Duration::from_millis(50)).unwrap();
-                write_note(&w, note).unwrap();
-            }
-            std::thread::sleep(Duration::from_secs(2));
-            drop(w);
-        });
-        let mut held = Held::default();
-        held.hold(
-            Note::now(Duration::from_millis(50)).unwrap(),
-            monotonic_ns().unwrap(),
-        );
-        assert_eq!(hold_lease(&r, held, monotonic_ns), Why::Deadline);
-        let took = start.elapsed();
-        assert!(
-            took >= Duration::from_millis(110) && took < Duration::from_millis(1500),
-            "{took:?}"
-        );
-        writer.join().unwrap();
-        // A deadline moved back to the past kills at once.
-        let (r, w) = pipe();
-        let mut held = Held::default();
-        held.hold(
-            Note::now(Duration::from_secs(60)).unwrap(),
-            monotonic_ns().unwrap(),
-        );
-        write_note(&w, Note::now(Duration::ZERO).unwrap()).unwrap();
-        assert_eq!(hold_lease(&r, held, monotonic_ns), Why::Deadline);
-        // Garbage.
-        let (r, w) = pipe();
-        (&w).write_all(b"hello world\n").unwrap();
-        assert_eq!(hold_lease(&r, Held::default(), monotonic_ns), Why::Garbled);
-        let (r, w) = pipe();
-        (&w).write_all(&[b'7'; 100]).unwrap();
-        assert_eq!(hold_lease(&r, Held::default(), monotonic_ns), Why::Garbled);
-    }
-}
+mod tests;

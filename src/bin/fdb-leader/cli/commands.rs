@@ -1,0 +1,143 @@
+//! The arguments of the one-shot commands: `status`, `watch`, `resign` and `force-vacate`,
+//! `config`, and `shards`.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use fdb_leader_election::CandidateId;
+
+use crate::durations;
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Print one JSON object.
+    #[arg(long, env = "FDB_LEADER_JSON")]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// Print one JSON object per line.
+    #[arg(long, env = "FDB_LEADER_JSON")]
+    pub(crate) json: bool,
+
+    /// Wait for the store file and the election to be created (by a `run` or `config set`)
+    /// instead of exiting with code 1. Nothing is created either way.
+    #[arg(long, env = "FDB_LEADER_WAIT")]
+    pub(crate) wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OperatorArgs {
+    /// The ballot of the leader to act on (see `status`): nothing happens if the election has
+    /// moved on.
+    #[arg(long, value_name = "B", env = "FDB_LEADER_EXPECTED_BALLOT")]
+    pub(crate) expected_ballot: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Print the stored configuration.
+    Get {
+        /// Print one JSON object (durations in milliseconds).
+        #[arg(long, env = "FDB_LEADER_JSON")]
+        json: bool,
+    },
+    /// Change the stored configuration (creating the election if needed): the flags given
+    /// replace those fields of the stored configuration, and the result is validated.
+    Set(ConfigSetArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ShardsCommand {
+    /// Print the layout, every member (epoch, weight, drained, fenced, shards owned and
+    /// quota) and every shard (owner, ballot, move in flight, reservation).
+    Status(StatusArgs),
+    /// Freeze placement: the coordinator moves nothing a live member holds.
+    Freeze,
+    /// Unfreeze placement: the coordinator restores balance with the fewest moves.
+    Unfreeze,
+    /// Drain a member: weight 0 until undrained, so its shards move to the others.
+    Drain(ShardsMemberArgs),
+    /// Undrain a member: it takes its share again.
+    Undrain(ShardsMemberArgs),
+    /// Move one shard to a member by hand (only while placement is frozen).
+    Move(ShardsMoveArgs),
+}
+
+/// A member's id, as `shards status` prints it.
+fn member_id(text: &str) -> Result<CandidateId, String> {
+    CandidateId::parse(text).map_err(|e| format!("{e} (copy an id from shards status)"))
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShardsMemberArgs {
+    /// The member's id (as `shards status` lists it).
+    #[arg(long, value_name = "ID", value_parser = member_id, env = "FDB_LEADER_SHARDS_MEMBER")]
+    pub(crate) member: CandidateId,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShardsMoveArgs {
+    /// The shard's number (0 to the shard count - 1).
+    #[arg(long, value_name = "N", env = "FDB_LEADER_SHARDS_SHARD")]
+    pub(crate) shard: u32,
+    /// The id of the member to move it to (as `shards status` lists it).
+    #[arg(long, value_name = "ID", value_parser = member_id, env = "FDB_LEADER_SHARDS_TO")]
+    pub(crate) to: CandidateId,
+}
+
+/// `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Switch {
+    #[value(alias = "true", alias = "yes")]
+    On,
+    #[value(alias = "false", alias = "no")]
+    Off,
+}
+
+impl Switch {
+    pub(crate) fn is_on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConfigSetArgs {
+    /// How long a leader holds the lease without renewing (at least 150ms).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_LEASE")]
+    pub(crate) lease: Option<Duration>,
+    /// How often each participant runs a cycle (at least 50ms, at most a third of the lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_HEARTBEAT")]
+    pub(crate) heartbeat: Option<Duration>,
+    /// How long a candidate may miss heartbeats before it counts as dead (> lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_CANDIDATE_TIMEOUT")]
+    pub(crate) candidate_timeout: Option<Duration>,
+    /// Whether elections run: when off, nobody acquires and the leader steps down.
+    #[arg(long, value_name = "on|off", env = "FDB_LEADER_CONFIG_ELECTIONS")]
+    pub(crate) elections: Option<Switch>,
+    /// Whether a strictly higher-priority candidate (or `resign`) may ask the leader to hand
+    /// over.
+    #[arg(long, value_name = "on|off", env = "FDB_LEADER_CONFIG_PREEMPTION")]
+    pub(crate) preemption: Option<Switch>,
+    /// The largest clock rate error assumed of any participant, in parts per million
+    /// (< 500000).
+    #[arg(
+        long,
+        value_name = "PPM",
+        env = "FDB_LEADER_CONFIG_MAX_CLOCK_RATE_ERROR_PPM"
+    )]
+    pub(crate) max_clock_rate_error_ppm: Option<u32>,
+    /// How long a leader keeps leadership before it honours a handover request.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_MIN_TENURE")]
+    pub(crate) min_tenure: Option<Duration>,
+    /// How long a leader asked to hand over may finish its work (the child's stop) first.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_HANDOVER_GRACE")]
+    pub(crate) handover_grace: Option<Duration>,
+    /// The delay per priority rank when followers take over a lapsed lease.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_TAKEOVER_STAGGER")]
+    pub(crate) takeover_stagger: Option<Duration>,
+    /// The bound on each transaction attempt (at least 10ms, shorter than the heartbeat).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_TRANSACTION_TIMEOUT")]
+    pub(crate) transaction_timeout: Option<Duration>,
+}

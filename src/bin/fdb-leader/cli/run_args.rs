@@ -1,0 +1,155 @@
+//! `run`'s arguments, and the policy for a child that exits by itself.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::durations;
+
+/// What `--on-child-exit` does when the child exits by itself while this process leads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnChildExit {
+    /// Run the end-command, leave the election (resigning, reserving for the best live
+    /// candidate), wait the back-off, and campaign again.
+    #[default]
+    Resign,
+    /// Run the end-command, shut down (resign, unregister) and exit with the child's code.
+    Exit,
+    /// Restart the child after the back-off while still leading; the begin-command does not
+    /// run again.
+    Restart,
+}
+
+impl OnChildExit {
+    /// The policy's name, as typed.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            OnChildExit::Resign => "resign",
+            OnChildExit::Exit => "exit",
+            OnChildExit::Restart => "restart",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The candidate's label (random bits are appended: each start is a new candidate).
+    /// Default: the host name.
+    #[arg(long, value_name = "NAME", env = "FDB_LEADER_NAME")]
+    pub(crate) name: Option<String>,
+
+    /// The candidate's priority: higher wins, and a strictly higher priority asks the leader
+    /// to hand over (when preemption is enabled).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        env = "FDB_LEADER_PRIORITY"
+    )]
+    pub(crate) priority: i32,
+
+    /// Join the sharded election of --election NAME (under ("fdb-leader", NAME, "shards"))
+    /// instead of the single one, with M shards if this process creates it (1 to 256), and run
+    /// one CMD per shard this process owns, with FDB_LEADER_SHARD and that shard's ballot in its
+    /// environment.
+    #[arg(long, value_name = "M", value_parser = super::sharded::shard_count, env = "FDB_LEADER_SHARDS")]
+    pub(crate) shards: Option<u32>,
+
+    /// With --shards: this member's weight, its share of the shards (about M x W / the live
+    /// members' total); 0 owns none. Default 1.
+    #[arg(long, value_name = "W", env = "FDB_LEADER_WEIGHT")]
+    pub(crate) weight: Option<u32>,
+
+    /// The lease (at least 150ms), used when this process creates the election (an existing
+    /// election keeps its stored configuration). Default 10s.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_LEASE")]
+    pub(crate) lease: Option<Duration>,
+
+    /// The heartbeat (at least 50ms, at most a third of the lease), used when this process
+    /// creates the election. Default: a third of the lease (3s with the default lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_HEARTBEAT")]
+    pub(crate) heartbeat: Option<Duration>,
+
+    /// Published in the leader record while this process leads (for example its address).
+    #[arg(long, value_name = "TEXT", env = "FDB_LEADER_PAYLOAD")]
+    pub(crate) payload: Option<String>,
+
+    /// Runs (sh -c) before the child starts, after each election.
+    #[arg(long, value_name = "CMD", env = "FDB_LEADER_BEGIN_COMMAND")]
+    pub(crate) begin_command: Option<String>,
+
+    /// Runs (sh -c) after the child stops, after each leadership.
+    #[arg(long, value_name = "CMD", env = "FDB_LEADER_END_COMMAND")]
+    pub(crate) end_command: Option<String>,
+
+    /// Run CMD ARGS… through `sh -c` (joined with spaces).
+    #[arg(long, env = "FDB_LEADER_SHELL")]
+    pub(crate) shell: bool,
+
+    /// How long the child (and the begin/end commands) get between SIGTERM and SIGKILL. Keep
+    /// it below the election's handover grace (5s by default).
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = durations::parse,
+        default_value = "3s",
+        env = "FDB_LEADER_GRACE"
+    )]
+    pub(crate) grace: Duration,
+
+    /// What to do when the child exits by itself while this process leads (with --shards: a
+    /// shard's child while this process owns the shard). Default: resign; with --shards:
+    /// restart.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        env = "FDB_LEADER_ON_CHILD_EXIT"
+    )]
+    pub(crate) on_child_exit: Option<OnChildExit>,
+
+    /// Give up (exit 5) unless elected within DUR of the start.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_TIMEOUT")]
+    pub(crate) timeout: Option<Duration>,
+
+    /// Give up (exit 5) at once if another candidate leads or holds a reservation, and after
+    /// one lease if another candidate wins the vacancy.
+    #[arg(long = "try", env = "FDB_LEADER_TRY")]
+    pub(crate) try_once: bool,
+
+    /// After the begin-command fails (or the child cannot be started), leave the election,
+    /// wait DUR and campaign again, instead of exiting with code 4.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_ERROR_TIMEOUT")]
+    pub(crate) error_timeout: Option<Duration>,
+
+    /// Serve /metrics (Prometheus) and /healthz over HTTP on this address, e.g.
+    /// 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR", env = "FDB_LEADER_METRICS_LISTEN")]
+    pub(crate) metrics_listen: Option<SocketAddr>,
+
+    /// The command to run while leader (with --shards: one per owned shard), and its arguments
+    /// (after `--`).
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub(crate) command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// What `--on-child-exit` asks, or its default: `resign` for the single election,
+    /// `restart` with `--shards` (a member cannot hand one shard over by itself).
+    pub(crate) fn policy(&self) -> OnChildExit {
+        match (self.on_child_exit, self.shards) {
+            (Some(policy), _) => policy,
+            (None, None) => OnChildExit::Resign,
+            (None, Some(_)) => OnChildExit::Restart,
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The command line's unit tests: parsing, the exclusive groups, the store flags.
+
+use std::time::Duration;
+
+use super::*;
+use clap::CommandFactory;
+
+#[test]
+fn the_command_line_is_consistent() {
+    Cli::command().debug_assert();
+}
+
+#[test]
+fn run_takes_the_command_after_the_options() -> Result<(), clap::Error> {
+    let cli = Cli::parse_args([
+        "fdb-leader",
+        "--sqlite",
+        "/tmp/x.db",
+        "run",
+        "--name",
+        "a",
+        "--lease",
+        "600ms",
+        "--",
+        "sh",
+        "-c",
+        "echo hi",
+    ])?;
+    assert_eq!(
+        cli.store.choice(),
+        Some(StoreChoice::Sqlite("/tmp/x.db".into()))
+    );
+    let Command::Run(run) = cli.command else {
+        return Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand));
+    };
+    assert_eq!(run.lease, Some(Duration::from_millis(600)));
+    assert_eq!(run.command, ["sh", "-c", "echo hi"].map(OsString::from));
+    assert_eq!(run.policy(), OnChildExit::Resign);
+    assert_eq!((run.shards, run.weight), (None, None));
+    assert_eq!(run.grace, Duration::from_secs(3));
+    Ok(())
+}
+
+#[test]
+fn a_flag_wins_over_the_environment_and_two_of_either_conflict() {
+    use Origin::{Env, Flag};
+    assert_eq!(decide(&[]), Ok(None));
+    assert_eq!(decide(&[Env]), Ok(Some(0)));
+    assert_eq!(decide(&[Flag]), Ok(Some(0)));
+    assert_eq!(decide(&[Env, Flag]), Ok(Some(1)));
+    assert_eq!(decide(&[Flag, Env, Env]), Ok(Some(0)));
+    assert_eq!(decide(&[Env, Env]), Err(Conflict::Env));
+    assert_eq!(decide(&[Flag, Flag]), Err(Conflict::Flags));
+    assert_eq!(decide(&[Flag, Env, Flag]), Err(Conflict::Flags));
+}
+
+#[test]
+fn every_exclusive_setting_can_be_unset() -> Result<(), clap::Error> {
+    let mut cli = Cli::parse_args([
+        "fdb-leader",
+        "--sqlite",
+        "a",
+        "run",
+        "--timeout",
+        "1s",
+        "--",
+        "x",
+    ])?;
+    for (_, ids) in EXCLUSIVE {
+        for id in *ids {
+            cli.unset(id);
+        }
+    }
+    assert_eq!(cli.store.choice(), None);
+    let Command::Run(run) = &cli.command else {
+        return Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand));
+    };
+    assert_eq!((run.timeout, run.try_once), (None, false));
+    // Each id names an argument of its (sub)command.
+    let command = Cli::command();
+    for (path, ids) in EXCLUSIVE {
+        let sub = path
+            .iter()
+            .try_fold(&command, |c, name| c.find_subcommand(name));
+        assert!(sub.is_some(), "no subcommand {path:?}");
+        for id in *ids {
+            assert!(
+                sub.is_some_and(|sub| sub.get_arguments().any(|a| a.get_id() == *id)),
+                "{path:?} has no argument {id}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn store_flags_go_before_or_after_the_subcommand_but_only_one() {
+    let after = Cli::parse_args(["fdb-leader", "status", "--memory", "--election", "x"]);
+    assert!(
+        after.is_ok_and(|c| c.store.choice() == Some(StoreChoice::Memory) && c.election == "x")
+    );
+    let both = Cli::parse_args(["fdb-leader", "--memory", "--sqlite", "a", "status"]);
+    assert!(both.is_err_and(|e| {
+        e.kind() == clap::error::ErrorKind::ArgumentConflict
+            && e.to_string()
+                .contains("--sqlite and --memory cannot be used together")
+    }));
+    let both = Cli::parse_args([
+        "fdb-leader",
+        "--memory",
+        "run",
+        "--try",
+        "--timeout",
+        "1s",
+        "--",
+        "x",
+    ]);
+    assert!(both.is_err_and(|e| e.kind() == clap::error::ErrorKind::ArgumentConflict));
+    let bad = Cli::parse_args(["fdb-leader", "--memory", "run", "--lease", "3", "--", "x"]);
+    assert!(bad.is_err_and(|e| e.to_string().contains("3ms")));
+    let none = Cli::parse_args(["fdb-leader", "--memory", "run"]);
+    assert!(none.is_err());
+}
+
+/// `run` with `args`, parsed; the error's text if refused.
+fn run_args(args: &[&str]) -> Result<RunArgs, String> {
+    let argv = ["fdb-leader", "--memory", "run"]
+        .iter()
+        .chain(args)
+        .copied();
+    match Cli::parse_args(argv) {
+        Ok(Cli {
+            command: Command::Run(run),
+            ..
+        }) => Ok(run),
+        Ok(_) => Err("not run".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn shards_take_a_count_a_weight_and_restart_by_default() {
+    let run = run_args(&["--shards", "4", "--weight", "3", "--", "x"]);
+    assert!(
+        run.as_ref().is_ok_and(|r| r.shards == Some(4)
+            && r.weight == Some(3)
+            && r.policy() == OnChildExit::Restart),
+        "{run:?}"
+    );
+    let exit = run_args(&["--shards", "4", "--on-child-exit", "exit", "--", "x"]);
+    assert!(exit.is_ok_and(|r| r.policy() == OnChildExit::Exit));
+    let most = run_args(&["--shards", "256", "--", "x"]);
+    assert!(most.is_ok_and(|r| r.shards == Some(256)));
+}
+
+#[test]
+fn shard_counts_out_of_range_name_the_flag() {
+    for (count, says) in [
+        ("0", "at least 1 shard"),
+        ("257", "at most 256"),
+        ("-1", "not a number of shards"),
+        ("four", "not a number of shards"),
+    ] {
+        let e = run_args(&["--shards", count, "--", "x"])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains(&format!("invalid value '{count}' for '--shards <M>'")) && e.contains(says),
+            "{count}: {e}"
+        );
+    }
+}
+
+#[test]
+fn settings_of_the_single_election_are_refused_with_shards() {
+    for (flags, names) in [
+        (&["--try"][..], "--try cannot be used with --shards"),
+        (
+            &["--timeout", "3s"],
+            "--timeout cannot be used with --shards",
+        ),
+        (
+            &["--payload", "p"],
+            "--payload cannot be used with --shards",
+        ),
+        (
+            &["--begin-command", "true"],
+            "--begin-command cannot be used with --shards",
+        ),
+        (
+            &["--end-command", "true"],
+            "--end-command cannot be used with --shards",
+        ),
+        (
+            &["--error-timeout", "1s"],
+            "--error-timeout cannot be used with --shards",
+        ),
+        (
+            &["--on-child-exit", "resign"],
+            "--on-child-exit resign cannot be used with --shards",
+        ),
+    ] {
+        let mut args = vec!["--shards", "4"];
+        args.extend(flags);
+        args.extend(["--", "x"]);
+        let e = run_args(&args).err().unwrap_or_default();
+        assert!(e.contains(names) && e.contains("drop --"), "{flags:?}: {e}");
+        // Without --shards, each of them is a setting of the single election's run.
+        let mut single: Vec<&str> = flags.to_vec();
+        single.extend(["--", "x"]);
+        assert!(run_args(&single).is_ok(), "{flags:?}");
+    }
+    let e = run_args(&["--weight", "2", "--", "x"])
+        .err()
+        .unwrap_or_default();
+    assert!(e.contains("--weight needs --shards M"), "{e}");
+}
