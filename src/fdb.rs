@@ -151,17 +151,35 @@
 //! resolves with an error. Each database allows 10,000 outstanding watches by default; drop
 //! watches that are no longer needed.
 //!
-//! # A planted fault, in debug builds only
+//! Every error one of these transactions meets is logged at debug level (target
+//! `fdb_leader_election::fdb`, message `FoundationDB transaction error`) with its `code`, its
+//! `phase` (`operation` or `commit`) and whether the loop `retried` it; the caller's timeout
+//! is logged as 1031 (`transaction_timed_out`, FoundationDB's code for the same event under
+//! its own timeout option), `phase=commit` if the commit had been sent. The chaos harness
+//! counts these lines.
+//!
+//! # Planted faults, in debug builds only
 //!
 //! The chaos harness checks that its checks catch a mishandled unknown commit on a real
-//! cluster. In a **debug** build, with `FDB_LEADER_DEBUG_UNKNOWN_AS_NOT_COMMITTED=1` in the
-//! environment, the runner's transactions report a commit whose result is unknown (1021, 1039,
-//! a timed-out commit, the caller's timeout) as not committed (1020), which they then retry,
-//! and log a warning once. Release builds never read the variable.
+//! cluster. In a **debug** build, with one of these variables set to `1`, the runner's
+//! transactions mishandle a commit whose result is unknown (1021, 1039, a commit that timed
+//! out, the caller's timeout while the commit was in flight), log a warning once, and log
+//! each use at debug level (`planted fault: ...`):
+//!
+//! - `FDB_LEADER_DEBUG_UNKNOWN_AS_NOT_COMMITTED`: reported as not committed (1020), and
+//!   retried at once like a conflict. The election is meant to survive this: leadership is
+//!   adopted only from a confirmed commit or from the candidate's own attempt id found in the
+//!   record, never from how a failure was classified.
+//! - `FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED`: reported as committed, so the election adopts
+//!   a cycle whose write may never have landed (a renewal or an acquisition the store does not
+//!   show).
+//!
+//! Release builds never read the variables (they are not in the binary).
 
 use std::future::Future;
 use std::ops::Deref;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use foundationdb::options::{ConflictRangeType, StreamingMode};
@@ -171,7 +189,7 @@ use foundationdb::{
 
 use crate::error::ElectionError;
 use crate::store::database::{ElectionDatabase, TransactionTimedOut};
-use crate::store::fdb_codes::{self, Phase, Predicates};
+use crate::store::fdb_codes::{self, Phase, Predicates, code};
 use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 fn is_snapshot(mode: ReadMode) -> bool {
@@ -408,26 +426,59 @@ impl ElectionDatabase for Arc<Database> {
     {
         let db = Arc::clone(self);
         async move {
-            match tokio::time::timeout(timeout, attempts(&db, &body)).await {
+            // Whether the attempt in flight had sent its commit when the time ran out.
+            let committing = AtomicBool::new(false);
+            let deadline = tokio::time::Instant::now().checked_add(timeout);
+            let attempts = attempts(&db, &body, &committing, deadline);
+            match tokio::time::timeout(timeout, attempts).await {
                 Ok(result) => result,
                 // Dropping the attempts destroys the transaction, cancelling what it awaited;
                 // a commit already sent may still apply.
-                Err(_elapsed) => Err(
-                    match (TransactionTimedOut { after: timeout }).into_error() {
-                        ElectionError::Database(e) => {
-                            ElectionError::Database(planted(e, unknown_reported_as_not_committed()))
-                        }
-                        other => other,
-                    },
-                ),
+                Err(_elapsed) => {
+                    let phase = if committing.load(Ordering::Relaxed) {
+                        Phase::Commit
+                    } else {
+                        Phase::Operation
+                    };
+                    log_error(code::TRANSACTION_TIMED_OUT, phase, false);
+                    Err(
+                        match (TransactionTimedOut { after: timeout }).into_error() {
+                            ElectionError::Database(e) => ElectionError::Database(planted(
+                                e,
+                                unknown_reported_as_not_committed(),
+                            )),
+                            other => other,
+                        },
+                    )
+                }
             }
         }
     }
 }
 
+/// Logs, at debug level, an error one of the runner's transactions met: its code, where it
+/// arose, and whether the loop retries it. The caller's timeout is logged as 1031
+/// (`transaction_timed_out`), the code FoundationDB gives the same event when the timeout is
+/// its own option; `phase=commit` then means the commit had been sent, so it may have applied.
+/// The chaos harness counts these lines (`RUST_LOG=fdb_leader_election::fdb=debug`).
+fn log_error(code: i32, phase: Phase, retried: bool) {
+    let phase = match phase {
+        Phase::Operation => "operation",
+        Phase::Commit => "commit",
+    };
+    tracing::debug!(code, phase, retried, "FoundationDB transaction error");
+}
+
 /// Runs `body` and commits, on one transaction reset by `on_error` between attempts, until an
-/// attempt commits or fails with an error [`fdb_codes::retry_code`] does not retry.
-async fn attempts<F, Fut, T>(db: &Database, body: &F) -> Result<T, ElectionError>
+/// attempt commits or fails with an error [`fdb_codes::retry_code`] does not retry. Sets
+/// `committing` while a commit is in flight. `deadline` is the caller's (used only by the
+/// planted fault that adopts unknown results).
+async fn attempts<F, Fut, T>(
+    db: &Database,
+    body: &F,
+    committing: &AtomicBool,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<T, ElectionError>
 where
     F: Fn(Arc<Transaction>) -> Fut,
     Fut: Future<Output = Result<T, ElectionError>>,
@@ -440,24 +491,60 @@ where
             return Err(outcome.err().unwrap_or_else(reference_kept));
         };
         let error = match outcome {
-            Ok(value) => match owned.commit().await {
-                Ok(_committed) => return Ok(value),
-                Err(failed) => {
-                    let error = ElectionError::Database(planted(
-                        txn_error(*failed, Phase::Commit),
-                        unknown_reported_as_not_committed(),
-                    ));
-                    if fdb_codes::retry_code(&error).is_none() {
-                        return Err(error);
+            Ok(value) => {
+                committing.store(true, Ordering::Relaxed);
+                let commit = owned.commit();
+                let committed = match deadline.filter(|_| unknown_adopted_as_committed()) {
+                    // The planted fault: the caller's timeout during the commit counts as
+                    // committed (this deadline comes no later than the caller's timer, which
+                    // polls this future before its own).
+                    Some(deadline) => match tokio::time::timeout_at(deadline, commit).await {
+                        Ok(committed) => committed,
+                        Err(_elapsed) => {
+                            log_error(code::TRANSACTION_TIMED_OUT, Phase::Commit, false);
+                            log_planted(code::TRANSACTION_TIMED_OUT, "committed");
+                            return Ok(value);
+                        }
+                    },
+                    None => commit.await,
+                };
+                committing.store(false, Ordering::Relaxed);
+                match committed {
+                    Ok(_committed) => return Ok(value),
+                    Err(failed) => {
+                        let fdb_error = *failed;
+                        let error = txn_error(fdb_error, Phase::Commit);
+                        if unknown_adopted_as_committed()
+                            && error.kind() == TxnErrorKind::CommitUnknown
+                        {
+                            log_error(fdb_error.code(), Phase::Commit, false);
+                            log_planted(fdb_error.code(), "committed");
+                            return Ok(value);
+                        }
+                        let error = ElectionError::Database(planted(
+                            error,
+                            unknown_reported_as_not_committed(),
+                        ));
+                        let retried = fdb_codes::retry_code(&error).is_some();
+                        log_error(fdb_error.code(), Phase::Commit, retried);
+                        if !retried {
+                            return Err(error);
+                        }
+                        // Resets the transaction after FoundationDB's back-off.
+                        trx = failed.on_error().await.map_err(TxnError::from)?;
+                        continue;
                     }
-                    // Resets the transaction after FoundationDB's back-off.
-                    trx = failed.on_error().await.map_err(TxnError::from)?;
-                    continue;
                 }
-            },
+            }
             Err(error) => error,
         };
-        let Some(code) = fdb_codes::retry_code(&error) else {
+        let retry = fdb_codes::retry_code(&error);
+        if let ElectionError::Database(e) = &error {
+            if let Some(code) = e.code() {
+                log_error(code, Phase::Operation, retry.is_some());
+            }
+        }
+        let Some(code) = retry else {
             return Err(error);
         };
         trx = owned
@@ -467,40 +554,87 @@ where
     }
 }
 
-/// The environment variable of the planted fault ([module docs](self#a-planted-fault-in-debug-builds-only)).
+/// The environment variable of the first planted fault ([module docs](self#planted-faults-in-debug-builds-only)).
 #[cfg_attr(
     not(debug_assertions),
     allow(dead_code, reason = "release builds never read it")
 )]
 const PLANT_UNKNOWN_AS_NOT_COMMITTED: &str = "FDB_LEADER_DEBUG_UNKNOWN_AS_NOT_COMMITTED";
 
-/// Whether this debug build was asked to plant the fault (read once; warned once).
+/// The environment variable of the second planted fault ([module docs](self#planted-faults-in-debug-builds-only)).
+#[cfg_attr(
+    not(debug_assertions),
+    allow(dead_code, reason = "release builds never read it")
+)]
+const PLANT_UNKNOWN_AS_COMMITTED: &str = "FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED";
+
+/// Whether this debug build was asked for the planted fault `name` (read once; warned once).
+#[cfg(debug_assertions)]
+fn plant_on(name: &str, what: &str) -> bool {
+    let on = std::env::var_os(name).is_some_and(|v| v == "1");
+    if on {
+        tracing::warn!(
+            "{name}=1: this debug build {what} (a planted fault, for the chaos harness)"
+        );
+    }
+    on
+}
+
+/// Whether this debug build reports unknown commit results as not committed.
 #[cfg(debug_assertions)]
 fn unknown_reported_as_not_committed() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
-        let on = std::env::var_os(PLANT_UNKNOWN_AS_NOT_COMMITTED).is_some_and(|v| v == "1");
-        if on {
-            tracing::warn!(
-                "{PLANT_UNKNOWN_AS_NOT_COMMITTED}=1: this debug build reports unknown commit \
-                 results as not committed (a planted fault, for the chaos harness)"
-            );
-        }
-        on
+        plant_on(
+            PLANT_UNKNOWN_AS_NOT_COMMITTED,
+            "reports unknown commit results as not committed",
+        )
     })
 }
 
-/// Release builds never plant the fault.
+/// Whether this debug build reports unknown commit results as committed.
+#[cfg(debug_assertions)]
+fn unknown_adopted_as_committed() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        plant_on(
+            PLANT_UNKNOWN_AS_COMMITTED,
+            "reports unknown commit results as committed",
+        )
+    })
+}
+
+/// Release builds never plant a fault.
 #[cfg(not(debug_assertions))]
 const fn unknown_reported_as_not_committed() -> bool {
     false
 }
 
-/// The planted fault: with `on`, a commit that may have applied is reported as one that did
-/// not (`not_committed`, 1020). Otherwise `error` unchanged.
+/// Release builds never plant a fault.
+#[cfg(not(debug_assertions))]
+const fn unknown_adopted_as_committed() -> bool {
+    false
+}
+
+/// Logs, at debug level, one use of a planted fault: the unknown result `code` was reported
+/// as `as_what`. The chaos harness counts these lines.
+fn log_planted(code: i32, as_what: &str) {
+    tracing::debug!(
+        code,
+        as_what,
+        "planted fault: an unknown commit result reported"
+    );
+}
+
+/// The first planted fault: with `on`, a commit that may have applied is reported as one
+/// that did not (`not_committed`, 1020). Otherwise `error` unchanged.
 fn planted(error: TxnError, on: bool) -> TxnError {
     if on && error.kind() == TxnErrorKind::CommitUnknown {
-        TxnError::with_source(TxnErrorKind::Conflict, error).with_code(1020)
+        log_planted(
+            error.code().unwrap_or(code::TRANSACTION_TIMED_OUT),
+            "not_committed",
+        );
+        TxnError::with_source(TxnErrorKind::Conflict, error).with_code(code::NOT_COMMITTED)
     } else {
         error
     }
@@ -542,15 +676,22 @@ mod tests {
 
     #[test]
     fn release_builds_never_plant_the_fault() {
-        // The test binary's environment does not set the variable, so debug builds read `false`
-        // too; in a release build the function is a constant.
+        // The test binary's environment does not set the variables, so debug builds read
+        // `false` too; in a release build the functions are constants.
         if !cfg!(debug_assertions) {
             assert!(!unknown_reported_as_not_committed());
+            assert!(!unknown_adopted_as_committed());
         }
-        assert_eq!(
-            std::env::var_os(PLANT_UNKNOWN_AS_NOT_COMMITTED).is_some(),
-            unknown_reported_as_not_committed() || !cfg!(debug_assertions)
-        );
+        for (name, on) in [
+            (
+                PLANT_UNKNOWN_AS_NOT_COMMITTED,
+                unknown_reported_as_not_committed(),
+            ),
+            (PLANT_UNKNOWN_AS_COMMITTED, unknown_adopted_as_committed()),
+        ] {
+            let asked = std::env::var_os(name).is_some_and(|v| v == "1");
+            assert_eq!(on, asked && cfg!(debug_assertions), "{name}");
+        }
     }
 
     fn binding_code(err: &FdbBindingError) -> Option<i32> {

@@ -69,7 +69,7 @@ fn a_cluster_recovers_from_its_masters_death_restarts_and_stops_cleanly() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let pids: Vec<i32> = c.processes.iter().map(|p| p.pid.as_raw()).collect();
-    c.stop();
+    c.stop(false);
     for pid in pids {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         assert!(cmdline.is_empty(), "fdbserver {pid} left running");

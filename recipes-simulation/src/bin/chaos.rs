@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release -p fdb-leader-election-simulation --bin chaos -- \
 //!     --fdb-leader PATH [--seconds N] [--seed S] [--candidates K] [--plant NAME] \
-//!     [--timeline FILE.svg]
+//!     [--timeline FILE.svg] [--fdb-dir D | --cluster-file F]
 //! ```
 //!
 //! Exits 0 only if every check passed; 1 if a check failed; 2 if the harness could not run.
@@ -18,7 +18,9 @@ use clap::{Args, Parser, Subcommand};
 use fdb_leader_election_simulation::chaos::child::{ChildArgs, run_child};
 use fdb_leader_election_simulation::chaos::harness::{Status, run_chaos};
 use fdb_leader_election_simulation::chaos::sink::Fencing;
-use fdb_leader_election_simulation::chaos::{ChaosOptions, ChaosPlant, Settings, analyze};
+use fdb_leader_election_simulation::chaos::{
+    ChaosOptions, ChaosPlant, ChaosStore, Settings, analyze,
+};
 use fdb_leader_election_simulation::progress::{Progress, interactive};
 use fdb_leader_election_simulation::timeline::from_chaos;
 
@@ -55,6 +57,30 @@ struct Cli {
     /// Keep the run's directory (store, sinks, every process's log) even if it passed.
     #[arg(long)]
     keep: bool,
+    /// Run on FoundationDB: start a cluster of 5 `fdbserver` processes (double redundancy, 3
+    /// coordinators) from this install (bin/fdbserver, bin/fdbcli), and hurt it too.
+    #[arg(long, value_name = "D", conflicts_with = "cluster_file")]
+    fdb_dir: Option<PathBuf>,
+    /// Run on the FoundationDB cluster of this cluster file (supervisor faults only).
+    #[arg(long, value_name = "F")]
+    cluster_file: Option<PathBuf>,
+    /// `fdbcli`, for the probe on --cluster-file (default: the one on PATH).
+    #[arg(long, value_name = "PATH", default_value = "fdbcli")]
+    fdbcli: PathBuf,
+    /// The project's scripts/fdb-local, which starts and stops the cluster of --fdb-dir.
+    #[arg(long, value_name = "PATH", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/fdb-local"))]
+    fdb_local: PathBuf,
+    /// An environment variable for every supervisor, NAME=VALUE (repeatable): for example a
+    /// planted fault's switch, to show that a release build ignores it.
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_env)]
+    supervisor_env: Vec<(String, String)>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(name, _)| !name.is_empty())
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{s:?}: expected NAME=VALUE"))
 }
 
 fn parse_plant(s: &str) -> Result<ChaosPlant, String> {
@@ -113,7 +139,7 @@ fn main() -> ExitCode {
     }
     if cli.list_plants {
         for p in ChaosPlant::ALL {
-            println!("{p} {}", p.target());
+            println!("{p} {} {}", p.target(), p.store());
         }
         return ExitCode::SUCCESS;
     }
@@ -134,12 +160,29 @@ fn main() -> ExitCode {
         plant: cli.plant,
         libfaketime: cli.libfaketime.clone(),
         dir: None,
+        store: match (&cli.fdb_dir, &cli.cluster_file) {
+            (Some(install), _) => ChaosStore::Fdb {
+                install: install.clone(),
+                fdb_local: cli.fdb_local.clone(),
+            },
+            (None, Some(file)) => ChaosStore::ClusterFile {
+                file: file.clone(),
+                fdbcli: cli.fdbcli.clone(),
+            },
+            (None, None) => ChaosStore::Sqlite,
+        },
+        supervisor_env: cli.supervisor_env.clone(),
     };
     let s = Settings::default();
+    let store = match (&cli.fdb_dir, &cli.cluster_file) {
+        (Some(d), _) => format!("fdb (a cluster of its own from {})", d.display()),
+        (None, Some(f)) => format!("fdb ({})", f.display()),
+        (None, None) => "sqlite".to_owned(),
+    };
     println!(
-        "chaos: seed={seed} candidates={} seconds={} plant={} lease={}ms heartbeat={}ms \
-         rho={}ppm (clock-rate faults within rho/2 per supervisor) report_interval={}ms \
-         recovery_bound={}ms",
+        "chaos: store={store} seed={seed} candidates={} seconds={} plant={} lease={}ms \
+         heartbeat={}ms rho={}ppm (clock-rate faults within rho/2 per supervisor) \
+         report_interval={}ms recovery_bound={}ms",
         cli.candidates,
         cli.seconds,
         cli.plant
@@ -198,6 +241,15 @@ fn main() -> ExitCode {
         );
         if let Some(p) = cli.plant {
             cmd.push_str(&format!(" --plant {p}"));
+        }
+        if let Some(d) = &cli.fdb_dir {
+            cmd.push_str(&format!(" --fdb-dir {}", d.display()));
+        }
+        if let Some(f) = &cli.cluster_file {
+            cmd.push_str(&format!(" --cluster-file {}", f.display()));
+        }
+        for (name, value) in &cli.supervisor_env {
+            cmd.push_str(&format!(" --supervisor-env {name}={value}"));
         }
         println!("rerun (same fault schedule; process timing differs): {cmd}");
     }

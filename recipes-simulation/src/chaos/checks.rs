@@ -12,7 +12,8 @@
 //!   delay the run saw) it is reported, not a violation (no process on the machine can
 //!   prevent it; README, "What it cannot do");
 //! - **(c) recovery** ([`check_recovery`]): after each fault heals, a current child runs
-//!   within lease + 2 heartbeats + grace;
+//!   within lease + 2 heartbeats + grace (on FoundationDB, plus the time the cluster itself
+//!   could not commit meanwhile, as the probe measured it);
 //! - **(d) progress** ([`check_progress`]): elections, handovers and takeovers all happened.
 //!
 //! A child is *alive* over each run of its reports whose gaps stay within `split_gap`: a
@@ -368,6 +369,24 @@ pub struct Recovery {
     pub judged: bool,
     /// Whether it broke the bound.
     pub violated: bool,
+    /// The cluster's stall time it was allowed beyond the bound (0 on SQLite).
+    pub allowance: u64,
+}
+
+/// The limits check (c) judges by.
+#[derive(Clone, Copy, Debug)]
+pub struct RecoveryLimits<'a> {
+    /// The overlap tolerance (a report this much before the heal still counts).
+    pub tolerance: u64,
+    /// Lease + 2 heartbeats + grace.
+    pub bound: u64,
+    /// The gap that ends an alive span.
+    pub split_gap: u64,
+    /// The end of the observed run.
+    pub until: u64,
+    /// The cluster's stalls (FoundationDB; none on SQLite): the time they cover between the
+    /// heal and the recovery is allowed on top of the bound.
+    pub stalls: &'a [(u64, u64)],
 }
 
 /// How long a child must go on reporting for its report to count as a recovery (a child
@@ -377,16 +396,21 @@ pub const RECOVERY_SUSTAIN: u64 = 100_000_000;
 /// (c) Times the recovery after each fault: the first report, at or after the heal (less the
 /// tolerance), from a child whose ballot is the highest reported so far, whose supervisor is
 /// not paused at that instant, and which goes on reporting for [`RECOVERY_SUSTAIN`] (or to
-/// the end). `bound`: lease + 2 heartbeats + grace; `until`: the end of the observed run.
+/// the end). It must come within the bound plus the cluster's stall time between the heal
+/// and it.
 pub fn check_recovery(
     faults: &[Fault],
     children: &[ChildRun],
     paused: &[Window],
-    tolerance: u64,
-    bound: u64,
-    split_gap: u64,
-    until: u64,
+    limits: &RecoveryLimits<'_>,
 ) -> Vec<Recovery> {
+    let RecoveryLimits {
+        tolerance,
+        bound,
+        split_gap,
+        until,
+        stalls,
+    } = *limits;
     let spans: Vec<Vec<(u64, u64)>> = children
         .iter()
         .map(|c| alive_spans(&c.times, split_gap))
@@ -432,13 +456,17 @@ pub fn check_recovery(
                         && sustained(*child, *t)
                 })
                 .map(|((t, ..), _)| t.saturating_sub(fault.heal));
-            let judged = found.is_some() || until.saturating_sub(fault.heal) > bound;
-            let violated = judged && found.is_none_or(|took| took > bound);
+            let end = found.map_or(until, |took| fault.heal.saturating_add(took));
+            let allowance = crate::chaos::probe::stalled_within(stalls, from, end);
+            let limit = bound.saturating_add(allowance);
+            let judged = found.is_some() || until.saturating_sub(fault.heal) > limit;
+            let violated = judged && found.is_none_or(|took| took > limit);
             Recovery {
                 fault: index,
                 took: found,
                 judged,
                 violated,
+                allowance,
             }
         })
         .collect()
@@ -755,6 +783,16 @@ mod tests {
         assert_eq!((v.violations.len(), v.after_vm_pause), (1, 0));
     }
 
+    fn limits(bound_ms: u64, until_ms: u64, stalls: &[(u64, u64)]) -> RecoveryLimits<'_> {
+        RecoveryLimits {
+            tolerance: 5 * MS,
+            bound: bound_ms.saturating_mul(MS),
+            split_gap: 50 * MS,
+            until: until_ms.saturating_mul(MS),
+            stalls,
+        }
+    }
+
     fn fault(heal_ms: u64) -> Fault {
         Fault {
             kind: FaultKind::Kill9,
@@ -768,7 +806,7 @@ mod tests {
     #[test]
     fn recovery_is_timed_from_the_heal_to_a_current_child() {
         let recovery = |faults: &[Fault], children: &[ChildRun]| {
-            check_recovery(faults, children, &[], 5 * MS, 2000 * MS, 50 * MS, 4000 * MS)
+            check_recovery(faults, children, &[], &limits(2000, 4000, &[]))
         };
         let children = [child(0, 0, 1, 0, 1000), child(1, 0, 2, 2200, 4000)];
         let r = recovery(&[fault(1000)], &children);
@@ -796,38 +834,24 @@ mod tests {
             from: 1300 * MS,
             to: 4000 * MS,
         }];
+        let r = check_recovery(&[fault(1000)], &children, &paused, &limits(2000, 5000, &[]));
+        assert_eq!(r[0].took, Some(3000 * MS));
+        assert!(r[0].violated);
+        // The same, while the cluster could not commit for 1.2 s after the heal: allowed.
+        let stalls = [(900 * MS, 2200 * MS)];
         let r = check_recovery(
             &[fault(1000)],
             &children,
             &paused,
-            5 * MS,
-            2000 * MS,
-            50 * MS,
-            5000 * MS,
+            &limits(2000, 5000, &stalls),
         );
-        assert_eq!(r[0].took, Some(3000 * MS));
-        assert!(r[0].violated);
+        assert_eq!(r[0].allowance, 1205 * MS);
+        assert!(r[0].judged && !r[0].violated);
         // No child at all, and the run went on past the bound: a violation.
-        let r = check_recovery(
-            &[fault(4600)],
-            &children,
-            &[],
-            5 * MS,
-            200 * MS,
-            50 * MS,
-            5000 * MS,
-        );
+        let r = check_recovery(&[fault(4600)], &children, &[], &limits(200, 5000, &[]));
         assert!(r[0].violated && r[0].took.is_none());
         // ... but not if the run ended first.
-        let r = check_recovery(
-            &[fault(4600)],
-            &children,
-            &[],
-            5 * MS,
-            2000 * MS,
-            50 * MS,
-            5000 * MS,
-        );
+        let r = check_recovery(&[fault(4600)], &children, &[], &limits(2000, 5000, &[]));
         assert!(!r[0].judged && !r[0].violated);
     }
 

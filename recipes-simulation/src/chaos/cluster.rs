@@ -8,11 +8,13 @@
 //! with (keeping `fdb-local`'s pid files right, so that `stop` stops them), forces recoveries
 //! (`configure commit_proxies=N`, alternating, which recruits a new transaction system), and
 //! takes coordinators away. Every process it started is stopped when the cluster is dropped.
+//! After the stop, the processes' trace files tell the recoveries and their durations
+//! ([`Cluster::recoveries`]).
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -45,7 +47,48 @@ pub struct Cluster {
     pub cluster_file: PathBuf,
     /// Its processes, by port order.
     pub processes: Vec<FdbProcess>,
+    /// The processes this harness restarted (its children, reaped after they die).
+    restarted: BTreeMap<u16, Child>,
     recovery_toggle: bool,
+}
+
+/// One recovery of the transaction system, as the master's trace file logged it when it
+/// reached `accepting_commits`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TracedRecovery {
+    /// When it reached `accepting_commits`, in seconds since the epoch (`CLOCK_REALTIME`).
+    pub at: f64,
+    /// Its duration, from its start to `accepting_commits` (FoundationDB's
+    /// `RecoveryDuration`): failure detection before it is not included.
+    pub duration: f64,
+}
+
+/// The value of `name="..."` in one trace line.
+fn attribute<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let pattern = format!(" {name}=\"");
+    let start = line.find(&pattern)?.checked_add(pattern.len())?;
+    let rest = line.get(start..)?;
+    rest.get(..rest.find('"')?)
+}
+
+/// The recoveries in the text of trace files (`MasterRecoveryState` events with status
+/// `accepting_commits`), each once (by master id and time).
+pub fn parse_recoveries(text: &str) -> Vec<(String, TracedRecovery)> {
+    text.lines()
+        .filter(|l| {
+            l.contains("Type=\"MasterRecoveryState\"")
+                && attribute(l, "Status") == Some("accepting_commits")
+        })
+        .filter_map(|l| {
+            Some((
+                attribute(l, "ID")?.to_owned(),
+                TracedRecovery {
+                    at: attribute(l, "Time")?.parse().ok()?,
+                    duration: attribute(l, "RecoveryDuration")?.parse().ok()?,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// What `status json` says of the cluster, as the harness needs it.
@@ -169,18 +212,42 @@ impl Cluster {
             fdbcli: fdb_dir.join("bin").join("fdbcli"),
             cluster_file,
             processes: procs,
+            restarted: BTreeMap::new(),
             recovery_toggle: false,
         })
     }
 
-    fn cli(&self, command: &str, timeout: Duration) -> io::Result<String> {
-        let out = Command::new(&self.fdbcli)
-            .arg("-C")
+    /// `fdbcli --exec command` on this cluster, bounded by `timeout` (not started).
+    pub fn cli_command(&self, command: &str, timeout: Duration) -> Command {
+        let mut cmd = Command::new(&self.fdbcli);
+        cmd.arg("-C")
             .arg(&self.cluster_file)
             .args(["--timeout", &timeout.as_secs().max(1).to_string()])
             .args(["--exec", command])
-            .stdin(Stdio::null())
-            .output()?;
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `fdbcli`, the program.
+    pub fn fdbcli(&self) -> &Path {
+        &self.fdbcli
+    }
+
+    /// The cluster's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The `configure` command of the next forced recovery: the number of commit proxies, 1
+    /// and 2 alternately, which recruits a new transaction system.
+    pub fn next_recovery_command(&mut self) -> String {
+        self.recovery_toggle = !self.recovery_toggle;
+        let n = if self.recovery_toggle { 2 } else { 1 };
+        format!("configure commit_proxies={n}")
+    }
+
+    fn cli(&self, command: &str, timeout: Duration) -> io::Result<String> {
+        let out = self.cli_command(command, timeout).output()?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
@@ -204,6 +271,10 @@ impl Cluster {
             kill(p.pid, Signal::SIGKILL).map_err(io::Error::from)?;
             p.alive = false;
             p.paused = false;
+        }
+        // A process this harness restarted is its child: reap it.
+        if let Some(mut child) = self.restarted.remove(&port) {
+            let _ = child.wait();
         }
         Ok(())
     }
@@ -231,7 +302,6 @@ impl Cluster {
         if p.alive {
             return Ok(());
         }
-        // Reap it if it was ours to wait for (it was started by fdb-local: not our child).
         let (program, args) = p
             .argv
             .split_first()
@@ -255,18 +325,15 @@ impl Cluster {
         p.pid = Pid::from_raw(pid);
         p.alive = true;
         p.paused = false;
+        self.restarted.insert(port, child);
         Ok(())
     }
 
     /// Forces a recovery: changes the number of commit proxies (1 and 2 alternately), which
     /// recruits a new transaction system.
     pub fn force_recovery(&mut self) -> io::Result<()> {
-        self.recovery_toggle = !self.recovery_toggle;
-        let n = if self.recovery_toggle { 2 } else { 1 };
-        self.cli(
-            &format!("configure commit_proxies={n}"),
-            Duration::from_secs(20),
-        )?;
+        let command = self.next_recovery_command();
+        self.cli(&command, Duration::from_secs(20))?;
         Ok(())
     }
 
@@ -280,31 +347,62 @@ impl Cluster {
     }
 
     /// Stops every process it started (through `scripts/fdb-local stop`, by pid file), and
-    /// removes the folder.
-    pub fn stop(&mut self) {
+    /// removes the folder unless `keep` (then [`recoveries`](Self::recoveries) reads its
+    /// trace files, flushed by the stop).
+    pub fn stop(&mut self, keep: bool) {
         for p in &mut self.processes {
             if p.paused {
                 let _ = kill(p.pid, Signal::SIGCONT);
             }
         }
-        let _ = Command::new(&self.fdb_local)
-            .arg("stop")
-            .arg("--dir")
-            .arg(&self.dir)
+        let mut cmd = Command::new(&self.fdb_local);
+        cmd.arg("stop").arg("--dir").arg(&self.dir);
+        if keep {
+            cmd.arg("--keep");
+        }
+        let _ = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        for (_, mut child) in std::mem::take(&mut self.restarted) {
+            let _ = child.wait();
+        }
         for p in &mut self.processes {
             p.alive = false;
         }
+    }
+
+    /// The recoveries the processes' trace files logged, in time order (read after
+    /// [`stop`](Self::stop) with `keep`: a process flushes its trace file when it stops; one
+    /// killed with `SIGKILL` may have lost its last events).
+    pub fn recoveries(&self) -> Vec<TracedRecovery> {
+        let mut seen = BTreeMap::new();
+        let logs = std::fs::read_dir(self.dir.join("logs"))
+            .into_iter()
+            .flatten();
+        for folder in logs.flatten() {
+            let files = std::fs::read_dir(folder.path()).into_iter().flatten();
+            for file in files.flatten() {
+                let path = file.path();
+                if path.extension().is_some_and(|e| e == "xml") {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    for (id, r) in parse_recoveries(&text) {
+                        seen.insert((id, r.at.to_bits()), r);
+                    }
+                }
+            }
+        }
+        let mut out: Vec<TracedRecovery> = seen.into_values().collect();
+        out.sort_by(|a, b| a.at.total_cmp(&b.at));
+        out
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         if self.processes.iter().any(|p| p.alive) {
-            self.stop();
+            self.stop(false);
         }
     }
 }
@@ -333,5 +431,18 @@ mod tests {
         assert_eq!(s.roles[&4502], Vec::<String>::new());
         assert!(ClusterStatus::parse("not json").is_none());
         assert!(ClusterStatus::parse("{}").is_none());
+    }
+
+    #[test]
+    fn trace_files_give_each_recovery_once() {
+        let text = r#"<Event Severity="10" Time="1795599417.187225" Type="MasterRecoveryState" ID="33" StatusCode="7" Status="recruiting_transaction_servers" />
+<Event Severity="10" Time="1795599417.313843" Type="MasterRecoveryState" ID="33" StatusCode="11" Status="accepting_commits" StoreType="ssd-2" RecoveryDuration="0.0144022" Machine="127.0.0.1:41934" />
+<Event Severity="10" Time="1795599417.313843" Type="MasterRecoveryDuration" ID="33" RecoveryDuration="0.0144022" />
+<Event Severity="10" Time="1795599420.5" Type="MasterRecoveryState" ID="44" Status="accepting_commits" RecoveryDuration="1.5" />"#;
+        let r = parse_recoveries(text);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].0, "33");
+        assert!((r[0].1.duration - 0.0144022).abs() < 1e-9);
+        assert!((r[1].1.at - 1795599420.5).abs() < 1e-6);
     }
 }

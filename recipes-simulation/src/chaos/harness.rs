@@ -23,11 +23,14 @@ use rand_chacha::ChaCha8Rng;
 
 use super::child::{FENCED_SINK, SHADOW_SINK};
 use super::clock::{monotonic_ns, ns};
+use super::cluster::{Cluster, ClusterStatus, TracedRecovery};
+use super::fdb_log::FdbErrors;
 use super::model::{ChildRun, Fault, FaultKind, ObservedChange, Window};
+use super::probe::{PROBE_SPACING, Probe, ProbeCommit, STALL_MIN, stalls};
 use super::proto::Report;
 use super::sink::{SinkLog, log_path, read_log};
 use super::store_lock::StoreLock;
-use super::{ChaosOptions, ChaosPlant, Settings};
+use super::{ChaosOptions, ChaosPlant, ChaosStore, Settings};
 
 /// A supervisor's state, for the timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +98,38 @@ pub struct ChaosRun {
     pub shadow_log: SinkLog,
     /// The run's directory (store, sinks, logs of every process).
     pub dir: PathBuf,
+    /// The fault kinds this run injects (by store).
+    pub kinds: Vec<FaultKind>,
+    /// On FoundationDB: the errors, the probe, the recoveries.
+    pub fdb: Option<FdbRecord>,
+}
+
+/// What a run on FoundationDB recorded besides the election.
+#[derive(Clone, Debug, Default)]
+pub struct FdbRecord {
+    /// The supervisors' transaction errors, from their logs.
+    pub errors: FdbErrors,
+    /// The probe's commits.
+    pub probe: Vec<ProbeCommit>,
+    /// The stalls the probe saw (true time).
+    pub stalls: Vec<(u64, u64)>,
+    /// The recoveries the cluster's trace files logged during the run (only on a cluster the
+    /// harness started).
+    pub recoveries: Vec<TracedRecovery>,
+    /// Whether the harness started (and hurt) the cluster.
+    pub own_cluster: bool,
+}
+
+/// The FoundationDB side of a run in progress.
+struct FdbWorld {
+    cluster_file: PathBuf,
+    fdbcli: PathBuf,
+    election: String,
+    cluster: Option<Cluster>,
+    probe: Option<Probe>,
+    /// `CLOCK_REALTIME` at the start, in seconds (trace files are stamped with it).
+    realtime_t0: f64,
+    record: FdbRecord,
 }
 
 /// What the progress display is told, about once a second.
@@ -134,6 +169,8 @@ struct Sup {
 
 struct World<'a> {
     options: ChaosOptions,
+    fdb: Option<FdbWorld>,
+    kinds: Vec<FaultKind>,
     settings: Settings,
     fdb_leader: PathBuf,
     libfaketime: Option<PathBuf>,
@@ -173,6 +210,25 @@ pub const PLANT_CLOCK_RATE: f64 = 0.2;
 /// Under the plant `unfenced-sink`, how long a VM-paused leader's child runs before its
 /// supervisor and watchdog are continued (about six ticks of the child).
 pub const CHILD_FIRST: Duration = Duration::from_millis(30);
+
+/// How many `fdbserver` processes the harness's own cluster runs.
+pub const CLUSTER_PROCESSES: u32 = 5;
+
+/// How long a supervisor waits for a leader after a fault on FoundationDB, beyond the
+/// recovery bound: the cluster's own recovery (5 s and more after its master dies).
+const CLUSTER_SETTLE: Duration = Duration::from_secs(20);
+
+/// The election's name on FoundationDB: one per run, so that runs on one cluster never meet.
+fn election_name(seed: u64) -> String {
+    format!("chaos-{}-{seed}", std::process::id())
+}
+
+/// `CLOCK_REALTIME` in seconds (FoundationDB's trace files are stamped with it).
+fn realtime() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
 
 /// Where Debian (and others) install the multi-threaded libfaketime.
 const LIBFAKETIME_PATHS: [&str; 4] = [
@@ -231,8 +287,49 @@ pub fn run_chaos(
         .set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| format!("report socket: {e}"))?;
     let slots = usize::try_from(options.candidates).unwrap_or(1);
+    if options.plant.is_some_and(|p| p.store() == "fdb") && !options.store.is_fdb() {
+        return Err(format!(
+            "--plant {}: a FoundationDB plant (pass --fdb-dir D or --cluster-file F)",
+            options.plant.map(|p| p.name()).unwrap_or_default()
+        ));
+    }
+    let fdb = match &options.store {
+        ChaosStore::Sqlite => None,
+        ChaosStore::Fdb { install, fdb_local } => {
+            let folder = dir.join("fdb");
+            let cluster = Cluster::start(fdb_local, install, &folder, CLUSTER_PROCESSES, "double")
+                .map_err(|e| format!("starting the FoundationDB cluster: {e}"))?;
+            Some(FdbWorld {
+                cluster_file: cluster.cluster_file.clone(),
+                fdbcli: cluster.fdbcli().to_owned(),
+                election: election_name(options.seed),
+                cluster: Some(cluster),
+                probe: None,
+                realtime_t0: realtime(),
+                record: FdbRecord {
+                    own_cluster: true,
+                    ..FdbRecord::default()
+                },
+            })
+        }
+        ChaosStore::ClusterFile { file, fdbcli } => Some(FdbWorld {
+            cluster_file: file.clone(),
+            fdbcli: fdbcli.clone(),
+            election: election_name(options.seed),
+            cluster: None,
+            probe: None,
+            realtime_t0: realtime(),
+            record: FdbRecord::default(),
+        }),
+    };
+    let kinds = FaultKind::for_store(
+        fdb.is_some(),
+        fdb.as_ref().is_some_and(|f| f.cluster.is_some()),
+    );
     let mut world = World {
         options: options.clone(),
+        fdb,
+        kinds,
         settings,
         fdb_leader,
         libfaketime,
@@ -295,9 +392,15 @@ impl World<'_> {
 
     fn fdb_leader(&self) -> Command {
         let mut cmd = Command::new(&self.fdb_leader);
-        cmd.arg("--sqlite")
-            .arg(&self.db)
-            .env_remove("LD_PRELOAD")
+        match &self.fdb {
+            Some(fdb) => cmd
+                .arg("--cluster-file")
+                .arg(&fdb.cluster_file)
+                .arg("--election")
+                .arg(&fdb.election),
+            None => cmd.arg("--sqlite").arg(&self.db),
+        };
+        cmd.env_remove("LD_PRELOAD")
             .env_remove("FAKETIME")
             .env("RUST_LOG", "info");
         cmd
@@ -420,6 +523,17 @@ impl World<'_> {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        if self.fdb.is_some() {
+            // Every error of the supervisor's transactions, with its code (the adapter's
+            // debug line), for the summary.
+            cmd.env("RUST_LOG", "info,fdb_leader_election::fdb=debug");
+        }
+        for (name, value) in &self.options.supervisor_env {
+            cmd.env(name, value);
+        }
+        if let Some(switch) = self.options.plant.and_then(ChaosPlant::switch) {
+            cmd.env(switch, "1");
+        }
         if let (Some(rate), Some(lib)) = (rate, &self.libfaketime) {
             cmd.env("LD_PRELOAD", lib)
                 .env("FAKETIME", format!("+0 x{rate:.4}"));
@@ -545,19 +659,165 @@ impl World<'_> {
         Some((index, best.pgid, best.pid))
     }
 
-    /// Waits until a running supervisor's child leads (at most the recovery bound and 3 s).
+    /// Waits until a running supervisor's child leads (at most the recovery bound and 3 s;
+    /// on FoundationDB, also until the probe commits again, at most 20 s more).
     fn settle(&mut self) -> Result<(), String> {
+        let extra = if self.fdb.is_some() {
+            CLUSTER_SETTLE
+        } else {
+            Duration::ZERO
+        };
         let deadline = self
             .now()
             .saturating_add(ns(self.settings.recovery_bound()))
-            .saturating_add(3_000_000_000);
+            .saturating_add(3_000_000_000)
+            .saturating_add(ns(extra));
         while self.now() < deadline {
             if let Some((i, _)) = self.leader() {
-                if self.sups.get(i).is_some_and(|s| !s.paused && !s.ending) {
+                let now = self.now();
+                let probe_ok = self
+                    .fdb
+                    .as_ref()
+                    .and_then(|f| f.probe.as_ref())
+                    .is_none_or(|p| {
+                        p.last_commit()
+                            .is_some_and(|t| now.saturating_sub(t) < 500_000_000)
+                    });
+                if probe_ok && self.sups.get(i).is_some_and(|s| !s.paused && !s.ending) {
                     return Ok(());
                 }
             }
             self.idle(Duration::from_millis(10))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `cmd` (an `fdbcli`) to its end, at most `patience`, reaping and reporting
+    /// progress meanwhile; its standard output.
+    fn run_cli(&mut self, mut cmd: Command, patience: Duration) -> Result<String, String> {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("fdbcli: {e}"))?;
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let deadline = self.now().saturating_add(ns(patience));
+        loop {
+            if let Ok(out) = rx.try_recv() {
+                return Ok(out
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default());
+            }
+            if self.now() >= deadline {
+                let _ = kill(pid, Signal::SIGKILL);
+            }
+            self.idle(Duration::from_millis(10))?;
+        }
+    }
+
+    /// The cluster's status, if it answers within 10 s.
+    fn cluster_status(&mut self) -> Result<Option<ClusterStatus>, String> {
+        let Some(cmd) = self
+            .fdb
+            .as_ref()
+            .and_then(|f| f.cluster.as_ref())
+            .map(|c| c.cli_command("status json", Duration::from_secs(10)))
+        else {
+            return Ok(None);
+        };
+        let out = self.run_cli(cmd, Duration::from_secs(15))?;
+        Ok(ClusterStatus::parse(&out))
+    }
+
+    fn cluster(&mut self) -> Result<&mut Cluster, String> {
+        self.fdb
+            .as_mut()
+            .and_then(|f| f.cluster.as_mut())
+            .ok_or_else(|| "no cluster of the harness's own".to_owned())
+    }
+
+    /// Injects a fault of the cluster.
+    fn inject_cluster(&mut self, kind: FaultKind) -> Result<(), String> {
+        let ports: Vec<u16> = self.cluster()?.processes.iter().map(|p| p.port).collect();
+        let coordinators = self.cluster()?.coordinators();
+        let pick = |rng: &mut ChaCha8Rng, from: &[u16]| {
+            from.get(rng.random_range(0..from.len().max(1))).copied()
+        };
+        match kind {
+            FaultKind::FdbKill9 | FaultKind::FdbKill9Master | FaultKind::FdbCoordinators => {
+                let (port, what) = match kind {
+                    FaultKind::FdbKill9Master => {
+                        let master = self.cluster_status()?.and_then(|s| s.holder_of("master"));
+                        match master {
+                            Some(p) => (Some(p), "master"),
+                            None => (pick(&mut self.rng, &ports), "master unknown, random"),
+                        }
+                    }
+                    FaultKind::FdbCoordinators => {
+                        (pick(&mut self.rng, &coordinators), "coordinator 1 of 3")
+                    }
+                    _ => (pick(&mut self.rng, &ports), "random"),
+                };
+                let Some(port) = port else { return Ok(()) };
+                let down = if kind == FaultKind::FdbCoordinators {
+                    Duration::from_millis(self.rng.random_range(2000..5000))
+                } else {
+                    Duration::from_millis(self.rng.random_range(500..3000))
+                };
+                let start = self.now();
+                self.cluster()?
+                    .kill(port)
+                    .map_err(|e| format!("kill fdbserver {port}: {e}"))?;
+                self.idle(down)?;
+                self.cluster()?
+                    .restart(port)
+                    .map_err(|e| format!("restart fdbserver {port}: {e}"))?;
+                self.record_fault(
+                    kind,
+                    None,
+                    start,
+                    format!("port {port} ({what}) down {:.2}s", down.as_secs_f64()),
+                );
+            }
+            FaultKind::FdbPause => {
+                let Some(port) = pick(&mut self.rng, &ports) else {
+                    return Ok(());
+                };
+                let d = Duration::from_millis(self.rng.random_range(500..3000));
+                let start = self.now();
+                self.cluster()?
+                    .pause(port, true)
+                    .map_err(|e| format!("SIGSTOP fdbserver {port}: {e}"))?;
+                self.idle(d)?;
+                self.cluster()?
+                    .pause(port, false)
+                    .map_err(|e| format!("SIGCONT fdbserver {port}: {e}"))?;
+                self.record_fault(
+                    kind,
+                    None,
+                    start,
+                    format!("port {port} {:.2}s", d.as_secs_f64()),
+                );
+            }
+            FaultKind::FdbRecovery => {
+                let cluster = self.cluster()?;
+                let command = cluster.next_recovery_command();
+                let cmd = cluster.cli_command(&command, Duration::from_secs(20));
+                let start = self.now();
+                let out = self.run_cli(cmd, Duration::from_secs(30))?;
+                let said = out
+                    .lines()
+                    .map(str::trim)
+                    .rfind(|l| !l.is_empty())
+                    .unwrap_or("no answer")
+                    .to_owned();
+                self.record_fault(kind, None, start, format!("{command}: {said}"));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -577,7 +837,7 @@ impl World<'_> {
 
     fn next_kind(&mut self) -> FaultKind {
         if self.round.is_empty() {
-            let mut kinds = FaultKind::ALL.to_vec();
+            let mut kinds = self.kinds.clone();
             kinds.shuffle(&mut self.rng);
             match self.options.plant {
                 // The plant shows when a slow-clocked leader's renewals stop while it still
@@ -592,7 +852,7 @@ impl World<'_> {
                     kinds.retain(|k| *k != FaultKind::VmPause);
                     kinds.insert(0, FaultKind::VmPause);
                 }
-                None => {}
+                Some(ChaosPlant::UnknownAsCommitted) | None => {}
             }
             self.round.extend(kinds);
         }
@@ -651,6 +911,9 @@ impl World<'_> {
     }
 
     fn inject(&mut self, kind: FaultKind) -> Result<(), String> {
+        if kind.is_cluster() {
+            return self.inject_cluster(kind);
+        }
         let start = self.now();
         match kind {
             FaultKind::Kill9 => {
@@ -819,6 +1082,7 @@ impl World<'_> {
                     self.idle(Duration::from_secs(5))?;
                 }
             }
+            _ => {}
         }
         Ok(())
     }
@@ -849,6 +1113,9 @@ impl World<'_> {
     }
 
     fn run(&mut self) -> Result<u64, String> {
+        if let Some(fdb) = self.fdb.as_mut() {
+            fdb.probe = Some(Probe::start(&fdb.fdbcli, &fdb.cluster_file));
+        }
         self.configure()?;
         self.start_observer()?;
         for slot in 0..self.options.candidates {
@@ -908,6 +1175,22 @@ impl World<'_> {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        if let Some(fdb) = self.fdb.as_mut() {
+            if let Some(probe) = fdb.probe.take() {
+                fdb.record.probe = probe.finish();
+                fdb.record.stalls = stalls(&fdb.record.probe, PROBE_SPACING, STALL_MIN);
+            }
+            if let Some(mut cluster) = fdb.cluster.take() {
+                // Kept: its trace files are read now, and go with the run's directory.
+                cluster.stop(true);
+                let t0 = fdb.realtime_t0;
+                fdb.record.recoveries = cluster
+                    .recoveries()
+                    .into_iter()
+                    .filter(|r| r.at >= t0)
+                    .collect();
+            }
+        }
     }
 
     fn collect(&mut self, end: u64) -> Result<ChaosRun, String> {
@@ -939,6 +1222,19 @@ impl World<'_> {
             .map_err(|e| format!("reading the sink: {e}"))?;
         let shadow_log = read_log(&log_path(&sink_dir, SHADOW_SINK))
             .map_err(|e| format!("reading the shadow sink: {e}"))?;
+        let fdb = self.fdb.as_mut().map(|f| {
+            let mut record = std::mem::take(&mut f.record);
+            for inc in &self.records {
+                let path = self
+                    .dir
+                    .join("logs")
+                    .join(format!("c{}i{}.log", inc.slot, inc.incarnation));
+                record
+                    .errors
+                    .add_log(&std::fs::read_to_string(path).unwrap_or_default());
+            }
+            record
+        });
         Ok(ChaosRun {
             options: self.options.clone(),
             settings: self.settings,
@@ -957,6 +1253,8 @@ impl World<'_> {
             fenced_log,
             shadow_log,
             dir: self.dir.clone(),
+            kinds: self.kinds.clone(),
+            fdb,
         })
     }
 }

@@ -9,13 +9,40 @@
 //! with `libfaketime` — and timestamps everything in true time ([`clock`]). The checks
 //! ([`checks`]) then judge the record ([`model`]): (a) fencing, (b) no overlap, (c) recovery,
 //! (d) progress.
+//!
+//! # On FoundationDB (DESIGN §11.4)
+//!
+//! With [`ChaosStore::Fdb`] the harness starts its own cluster ([`cluster`]: five `fdbserver`
+//! processes, `double` redundancy, three coordinators, each process its own zone and
+//! machine) and the K supervisors run `fdb-leader --cluster-file F run` on it; with
+//! [`ChaosStore::ClusterFile`] they run on a cluster given to it, which it does not hurt. The
+//! cluster's own faults are injected beside the supervisor faults (which stay, except the
+//! SQLite lock): `kill -9` of a random `fdbserver` and of the one holding `master`, each
+//! restarted after a seeded delay, `SIGSTOP` of one for 0.5–3 s, a forced recovery, a
+//! coordinator (a minority) killed and restarted. A probe ([`probe`]) commits through
+//! `fdbcli` all along and measures the cluster's stalls; check (c) allows each fault the
+//! stall time it met on top of lease + 2 heartbeats + grace. The supervisors log every error
+//! their transactions meet (the adapter's debug line), which [`fdb_log`] counts: the summary
+//! shows 1021, 1031 (and how many of them arose in a commit), 1007, 1020 and the others, and
+//! the commits whose result was unknown; the recoveries and their durations come from the
+//! cluster's trace files.
+//!
+//! The fenced sink stays the harness's own file ([`sink`]), as on SQLite, not a key in the
+//! cluster: it is the judge, and must stand outside every fault. A sink in FoundationDB
+//! would stall, and answer unknown results, with the very cluster under test, so that a write
+//! the checks count might or might not have happened; and a fenced FoundationDB key would be
+//! the election's own fencing (`LeaderElection::fence` in the writer's transaction), which the
+//! integration tests cover, rather than the command-line supervisor's promise that its child
+//! runs only while it leads, which is what the harness tests.
 
 pub mod checks;
 pub mod child;
 pub mod clock;
 pub mod cluster;
+pub mod fdb_log;
 pub mod harness;
 pub mod model;
+pub mod probe;
 pub mod proto;
 pub mod sink;
 pub mod store_lock;
@@ -27,10 +54,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use checks::{
-    OverlapVerdict, Recovery, ReportInterval, SinkVerdict, Transitions, check_overlaps,
-    check_progress, check_recovery, check_sink, classify, percentile, report_interval,
+    OverlapVerdict, Recovery, RecoveryLimits, ReportInterval, SinkVerdict, Transitions,
+    check_overlaps, check_progress, check_recovery, check_sink, classify, percentile,
+    report_interval,
 };
 use clock::{millis, ns, secs};
+use fdb_log::FdbErrors;
 use harness::ChaosRun;
 use model::FaultKind;
 
@@ -47,25 +76,55 @@ pub enum ChaosPlant {
     /// machine pause after which the child runs first: its watchdog, paused too, cannot kill
     /// it yet). The child's stale writes land after its successor's: check (a) must fire.
     UnfencedSink,
+    /// FoundationDB only, with a debug build of `fdb-leader`: the supervisors run with
+    /// `FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED=1`, so the adapter reports a commit whose result
+    /// is unknown as committed and the election adopts an acquisition or a renewal the store
+    /// may not hold. An acquisition that never landed leaves its ballot to the next
+    /// candidate too: two children of one ballot, which the sink accepts from both, and check
+    /// (a) fires; a renewal that never landed keeps a leader believing after its followers
+    /// took over, and check (b) fires. Either must.
+    UnknownAsCommitted,
 }
 
 impl ChaosPlant {
     /// Every plant.
-    pub const ALL: [ChaosPlant; 2] = [ChaosPlant::ClockBeyondRho, ChaosPlant::UnfencedSink];
+    pub const ALL: [ChaosPlant; 3] = [
+        ChaosPlant::ClockBeyondRho,
+        ChaosPlant::UnfencedSink,
+        ChaosPlant::UnknownAsCommitted,
+    ];
 
     /// The plant's name.
     pub fn name(self) -> &'static str {
         match self {
             ChaosPlant::ClockBeyondRho => "clock-beyond-rho",
             ChaosPlant::UnfencedSink => "unfenced-sink",
+            ChaosPlant::UnknownAsCommitted => "unknown-as-committed",
         }
     }
 
-    /// The check it must make fail.
-    pub fn target(self) -> char {
+    /// The checks it must make fail (at least one of them).
+    pub fn target(self) -> &'static str {
         match self {
-            ChaosPlant::ClockBeyondRho => 'b',
-            ChaosPlant::UnfencedSink => 'a',
+            ChaosPlant::ClockBeyondRho => "b",
+            ChaosPlant::UnfencedSink => "a",
+            ChaosPlant::UnknownAsCommitted => "ab",
+        }
+    }
+
+    /// The store it needs: `any` or `fdb`.
+    pub fn store(self) -> &'static str {
+        match self {
+            ChaosPlant::UnknownAsCommitted => "fdb",
+            _ => "any",
+        }
+    }
+
+    /// The environment variable it sets on every supervisor, if any (it needs a debug build).
+    pub fn switch(self) -> Option<&'static str> {
+        match self {
+            ChaosPlant::UnknownAsCommitted => Some("FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED"),
+            _ => None,
         }
     }
 }
@@ -90,6 +149,36 @@ impl FromStr for ChaosPlant {
     }
 }
 
+/// The store the supervisors share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChaosStore {
+    /// A SQLite file in the run's directory.
+    Sqlite,
+    /// A FoundationDB cluster the harness starts (and hurts) from the install `install`
+    /// (`bin/fdbserver`, `bin/fdbcli`), with `fdb_local` (the project's `scripts/fdb-local`).
+    Fdb {
+        /// The FoundationDB install.
+        install: PathBuf,
+        /// `scripts/fdb-local`.
+        fdb_local: PathBuf,
+    },
+    /// A FoundationDB cluster given by its cluster file: supervisor faults only (the harness
+    /// does not hurt a cluster it did not start); `fdbcli` for the probe.
+    ClusterFile {
+        /// The cluster file.
+        file: PathBuf,
+        /// `fdbcli`.
+        fdbcli: PathBuf,
+    },
+}
+
+impl ChaosStore {
+    /// Whether it is FoundationDB.
+    pub fn is_fdb(&self) -> bool {
+        !matches!(self, ChaosStore::Sqlite)
+    }
+}
+
 /// How to run the harness.
 #[derive(Clone, Debug)]
 pub struct ChaosOptions {
@@ -107,6 +196,11 @@ pub struct ChaosOptions {
     pub libfaketime: Option<PathBuf>,
     /// The run's directory (default: a new one under the temporary directory).
     pub dir: Option<PathBuf>,
+    /// The store.
+    pub store: ChaosStore,
+    /// Environment variables set on every supervisor (`NAME`, `VALUE`), for example a
+    /// planted fault's switch, to show a release build ignores it.
+    pub supervisor_env: Vec<(String, String)>,
 }
 
 /// The timings of the election and of the harness.
@@ -209,6 +303,79 @@ pub struct ChaosReport {
     pub fault_notes: Vec<String>,
     /// Each fault's (start, heal), true time.
     pub fault_spans: Vec<(u64, u64)>,
+    /// On FoundationDB: errors, stalls, recoveries.
+    pub fdb: Option<FdbSummary>,
+}
+
+/// What a run on FoundationDB adds to the report.
+#[derive(Clone, Debug, Default)]
+pub struct FdbSummary {
+    /// The supervisors' transaction errors.
+    pub errors: FdbErrors,
+    /// The probe's successful commits.
+    pub probe_commits: u64,
+    /// The stalls' durations (ns), sorted.
+    pub stalls: Vec<u64>,
+    /// The recoveries' durations (ns, FoundationDB's own measure), sorted.
+    pub recoveries: Vec<u64>,
+    /// Whether the harness started the cluster and injected its faults.
+    pub own_cluster: bool,
+    /// The largest stall time allowed to one recovery.
+    pub max_allowance: u64,
+    /// The plant's switch, if the plant has one (then some supervisor must have warned).
+    pub switch: Option<&'static str>,
+}
+
+impl FdbSummary {
+    fn new(
+        record: &harness::FdbRecord,
+        recoveries: &[Recovery],
+        plant: Option<ChaosPlant>,
+    ) -> Self {
+        let mut stalls: Vec<u64> = record
+            .stalls
+            .iter()
+            .map(|(a, b)| b.saturating_sub(*a))
+            .collect();
+        stalls.sort_unstable();
+        let mut traced: Vec<u64> = record
+            .recoveries
+            .iter()
+            .map(|r| ns(Duration::from_secs_f64(r.duration.max(0.0))))
+            .collect();
+        traced.sort_unstable();
+        FdbSummary {
+            errors: record.errors.clone(),
+            probe_commits: u64::try_from(record.probe.iter().filter(|c| c.ok).count())
+                .unwrap_or(u64::MAX),
+            stalls,
+            recoveries: traced,
+            own_cluster: record.own_cluster,
+            max_allowance: recoveries.iter().map(|r| r.allowance).max().unwrap_or(0),
+            switch: plant.and_then(ChaosPlant::switch),
+        }
+    }
+
+    /// The plant's switch was asked for and no supervisor said it is on (a release build).
+    fn switch_ignored(&self) -> bool {
+        self.switch.is_some() && self.errors.plant_warnings == 0
+    }
+
+    /// The summary's FoundationDB part.
+    fn summary(&self) -> String {
+        format!(
+            "{} planted={} cluster_recoveries={} cluster_recovery_p50_s={:.2} \
+             cluster_recovery_max_s={:.2} stalls={} stall_p50_s={:.2} stall_max_s={:.2}",
+            self.errors.summary(),
+            self.errors.planted,
+            self.recoveries.len(),
+            secs(percentile(&self.recoveries, 50)),
+            secs(self.recoveries.last().copied().unwrap_or(0)),
+            self.stalls.len(),
+            secs(percentile(&self.stalls, 50)),
+            secs(self.stalls.last().copied().unwrap_or(0)),
+        )
+    }
 }
 
 /// Judges a run.
@@ -229,21 +396,25 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
         split,
         run.end,
     );
+    let no_stalls = Vec::new();
+    let stalls = run.fdb.as_ref().map_or(&no_stalls, |f| &f.stalls);
     let recoveries = check_recovery(
         &run.faults,
         &run.children,
         &run.paused,
-        tolerance,
-        ns(s.recovery_bound()),
-        split,
-        run.end,
+        &RecoveryLimits {
+            tolerance,
+            bound: ns(s.recovery_bound()),
+            split_gap: split,
+            until: run.end,
+            stalls,
+        },
     );
     let transitions = classify(&run.observed);
     let fenced = check_sink(&run.fenced_log);
     let shadow = check_sink(&run.shadow_log);
     let progress_missing = check_progress(&transitions, fenced.accepted);
-    let mut faults_by_kind: BTreeMap<FaultKind, u64> =
-        FaultKind::ALL.iter().map(|k| (*k, 0)).collect();
+    let mut faults_by_kind: BTreeMap<FaultKind, u64> = run.kinds.iter().map(|k| (*k, 0)).collect();
     for f in &run.faults {
         if let Some(n) = faults_by_kind.get_mut(&f.kind) {
             *n = n.saturating_add(1);
@@ -272,6 +443,10 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
             )
         })
         .collect();
+    let fdb = run
+        .fdb
+        .as_ref()
+        .map(|f| FdbSummary::new(f, &recoveries, run.options.plant));
     ChaosReport {
         faults_by_kind,
         runs: u64::try_from(run.children.len()).unwrap_or(u64::MAX),
@@ -292,6 +467,7 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
         t0: run.t0,
         fault_notes,
         fault_spans: run.faults.iter().map(|f| (f.start, f.heal)).collect(),
+        fdb,
     }
 }
 
@@ -318,6 +494,14 @@ impl ChaosReport {
         }
         if self.unclean_children > 0 {
             failed.push("clock");
+        }
+        if let Some(fdb) = &self.fdb {
+            if fdb.own_cluster && fdb.errors.unknown_commits() == 0 {
+                failed.push("u");
+            }
+            if fdb.switch_ignored() {
+                failed.push("setup");
+            }
         }
         failed
     }
@@ -348,8 +532,18 @@ impl ChaosReport {
             }
         };
         let recovery_failures = self.recoveries.iter().filter(|r| r.violated).count();
+        let unknown = match &self.fdb {
+            Some(fdb) if fdb.own_cluster => {
+                if fdb.errors.unknown_commits() > 0 {
+                    " u=ok".to_owned()
+                } else {
+                    " u=FAIL(no unknown commit)".to_owned()
+                }
+            }
+            _ => String::new(),
+        };
         format!(
-            "checks: a={} b={} c={} d={}",
+            "checks: a={} b={} c={} d={}{unknown}",
             verdict(usize::try_from(self.fenced.violation_count).unwrap_or(usize::MAX)),
             verdict(self.overlaps.violations.len()),
             verdict(recovery_failures),
@@ -390,9 +584,27 @@ impl ChaosReport {
                 |t| format!("{:.3}s", secs(t)),
             );
             lines.push(format!(
-                "VIOLATION (c) recovery: after {what}: {took} (bound {:.3}s)",
-                self.recovery_bound.as_secs_f64()
+                "VIOLATION (c) recovery: after {what}: {took} (bound {:.3}s + the cluster's \
+                 stall time {:.3}s)",
+                self.recovery_bound.as_secs_f64(),
+                secs(r.allowance)
             ));
+        }
+        if let Some(fdb) = &self.fdb {
+            if fdb.own_cluster && fdb.errors.unknown_commits() == 0 {
+                lines.push(
+                    "VIOLATION (u) no commit with an unknown result: the cluster's faults \
+                     never reached a supervisor's commit"
+                        .to_owned(),
+                );
+            }
+            if let Some(switch) = fdb.switch.filter(|_| fdb.switch_ignored()) {
+                lines.push(format!(
+                    "VIOLATION setup: no supervisor honoured {switch}=1 (it needs a debug \
+                     build of fdb-leader: cargo build --features cli,fdb-7_3,\
+                     embedded-fdb-include --bin fdb-leader)"
+                ));
+            }
         }
         for m in &self.progress_missing {
             lines.push(format!("VIOLATION (d) progress: {m}"));
@@ -459,6 +671,43 @@ impl ChaosReport {
             ),
             format!("incarnations={} children={}", self.incarnations, self.runs),
         ];
+        if let Some(fdb) = &self.fdb {
+            let codes: Vec<String> = fdb
+                .errors
+                .by_code
+                .iter()
+                .map(|(code, n)| {
+                    let in_commit = fdb.errors.in_commit.get(code).copied().unwrap_or(0);
+                    format!("{code}: {n} ({in_commit} in a commit)")
+                })
+                .collect();
+            lines.push(format!(
+                "fdb errors the supervisors met: {}; commits with an unknown result: {}",
+                if codes.is_empty() {
+                    "none".to_owned()
+                } else {
+                    codes.join(", ")
+                },
+                fdb.errors.unknown_commits()
+            ));
+            lines.push(format!(
+                "fdb cluster: {} recoveries in its trace files (p50 {:.3}s, max {:.3}s, from \
+                 their start to accepting commits); probe: {} commits, {} stalls (p50 {:.3}s, \
+                 max {:.3}s); largest stall time allowed to one recovery {:.3}s",
+                fdb.recoveries.len(),
+                secs(percentile(&fdb.recoveries, 50)),
+                secs(fdb.recoveries.last().copied().unwrap_or(0)),
+                fdb.probe_commits,
+                fdb.stalls.len(),
+                secs(percentile(&fdb.stalls, 50)),
+                secs(fdb.stalls.last().copied().unwrap_or(0)),
+                secs(fdb.max_allowance)
+            ));
+            lines.push(format!(
+                "planted-fault switches: {} supervisor(s) warned one is on, {} use(s) logged",
+                fdb.errors.plant_warnings, fdb.errors.planted
+            ));
+        }
         if !self.unexpected_exits.is_empty() {
             lines.push(format!(
                 "unexpected supervisor exits: {}",
@@ -482,10 +731,15 @@ impl ChaosReport {
             .iter()
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
+        let fdb = self
+            .fdb
+            .as_ref()
+            .map(|f| format!(" {}", f.summary()))
+            .unwrap_or_default();
         format!(
             "runs={} faults={total} ({}) overlaps={} vm_resume_overlaps={} sink_violations={} \
              sink_rejected_stale={} sink_cut_writes={} recovery_p50_over_lease={:.2} recovery_p99_over_lease={:.2} elections={} \
-             handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}",
+             handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}{fdb}",
             self.runs,
             kinds.join(" "),
             self.overlaps.violations.len(),

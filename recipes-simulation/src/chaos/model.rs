@@ -26,11 +26,24 @@ pub enum FaultKind {
     /// A supervisor restarts under `libfaketime` with a clock rate error (the child does not
     /// inherit it).
     ClockRate,
+    /// FoundationDB: `kill -9` of an `fdbserver` process chosen at random, restarted after a
+    /// seeded delay.
+    FdbKill9,
+    /// FoundationDB: `kill -9` of the `fdbserver` process holding the `master` role (the
+    /// transaction system's), restarted after a seeded delay: the cluster recovers.
+    FdbKill9Master,
+    /// FoundationDB: `SIGSTOP` of an `fdbserver` process for 0.5–3 s, then `SIGCONT`.
+    FdbPause,
+    /// FoundationDB: a forced recovery (`configure commit_proxies=N`, alternating).
+    FdbRecovery,
+    /// FoundationDB: a minority of the coordinators (one of three) killed, restarted after a
+    /// seeded delay.
+    FdbCoordinators,
 }
 
 impl FaultKind {
     /// Every kind, in summary order.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::Kill9,
         FaultKind::Pause,
         FaultKind::VmPause,
@@ -38,7 +51,40 @@ impl FaultKind {
         FaultKind::Rolling,
         FaultKind::StoreOutage,
         FaultKind::ClockRate,
+        FaultKind::FdbKill9,
+        FaultKind::FdbKill9Master,
+        FaultKind::FdbPause,
+        FaultKind::FdbRecovery,
+        FaultKind::FdbCoordinators,
     ];
+
+    /// The faults of the cluster itself (FoundationDB, on a cluster the harness started).
+    pub const CLUSTER: [FaultKind; 5] = [
+        FaultKind::FdbKill9,
+        FaultKind::FdbKill9Master,
+        FaultKind::FdbPause,
+        FaultKind::FdbRecovery,
+        FaultKind::FdbCoordinators,
+    ];
+
+    /// The kinds a run injects: on SQLite the supervisor faults and the store outage; on
+    /// FoundationDB the supervisor faults, and the cluster's faults if the harness started
+    /// the cluster (`cluster_faults`).
+    pub fn for_store(fdb: bool, cluster_faults: bool) -> Vec<FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .filter(|k| match k {
+                FaultKind::StoreOutage => !fdb,
+                k if FaultKind::CLUSTER.contains(k) => fdb && cluster_faults,
+                _ => true,
+            })
+            .collect()
+    }
+
+    /// Whether it hits the FoundationDB cluster.
+    pub fn is_cluster(self) -> bool {
+        FaultKind::CLUSTER.contains(&self)
+    }
 
     /// The name in summaries and logs.
     pub fn name(self) -> &'static str {
@@ -50,6 +96,11 @@ impl FaultKind {
             FaultKind::Rolling => "rolling",
             FaultKind::StoreOutage => "store_outage",
             FaultKind::ClockRate => "clock_rate",
+            FaultKind::FdbKill9 => "fdb_kill9",
+            FaultKind::FdbKill9Master => "fdb_kill9_master",
+            FaultKind::FdbPause => "fdb_pause",
+            FaultKind::FdbRecovery => "fdb_recovery",
+            FaultKind::FdbCoordinators => "fdb_coordinators",
         }
     }
 }
@@ -173,6 +224,22 @@ mod tests {
         let c = ObservedChange::parse(6, gone);
         assert!(c.is_some_and(|c| c.ballot.is_none() && c.leader.is_none()));
         assert_eq!(ObservedChange::parse(1, "not json"), None);
+    }
+
+    #[test]
+    fn each_store_has_its_fault_kinds() {
+        let sqlite = FaultKind::for_store(false, false);
+        assert!(sqlite.contains(&FaultKind::StoreOutage));
+        assert!(!sqlite.iter().any(|k| k.is_cluster()));
+        let fdb = FaultKind::for_store(true, true);
+        assert!(!fdb.contains(&FaultKind::StoreOutage));
+        assert_eq!(fdb.len(), 11);
+        let given = FaultKind::for_store(true, false);
+        assert!(
+            !given
+                .iter()
+                .any(|k| k.is_cluster() || *k == FaultKind::StoreOutage)
+        );
     }
 
     #[test]

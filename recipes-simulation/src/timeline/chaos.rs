@@ -88,7 +88,13 @@ pub fn from_chaos(run: &ChaosRun, report: &ChaosReport) -> Timeline {
         start: 0.0,
         end: closed,
         lanes,
-        outages: run.outages.iter().map(|(a, b)| (t(*a), t(*b))).collect(),
+        // SQLite's write lock held, or the FoundationDB cluster's stalls the probe measured.
+        outages: run
+            .outages
+            .iter()
+            .chain(run.fdb.iter().flat_map(|f| f.stalls.iter()))
+            .map(|(a, b)| (t(*a), t(*b)))
+            .collect(),
         overlaps: report
             .overlaps
             .violations
