@@ -3,8 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures_util::future::try_join_all;
+
 use super::election::ShardedElection;
 use super::member::{Member, MemberCycle};
+use super::record::ShardRecord;
 use crate::codec;
 use crate::core::shard::leave::{decide_leave, leave_lookups};
 use crate::core::shard::member::{MemberDecision, MemberInput, MemberLookups, decide_member};
@@ -70,14 +73,22 @@ impl ShardedElection {
                         ..MemberLookups::default()
                     };
                     // A shard beyond the layout is not read: the decision refuses the inbox.
-                    for shard in shards.into_iter().filter(|s| s.get() < shard_count) {
-                        let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
-                        found.shards.insert(shard, rec);
-                    }
-                    for target in inboxes {
-                        let i = self.inbox(txn, &target, ReadMode::Serializable).await?;
-                        found.inboxes.insert(target, i);
-                    }
+                    // The reads are issued together: one round trip on FoundationDB, however
+                    // many shards the inbox names.
+                    let shards: Vec<ShardId> = shards
+                        .into_iter()
+                        .filter(|s| s.get() < shard_count)
+                        .collect();
+                    let (records, boxes) = tokio::join!(
+                        self.shards_with(txn, &shards),
+                        try_join_all(inboxes.iter().map(|t| self.inbox(
+                            txn,
+                            t,
+                            ReadMode::Serializable
+                        )),),
+                    );
+                    found.shards = shards.into_iter().zip(records?).collect();
+                    found.inboxes = inboxes.into_iter().zip(boxes?).collect();
                     lookups = Some(found);
                 }
                 MemberDecision::CorruptInbox(why) => {
@@ -135,10 +146,9 @@ impl ShardedElection {
         let (record, inbox) = (record?, inbox?);
         let mut shards = BTreeMap::new();
         if record.as_ref().is_some_and(|r| !r.fenced) {
-            for shard in leave_lookups(&believed, &inbox) {
-                let rec = self.shard_with(txn, shard, ReadMode::Serializable).await?;
-                shards.insert(shard, rec);
-            }
+            let wanted = leave_lookups(&believed, &inbox);
+            let records = self.shards_with(txn, &wanted).await?;
+            shards.extend(wanted.into_iter().zip(records));
         }
         let plan = decide_leave(&mut member.lock().core, record.as_ref(), &shards)?;
         let Some(plan) = plan else {
@@ -150,5 +160,19 @@ impl ShardedElection {
         self.set_member(txn, &id, &plan.record, record.as_ref())?;
         txn.clear(&self.inbox_key(&id));
         Ok(())
+    }
+
+    /// The records of `shards` (serializable reads), in order, read together.
+    async fn shards_with<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        shards: &[ShardId],
+    ) -> Result<Vec<ShardRecord>, ElectionError> {
+        try_join_all(
+            shards
+                .iter()
+                .map(|s| self.shard_with(txn, *s, ReadMode::Serializable)),
+        )
+        .await
     }
 }
