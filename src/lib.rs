@@ -152,7 +152,8 @@ pub use config::{
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
     MIN_TRANSACTION_TIMEOUT,
 };
-pub use core::{Action, ResignRejected};
+pub use core::Action;
+pub use core::resign::ResignRejected;
 pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority, ShardId, Weight};
 pub use keys::MAX_KEY_BYTES;

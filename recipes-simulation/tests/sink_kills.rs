@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use fdb_leader_election_simulation::chaos::checks::check_sink;
+use fdb_leader_election_simulation::chaos::checks::fencing::check_sink;
 use fdb_leader_election_simulation::chaos::child::{FENCED_SINK, SHADOW_SINK};
 use fdb_leader_election_simulation::chaos::sink::{
     Fencing, Outcome, Sink, Writer, log_path, read_log,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{AttemptWire, attempt, attempt_wire, decode_body, encode, nanos};
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::shard::record::{
+use crate::record::shard::{
     EpochMark, Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord,
 };
 

@@ -13,7 +13,8 @@ use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
 use crate::record::{AttemptId, LeaderRecord, Party};
 
-use super::{ResignRejected, next_renewal};
+use super::next_renewal;
+use super::resign::ResignRejected;
 
 fn operator_attempt(operator: &CandidateId) -> Option<AttemptId> {
     Some(AttemptId {

@@ -9,8 +9,12 @@
 
 use std::time::Duration;
 
+use super::cycle::decide_cycle;
+use super::rank::{best_live, rank_among};
+use super::resign::{ResignRejected, decide_resign};
 use super::*;
 use crate::ids::Ballot;
+use crate::record::{AttemptId, Named};
 
 const LEASE: Duration = Duration::from_secs(10);
 

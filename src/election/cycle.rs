@@ -2,7 +2,8 @@
 
 use crate::candidate::{Candidate, Cycle, CycleOutcome};
 use crate::config::ElectionConfig;
-use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode, ResignRejected};
+use crate::core::resign::ResignRejected;
+use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
 use crate::record::CandidateRecord;
@@ -179,7 +180,7 @@ impl LeaderElection {
                         requester: requester.as_ref().map(Option::as_ref),
                     },
                 };
-                core::decide_cycle(&mut local.core, &input)?
+                core::cycle::decide_cycle(&mut local.core, &input)?
             };
             match decision {
                 Decision::Plan(plan) => break plan,
@@ -253,7 +254,7 @@ impl LeaderElection {
         let (config, leader) = (config?, leader?);
         let best = if leader.is_owned_by(candidate.id()) {
             let rows = self.scan(txn, ReadMode::Snapshot, true).await?;
-            core::best_live(
+            core::rank::best_live(
                 candidate.id(),
                 &rows,
                 leader.renewal,
@@ -264,7 +265,7 @@ impl LeaderElection {
         };
         let decided = {
             let mut local = candidate.lock();
-            core::decide_resign(
+            core::resign::decide_resign(
                 &mut local.core,
                 &leader,
                 &config,

@@ -13,7 +13,7 @@ use foundationdb_tuple::Subspace;
 
 use crate::candidate::Candidate;
 use crate::config::ElectionConfig;
-use crate::core::ResignRejected;
+use crate::core::resign::ResignRejected;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
 use crate::keys::Keys;

@@ -166,7 +166,7 @@ impl<'a> WrittenKeys<'a> {
 impl fmt::Debug for WrittenKeys<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()
-            .entries(self.iter().map(crate::printable_key))
+            .entries(self.iter().map(crate::error::printable_key))
             .finish()
     }
 }

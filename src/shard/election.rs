@@ -23,12 +23,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use foundationdb_tuple::Subspace;
 
-use super::record::{EpochMark, Inbox, Layout, MemberRecord, ShardRecord};
 use crate::codec;
 use crate::config::ElectionConfig;
 use crate::election::LeaderElection;
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{CandidateId, ShardId};
+use crate::record::shard::{EpochMark, Inbox, Layout, MemberRecord, ShardRecord};
 use crate::store::txn::{ElectionTxn, ReadMode};
 
 /// A sharded election under one subspace: a cheap `Clone` handle.

@@ -2,9 +2,9 @@
 //! writer's ownership of the shard holds.
 
 use super::election::ShardedElection;
-use super::record::EpochMark;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, ShardId};
+use crate::record::shard::EpochMark;
 use crate::store::txn::{ElectionTxn, ReadMode};
 
 impl ShardedElection {

@@ -186,7 +186,7 @@ pub struct MemberCycle {
     pub(crate) _settle: SettleMember,
     pub(crate) adoption: MemberAdoption,
     pub(crate) joined: bool,
-    pub(crate) remaining: crate::shard::record::Inbox,
+    pub(crate) remaining: crate::record::shard::Inbox,
     /// Boxed: a cycle stays small to move around (it is held across the commit).
     pub(crate) config: Box<ElectionConfig>,
 }

@@ -17,11 +17,11 @@ mod guard;
 mod member;
 mod observer;
 mod operator;
-pub mod record;
 mod runner;
 
 pub use crate::core::shard::operator::ShardMove;
 pub use crate::core::shard::placement;
+pub use crate::record::shard as record;
 
 /// A member's runner decisions as a pure state machine, without I/O, clocks or tokio: the
 /// [`ShardedRunner`] executes it. See [`ShardMachine`](machine::ShardMachine).
@@ -30,11 +30,11 @@ pub mod machine {
         ShardCommand, ShardCtx, ShardEvent, ShardMachine, ShardStop,
     };
 }
+pub use crate::record::shard::{Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord};
 pub use assignments::{AssignmentChange, Assignments, ShardAssignment};
 pub use coordination::Coordination;
 pub use election::ShardedElection;
 pub use guard::ShardGuard;
 pub use member::{Coordinator, Member, MemberCycle};
 pub use observer::AssignmentObserver;
-pub use record::{Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord};
 pub use runner::{ShardChange, ShardedRunner, ShardedRunnerBuilder, metrics};

@@ -17,10 +17,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use fdb_leader_election_simulation::chaos::child::{ChildArgs, run_child};
 use fdb_leader_election_simulation::chaos::harness::{Status, run_chaos};
+use fdb_leader_election_simulation::chaos::report::analyze;
 use fdb_leader_election_simulation::chaos::sink::Fencing;
-use fdb_leader_election_simulation::chaos::{
-    ChaosOptions, ChaosPlant, ChaosStore, Settings, analyze,
-};
+use fdb_leader_election_simulation::chaos::{ChaosOptions, ChaosPlant, ChaosStore, Settings};
 use fdb_leader_election_simulation::progress::{Progress, interactive};
 use fdb_leader_election_simulation::timeline::from_chaos;
 

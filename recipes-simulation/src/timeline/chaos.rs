@@ -1,11 +1,11 @@
 //! A chaos run as a timeline.
 
 use super::{ChildSpan, Lane, Marker, SupSpan, SupState, Timeline};
-use crate::chaos::ChaosReport;
-use crate::chaos::checks::alive_spans;
+use crate::chaos::checks::spans::alive_spans;
 use crate::chaos::clock::{ns, secs};
 use crate::chaos::harness::{ChaosRun, SupState as RunState};
 use crate::chaos::model::FaultKind;
+use crate::chaos::report::ChaosReport;
 
 /// The timeline of a chaos run: one lane per slot, times in seconds from the start.
 pub fn from_chaos(run: &ChaosRun, report: &ChaosReport) -> Timeline {

@@ -11,7 +11,7 @@ use crate::core::lapse_at;
 use crate::error::ElectionError;
 use crate::ids::{CandidateId, ShardId, Weight};
 use crate::record::AttemptId;
-use crate::shard::record::{Inbox, Layout, MemberRecord, ShardOwner, ShardRecord};
+use crate::record::shard::{Inbox, Layout, MemberRecord, ShardOwner, ShardRecord};
 
 /// A member record's observation identity, and since when the coordinator has seen it.
 #[derive(Clone, Debug, PartialEq, Eq)]

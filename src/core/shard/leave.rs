@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::member::MemberState;
 use crate::error::ElectionError;
 use crate::ids::ShardId;
-use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+use crate::record::shard::{Inbox, MemberRecord, ShardOwner, ShardRecord};
 
 /// The writes of a leave.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
 use crate::record::AttemptId;
-use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+use crate::record::shard::{Inbox, MemberRecord, ShardOwner, ShardRecord};
 
 /// The inputs of one member attempt, besides the local state.
 #[derive(Debug)]

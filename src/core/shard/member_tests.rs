@@ -18,7 +18,7 @@ use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::shard::record::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+use crate::record::shard::{Inbox, MemberRecord, ShardOwner, ShardRecord};
 
 pub(super) fn id(s: &str) -> CandidateId {
     CandidateId::parse(s).unwrap()

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::error::ElectionError;
 use crate::ids::{CandidateId, ShardId};
 use crate::record::AttemptId;
-use crate::shard::record::{Inbox, ShardRecord};
+use crate::record::shard::{Inbox, ShardRecord};
 
 /// What an operator's move did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,7 +153,7 @@ pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionErr
 mod tests {
     use super::*;
     use crate::ids::Ballot;
-    use crate::shard::record::ShardOwner;
+    use crate::record::shard::ShardOwner;
 
     fn id(s: &str) -> CandidateId {
         CandidateId::parse(s).unwrap()

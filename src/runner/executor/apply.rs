@@ -158,7 +158,7 @@ impl<D: ElectionDatabase> Executor<D> {
             Command::RejectResign { current } => {
                 if let Some(reply) = self.resign_replies.pop_front() {
                     let _ = reply.send(Ok(ResignOutcome::Rejected(
-                        crate::core::ResignRejected::NotLeader { current },
+                        crate::core::resign::ResignRejected::NotLeader { current },
                     )));
                 }
             }

@@ -15,11 +15,11 @@ use crate::clock::{Clock, TokioClock};
 use crate::config::ElectionConfig;
 use crate::core::shard::machine::ShardMachine;
 use crate::ids::{CandidateId, Priority, Weight};
+use crate::record::shard::Layout;
 use crate::runner::health::Status;
 use crate::runner::{BuildError, Runner};
 use crate::shard::election::ShardedElection;
 use crate::shard::member::{Coordinator, Member};
-use crate::shard::record::Layout;
 use crate::store::database::ElectionDatabase;
 
 /// Builds and starts a [`ShardedRunner`].

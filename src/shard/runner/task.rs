@@ -12,10 +12,10 @@ use crate::config::ElectionConfig;
 use crate::core::runner::Failure;
 use crate::core::shard::machine::{ShardCommand, ShardCtx, ShardEvent, ShardMachine, ShardStop};
 use crate::ids::ShardId;
+use crate::record::shard::Layout;
 use crate::shard::election::ShardedElection;
 use crate::shard::guard::ShardGuard;
 use crate::shard::member::Member;
-use crate::shard::record::Layout;
 use crate::store::database::ElectionDatabase;
 use crate::store::txn::{ElectionTxn, Watch};
 

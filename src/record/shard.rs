@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::config::MAX_DURATION;
+use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
 use crate::record::AttemptId;
 
@@ -231,7 +232,7 @@ impl Layout {
     ///
     /// [`ElectionError::InvalidLayout`](crate::ElectionError::InvalidLayout) for zero shards,
     /// more than [`MAX_SHARDS`], or a move limit of zero.
-    pub fn new(shards: u32, max_concurrent_moves: u32) -> Result<Self, crate::ElectionError> {
+    pub fn new(shards: u32, max_concurrent_moves: u32) -> Result<Self, ElectionError> {
         let layout = Layout {
             shards,
             max_concurrent_moves,
@@ -239,7 +240,7 @@ impl Layout {
         };
         layout
             .check()
-            .map_err(|reason| crate::ElectionError::InvalidLayout { reason })?;
+            .map_err(|reason| ElectionError::InvalidLayout { reason })?;
         Ok(layout)
     }
 

@@ -1,6 +1,8 @@
 //! The durable records, as validated values. Only the codec module turns them into
 //! bytes; every value here has passed the same checks whether it was built or decoded.
 
+pub mod shard;
+
 use std::time::Duration;
 
 use crate::config::MAX_DURATION;

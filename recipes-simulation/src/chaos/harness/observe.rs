@@ -1,0 +1,153 @@
+//! Watching between faults: idling, the status line, the leader, settling, command-line calls.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::chaos::clock::ns;
+
+use super::{CLUSTER_SETTLE, Status, World, lock};
+
+impl World<'_> {
+    /// Waits `d`, reaping and reporting progress.
+    pub(super) fn idle(&mut self, d: Duration) -> Result<(), String> {
+        let until = self.now().saturating_add(ns(d));
+        loop {
+            self.reap()?;
+            self.status();
+            let now = self.now();
+            if now >= until {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_nanos(
+                until.saturating_sub(now).min(10_000_000),
+            ));
+        }
+    }
+
+    pub(super) fn status(&mut self) {
+        let now = self.now();
+        if now.saturating_sub(self.last_status) < 1_000_000_000 {
+            return;
+        }
+        self.last_status = now;
+        let ballot = lock(&self.inbox)
+            .latest
+            .values()
+            .map(|r| r.ballot)
+            .max()
+            .unwrap_or(0);
+        let status = Status {
+            elapsed: now.saturating_sub(self.t0) / 1_000_000_000,
+            total: self.options.seconds,
+            faults: u64::try_from(self.faults.len()).unwrap_or(u64::MAX),
+            ballot,
+        };
+        (self.progress)(status);
+    }
+
+    /// The supervisor whose child reported the highest ballot within the last 30 ms, with
+    /// that child's process group.
+    pub(super) fn leader(&self) -> Option<(usize, i32)> {
+        self.leader_child().map(|(i, pgid, _)| (i, pgid))
+    }
+
+    /// [`leader`](Self::leader), and the child's pid.
+    pub(super) fn leader_child(&self) -> Option<(usize, i32, i32)> {
+        let now = self.now();
+        let inbox = lock(&self.inbox);
+        let best = inbox
+            .latest
+            .values()
+            .filter(|r| now.saturating_sub(r.sent_ns) < 30_000_000)
+            .max_by_key(|r| r.ballot)?;
+        let index = self
+            .sups
+            .iter()
+            .position(|s| s.slot == best.slot && s.incarnation == best.incarnation)?;
+        Some((index, best.pgid, best.pid))
+    }
+
+    /// Waits until a running supervisor's child leads (at most the recovery bound and 3 s;
+    /// on FoundationDB, also until the probe commits again, at most 20 s more).
+    pub(super) fn settle(&mut self) -> Result<(), String> {
+        let extra = if self.fdb.is_some() {
+            CLUSTER_SETTLE
+        } else {
+            Duration::ZERO
+        };
+        let deadline = self
+            .now()
+            .saturating_add(ns(self.settings.recovery_bound()))
+            .saturating_add(3_000_000_000)
+            .saturating_add(ns(extra));
+        while self.now() < deadline {
+            if let Some((i, _)) = self.leader() {
+                let now = self.now();
+                let probe_ok = self
+                    .fdb
+                    .as_ref()
+                    .and_then(|f| f.probe.as_ref())
+                    .is_none_or(|p| {
+                        p.last_commit()
+                            .is_some_and(|t| now.saturating_sub(t) < 500_000_000)
+                    });
+                if probe_ok && self.sups.get(i).is_some_and(|s| !s.paused && !s.ending) {
+                    return Ok(());
+                }
+            }
+            self.idle(Duration::from_millis(10))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `cmd` (an `fdbcli`) to its end, at most `patience`, reaping and reporting
+    /// progress meanwhile; its standard output.
+    pub(super) fn run_cli(
+        &mut self,
+        mut cmd: Command,
+        patience: Duration,
+    ) -> Result<String, String> {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("fdbcli: {e}"))?;
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let deadline = self.now().saturating_add(ns(patience));
+        loop {
+            if let Ok(out) = rx.try_recv() {
+                return Ok(out
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default());
+            }
+            if self.now() >= deadline {
+                let _ = kill(pid, Signal::SIGKILL);
+            }
+            self.idle(Duration::from_millis(10))?;
+        }
+    }
+
+    pub(super) fn wait_for_leader_slot(
+        &mut self,
+        slot: u32,
+        patience: Duration,
+    ) -> Result<(), String> {
+        let deadline = self.now().saturating_add(ns(patience));
+        while self.now() < deadline {
+            if let Some((i, _)) = self.leader() {
+                if self.sups.get(i).is_some_and(|s| s.slot == slot) {
+                    return Ok(());
+                }
+            }
+            self.idle(Duration::from_millis(10))?;
+        }
+        Ok(())
+    }
+}

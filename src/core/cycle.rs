@@ -1,0 +1,323 @@
+//! One election cycle decided, as the leader (renew, hand over, step down) or as a follower.
+
+use super::rank::{best_live, rank_among};
+use super::write::{Owned, step_down, write_owned};
+use super::{
+    Action, CycleInput, Decision, LocalState, Lookup, Mode, Plan, Tenure, after, lapse_at, nothing,
+};
+use crate::error::ElectionError;
+use crate::ids::CandidateId;
+use crate::record::{CandidateRecord, FenceRecord, Named, Party};
+
+/// Decides one election cycle. Mutates `st` only with facts and demotions; promotions are
+/// returned in the plan for [`LocalState::adopt`]. A [`Decision::Need`] changes nothing
+/// that deciding again with the same input would not change the same way.
+///
+/// # Errors
+///
+/// Exhausted counters (ballot or renewal at `u64::MAX`), and
+/// [`ElectionError::CycleInProgress`] when the record read is this candidate's own write from
+/// this same transaction (a cycle whose transaction had not ended).
+pub(crate) fn decide_cycle(
+    st: &mut LocalState,
+    input: &CycleInput<'_>,
+) -> Result<Decision, ElectionError> {
+    let rec = input.leader;
+    let cfg = input.config;
+    let t0 = input.started_at;
+
+    st.recognize_own_write(rec, cfg, input.read_version)?;
+    st.check_tenure(rec, t0);
+    st.observe(rec, input.read_at);
+
+    if let Some(tenure) = st.tenure().cloned() {
+        return decide_as_leader(st, input, tenure);
+    }
+    if input.mode == Mode::RefreshOnly {
+        return Ok(nothing(None));
+    }
+    if st.unwritten_release(rec) {
+        // This candidate stepped down, but its vacancy never landed: the record still names
+        // it (and nobody else believes), so write the vacancy again.
+        return release_again(st, input);
+    }
+    if !cfg.election_enabled {
+        return Ok(nothing(None));
+    }
+    decide_as_follower(st, input)
+}
+
+/// Whether `reg` is a live registration, measured against the record's renewals.
+fn live(input: &CycleInput<'_>, reg: Option<&CandidateRecord>) -> bool {
+    reg.is_some_and(|r| r.is_live(input.leader.renewal, input.config.renewals_before_dead()))
+}
+
+/// A candidate's handover request, if this leader must honour it: preemption is on, the
+/// requester outranks this leader (in its request and in its registration), and it is
+/// registered and live. `Err` asks for the requester's registration first.
+fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Party>, Lookup> {
+    if !input.config.allow_preemption || req.priority <= input.priority {
+        return Ok(None);
+    }
+    let Some(reg) = input.lookups.requester else {
+        return Err(Lookup::Requester(req.id.clone()));
+    };
+    let outranks = reg.is_some_and(|r| r.priority > input.priority);
+    Ok((outranks && live(input, reg)).then(|| Party::Candidate(req.clone())))
+}
+
+/// The best live candidate other than this one, to reserve a vacancy for. `Err` asks for the
+/// registry first.
+fn best_live_reservation(st: &LocalState, input: &CycleInput<'_>) -> Result<Option<Party>, Lookup> {
+    let rows = input.lookups.registry.ok_or(Lookup::Registry)?;
+    Ok(best_live(
+        st.id(),
+        rows,
+        input.leader.renewal,
+        input.config.renewals_before_dead(),
+    )
+    .map(Party::Candidate))
+}
+
+fn decide_as_leader(
+    st: &mut LocalState,
+    input: &CycleInput<'_>,
+    tenure: Tenure,
+) -> Result<Decision, ElectionError> {
+    let rec = input.leader;
+    let cfg = input.config;
+    let t0 = input.started_at;
+
+    if !cfg.election_enabled {
+        return step_down(st, input, None, Action::SteppedDown);
+    }
+
+    let mut next_action_at = None;
+    let mut keep_request = None;
+    match rec.handover.as_ref() {
+        None => {}
+        Some(Party::Candidate(req)) => {
+            let reserve = match honourable_request(input, req) {
+                Ok(reserve) => reserve,
+                Err(need) => return Ok(Decision::Need(need)),
+            };
+            if let Some(reserve) = reserve {
+                let tenure_end = after(tenure.acquired_at, cfg.min_tenure);
+                if t0 < tenure_end {
+                    next_action_at = Some(tenure_end);
+                } else {
+                    let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
+                    if !st.busy() || t0 >= grace_end {
+                        return step_down(st, input, Some(reserve), Action::HandedOver)
+                            .map(|d| honouring(d, rec.handover.clone()));
+                    }
+                    next_action_at = Some(grace_end);
+                }
+                keep_request = rec.handover.clone();
+            }
+            // A request that is not honourable (preemption disabled, the requester no longer
+            // outranks this leader, or is gone) is dropped by the renewal below.
+        }
+        Some(Party::Operator(_)) => {
+            // An operator's request: step down whatever the priorities and the preemption
+            // setting, after draining in-flight work within the grace, and reserve for the
+            // best live candidate so leadership moves in one commit.
+            let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
+            if !st.busy() || t0 >= grace_end {
+                let reserve = match best_live_reservation(st, input) {
+                    Ok(reserve) => reserve,
+                    Err(need) => return Ok(Decision::Need(need)),
+                };
+                return step_down(st, input, reserve, Action::HandedOver)
+                    .map(|d| honouring(d, rec.handover.clone()));
+            }
+            next_action_at = Some(grace_end);
+            keep_request = rec.handover.clone();
+        }
+    }
+
+    // Renew: same ballot, new renewal, validity from this attempt's start.
+    let handover_seen_at = keep_request
+        .as_ref()
+        .and_then(|_| st.tenure().and_then(|t| t.handover_seen_at));
+    let owned = Owned {
+        ballot: rec.ballot,
+        handover: keep_request,
+        acquired_at: tenure.acquired_at,
+        // Read back after noting the request, so the grace is not restarted by renewals.
+        handover_seen_at,
+    };
+    let honoured = owned.handover.clone();
+    let mut plan = write_owned(st, input, owned)?;
+    plan.action = Action::Renewed;
+    plan.next_action_at = next_action_at;
+    plan.honoured = honoured;
+    Ok(Decision::Plan(plan))
+}
+
+/// The decision, noting the request it honours.
+fn honouring(d: Decision, request: Option<Party>) -> Decision {
+    match d {
+        Decision::Plan(mut plan) => {
+            plan.honoured = request;
+            Decision::Plan(plan)
+        }
+        need => need,
+    }
+}
+
+/// Writes the vacancy again after a release whose write never landed (the record still
+/// names this candidate, which no longer believes). The reason and the reservation are chosen
+/// again from the record and the registry as they are now, as a leader would choose them:
+/// elections disabled: unreserved; an honourable candidate request: the requester; an
+/// operator's request: the best live candidate; no reason left (the request was withdrawn or
+/// is no longer honourable): a resignation, reserved for the best live candidate.
+fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, ElectionError> {
+    let rec = input.leader;
+    if !input.config.election_enabled {
+        return step_down(st, input, None, Action::SteppedDown);
+    }
+    if let Some(Party::Candidate(req)) = rec.handover.as_ref() {
+        match honourable_request(input, req) {
+            Ok(Some(reserve)) => {
+                return step_down(st, input, Some(reserve), Action::HandedOver)
+                    .map(|d| honouring(d, rec.handover.clone()));
+            }
+            Ok(None) => {}
+            Err(need) => return Ok(Decision::Need(need)),
+        }
+    }
+    let (action, honoured) = match rec.handover {
+        Some(Party::Operator(_)) => (Action::HandedOver, rec.handover.clone()),
+        _ => (Action::Resigned, None),
+    };
+    match best_live_reservation(st, input) {
+        Ok(reserve) => step_down(st, input, reserve, action).map(|d| honouring(d, honoured)),
+        Err(need) => Ok(Decision::Need(need)),
+    }
+}
+
+fn decide_as_follower(
+    st: &mut LocalState,
+    input: &CycleInput<'_>,
+) -> Result<Decision, ElectionError> {
+    let rec = input.leader;
+    let cfg = input.config;
+    let t0 = input.started_at;
+    let Some(obs) = st.observed().cloned() else {
+        return Ok(nothing(None));
+    };
+
+    // When may this candidate take over, and does it depend on rank?
+    let reserved_for_me = rec
+        .reservation
+        .as_ref()
+        .is_some_and(|r| r.is_candidate(st.id()));
+    let takeover_at = if reserved_for_me {
+        // The leader stepped down for this candidate: fill the reservation at once.
+        return acquire(st, input);
+    } else {
+        // Base instant, and the reading it is compared with.
+        let (base, now) = if rec.owner.is_none() && rec.reservation.is_none() {
+            // An unreserved vacancy: nobody believes they lead, so timing is irrelevant to
+            // safety; only the rank stagger applies, counted from the first sighting.
+            (obs.first_seen, input.read_at)
+        } else {
+            // A lease held by someone (possibly this candidate's own lost record), or a
+            // vacancy held for someone else (a candidate or an operator): a full lease of
+            // unchanged observation, compared with a reading taken before this attempt (so
+            // before the belief would start).
+            (lapse_at(obs.first_seen, rec.lease), t0)
+        };
+        let at = if now < base || cfg.takeover_stagger.is_zero() {
+            base // not due yet (the rank is looked up only when it is), or no stagger
+        } else {
+            let rank = match obs.rank {
+                Some(rank) => rank,
+                None => {
+                    let Some(rows) = input.lookups.registry else {
+                        return Ok(Decision::Need(Lookup::Registry));
+                    };
+                    let exclude: Vec<&CandidateId> = [
+                        rec.owner.as_ref().map(|o| &o.id),
+                        rec.reservation
+                            .as_ref()
+                            .and_then(Party::candidate)
+                            .map(|r| &r.id),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    let rank = rank_among(
+                        st.id(),
+                        input.priority,
+                        input.registration,
+                        rows,
+                        rec.renewal,
+                        cfg.renewals_before_dead(),
+                        &exclude,
+                    );
+                    st.set_rank(rank);
+                    rank
+                }
+            };
+            // Capped at one heartbeat: ranks are liveness only, and candidates that died
+            // while renewals were frozen can still count as live, so the bound "a leader
+            // within lease + 2 heartbeats" must not depend on them.
+            let stagger = cfg
+                .takeover_stagger
+                .saturating_mul(rank)
+                .min(cfg.heartbeat_interval);
+            after(base, stagger)
+        };
+        if now >= at {
+            return acquire(st, input);
+        }
+        Some(at)
+    };
+
+    // Not taking over now: ask a lower-priority leader to hand over?
+    if let Some(owner) = rec.owner.as_ref() {
+        let outranks_owner = input.priority > owner.priority && &owner.id != st.id();
+        // A candidate's request is replaced only by a strictly higher one; an operator's
+        // request is never replaced.
+        let outranks_request = match rec.handover.as_ref() {
+            None => true,
+            Some(Party::Candidate(h)) => input.priority > h.priority && &h.id != st.id(),
+            Some(Party::Operator(_)) => false,
+        };
+        if cfg.allow_preemption && outranks_owner && outranks_request {
+            // The request changes neither the observation identity nor the attempt id, so
+            // followers keep timing a dead leader and the owner can still recognise its own
+            // unknown commit.
+            let mut write = rec.clone();
+            write.handover = Some(Party::Candidate(Named::new(
+                st.id().clone(),
+                input.priority,
+            )));
+            return Ok(Decision::Plan(Plan {
+                action: Action::RequestedHandover,
+                write: Some(write),
+                fence: None,
+                adopt: None,
+                next_action_at: takeover_at,
+                honoured: None,
+            }));
+        }
+    }
+    Ok(nothing(takeover_at))
+}
+
+/// Acquire the record: ballot + 1, validity from this attempt's start.
+fn acquire(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, ElectionError> {
+    let owned = Owned {
+        ballot: input.leader.ballot.next()?,
+        handover: None,
+        acquired_at: input.started_at,
+        handover_seen_at: None,
+    };
+    let mut plan = write_owned(st, input, owned)?;
+    plan.action = Action::Acquired;
+    plan.fence = plan.write.as_ref().map(FenceRecord::of);
+    Ok(Decision::Plan(plan))
+}
