@@ -113,17 +113,22 @@ fn a_deleted_store_file_stops_the_child_and_exits_3() {
             .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
             .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
         let start = Instant::now();
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = fs::remove_file(world.path(&format!("election.db{suffix}")));
-        }
         if replace {
-            // Another store at the same path (as a new `run` would create).
+            // Another store moved over the path in one rename (a restore from a backup): the
+            // 50 ms poll sees either the old file or the new one, never a path without a file
+            // (deleting first and creating after raced the poll, which then said "deleted").
+            let other_db = world.path("other.db");
             let mut other = Command::new(bin());
             other
                 .arg("--sqlite")
-                .arg(world.db())
+                .arg(&other_db)
                 .args(["config", "set", "--preemption", "on"]);
             assert!(output_of(other).status.success());
+            fs::rename(&other_db, world.db()).expect("rename the other store over the path");
+        } else {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = fs::remove_file(world.path(&format!("election.db{suffix}")));
+            }
         }
         let status = wait_exit(&mut a, PATIENCE).expect("a exits");
         let took = start.elapsed();
