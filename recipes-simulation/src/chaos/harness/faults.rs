@@ -244,10 +244,14 @@ impl World<'_> {
                     let _ = kill(Pid::from_raw(child), Signal::SIGCONT);
                     self.idle(CHILD_FIRST)?;
                 }
+                // The heal is the instant before the first SIGCONT of the pause: the child
+                // may run at once, and its first report must not precede the heal (read after
+                // the signals, it did by a millisecond under load, and check (b) took the
+                // resumption for an overlap of another kind).
+                let heal = self.now();
                 self.signal(i, Signal::SIGCONT);
                 let _ = killpg(group, Signal::SIGCONT);
                 self.set_pause(i, false, record);
-                let heal = self.now();
                 let window = Window {
                     slot,
                     incarnation,
