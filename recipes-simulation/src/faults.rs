@@ -11,6 +11,51 @@ use std::sync::{Arc, Mutex, PoisonError};
 use fdb_leader_election::memdb::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
 };
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// What the simulation does to one commit besides delaying it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drawn {
+    /// A fault the database injects.
+    Db(CommitFault),
+    /// The commit applies now; its reply reaches the process late.
+    SlowReply,
+}
+
+/// Draws a commit's fault (per commit: 1.5% unknown result that applied, 1% unknown that did
+/// not, 0.5% unknown while in flight, landing later, 1.5% conflict, 1% unavailable), or a slow
+/// reply (1.5%), counting the database faults in `counts` (a slow reply is counted when it
+/// happens). Both worlds draw with it.
+pub(crate) fn draw_commit_fault(rng: &mut ChaCha8Rng, counts: &mut FaultCounts) -> Option<Drawn> {
+    let r = rng.random_range(0..1_000u32);
+    let (fault, counter) = match r {
+        0..15 => (CommitFault::UnknownApplied, &mut counts.unknown_applied),
+        15..25 => (
+            CommitFault::UnknownNotApplied,
+            &mut counts.unknown_not_applied,
+        ),
+        25..30 => (
+            CommitFault::UnknownAppliedLater,
+            &mut counts.unknown_lands_later,
+        ),
+        30..45 => (CommitFault::Conflict, &mut counts.conflicts),
+        45..55 => (CommitFault::Unavailable, &mut counts.unavailable),
+        55..70 => return Some(Drawn::SlowReply),
+        _ => return None,
+    };
+    *counter = counter.saturating_add(1);
+    Some(Drawn::Db(fault))
+}
+
+/// A number in `lo..=hi` (`lo` if the range is empty).
+pub(crate) fn between(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        lo
+    } else {
+        rng.random_range(lo..=hi)
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {

@@ -48,6 +48,13 @@ pub fn scale_up(n: Nanos, num: u64, den: u64) -> Nanos {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
+/// The longest true time `local` nanoseconds can take on a clock whose rate error is within
+/// `rho_ppm` (the slowest clock allowed).
+pub fn slowest(local: Nanos, rho_ppm: u32) -> Nanos {
+    let ppm = PPM.unsigned_abs();
+    scale_up(local, ppm, ppm.saturating_sub(u64::from(rho_ppm)))
+}
+
 /// A true time as seconds with nanosecond precision, for traces.
 pub fn secs(t: Nanos) -> String {
     format!("{}.{:09}", t / SEC, t % SEC)

@@ -305,11 +305,7 @@ impl World {
 
     /// A uniform draw in `[lo, hi]` (nanoseconds).
     fn between(&mut self, lo: Nanos, hi: Nanos) -> Nanos {
-        if hi <= lo {
-            lo
-        } else {
-            self.rng.random_range(lo..=hi)
-        }
+        crate::faults::between(&mut self.rng, lo, hi)
     }
 
     /// `lease × [lo_milli, hi_milli] / 1000`.
