@@ -326,8 +326,16 @@ impl World {
         let Ok(op) = CandidateId::parse("operator") else {
             return;
         };
+        // Half the time (and always in the storm) the operator freezes placement in the same
+        // transaction, as a move by hand needs.
+        let freeze = storm || self.chance(1, 2);
         self.operate("move", move |e, txn| {
-            Box::pin(async move { e.move_shard(&txn, shard, &to, &op).await.map(|_| ()) })
+            Box::pin(async move {
+                if freeze {
+                    e.set_frozen(&txn, true).await?;
+                }
+                e.move_shard(&txn, shard, &to, &op).await.map(|_| ())
+            })
         });
     }
 
@@ -412,6 +420,7 @@ impl World {
 
     pub(super) fn final_deploy(&mut self) {
         self.log("final rolling deploy".to_owned());
+        self.oracles.quiet.final_deploy = true;
         self.deploy(true);
         if self.plant == Some(ShardPlant::MoveStorm) {
             self.queue.push(self.now, Ev::Chaos(Chaos::Storm));

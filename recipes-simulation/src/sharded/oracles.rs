@@ -112,7 +112,7 @@ impl ShardOracles {
 
 impl World {
     /// Reads, outside any fault, what the oracles need.
-    fn read_bypass<T>(
+    pub(super) fn read_bypass<T>(
         &self,
         f: impl AsyncFnOnce(&ShardedElection, &MemTransaction) -> Result<T, ElectionError>,
     ) -> Result<T, ElectionError> {

@@ -13,11 +13,14 @@ use crate::time::{Nanos, secs};
 /// What the quiet-phase oracles remember.
 #[derive(Debug, Default)]
 pub(crate) struct QuietState {
+    /// The final deploy began (every fault over).
+    pub(crate) final_deploy: bool,
     /// When the final deploy ended (the oracles armed).
     armed_at: Option<Nanos>,
     /// The generation every member must be of at the end.
     final_generation: u32,
-    /// S6: the bound, and the changes of owner counted since arming.
+    /// S6: armed, the bound, and the changes of owner counted since arming.
+    moves_armed: bool,
     move_bound: u64,
     changes: u64,
     owned_at: Option<Nanos>,
@@ -79,43 +82,66 @@ impl World {
             .collect()
     }
 
-    /// The final deploy is over: S4–S6 arm.
+    /// The final deploy is over: S4 and S5 arm once every member of an older generation is
+    /// gone (a graceful leave may still be draining); S6 once every crashed member is fenced
+    /// out too (placement counts a member live until then, and plans for it).
     pub(super) fn arm(&mut self) {
-        if self.oracles.quiet.armed_at.is_some() {
-            return;
-        }
-        // Armed once every member of an older generation is gone (a graceful leave may still
-        // be draining).
         let generation = self.nodes.iter().map(|n| n.1).max().unwrap_or(0);
+        let again = self.now.saturating_add(self.p.heartbeat / 4);
         if self
             .members
             .iter()
             .any(|m| m.alive && m.generation < generation)
         {
-            let at = self.now.saturating_add(self.p.heartbeat / 4);
-            self.queue.push(at, super::Ev::Arm);
+            self.queue.push(again, super::Ev::Arm);
+            return;
+        }
+        if self.oracles.quiet.armed_at.is_none() {
+            let q = &mut self.oracles.quiet;
+            q.armed_at = Some(self.now);
+            q.final_generation = generation;
+            let owned = self.now.saturating_add(self.p.owned_bound());
+            let balanced = owned.saturating_add(self.p.balance_bound());
+            self.queue.push(owned, super::Ev::Deadline);
+            self.queue.push(balanced, super::Ev::Deadline);
+            self.log(format!(
+                "quiet oracles armed: owned by {}, balanced by {}",
+                secs(owned),
+                secs(balanced)
+            ));
+        }
+        let dead: Vec<_> = self
+            .members
+            .iter()
+            .filter(|m| !m.alive)
+            .map(|m| m.member.id().clone())
+            .collect();
+        let unfenced = self.read_bypass(async |e, txn| {
+            let mut n = 0u32;
+            for id in &dead {
+                if e.member_record(txn, id)
+                    .await?
+                    .is_some_and(|r| !r.is_fenced())
+                {
+                    n = n.saturating_add(1);
+                }
+            }
+            Ok(n)
+        });
+        if !matches!(unfenced, Ok(0)) {
+            self.queue.push(again, super::Ev::Arm);
             return;
         }
         let weights = self.live_weights();
         let bound = move_bound(&self.oracles.records, &weights, u64::from(self.p.shards));
-        let q = &mut self.oracles.quiet;
-        q.armed_at = Some(self.now);
-        q.move_bound = bound;
-        q.final_generation = generation;
-        let owned = self.now.saturating_add(self.p.owned_bound());
-        let balanced = owned.saturating_add(self.p.balance_bound());
-        self.queue.push(owned, super::Ev::Deadline);
-        self.queue.push(balanced, super::Ev::Deadline);
-        self.log(format!(
-            "quiet oracles armed: owned by {}, balanced by {}, move bound {bound}",
-            secs(owned),
-            secs(balanced)
-        ));
+        self.oracles.quiet.move_bound = bound;
+        self.oracles.quiet.moves_armed = true;
+        self.log(format!("move oracle armed: bound {bound}"));
     }
 
-    /// A member is asked to shut down: remember what it owns (quiet phase).
+    /// A member is asked to shut down: remember what it owns (final deploy).
     pub(super) fn note_shutdown(&mut self, pid: usize) {
-        if !self.quiet {
+        if !self.oracles.quiet.final_deploy {
             return;
         }
         let Some(id) = self
@@ -154,7 +180,7 @@ impl World {
     /// S6: a shard's owner changed after arming.
     pub(super) fn quiet_on_record(&mut self, s: u32, before: Option<&Rec>, after: &Rec) {
         let q = &mut self.oracles.quiet;
-        if q.armed_at.is_none() {
+        if !q.moves_armed {
             return;
         }
         let changed = after.1.is_some() && before.is_some_and(|b| b.1 != after.1);
@@ -177,21 +203,33 @@ impl World {
         }
     }
 
-    /// The shards not owned (record and belief) by a live member of the final generation
-    /// (`final_only`) or of any generation.
-    fn unowned(&self, final_only: bool) -> Vec<u32> {
-        let generation = self.oracles.quiet.final_generation;
+    /// The shards not owned (record and belief) by a live member.
+    fn unowned(&self) -> Vec<u32> {
         (0..self.p.shards)
             .filter(|s| {
                 let rec = self.oracles.records.get(usize::try_from(*s).unwrap_or(0));
                 let owner = rec.and_then(|(_, o)| o.as_ref());
                 !self.members.iter().any(|m| {
                     m.alive
-                        && (!final_only || m.generation >= generation)
                         && owner.is_some_and(|(id, _)| id == m.member.id().as_str())
                         && m.member
                             .shard_token(fdb_leader_election::ShardId::new(*s))
                             .is_some()
+                })
+            })
+            .collect()
+    }
+
+    /// The shards whose record names a member of a generation before the final deploy's.
+    fn on_old_members(&self) -> Vec<u32> {
+        let generation = self.oracles.quiet.final_generation;
+        (0..self.p.shards)
+            .filter(|s| {
+                let rec = self.oracles.records.get(usize::try_from(*s).unwrap_or(0));
+                let owner = rec.and_then(|(_, o)| o.as_ref());
+                self.members.iter().any(|m| {
+                    m.generation < generation
+                        && owner.is_some_and(|(id, _)| id == m.member.id().as_str())
                 })
             })
             .collect()
@@ -215,40 +253,41 @@ impl World {
     /// After every step: the quiet-phase bounds.
     pub(super) fn check_quiet_bounds(&mut self) {
         let now = self.now;
-        let late: Vec<(u32, String)> = self
-            .oracles
-            .quiet
-            .leave_deadlines
-            .iter()
-            .filter(|(_, by, _)| now > *by)
-            .map(|(s, _, who)| (*s, who.clone()))
-            .collect();
         if !self.oracles.quiet.leave_deadlines.is_empty() {
-            let unowned = self.unowned(false);
+            // Placement may reserve a shard for a member that crashed and is not yet fenced
+            // out: that wait is the crash's (S4 bounds it), not the graceful leave's.
+            let to_dead: Vec<u32> = (0..self.p.shards)
+                .filter(|s| {
+                    self.oracles
+                        .reserved
+                        .get(usize::try_from(*s).unwrap_or(0))
+                        .and_then(Option::as_ref)
+                        .is_some_and(|h| {
+                            self.members
+                                .iter()
+                                .any(|m| !m.alive && m.member.id().as_str() == h)
+                        })
+                })
+                .collect();
+            let unowned = self.unowned();
+            let late: Vec<(u32, String)> = self
+                .oracles
+                .quiet
+                .leave_deadlines
+                .iter()
+                .filter(|(s, by, _)| now > *by && unowned.contains(s) && !to_dead.contains(s))
+                .map(|(s, _, who)| (*s, who.clone()))
+                .collect();
             self.oracles
                 .quiet
                 .leave_deadlines
-                .retain(|(s, by, _)| now <= *by && unowned.contains(s));
+                .retain(|(s, by, _)| now <= *by && unowned.contains(s) && !to_dead.contains(s));
             for (s, who) in late {
-                // Placement may reserve the shard for a member that crashed and is not yet
-                // fenced out: that wait is the crash's (S4 bounds it), not the leave's.
-                let to_dead = self
-                    .oracles
-                    .reserved
-                    .get(usize::try_from(s).unwrap_or(0))
-                    .and_then(Option::as_ref)
-                    .is_some_and(|h| {
-                        self.members
-                            .iter()
-                            .any(|m| !m.alive && m.member.id().as_str() == h)
-                    });
-                if unowned.contains(&s) && !to_dead {
-                    let m = format!(
-                        "shard {s}, handed back by {who}'s graceful leave, is not owned again within {} (a lease's wait)",
-                        secs(self.p.leave_bound())
-                    );
-                    self.report(OracleId::ShardDeploy, m);
-                }
+                let m = format!(
+                    "shard {s}, handed back by {who}'s graceful leave, is not owned again within {} (a lease's wait)",
+                    secs(self.p.leave_bound())
+                );
+                self.report(OracleId::ShardDeploy, m);
             }
         }
         let Some(armed) = self.oracles.quiet.armed_at else {
@@ -256,19 +295,19 @@ impl World {
         };
         let owned_by = armed.saturating_add(self.p.owned_bound());
         if self.oracles.quiet.owned_at.is_none() {
-            if self.unowned(false).is_empty() {
+            if self.unowned().is_empty() {
                 self.oracles.quiet.owned_at = Some(now);
             } else if now > owned_by {
                 let m = format!(
                     "shards {:?} not owned by a live member within lease + 2 heartbeats ({}) of the faults stopping",
-                    self.unowned(false),
+                    self.unowned(),
                     secs(self.p.owned_bound())
                 );
                 self.report(OracleId::ShardLiveness, m);
             }
         }
         if now > owned_by {
-            let old = self.unowned(true);
+            let old = self.on_old_members();
             if !old.is_empty() {
                 let m = format!("after the rolling deploy, shards {old:?} are not on a new member");
                 self.report(OracleId::ShardDeploy, m);
