@@ -140,6 +140,23 @@ impl SimClock {
     }
 }
 
+/// Draws a process's clock, born now: a rate error within `±spread_ppm`, then an offset of
+/// up to a million seconds (about 11.6 days). Both worlds draw their clocks with it.
+pub(crate) fn draw_clock(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    time: &TrueTime,
+    spread_ppm: i64,
+) -> SimClock {
+    use rand::Rng as _;
+    let rate = if spread_ppm > 0 {
+        rng.random_range(spread_ppm.saturating_neg()..=spread_ppm)
+    } else {
+        0
+    };
+    let offset = rng.random_range(0..=1_000_000u64).saturating_mul(SEC);
+    SimClock::new(time.clone(), offset, rate)
+}
+
 impl Clock for SimClock {
     fn now(&self) -> LocalInstant {
         LocalInstant::from_origin(dur(self.local_now()))

@@ -35,22 +35,21 @@ impl World {
             .get(cid)
             .map_or(0, |c| c.incarnation.saturating_add(1));
         let label = format!("c{cid}i{incarnation}");
-        let offset = self.between(0, 11 * 24 * 3_600 * crate::time::SEC);
         let spread = i64::from(self.p.rho_ppm).saturating_sub(1);
-        let rate = if spread > 0 {
-            rand::Rng::random_range(&mut self.rng, -spread..=spread)
-        } else {
-            0
-        };
+        let clock = crate::time::draw_clock(&mut self.rng, &self.time, spread);
+        let rate = clock.rate_ppm();
         let nonce = rand::Rng::random::<u64>(&mut self.rng);
         let Ok(id) = CandidateId::parse(&format!("{label}-{nonce:016x}")) else {
             return;
         };
-        let clock = SimClock::new(self.time.clone(), offset, rate);
         // The plant: the coordinator times members on a clock twice as fast.
         let timing: Arc<dyn fdb_leader_election::Clock> =
             if self.plant == Some(ShardPlant::TakeoverBeforeFullLease) {
-                Arc::new(SimClock::new(self.time.clone(), offset, 1_000_000))
+                Arc::new(SimClock::new(
+                    self.time.clone(),
+                    clock.local_now(),
+                    1_000_000,
+                ))
             } else {
                 Arc::new(clock.clone())
             };

@@ -10,6 +10,7 @@ mod chaos;
 mod commit;
 mod coord;
 mod member;
+mod ops;
 mod oracles;
 mod params;
 mod plants;
