@@ -38,6 +38,8 @@ pub(crate) struct MemberProc {
     /// Its inbox changed while a cycle was in flight: the watch that cycle armed fires when
     /// the member next sleeps.
     pub(crate) watch_fired: bool,
+    /// The lost-wakeup plant: the executor no longer runs the machine.
+    pub(crate) stuck: bool,
     pub(crate) next_op: u64,
     /// Live guards, by shard.
     pub(crate) guards: BTreeMap<ShardId, Guard>,
@@ -127,6 +129,7 @@ impl World {
             op_leave: false,
             ready: BTreeSet::new(),
             watch_fired: false,
+            stuck: false,
             next_op: 0,
             guards: BTreeMap::new(),
             tasks: BTreeMap::new(),
@@ -196,7 +199,7 @@ impl World {
             let Some(m) = self.members.get_mut(pid) else {
                 return;
             };
-            if !m.alive {
+            if !m.alive || m.stuck {
                 return;
             }
             let mut idle = m.idle();
@@ -231,6 +234,16 @@ impl World {
                 let epoch = m.wake;
                 let local = local_of(at).saturating_sub(m.clock.local_now());
                 let d = m.clock.true_for_local(local);
+                if self.plant == Some(ShardPlant::LostWakeup) && self.chance(1, 50) {
+                    let label = self.label(pid);
+                    self.log(format!(
+                        "{label}: the executor loses a wake-up and goes quiet"
+                    ));
+                    if let Some(m) = self.members.get_mut(pid) {
+                        m.stuck = true;
+                    }
+                    return None;
+                }
                 self.queue
                     .push(self.now.saturating_add(d), Ev::Wake { pid, epoch });
                 None

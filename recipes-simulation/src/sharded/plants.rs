@@ -24,6 +24,9 @@ pub enum ShardPlant {
     /// A graceful shutdown skips the leave: the executor tells the machine it left, so the
     /// member's shards wait for its lease to lapse.
     LeaveWithoutHandover,
+    /// The executor loses about one in fifty of the wake-ups the machine asks for, and with it
+    /// its event loop: the member stays up but runs its machine no more (it goes quiet).
+    LostWakeup,
     /// The operator keeps moving shards by hand after the faults stop (one every heartbeat),
     /// beyond what balance needs.
     MoveStorm,
@@ -31,12 +34,13 @@ pub enum ShardPlant {
 
 impl ShardPlant {
     /// Every plant, in listing order.
-    pub const ALL: [ShardPlant; 6] = [
+    pub const ALL: [ShardPlant; 7] = [
         ShardPlant::RenewalIgnoresEpoch,
         ShardPlant::ReleaseBeforeWorkStops,
         ShardPlant::TakeoverBeforeFullLease,
         ShardPlant::UnfencedShardWork,
         ShardPlant::LeaveWithoutHandover,
+        ShardPlant::LostWakeup,
         ShardPlant::MoveStorm,
     ];
 
@@ -48,6 +52,7 @@ impl ShardPlant {
             ShardPlant::TakeoverBeforeFullLease => "takeover-before-full-lease",
             ShardPlant::UnfencedShardWork => "unfenced-shard-work",
             ShardPlant::LeaveWithoutHandover => "leave-without-handover",
+            ShardPlant::LostWakeup => "lost-wakeup",
             ShardPlant::MoveStorm => "move-storm",
         }
     }
@@ -61,6 +66,7 @@ impl ShardPlant {
             ShardPlant::ReleaseBeforeWorkStops => OracleId::ShardGuard,
             ShardPlant::UnfencedShardWork => OracleId::ShardFencing,
             ShardPlant::LeaveWithoutHandover => OracleId::ShardDeploy,
+            ShardPlant::LostWakeup => OracleId::ShardLiveness,
             ShardPlant::MoveStorm => OracleId::ShardMoves,
         }
     }
