@@ -48,6 +48,63 @@ pub(crate) fn draw_commit_fault(rng: &mut ChaCha8Rng, counts: &mut FaultCounts) 
     Some(Drawn::Db(fault))
 }
 
+/// A world's store: true time, a MemDb on it with a [`SimFaults`] injector, and the
+/// current-thread runtime the library's calls run on. Both worlds start from it.
+///
+/// # Errors
+///
+/// The runtime could not be built.
+pub(crate) fn sim_store() -> Result<
+    (
+        crate::time::TrueTime,
+        fdb_leader_election::MemDb,
+        SimFaults,
+        tokio::runtime::Runtime,
+    ),
+    String,
+> {
+    let time = crate::time::TrueTime::default();
+    let db = fdb_leader_election::MemDb::with_clock(Arc::new(crate::time::TrueClock(time.clone())));
+    let faults = SimFaults::default();
+    db.set_fault_injector(Arc::new(faults.clone()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok((time, db, faults, rt))
+}
+
+/// How long until a commit, for a world with this `lease`: usually 0.5–15 ms; 3% a tenth of a
+/// lease to a lease, 0.5% one to four leases (long enough for `transaction_too_old`); in the
+/// quiet phase at most [`QUIET_LATENCY_MAX`](crate::params::QUIET_LATENCY_MAX). Returns the
+/// delay and whether it is a slow commit (counted in `counts`). Both worlds draw with it.
+pub(crate) fn commit_delay(
+    rng: &mut ChaCha8Rng,
+    lease: u64,
+    quiet: bool,
+    counts: &mut FaultCounts,
+) -> (u64, bool) {
+    if quiet {
+        return (
+            between(rng, 500_000, crate::params::QUIET_LATENCY_MAX),
+            false,
+        );
+    }
+    let r = rng.random_range(0..1_000u32);
+    let milli = if r < 5 {
+        between(
+            rng,
+            1_000,
+            crate::params::MAX_FAULT_LEASES.saturating_mul(1_000),
+        )
+    } else if r < 35 {
+        between(rng, 100, 1_000)
+    } else {
+        return (between(rng, 500_000, 15_000_000), false);
+    };
+    counts.slow_commits = counts.slow_commits.saturating_add(1);
+    (crate::time::scale(lease, milli, 1_000), true)
+}
+
 /// A number in `lo..=hi` (`lo` if the range is empty).
 pub(crate) fn between(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
     if hi <= lo {

@@ -24,7 +24,7 @@ pub struct Options {
     /// Run the sharded world (`sim --sharded`) instead of the single election's.
     pub sharded: bool,
     /// The sharded world's planted fault, if any.
-    pub shard_plant: Option<crate::sharded::ShardPlant>,
+    pub shard_plant: Option<crate::shard_plants::ShardPlant>,
 }
 
 impl Default for Options {

@@ -6,8 +6,8 @@ use fdb_leader_election::{CandidateId, Priority, ShardId, Weight};
 
 use super::commit::{PKind, Pending, Who};
 use super::coord::live;
-use super::plants::ShardPlant;
 use super::{Ev, World, coord_fpid};
+use crate::shard_plants::ShardPlant;
 use crate::time::Nanos;
 
 /// A chaos or workload action.

@@ -8,7 +8,6 @@ use fdb_leader_election::{Cycle, ElectionError, MemTransaction, TxnError, TxnErr
 
 use super::{Ev, World, coord_fpid};
 use crate::faults::{Drawn, draw_commit_fault};
-use crate::params::{MAX_FAULT_LEASES, QUIET_LATENCY_MAX};
 use crate::time::Nanos;
 
 /// Who opened a transaction.
@@ -76,20 +75,13 @@ pub(crate) struct Reply {
 impl World {
     /// How long until a commit: milliseconds, sometimes a tenth of a lease to a lease, rarely
     /// up to four leases (`transaction_too_old`); shard work and operators are never slow.
-    fn commit_delay(&mut self, work: bool) -> Nanos {
-        if self.quiet || work {
-            return self.between(500_000, QUIET_LATENCY_MAX);
+    fn commit_delay(&mut self, fast: bool) -> Nanos {
+        let quiet = self.quiet || fast;
+        let (d, slow) =
+            crate::faults::commit_delay(&mut self.rng, self.p.lease, quiet, &mut self.stats.faults);
+        if slow {
+            self.note_fault_end(self.now.saturating_add(d));
         }
-        let r = self.between(0, 999);
-        let d = if r < 5 {
-            self.leases(1_000, MAX_FAULT_LEASES.saturating_mul(1_000))
-        } else if r < 35 {
-            self.leases(100, 1_000)
-        } else {
-            return self.between(500_000, 15_000_000);
-        };
-        self.stats.faults.slow_commits = self.stats.faults.slow_commits.saturating_add(1);
-        self.note_fault_end(self.now.saturating_add(d));
         d
     }
 

@@ -9,8 +9,8 @@ use fdb_leader_election::{Candidate, CandidateId, ElectionError, Priority, TxnEr
 
 use super::commit::{PKind, Pending, Who};
 use super::member::MemberProc;
-use super::plants::ShardPlant;
 use super::{Ev, World, coord_fpid};
+use crate::shard_plants::ShardPlant;
 use crate::time::{Nanos, SimClock};
 
 /// One coordinator candidate incarnation.

@@ -10,9 +10,9 @@ use fdb_leader_election::shard::machine::{
 };
 use fdb_leader_election::{CandidateId, LocalInstant, Priority, ShardId, Weight};
 
-use super::plants::ShardPlant;
 use super::work::{Guard, Task};
 use super::{Ev, World};
+use crate::shard_plants::ShardPlant;
 use crate::time::{Nanos, SimClock, dur, nanos};
 
 /// One member incarnation.

@@ -13,12 +13,10 @@ mod member;
 mod ops;
 mod oracles;
 mod params;
-mod plants;
 mod quiet;
 mod work;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use fdb_leader_election::shard::{Layout, ShardedElection};
 use fdb_leader_election::{MemDb, MemTransaction};
@@ -30,8 +28,9 @@ use crate::events::Queue;
 use crate::faults::SimFaults;
 use crate::oracles::{OracleId, Violation};
 use crate::params::Options;
+use crate::shard_plants::ShardPlant;
 use crate::stats::SeedStats;
-use crate::time::{Nanos, TrueClock, TrueTime, secs};
+use crate::time::{Nanos, TrueTime, secs};
 use crate::trace::Trace;
 use crate::world::SeedOutcome;
 
@@ -40,7 +39,6 @@ use coord::CoordProc;
 use member::MemberProc;
 use oracles::ShardOracles;
 pub(crate) use params::ShardParams;
-pub use plants::ShardPlant;
 
 /// The subspace of the sharded election.
 const SUBSPACE: &str = "shardsim";
@@ -106,19 +104,10 @@ pub fn run_seed(seed: u64, opts: &Options) -> SeedOutcome {
             world.run();
             world.outcome()
         }
-        Err(e) => SeedOutcome {
+        Err(e) => SeedOutcome::setup_failed(
             seed,
-            violations: vec![Violation::new(
-                OracleId::ShardLiveness,
-                format!("world set-up failed: {e}"),
-            )],
-            at: 0,
-            tail: Vec::new(),
-            trace: None,
-            trace_hash: 0,
-            trace_lines: 0,
-            stats: SeedStats::default(),
-        },
+            Violation::new(OracleId::ShardLiveness, format!("world set-up failed: {e}")),
+        ),
     }
 }
 
@@ -159,13 +148,7 @@ impl World {
     fn new(seed: u64, opts: &Options) -> Result<World, String> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let p = ShardParams::draw(&mut rng, opts.sim_seconds).map_err(|e| e.to_string())?;
-        let time = TrueTime::default();
-        let db = MemDb::with_clock(Arc::new(TrueClock(time.clone())));
-        let faults = SimFaults::default();
-        db.set_fault_injector(Arc::new(faults.clone()));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .map_err(|e| e.to_string())?;
+        let (time, db, faults, rt) = crate::faults::sim_store()?;
         let shards = p.shards;
         let mut w = World {
             seed,
@@ -357,17 +340,8 @@ impl World {
     }
 
     fn outcome(&mut self) -> SeedOutcome {
-        let (at, violations) = self.failed.take().unwrap_or((self.now, Vec::new()));
-        SeedOutcome {
-            seed: self.seed,
-            violations,
-            at,
-            tail: self.trace.tail(),
-            trace: self.trace.full().map(<[String]>::to_vec),
-            trace_hash: self.trace.hash(),
-            trace_lines: self.trace.len(),
-            stats: self.stats.clone(),
-        }
+        let failed = self.failed.take();
+        SeedOutcome::finished(self.seed, failed, self.now, &self.trace, &self.stats)
     }
 }
 

@@ -10,8 +10,8 @@ use fdb_leader_election::shard::machine::ShardEvent;
 use fdb_leader_election::{ElectionError, ShardId, TransactionTimedOut, TxnErrorKind};
 
 use super::commit::{PKind, Pending, Who};
-use super::plants::ShardPlant;
 use super::{Ev, World};
+use crate::shard_plants::ShardPlant;
 use crate::time::dur;
 
 impl World {

@@ -9,12 +9,10 @@ use fdb_leader_election::{ElectionError, MemTransaction, ShardId};
 use foundationdb_tuple::Subspace;
 
 use super::commit::{PKind, Pending, Who};
+use super::quiet::{QuietState, Rec};
 use super::work::{be_u64, counter_key};
 use super::{SUBSPACE, World};
 use crate::oracles::{OracleId, Violation};
-
-/// A shard record as the oracles keep it: ballot and owner (member id, epoch).
-pub(crate) type Rec = (u64, Option<(String, u64)>);
 
 /// The oracles' memory.
 #[derive(Debug)]
@@ -32,7 +30,7 @@ pub(crate) struct ShardOracles {
     /// S2: each shard's highest ballot written, and its fenced increments applied.
     written: Vec<(u64, u64)>,
     /// The quiet phase's oracles (S4–S6).
-    pub(crate) quiet: super::quiet::QuietState,
+    pub(crate) quiet: QuietState,
 }
 
 impl ShardOracles {
@@ -46,7 +44,7 @@ impl ShardOracles {
             owner_of: BTreeMap::new(),
             believer_of: BTreeMap::new(),
             written: vec![(0, 0); n],
-            quiet: super::quiet::QuietState::default(),
+            quiet: QuietState::default(),
         }
     }
 

@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 
 use super::World;
-use super::oracles::Rec;
 use crate::oracles::{OracleId, Violation};
 use crate::time::{Nanos, secs};
+
+/// A shard record as the oracles keep it: ballot and owner (member id, epoch).
+pub(crate) type Rec = (u64, Option<(String, u64)>);
 
 /// What the quiet-phase oracles remember.
 #[derive(Debug, Default)]

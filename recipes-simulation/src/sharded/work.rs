@@ -7,9 +7,9 @@
 use fdb_leader_election::{Ballot, ElectionError, ElectionTxn, ReadMode, ShardId};
 
 use super::commit::{PKind, Pending, Who};
-use super::plants::ShardPlant;
 use super::{Ev, World};
 use crate::oracles::{OracleId, Violation};
+use crate::shard_plants::ShardPlant;
 use crate::time::Nanos;
 
 /// A guard, as the executor keeps it.

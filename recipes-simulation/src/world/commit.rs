@@ -110,19 +110,15 @@ impl World {
     /// How long until a commit: usually milliseconds, sometimes a tenth of a lease to a lease,
     /// rarely up to four leases (long enough for `transaction_too_old`).
     pub(super) fn commit_delay(&mut self) -> Nanos {
-        if self.quiet {
-            return self.between(500_000, crate::params::QUIET_LATENCY_MAX);
+        let (d, slow) = crate::faults::commit_delay(
+            &mut self.rng,
+            self.params.lease,
+            self.quiet,
+            &mut self.stats.faults,
+        );
+        if slow {
+            self.note_fault_end(self.now.saturating_add(d));
         }
-        let r = self.rng.random_range(0..1_000u32);
-        let d = if r < 5 {
-            self.leases(1_000, crate::params::MAX_FAULT_LEASES.saturating_mul(1_000))
-        } else if r < 35 {
-            self.leases(100, 1_000)
-        } else {
-            return self.between(500_000, 15_000_000);
-        };
-        self.stats.faults.slow_commits = self.stats.faults.slow_commits.saturating_add(1);
-        self.note_fault_end(self.now.saturating_add(d));
         d
     }
 

@@ -1,4 +1,4 @@
-//! The sharded world's planted faults: deliberate bugs of the simulation's executor, world or
+//! The sharded world's planted faults (`sim --sharded --plant`): deliberate bugs of the simulation's executor, world or
 //! operator (never of the library), each aimed at one sharded oracle.
 
 use std::fmt;
