@@ -1,3 +1,5 @@
+//! The sharded world's planted faults (`sim --sharded --plant`).
+//!
 //! The sharded world's planted faults (`sim --sharded --plant`): deliberate bugs of the simulation's executor, world or
 //! operator (never of the library), each aimed at one sharded oracle.
 

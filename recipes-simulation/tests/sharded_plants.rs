@@ -1,3 +1,5 @@
+//! `sim --sharded`: each sharded plant is caught; clean seeds pass and replay.
+//!
 //! `sim --sharded`: every sharded plant is caught by the oracle it targets within a few seeds,
 //! the same seeds pass without the plant, and a few clean seeds pass with every oracle on.
 

@@ -1,3 +1,5 @@
+//! Faults and workload of the sharded world.
+//!
 //! Faults and workload of the sharded world: crashes, pauses, partitions, outages, rolling
 //! deploys with priorities, joins and leaves (graceful and by crash), priority and weight
 //! changes, and operators (move a shard, drain a member, freeze placement).

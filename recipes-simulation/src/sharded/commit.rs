@@ -1,3 +1,5 @@
+//! The sharded world's pending transactions and their commits.
+//!
 //! Pending transactions of the sharded world and their commits: latency, the per-commit fault
 //! draw shared with the single world, late-landing commits, slow replies, and what each
 //! committer learns.

@@ -1,3 +1,5 @@
+//! Coordinator candidates of the sharded world.
+//!
 //! Coordinator candidates: each runs the coordinator election's cycle once per heartbeat (in a
 //! transaction of its own, adopted after the commit); the leader then coordinates
 //! (`ShardedElection::coordinate` with its token), the others time the members.

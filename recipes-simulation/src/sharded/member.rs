@@ -1,3 +1,5 @@
+//! A member process: the executor of the library's `ShardMachine` in simulated time.
+//!
 //! A member process: the library's `ShardMachine` executed in simulated time (its cycles,
 //! sleeps, guards, drains and leave), the way the tokio `ShardedRunner` executes it.
 

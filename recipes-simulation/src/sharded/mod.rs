@@ -1,3 +1,5 @@
+//! The sharded world (`sim --sharded`, DESIGN §12): event loop, set-up and checks.
+//!
 //! The sharded world (`sim --sharded`, DESIGN §12): members driven by the library's own
 //! `ShardMachine`, coordinator candidates, guarded shard work through `fence_shard`, every
 //! fault of the single world, and oracles per shard against true time.

@@ -1,3 +1,5 @@
+//! A member's operations: its cycles and its leave, and their results.
+//!
 //! A member's operations, as the executor of its `ShardMachine` runs them: the member cycle
 //! and the leave (each in a transaction opened at one event and committed at a later one,
 //! retried by the store's retry loop, abandoned at the executor's timeout), and their results.

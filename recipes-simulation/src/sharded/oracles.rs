@@ -1,3 +1,5 @@
+//! The sharded safety oracles S1–S3 and the facts they are fed.
+//!
 //! The sharded safety oracles, checked against true time: S1 (one believer per shard at every
 //! step; queries never change a belief), S2 (fenced writes per shard in ballot order, no lost
 //! update) and S3 (ballots per shard), and the facts they are fed after every applied commit.

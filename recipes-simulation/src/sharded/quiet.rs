@@ -1,3 +1,5 @@
+//! The quiet-phase oracles S4–S6 of the sharded world.
+//!
 //! The quiet phase's oracles: S4 (every shard owned within lease + 2 heartbeats of the faults
 //! stopping, then balanced within a bounded number of rounds), S5 (the final rolling deploy
 //! ends with every shard on a new member; a graceful leave's shards are owned again without a

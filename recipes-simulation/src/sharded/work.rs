@@ -1,3 +1,5 @@
+//! Guarded shard work, fenced with `fence_shard`, and oracle S7.
+//!
 //! Guarded shard work: one work loop per guard the machine issues; a task does one to three
 //! pieces, each a synchronous section ending in a transaction that calls `fence_shard` with
 //! the guard's token, then writes the shard's protected register (ballot, sequence) and adds
