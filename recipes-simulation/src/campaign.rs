@@ -65,7 +65,11 @@ pub fn run_campaign_with_progress(c: &Campaign, done: &(dyn Fn(u64) + Sync)) -> 
                         break;
                     }
                     let seed = c.first_seed.wrapping_add(i);
-                    let outcome = run_seed(seed, &c.options);
+                    let outcome = if c.options.sharded {
+                        crate::sharded::run_seed(seed, &c.options)
+                    } else {
+                        run_seed(seed, &c.options)
+                    };
                     {
                         let mut t = totals.lock().unwrap_or_else(PoisonError::into_inner);
                         t.0 = t.0.saturating_add(1);
@@ -113,6 +117,12 @@ impl CampaignReport {
         let mut cmd = format!(
             "cargo run --release -p fdb-leader-election-simulation --bin sim -- --seed {seed}"
         );
+        if self.options.sharded {
+            cmd.push_str(" --sharded");
+        }
+        if let Some(p) = self.options.shard_plant {
+            let _ = write!(cmd, " --plant {p}");
+        }
         if let Some(p) = self.options.plant {
             let _ = write!(cmd, " --plant {p}");
         }
@@ -166,6 +176,9 @@ impl CampaignReport {
 
     /// The lines before the summary: faults by kind, fencing versus no fencing, effects.
     pub fn detail_lines(&self) -> Vec<String> {
+        if self.options.sharded {
+            return self.sharded_detail_lines();
+        }
         let t = &self.totals;
         let faults: Vec<String> = t
             .faults
@@ -228,6 +241,9 @@ impl CampaignReport {
     /// The last line: `seeds=… violations=… elections=… handovers=… takeovers=… faults=…
     /// sim_seconds=… wall_s=…`.
     pub fn summary(&self) -> String {
+        if self.options.sharded {
+            return self.sharded_summary();
+        }
         let t = &self.totals;
         let wall = self.wall.as_secs_f64();
         format!(
@@ -240,6 +256,74 @@ impl CampaignReport {
             t.takeovers,
             t.faults.total(),
             t.sim_ns / SEC,
+        )
+    }
+
+    fn faults_line(&self) -> String {
+        let faults: Vec<String> = self
+            .totals
+            .faults
+            .named()
+            .iter()
+            .map(|(name, n)| format!("{name}={n}"))
+            .collect();
+        format!("faults_by_kind: {}", faults.join(" "))
+    }
+
+    /// The sharded world's lines before the summary: the oracles checked, faults by kind,
+    /// effects, workload, fenced work.
+    fn sharded_detail_lines(&self) -> Vec<String> {
+        let t = &self.totals;
+        let s = &t.sharded;
+        let oracles: Vec<String> = crate::oracles::OracleId::SHARDED
+            .iter()
+            .map(|o| format!("S{}={}", o.number().saturating_sub(10), o.name()))
+            .collect();
+        vec![
+            format!("oracles: {}", oracles.join(" ")),
+            self.faults_line(),
+            format!(
+                "effects: conflicts={} too_old={} unknown_results={} unavailable={} timeouts={}",
+                t.conflicts_seen, t.too_old_seen, t.unknown_seen, t.unavailable_seen, t.timeouts
+            ),
+            format!(
+                "workload: cycles={} coordinations={} leaves={} joins={} deploys={} \
+                 operator_actions={} priority_changes={} composed_cycles={} \
+                 refused_second_cycles={} guarded_tasks={}",
+                s.cycles,
+                s.coordinations,
+                s.leaves,
+                s.joins,
+                s.deploys,
+                s.operator_actions,
+                t.priority_changes,
+                t.composed_cycles,
+                s.refused_second_cycles,
+                t.guarded_tasks
+            ),
+            format!(
+                "fenced_shard_work: fenced_writes={} fenced_lost={} fenced_rejected_stale={}",
+                t.fenced_committed, t.fenced_lost, t.fenced_stale
+            ),
+        ]
+    }
+
+    /// The sharded world's last line: `sharded seeds=… violations=… acquisitions=…
+    /// handovers=… takeovers=… faults=… sim_seconds=… wall_s=…`.
+    fn sharded_summary(&self) -> String {
+        let t = &self.totals;
+        format!(
+            "sharded seeds={} violations={} acquisitions={} handovers={} takeovers={} \
+             fenced_writes={} faults={} sim_seconds={} wall_s={:.2}",
+            self.seeds_run,
+            self.failures.len(),
+            t.sharded.acquisitions,
+            t.sharded.handovers,
+            t.sharded.takeovers,
+            t.fenced_committed,
+            t.faults.total(),
+            t.sim_ns / SEC,
+            self.wall.as_secs_f64(),
         )
     }
 }

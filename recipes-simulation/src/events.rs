@@ -119,50 +119,60 @@ pub(crate) enum OperatorStep {
 }
 
 #[derive(Debug)]
-struct Scheduled {
+struct Scheduled<E> {
     at: Nanos,
     seq: u64,
-    event: Event,
+    event: E,
 }
 
-impl PartialEq for Scheduled {
+impl<E> PartialEq for Scheduled<E> {
     fn eq(&self, other: &Self) -> bool {
         (self.at, self.seq) == (other.at, other.seq)
     }
 }
 
-impl Eq for Scheduled {}
+impl<E> Eq for Scheduled<E> {}
 
-impl PartialOrd for Scheduled {
+impl<E> PartialOrd for Scheduled<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Scheduled {
+impl<E> Ord for Scheduled<E> {
     fn cmp(&self, other: &Self) -> Ordering {
         (self.at, self.seq).cmp(&(other.at, other.seq))
     }
 }
 
 /// Events in (time, sequence) order: two events at the same instant run in the order they
-/// were scheduled.
-#[derive(Debug, Default)]
-pub(crate) struct Queue {
-    heap: BinaryHeap<Reverse<Scheduled>>,
+/// were scheduled. `E` is the world's event type (the single election's [`Event`], or the
+/// sharded world's).
+#[derive(Debug)]
+pub(crate) struct Queue<E = Event> {
+    heap: BinaryHeap<Reverse<Scheduled<E>>>,
     next_seq: u64,
 }
 
-impl Queue {
+impl<E> Default for Queue<E> {
+    fn default() -> Self {
+        Queue {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+        }
+    }
+}
+
+impl<E> Queue<E> {
     /// Schedules `event` at true time `at`.
-    pub(crate) fn push(&mut self, at: Nanos, event: Event) {
+    pub(crate) fn push(&mut self, at: Nanos, event: E) {
         let seq = self.next_seq;
         self.next_seq = seq.saturating_add(1);
         self.heap.push(Reverse(Scheduled { at, seq, event }));
     }
 
     /// The earliest event.
-    pub(crate) fn pop(&mut self) -> Option<(Nanos, Event)> {
+    pub(crate) fn pop(&mut self) -> Option<(Nanos, E)> {
         self.heap.pop().map(|Reverse(s)| (s.at, s.event))
     }
 }

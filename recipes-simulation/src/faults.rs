@@ -11,6 +11,108 @@ use std::sync::{Arc, Mutex, PoisonError};
 use fdb_leader_election::memdb::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
 };
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// What the simulation does to one commit besides delaying it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drawn {
+    /// A fault the database injects.
+    Db(CommitFault),
+    /// The commit applies now; its reply reaches the process late.
+    SlowReply,
+}
+
+/// Draws a commit's fault (per commit: 1.5% unknown result that applied, 1% unknown that did
+/// not, 0.5% unknown while in flight, landing later, 1.5% conflict, 1% unavailable), or a slow
+/// reply (1.5%), counting the database faults in `counts` (a slow reply is counted when it
+/// happens). Both worlds draw with it.
+pub(crate) fn draw_commit_fault(rng: &mut ChaCha8Rng, counts: &mut FaultCounts) -> Option<Drawn> {
+    let r = rng.random_range(0..1_000u32);
+    let (fault, counter) = match r {
+        0..15 => (CommitFault::UnknownApplied, &mut counts.unknown_applied),
+        15..25 => (
+            CommitFault::UnknownNotApplied,
+            &mut counts.unknown_not_applied,
+        ),
+        25..30 => (
+            CommitFault::UnknownAppliedLater,
+            &mut counts.unknown_lands_later,
+        ),
+        30..45 => (CommitFault::Conflict, &mut counts.conflicts),
+        45..55 => (CommitFault::Unavailable, &mut counts.unavailable),
+        55..70 => return Some(Drawn::SlowReply),
+        _ => return None,
+    };
+    *counter = counter.saturating_add(1);
+    Some(Drawn::Db(fault))
+}
+
+/// A world's store: true time, a MemDb on it with a [`SimFaults`] injector, and the
+/// current-thread runtime the library's calls run on. Both worlds start from it.
+///
+/// # Errors
+///
+/// The runtime could not be built.
+pub(crate) fn sim_store() -> Result<
+    (
+        crate::time::TrueTime,
+        fdb_leader_election::MemDb,
+        SimFaults,
+        tokio::runtime::Runtime,
+    ),
+    String,
+> {
+    let time = crate::time::TrueTime::default();
+    let db = fdb_leader_election::MemDb::with_clock(Arc::new(crate::time::TrueClock(time.clone())));
+    let faults = SimFaults::default();
+    db.set_fault_injector(Arc::new(faults.clone()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok((time, db, faults, rt))
+}
+
+/// How long until a commit, for a world with this `lease`: usually 0.5–15 ms; 3% a tenth of a
+/// lease to a lease, 0.5% one to four leases (long enough for `transaction_too_old`); in the
+/// quiet phase at most [`QUIET_LATENCY_MAX`](crate::params::QUIET_LATENCY_MAX). Returns the
+/// delay and whether it is a slow commit (counted in `counts`). Both worlds draw with it.
+pub(crate) fn commit_delay(
+    rng: &mut ChaCha8Rng,
+    lease: u64,
+    quiet: bool,
+    counts: &mut FaultCounts,
+) -> (u64, bool) {
+    if quiet {
+        return (
+            between(rng, 500_000, crate::params::QUIET_LATENCY_MAX),
+            false,
+        );
+    }
+    let r = rng.random_range(0..1_000u32);
+    let milli = if r < 5 {
+        between(
+            rng,
+            1_000,
+            crate::params::MAX_FAULT_LEASES.saturating_mul(1_000),
+        )
+    } else if r < 35 {
+        between(rng, 100, 1_000)
+    } else {
+        return (between(rng, 500_000, 15_000_000), false);
+    };
+    counts.slow_commits = counts.slow_commits.saturating_add(1);
+    (crate::time::scale(lease, milli, 1_000), true)
+}
+
+/// A number in `lo..=hi` (`lo` if the range is empty).
+pub(crate) fn between(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        lo
+    } else {
+        rng.random_range(lo..=hi)
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {

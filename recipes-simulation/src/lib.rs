@@ -7,6 +7,9 @@
 //! (see [`oracles`]). Every random choice comes from one ChaCha8 generator seeded with the
 //! seed, so a seed's trace is the same byte for byte on every run.
 //!
+//! `sim --sharded` runs the sharded world instead ([`sharded`], DESIGN §12): members driven
+//! by the library's `ShardMachine`, coordinators, guarded shard work, and oracles per shard.
+//!
 //! The crate also holds the chaos harness of the real `fdb-leader` binary ([`chaos`], the
 //! `chaos` binary) and the timelines both draw ([`timeline`]).
 //!
@@ -22,6 +25,8 @@ pub mod oracles;
 pub mod params;
 pub mod plants;
 pub mod progress;
+pub mod shard_plants;
+pub mod sharded;
 pub mod stats;
 pub mod time;
 pub mod timeline;
@@ -32,4 +37,5 @@ mod world;
 pub use campaign::{Campaign, CampaignReport, run_campaign, run_campaign_with_progress};
 pub use params::Options;
 pub use plants::Plant;
+pub use shard_plants::ShardPlant;
 pub use world::{SeedOutcome, run_seed};

@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::oracles::OracleId;
 use crate::plants::Plant;
-use crate::time::{MS, Nanos, PPM, SEC, dur, scale, scale_up};
+use crate::time::{MS, Nanos, PPM, SEC, dur, scale};
 
 /// How a seed is run.
 #[derive(Clone, Debug)]
@@ -21,6 +21,10 @@ pub struct Options {
     pub keep_trace: bool,
     /// Stop only on this oracle's violations (the others are still evaluated, and logged).
     pub only_oracle: Option<OracleId>,
+    /// Run the sharded world (`sim --sharded`) instead of the single election's.
+    pub sharded: bool,
+    /// The sharded world's planted fault, if any.
+    pub shard_plant: Option<crate::shard_plants::ShardPlant>,
 }
 
 impl Default for Options {
@@ -30,6 +34,8 @@ impl Default for Options {
             plant: None,
             keep_trace: false,
             only_oracle: None,
+            sharded: false,
+            shard_plant: None,
         }
     }
 }
@@ -119,9 +125,7 @@ impl Params {
 
     /// `local` on the slowest clock allowed: the true time it can take.
     pub fn slow(&self, local: Nanos) -> Nanos {
-        let rho = u64::from(self.rho_ppm);
-        let ppm = PPM.unsigned_abs();
-        scale_up(local, ppm, ppm.saturating_sub(rho))
+        crate::time::slowest(local, self.rho_ppm)
     }
 
     /// `local` on the fastest clock allowed.

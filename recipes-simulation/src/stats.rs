@@ -82,6 +82,53 @@ pub struct SeedStats {
     /// `SteppingDownAnyway`: a leader with a closed guard and nothing left to end it resigned
     /// anyway (a withdrawn request, or a failed resignation).
     pub stepped_down_anyway: u64,
+    /// The sharded world's own counters (`sim --sharded`; zero otherwise).
+    pub sharded: ShardStats,
+}
+
+/// What a sharded seed did besides the shared counters (faults, effects, fenced work).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// Member cycles that committed.
+    pub cycles: u64,
+    /// Shards acquired (a new ballot each).
+    pub acquisitions: u64,
+    /// Shards handed over by their owner (cooperative moves).
+    pub handovers: u64,
+    /// Members fenced out by the coordinator (epoch bumped: a takeover of their shards).
+    pub takeovers: u64,
+    /// Coordinator attempts that committed.
+    pub coordinations: u64,
+    /// Graceful leaves that committed.
+    pub leaves: u64,
+    /// Member incarnations started after the first ones (joins, restarts, deploys).
+    pub joins: u64,
+    /// Rolling deploys begun.
+    pub deploys: u64,
+    /// Operator moves, drains and freezes that committed.
+    pub operator_actions: u64,
+    /// Second member cycles in one transaction, refused as they must be.
+    pub refused_second_cycles: u64,
+}
+
+impl ShardStats {
+    fn add(&mut self, o: &ShardStats) {
+        let pairs: [(&mut u64, u64); 10] = [
+            (&mut self.cycles, o.cycles),
+            (&mut self.acquisitions, o.acquisitions),
+            (&mut self.handovers, o.handovers),
+            (&mut self.takeovers, o.takeovers),
+            (&mut self.coordinations, o.coordinations),
+            (&mut self.leaves, o.leaves),
+            (&mut self.joins, o.joins),
+            (&mut self.deploys, o.deploys),
+            (&mut self.operator_actions, o.operator_actions),
+            (&mut self.refused_second_cycles, o.refused_second_cycles),
+        ];
+        for (mine, theirs) in pairs {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
 }
 
 impl SeedStats {
@@ -129,5 +176,6 @@ impl SeedStats {
             *mine = mine.saturating_add(theirs);
         }
         self.faults.add(&o.faults);
+        self.sharded.add(&o.sharded);
     }
 }

@@ -48,6 +48,13 @@ pub fn scale_up(n: Nanos, num: u64, den: u64) -> Nanos {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
+/// The longest true time `local` nanoseconds can take on a clock whose rate error is within
+/// `rho_ppm` (the slowest clock allowed).
+pub fn slowest(local: Nanos, rho_ppm: u32) -> Nanos {
+    let ppm = PPM.unsigned_abs();
+    scale_up(local, ppm, ppm.saturating_sub(u64::from(rho_ppm)))
+}
+
 /// A true time as seconds with nanosecond precision, for traces.
 pub fn secs(t: Nanos) -> String {
     format!("{}.{:09}", t / SEC, t % SEC)
@@ -131,6 +138,23 @@ impl SimClock {
         let den = u64::try_from(PPM.saturating_add(self.rate_ppm)).unwrap_or(1);
         scale_up(local, PPM.unsigned_abs(), den)
     }
+}
+
+/// Draws a process's clock, born now: a rate error within `±spread_ppm`, then an offset of
+/// up to a million seconds (about 11.6 days). Both worlds draw their clocks with it.
+pub(crate) fn draw_clock(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    time: &TrueTime,
+    spread_ppm: i64,
+) -> SimClock {
+    use rand::Rng as _;
+    let rate = if spread_ppm > 0 {
+        rng.random_range(spread_ppm.saturating_neg()..=spread_ppm)
+    } else {
+        0
+    };
+    let offset = rng.random_range(0..=1_000_000u64).saturating_mul(SEC);
+    SimClock::new(time.clone(), offset, rate)
 }
 
 impl Clock for SimClock {

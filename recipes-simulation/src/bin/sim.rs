@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p fdb-leader-election-simulation --bin sim -- \
-//!     [--seeds N] [--seed S] [--plant NAME] [--list-plants] [--sim-seconds T] [--jobs J] [--trace]
+//!     [--sharded] [--seeds N] [--seed S] [--plant NAME] [--list-plants] [--sim-seconds T] [--jobs J] [--trace]
 //!     [--timeline FILE.svg]
 //! ```
 //!
@@ -15,9 +15,10 @@ use std::sync::Mutex;
 use clap::Parser;
 use fdb_leader_election_simulation::oracles::OracleId;
 use fdb_leader_election_simulation::progress::{Progress, interactive};
+use fdb_leader_election_simulation::sharded::run_seed as run_sharded_seed;
 use fdb_leader_election_simulation::timeline::from_sim_trace;
 use fdb_leader_election_simulation::{
-    Campaign, Options, Plant, run_campaign_with_progress, run_seed,
+    Campaign, Options, Plant, ShardPlant, run_campaign_with_progress, run_seed,
 };
 
 /// Deterministic simulation of fdb-leader-election under faults.
@@ -31,8 +32,11 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Run with this planted fault (see --list-plants); catching it is a violation.
-    #[arg(long, value_parser = parse_plant)]
-    plant: Option<Plant>,
+    #[arg(long)]
+    plant: Option<String>,
+    /// Run the sharded world (DESIGN §12): members, coordinators and oracles per shard.
+    #[arg(long)]
+    sharded: bool,
     /// List the planted faults, one per line, and exit.
     #[arg(long)]
     list_plants: bool,
@@ -61,23 +65,50 @@ fn parse_oracle(s: &str) -> Result<OracleId, String> {
     s.parse()
 }
 
-fn parse_plant(s: &str) -> Result<Plant, String> {
-    s.parse()
+fn usage(e: &str) -> ExitCode {
+    eprintln!("sim: {e}");
+    ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.list_plants {
-        for p in Plant::ALL {
-            println!("{p}");
+        if args.sharded {
+            for p in ShardPlant::ALL {
+                println!("{p}");
+            }
+        } else {
+            for p in Plant::ALL {
+                println!("{p}");
+            }
         }
         return ExitCode::SUCCESS;
     }
+    let (plant, shard_plant) = match (&args.plant, args.sharded) {
+        (None, _) => (None, None),
+        (Some(name), false) => match name.parse::<Plant>() {
+            Ok(p) => (Some(p), None),
+            Err(e) => return usage(&e),
+        },
+        (Some(name), true) => match name.parse::<ShardPlant>() {
+            Ok(p) => (None, Some(p)),
+            Err(e) => return usage(&e),
+        },
+    };
     let options = Options {
         sim_seconds: args.sim_seconds,
-        plant: args.plant,
+        plant,
         keep_trace: args.trace,
         only_oracle: args.oracle,
+        sharded: args.sharded,
+        shard_plant,
+    };
+    let run_seed = |seed: u64, options: &Options| {
+        if options.sharded {
+            run_sharded_seed(seed, options)
+        } else {
+            run_seed(seed, options)
+        }
     };
     let first_seed = args.seed.unwrap_or(0);
     let seeds = args

@@ -65,6 +65,25 @@ pub enum OracleId {
     /// 10. No leader keeps a closed guard longer than the grace and a heartbeat (plus its
     ///     transactions): the guard ends, or the lease lapses.
     ClosedGuard,
+    /// S1 (sharded, 11). At most one member believes it owns a shard at any true instant
+    ///     (its lease and ownership view, or a live guard), and queries never change it.
+    ShardBelief,
+    /// S2 (sharded, 12). Fenced writes per shard in ballot order; no lost update.
+    ShardFencing,
+    /// S3 (sharded, 13). A shard's ballot never decreases, grows by one per new owner, and
+    ///     each (shard, ballot) has one owner and one believer.
+    ShardBallots,
+    /// S4 (sharded, 14). After faults stop: every shard owned within lease + 2 heartbeats,
+    ///     then the placement balanced within a bounded number of rounds.
+    ShardLiveness,
+    /// S5 (sharded, 15). A rolling deploy ends with every shard on a new member; a graceful
+    ///     leave's shards are owned again without a lease's wait.
+    ShardDeploy,
+    /// S6 (sharded, 16). No more changes of owner after quiescence than the placement bound.
+    ShardMoves,
+    /// S7 (sharded, 17). Guarded shard work runs only while its member owns the shard at the
+    ///     guard's ballot.
+    ShardGuard,
 }
 
 impl OracleId {
@@ -82,6 +101,17 @@ impl OracleId {
         OracleId::ClosedGuard,
     ];
 
+    /// The sharded simulation's oracles (`sim --sharded`), in order.
+    pub const SHARDED: [OracleId; 7] = [
+        OracleId::ShardBelief,
+        OracleId::ShardFencing,
+        OracleId::ShardBallots,
+        OracleId::ShardLiveness,
+        OracleId::ShardDeploy,
+        OracleId::ShardMoves,
+        OracleId::ShardGuard,
+    ];
+
     /// The oracle's name in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -95,6 +125,13 @@ impl OracleId {
             OracleId::Guard => "guard",
             OracleId::Cadence => "cadence",
             OracleId::ClosedGuard => "closed-guard",
+            OracleId::ShardBelief => "shard-belief",
+            OracleId::ShardFencing => "shard-fencing",
+            OracleId::ShardBallots => "shard-ballots",
+            OracleId::ShardLiveness => "shard-liveness",
+            OracleId::ShardDeploy => "shard-deploy",
+            OracleId::ShardMoves => "shard-moves",
+            OracleId::ShardGuard => "shard-guard",
         }
     }
 
@@ -111,6 +148,13 @@ impl OracleId {
             OracleId::Guard => 8,
             OracleId::Cadence => 9,
             OracleId::ClosedGuard => 10,
+            OracleId::ShardBelief => 11,
+            OracleId::ShardFencing => 12,
+            OracleId::ShardBallots => 13,
+            OracleId::ShardLiveness => 14,
+            OracleId::ShardDeploy => 15,
+            OracleId::ShardMoves => 16,
+            OracleId::ShardGuard => 17,
         }
     }
 }
@@ -121,9 +165,14 @@ impl std::str::FromStr for OracleId {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         OracleId::ALL
             .into_iter()
+            .chain(OracleId::SHARDED)
             .find(|o| o.name() == s || o.number().to_string() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = OracleId::ALL.iter().map(|o| o.name()).collect();
+                let names: Vec<&str> = OracleId::ALL
+                    .iter()
+                    .chain(&OracleId::SHARDED)
+                    .map(|o| o.name())
+                    .collect();
                 format!("unknown oracle {s:?}; oracles: {}", names.join(", "))
             })
     }

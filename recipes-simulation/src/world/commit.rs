@@ -65,14 +65,7 @@ pub(crate) enum Kind {
     },
 }
 
-/// What the simulation does to one commit besides delaying it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Drawn {
-    /// A fault the database injects.
-    Db(CommitFault),
-    /// The commit applies now; its reply reaches the process late.
-    SlowReply,
-}
+use crate::faults::Drawn;
 
 /// The reply of an applied commit on its way to its process (a slow reply).
 #[derive(Debug)]
@@ -117,19 +110,15 @@ impl World {
     /// How long until a commit: usually milliseconds, sometimes a tenth of a lease to a lease,
     /// rarely up to four leases (long enough for `transaction_too_old`).
     pub(super) fn commit_delay(&mut self) -> Nanos {
-        if self.quiet {
-            return self.between(500_000, crate::params::QUIET_LATENCY_MAX);
+        let (d, slow) = crate::faults::commit_delay(
+            &mut self.rng,
+            self.params.lease,
+            self.quiet,
+            &mut self.stats.faults,
+        );
+        if slow {
+            self.note_fault_end(self.now.saturating_add(d));
         }
-        let r = self.rng.random_range(0..1_000u32);
-        let d = if r < 5 {
-            self.leases(1_000, crate::params::MAX_FAULT_LEASES.saturating_mul(1_000))
-        } else if r < 35 {
-            self.leases(100, 1_000)
-        } else {
-            return self.between(500_000, 15_000_000);
-        };
-        self.stats.faults.slow_commits = self.stats.faults.slow_commits.saturating_add(1);
-        self.note_fault_end(self.now.saturating_add(d));
         d
     }
 
@@ -149,19 +138,7 @@ impl World {
     /// A commit fault, or a slow reply (counted when it happens: only a process's operation
     /// whose commit applies gets one).
     fn draw_commit_fault(&mut self) -> Option<Drawn> {
-        let r = self.rng.random_range(0..1_000u32);
-        let f = &mut self.stats.faults;
-        let (fault, counter) = match r {
-            0..15 => (CommitFault::UnknownApplied, &mut f.unknown_applied),
-            15..25 => (CommitFault::UnknownNotApplied, &mut f.unknown_not_applied),
-            25..30 => (CommitFault::UnknownAppliedLater, &mut f.unknown_lands_later),
-            30..45 => (CommitFault::Conflict, &mut f.conflicts),
-            45..55 => (CommitFault::Unavailable, &mut f.unavailable),
-            55..70 => return Some(Drawn::SlowReply),
-            _ => return None,
-        };
-        *counter = counter.saturating_add(1);
-        Some(Drawn::Db(fault))
+        crate::faults::draw_commit_fault(&mut self.rng, &mut self.stats.faults)
     }
 
     /// The reply of an applied commit of `pid`'s operation reaches it after a drawn delay of

@@ -31,7 +31,7 @@ use crate::oracles::{
 use crate::params::{Options, Params};
 use crate::plants::Plant;
 use crate::stats::SeedStats;
-use crate::time::{Nanos, TrueClock, TrueTime, secs};
+use crate::time::{Nanos, TrueTime, secs};
 use crate::trace::Trace;
 use crate::wire;
 
@@ -61,6 +61,41 @@ pub struct SeedOutcome {
 }
 
 impl SeedOutcome {
+    /// A seed whose world could not be built: `violation` says why.
+    pub(crate) fn setup_failed(seed: u64, violation: Violation) -> Self {
+        SeedOutcome {
+            seed,
+            violations: vec![violation],
+            at: 0,
+            tail: Vec::new(),
+            trace: None,
+            trace_hash: 0,
+            trace_lines: 0,
+            stats: SeedStats::default(),
+        }
+    }
+
+    /// A seed run to its end, or to `failed` (the first failing step and its violations).
+    pub(crate) fn finished(
+        seed: u64,
+        failed: Option<(Nanos, Vec<Violation>)>,
+        now: Nanos,
+        trace: &Trace,
+        stats: &SeedStats,
+    ) -> Self {
+        let (at, violations) = failed.unwrap_or((now, Vec::new()));
+        SeedOutcome {
+            seed,
+            violations,
+            at,
+            tail: trace.tail(),
+            trace: trace.full().map(<[String]>::to_vec),
+            trace_hash: trace.hash(),
+            trace_lines: trace.len(),
+            stats: stats.clone(),
+        }
+    }
+
     /// Whether every oracle passed.
     pub fn passed(&self) -> bool {
         self.violations.is_empty()
@@ -74,16 +109,7 @@ pub fn run_seed(seed: u64, opts: &Options) -> SeedOutcome {
             world.run();
             world.outcome()
         }
-        Err(e) => SeedOutcome {
-            seed,
-            violations: vec![Progress::unexpected_error("world", "setup", &e)],
-            at: 0,
-            tail: Vec::new(),
-            trace: None,
-            trace_hash: 0,
-            trace_lines: 0,
-            stats: SeedStats::default(),
-        },
+        Err(e) => SeedOutcome::setup_failed(seed, Progress::unexpected_error("world", "setup", &e)),
     }
 }
 
@@ -176,13 +202,7 @@ impl World {
     fn new(seed: u64, opts: &Options) -> Result<World, String> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let params = Params::draw(&mut rng, opts).map_err(|e| e.to_string())?;
-        let time = TrueTime::default();
-        let db = MemDb::with_clock(std::sync::Arc::new(TrueClock(time.clone())));
-        let faults = SimFaults::default();
-        db.set_fault_injector(std::sync::Arc::new(faults.clone()));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .map_err(|e| e.to_string())?;
+        let (time, db, faults, rt) = crate::faults::sim_store()?;
         let rho = params.rho_ppm;
         let nodes = (0..params.nodes).map(|_| Node::default()).collect();
         let mut world = World {
@@ -305,11 +325,7 @@ impl World {
 
     /// A uniform draw in `[lo, hi]` (nanoseconds).
     fn between(&mut self, lo: Nanos, hi: Nanos) -> Nanos {
-        if hi <= lo {
-            lo
-        } else {
-            self.rng.random_range(lo..=hi)
-        }
+        crate::faults::between(&mut self.rng, lo, hi)
     }
 
     /// `lease × [lo_milli, hi_milli] / 1000`.
@@ -525,16 +541,7 @@ impl World {
     }
 
     fn outcome(&mut self) -> SeedOutcome {
-        let (at, violations) = self.failed.take().unwrap_or((self.now, Vec::new()));
-        SeedOutcome {
-            seed: self.seed,
-            violations,
-            at,
-            tail: self.trace.tail(),
-            trace: self.trace.full().map(<[String]>::to_vec),
-            trace_hash: self.trace.hash(),
-            trace_lines: self.trace.len(),
-            stats: self.stats.clone(),
-        }
+        let failed = self.failed.take();
+        SeedOutcome::finished(self.seed, failed, self.now, &self.trace, &self.stats)
     }
 }

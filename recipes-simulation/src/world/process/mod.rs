@@ -187,17 +187,9 @@ impl World {
             .map_or(0, |n| n.incarnations)
             .saturating_add(1);
         let label = format!("n{node}v{incarnation}");
-        let spread = self.params.clock_spread_ppm;
-        let rate = if spread > 0 {
-            self.rng.random_range(spread.saturating_neg()..=spread)
-        } else {
-            0
-        };
-        let offset = self
-            .rng
-            .random_range(0..=1_000_000u64)
-            .saturating_mul(crate::time::SEC);
-        let clock = SimClock::new(self.time.clone(), offset, rate);
+        let clock =
+            crate::time::draw_clock(&mut self.rng, &self.time, self.params.clock_spread_ppm);
+        let rate = clock.rate_ppm();
         let id = match CandidateId::with_nonce(&label, self.rng.next_u64()) {
             Ok(id) => id,
             Err(e) => {

@@ -1,0 +1,108 @@
+//! The sharded world's planted faults (`sim --sharded --plant`).
+//!
+//! The sharded world's planted faults (`sim --sharded --plant`): deliberate bugs of the simulation's executor, world or
+//! operator (never of the library), each aimed at one sharded oracle.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::oracles::OracleId;
+
+/// A planted fault of the sharded world, selected by name with `sim --sharded --plant`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShardPlant {
+    /// The executor ignores the machine's revocations for an ended lease or epoch: a member
+    /// whose renewal finds its epoch bumped keeps the guards of the shards it lost, and its
+    /// next renewals (at the new epoch) keep them alive.
+    RenewalIgnoresEpoch,
+    /// The executor reports every shard's work idle at once (the release is written while the
+    /// work still runs), and a task checks its guard only when it starts.
+    ReleaseBeforeWorkStops,
+    /// The coordinator's clock runs twice as fast: it fences a member out after half a lease
+    /// of unchanged record (a takeover before a full lease).
+    TakeoverBeforeFullLease,
+    /// Shard work writes the register and counter without `fence_shard`.
+    UnfencedShardWork,
+    /// A graceful shutdown skips the leave: the executor tells the machine it left, so the
+    /// member's shards wait for its lease to lapse.
+    LeaveWithoutHandover,
+    /// The executor loses about one in fifty of the wake-ups the machine asks for, and with it
+    /// its event loop: the member stays up but runs its machine no more (it goes quiet).
+    LostWakeup,
+    /// The operator keeps moving shards by hand after the faults stop (one every heartbeat),
+    /// beyond what balance needs.
+    MoveStorm,
+}
+
+impl ShardPlant {
+    /// Every plant, in listing order.
+    pub const ALL: [ShardPlant; 7] = [
+        ShardPlant::RenewalIgnoresEpoch,
+        ShardPlant::ReleaseBeforeWorkStops,
+        ShardPlant::TakeoverBeforeFullLease,
+        ShardPlant::UnfencedShardWork,
+        ShardPlant::LeaveWithoutHandover,
+        ShardPlant::LostWakeup,
+        ShardPlant::MoveStorm,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShardPlant::RenewalIgnoresEpoch => "renewal-ignores-epoch",
+            ShardPlant::ReleaseBeforeWorkStops => "release-before-work-stops",
+            ShardPlant::TakeoverBeforeFullLease => "takeover-before-full-lease",
+            ShardPlant::UnfencedShardWork => "unfenced-shard-work",
+            ShardPlant::LeaveWithoutHandover => "leave-without-handover",
+            ShardPlant::LostWakeup => "lost-wakeup",
+            ShardPlant::MoveStorm => "move-storm",
+        }
+    }
+
+    /// The oracle this plant is aimed at.
+    pub fn target(self) -> OracleId {
+        match self {
+            ShardPlant::RenewalIgnoresEpoch | ShardPlant::TakeoverBeforeFullLease => {
+                OracleId::ShardBelief
+            }
+            ShardPlant::ReleaseBeforeWorkStops => OracleId::ShardGuard,
+            ShardPlant::UnfencedShardWork => OracleId::ShardFencing,
+            ShardPlant::LeaveWithoutHandover => OracleId::ShardDeploy,
+            ShardPlant::LostWakeup => OracleId::ShardLiveness,
+            ShardPlant::MoveStorm => OracleId::ShardMoves,
+        }
+    }
+}
+
+impl fmt::Display for ShardPlant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ShardPlant {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ShardPlant::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = ShardPlant::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown sharded plant {s:?}; plants: {}", names.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for p in ShardPlant::ALL {
+            assert_eq!(p.name().parse::<ShardPlant>(), Ok(p));
+        }
+        assert!("unfenced-leader-work".parse::<ShardPlant>().is_err());
+    }
+}

@@ -1,0 +1,132 @@
+//! A sharded world's parameters, drawn from its seed, and the bounds its oracles use.
+
+use fdb_leader_election::{ConfigError, ElectionConfig};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::params::{MAX_FAULT_LEASES, QUIET_LATENCY_MAX};
+use crate::time::{MS, Nanos, SEC, dur, slowest};
+
+/// The parameters of one sharded world.
+#[derive(Clone, Debug)]
+pub(crate) struct ShardParams {
+    /// Member nodes (each runs one member incarnation at a time, two during a deploy step).
+    pub(crate) nodes: usize,
+    /// Coordinator candidates (the leader of the coordinator election coordinates).
+    pub(crate) coordinators: usize,
+    /// M.
+    pub(crate) shards: u32,
+    /// The layout's `max_concurrent_moves`.
+    pub(crate) max_moves: u32,
+    /// The stored configuration.
+    pub(crate) config: ElectionConfig,
+    pub(crate) lease: Nanos,
+    pub(crate) heartbeat: Nanos,
+    pub(crate) grace: Nanos,
+    pub(crate) txn_timeout: Nanos,
+    pub(crate) rho_ppm: u32,
+    /// Each node's base priority.
+    pub(crate) node_bias: Vec<i32>,
+    /// When faults and workload stop.
+    pub(crate) quiet_from: Nanos,
+    /// When the final rolling deploy begins (every fault over by then).
+    pub(crate) final_deploy_at: Nanos,
+    /// The gap between two nodes of a deploy (the old incarnation leaves two heartbeats
+    /// after its successor started).
+    pub(crate) deploy_step: Nanos,
+    /// The run's end.
+    pub(crate) duration: Nanos,
+}
+
+impl ShardParams {
+    /// Draws a world.
+    pub(crate) fn draw(rng: &mut ChaCha8Rng, sim_seconds: u64) -> Result<Self, ConfigError> {
+        let nodes = rng.random_range(3..=5);
+        let shards = [4u32, 8, 12, 16, 24][rng.random_range(0..5usize)];
+        let max_moves = rng.random_range(1..=4);
+        let lease = rng.random_range(1_000..=2_000u64).saturating_mul(MS);
+        let heartbeat = lease / 4;
+        let txn_timeout = heartbeat / 3;
+        let rho_ppm: u32 = match rng.random_range(0..4u8) {
+            0 => 1_000,
+            3 => 50_000,
+            _ => 10_000,
+        };
+        let config = ElectionConfig::builder()
+            .lease_duration(dur(lease))
+            .heartbeat_interval(dur(heartbeat))
+            .candidate_timeout(dur(lease.saturating_mul(2)))
+            .transaction_timeout(dur(txn_timeout))
+            .takeover_stagger(dur(lease / 30))
+            .handover_grace(dur(heartbeat))
+            .max_clock_rate_error_ppm(rho_ppm)
+            .build()?;
+        let node_bias = (0..nodes).map(|_| rng.random_range(0..=3)).collect();
+        let deploy_step = heartbeat.saturating_mul(3);
+        let mut p = ShardParams {
+            nodes,
+            coordinators: 2,
+            shards,
+            max_moves,
+            config,
+            lease,
+            heartbeat,
+            grace: heartbeat,
+            txn_timeout,
+            rho_ppm,
+            node_bias,
+            quiet_from: 0,
+            final_deploy_at: 0,
+            deploy_step,
+            duration: sim_seconds.saturating_mul(SEC),
+        };
+        // The quiet phase: every fault ends (pauses and slow commits of up to four leases,
+        // restarts within three), then the final deploy, then the liveness bounds.
+        let settle = lease.saturating_mul(MAX_FAULT_LEASES.saturating_add(4));
+        let deploy = deploy_step
+            .saturating_mul(u64::try_from(nodes).unwrap_or(0))
+            .saturating_add(heartbeat.saturating_mul(3));
+        let tail = p
+            .owned_bound()
+            .saturating_add(p.balance_bound())
+            .saturating_add(lease);
+        let quiet = settle.saturating_add(deploy).saturating_add(tail);
+        p.quiet_from = p.duration.saturating_sub(quiet);
+        p.final_deploy_at = p.quiet_from.saturating_add(settle);
+        Ok(p)
+    }
+
+    /// `local` on the slowest clock allowed.
+    pub(crate) fn slow(&self, local: Nanos) -> Nanos {
+        slowest(local, self.rho_ppm)
+    }
+
+    /// Oracle S4's first bound: after the faults stop, every shard owned within
+    /// lease + 2 heartbeats (slowest clock), plus the quiet-phase latency of the transactions
+    /// on the path (the member's last renewal seen, the fencing, the acquisition).
+    pub(crate) fn owned_bound(&self) -> Nanos {
+        self.slow(self.lease.saturating_add(self.heartbeat.saturating_mul(2)))
+            .saturating_add(QUIET_LATENCY_MAX.saturating_mul(6))
+            .saturating_add(MS)
+    }
+
+    /// One handover round: the coordinator's next attempt (a heartbeat), the owner's drain
+    /// (at most the grace) and its cycle, the target's cycle, on the slowest clock.
+    pub(crate) fn round(&self) -> Nanos {
+        self.slow(self.heartbeat.saturating_mul(2).saturating_add(self.grace))
+            .saturating_add(QUIET_LATENCY_MAX.saturating_mul(6))
+    }
+
+    /// Oracle S4's second bound: balanced within ⌈M / max_concurrent_moves⌉ + 2 rounds of
+    /// the shards being owned.
+    pub(crate) fn balance_bound(&self) -> Nanos {
+        let rounds = u64::from(self.shards.div_ceil(self.max_moves.max(1))).saturating_add(2);
+        self.round().saturating_mul(rounds)
+    }
+
+    /// Oracle S5: a gracefully leaving member's shards are owned again within half a lease
+    /// (the coordinator's next attempt and the target's cycle; no lease's wait).
+    pub(crate) fn leave_bound(&self) -> Nanos {
+        self.lease / 2
+    }
+}
