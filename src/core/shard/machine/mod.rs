@@ -457,7 +457,10 @@ impl ShardMachine {
         }
         let ready = self.ready(ctx);
         let due = self.due_at();
-        if self.run_now || !ready.is_empty() || ctx.now >= due {
+        // A shard ready to hand over cycles at once, unless the last cycle failed: then the
+        // back-off stands, as for a watch (a failing store is retried at its pace, not back to
+        // back while a handover waits).
+        if self.run_now || (!ready.is_empty() && !self.failing) || ctx.now >= due {
             self.run_now = false;
             out.push(ShardCommand::RunCycle { ready });
             self.in_flight = true;
@@ -466,8 +469,13 @@ impl ShardMachine {
         let mut wake = due;
         let grace = self.config.handover_grace();
         for g in self.guards.values() {
-            if let Some(closed) = g.closed_at {
-                wake = wake.min(closed.saturating_add(grace));
+            // A grace still running ends a wait; one already over is waiting for `due`.
+            if let Some(end) = g
+                .closed_at
+                .map(|closed| closed.saturating_add(grace))
+                .filter(|end| *end > ctx.now)
+            {
+                wake = wake.min(end);
             }
         }
         if let Some(d) = self.deadline {

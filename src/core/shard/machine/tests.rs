@@ -316,6 +316,51 @@ fn more_work_in_the_inbox_cycles_again_at_once_and_failures_back_off() {
 }
 
 #[test]
+fn a_handover_whose_cycle_failed_waits_for_the_back_off() {
+    let mut m = owning();
+    let owned = [(1, 5), (2, 5)];
+    m.handle(ShardEvent::Tick, &ctx(90, &owned, Some(294), &[]));
+    m.handle(committed(&[1], false), &ctx(90, &owned, Some(384), &[]));
+    // Shard 1's work is idle: a cycle that hands it over, at once.
+    let out = m.handle(ShardEvent::WorkIdle, &ctx(95, &owned, Some(384), &[1]));
+    assert_eq!(out, vec![run(&[1])]);
+    let failure = Failure {
+        kind: "unavailable",
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    };
+    // Each failure backs off, although shard 1 stays ready: never a cycle back to back.
+    let mut now = 96;
+    for _ in 0..5 {
+        let out = m.handle(
+            ShardEvent::CycleFailed(failure.clone()),
+            &ctx(now, &owned, Some(384), &[1]),
+        );
+        let wake = out.iter().find_map(|c| match c {
+            ShardCommand::SleepUntil(t) => Some(*t),
+            _ => None,
+        });
+        assert!(
+            wake.is_some(),
+            "a failed cycle with a ready handover ran again at once: {out:?}"
+        );
+        let wake = wake.unwrap();
+        assert!(wake > at(now), "{out:?}");
+        // Woken early (a tick, the work idle again): still backing off.
+        let early = m.handle(ShardEvent::WorkIdle, &ctx(now + 1, &owned, Some(384), &[1]));
+        assert!(
+            matches!(early.as_slice(), [ShardCommand::SleepUntil(t)] if *t > at(now + 1)),
+            "{early:?}"
+        );
+        // At the back-off's end, the handover is tried again.
+        now = u64::try_from(wake.since_origin().as_micros().div_ceil(1000)).unwrap();
+        let out = m.handle(ShardEvent::Tick, &ctx(now, &owned, Some(384), &[1]));
+        assert_eq!(out, vec![run(&[1])]);
+    }
+}
+
+#[test]
 fn an_inbox_change_cycles_at_once_unless_backing_off() {
     let mut m = owning();
     let owned = [(1, 5), (2, 5)];
