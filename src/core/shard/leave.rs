@@ -30,19 +30,20 @@ pub(crate) struct LeavePlan {
 impl MemberState {
     /// The first step of a leave, before anything is read: the member owns nothing from now
     /// on, adopts and recognises no attempt made before (its epoch is unknown locally until
-    /// [`decide_leave`] sets the one the leave writes). Returns the shards it believed it
-    /// owned and those whose release is not confirmed, to give back.
+    /// [`decide_leave`] sets the one the leave writes). Returns the shards the records may
+    /// still tie to it, to give back: those it believed it owned, those whose release is not
+    /// confirmed, those its unconfirmed attempts acquired (their commits may have landed), and
+    /// those of every earlier try of this leave (whose commit failed or is unknown: the retry
+    /// owns nothing locally any more, yet gives back what the first try would have).
     pub(crate) fn begin_leave(&mut self) -> BTreeSet<ShardId> {
-        let owned = self
-            .owned
-            .keys()
-            .chain(self.unreleased.keys())
-            .copied()
-            .collect();
+        let mut leaving = std::mem::take(&mut self.leaving);
+        leaving.extend(self.owned.keys().chain(self.unreleased.keys()).copied());
+        leaving.extend(self.pending_acquisitions());
+        self.leaving = leaving.clone();
         self.lose_all();
         self.forget_attempts();
         self.epoch = None;
-        owned
+        leaving
     }
 }
 
@@ -73,9 +74,13 @@ pub(crate) fn decide_leave(
     st.lose_all();
     st.forget_attempts();
     let Some(record) = record else {
+        st.leaving.clear();
         return Ok(None);
     };
     if record.fenced {
+        // The epoch has ended (this leave's earlier try landed, or a takeover): whatever the
+        // records still tie to it is nobody's.
+        st.leaving.clear();
         st.epoch = Some(record.epoch);
         return Ok(None);
     }

@@ -9,7 +9,7 @@
 //! commit is confirmed, or recognised by this member's attempt id in its own record, dated
 //! from that attempt's start).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::clock::LocalInstant;
 use crate::error::ElectionError;
@@ -67,6 +67,10 @@ pub(crate) struct MemberState {
     /// Shards it handed over (dropped from `owned` before the commit) whose release is not
     /// confirmed, with their ballots: written again while their records name it.
     pub(crate) unreleased: BTreeMap<ShardId, Ballot>,
+    /// The shards a leave begun and not known to have landed gives back: kept across the
+    /// leave's retries (a retried leave owns nothing locally any more, yet must vacate what the
+    /// first try would have), until a leave reads its epoch already ended.
+    pub(crate) leaving: BTreeSet<ShardId>,
     pending: VecDeque<PendingMember>,
     next_seq: u64,
     /// A cycle of this member whose transaction has not ended.
@@ -81,6 +85,7 @@ impl MemberState {
             epoch: None,
             owned: BTreeMap::new(),
             unreleased: BTreeMap::new(),
+            leaving: BTreeSet::new(),
             pending: VecDeque::new(),
             next_seq: 1,
             cycle_open: false,
@@ -158,6 +163,13 @@ impl MemberState {
             self.pending.pop_front();
         }
         self.pending.push_back(p);
+    }
+
+    /// The shards acquired by attempts whose commit is not confirmed (they may have landed).
+    pub(super) fn pending_acquisitions(&self) -> impl Iterator<Item = ShardId> + '_ {
+        self.pending
+            .iter()
+            .flat_map(|p| p.adoption.acquired.iter().map(|(s, _)| *s))
     }
 
     /// The pending attempt that wrote `writer`, if it is one of this member's.

@@ -356,6 +356,49 @@ fn a_release_that_landed_unconfirmed_is_forgotten_and_never_written_twice() {
 }
 
 #[test]
+fn a_retried_leave_still_vacates_what_the_first_try_would_have() {
+    let mut w = owning();
+    // Shard 6 is reserved; a cycle acquires it, and its commit lands unconfirmed.
+    w.reserve(&[6]);
+    let acquiring = w.decide(20, &[]).unwrap();
+    assert_eq!(acquiring.adoption.acquired.len(), 1);
+    w.land(&acquiring);
+    // The leave's first try: its commit fails (nothing written).
+    let first = w.st.begin_leave();
+    assert_eq!(
+        first.iter().map(|s| s.get()).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 6],
+        "the owned shards and the one an unconfirmed cycle acquired"
+    );
+    let first_plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_plan.shards.len(), 5);
+    // The retry owns nothing locally, yet reads and vacates the same shards.
+    let retry = w.st.begin_leave();
+    assert_eq!(retry, first);
+    let wanted = leave_lookups(&retry, &w.inbox);
+    let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read)
+        .unwrap()
+        .unwrap();
+    let vacated: Vec<u32> = plan.shards.iter().map(|(s, _)| s.get()).collect();
+    assert_eq!(vacated, vec![0, 1, 2, 3, 6]);
+    assert!(plan.shards.iter().all(|(_, r)| r.owner.is_none()));
+    // That one lands: a later leave finds the epoch ended and forgets the set.
+    w.record = Some(plan.record.clone());
+    for (s, r) in &plan.shards {
+        w.shards.insert(*s, r.clone());
+    }
+    assert!(
+        decide_leave(&mut w.st, w.record.as_ref(), &BTreeMap::new())
+            .unwrap()
+            .is_none()
+    );
+    assert!(w.st.begin_leave().is_empty());
+}
+
+#[test]
 fn a_leave_withdraws_the_reservations_its_cleared_inbox_listed() {
     let mut w = World::new("a", 10_000);
     w.cycle(0, &[]);
