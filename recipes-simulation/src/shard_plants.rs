@@ -32,11 +32,14 @@ pub enum ShardPlant {
     /// The operator keeps moving shards by hand after the faults stop (one every heartbeat),
     /// beyond what balance needs.
     MoveStorm,
+    /// The executor runs a failed member cycle again at once (once per failure), before the
+    /// machine hears of the failure: a failing store is retried back to back.
+    RetryWithoutBackOff,
 }
 
 impl ShardPlant {
     /// Every plant, in listing order.
-    pub const ALL: [ShardPlant; 7] = [
+    pub const ALL: [ShardPlant; 8] = [
         ShardPlant::RenewalIgnoresEpoch,
         ShardPlant::ReleaseBeforeWorkStops,
         ShardPlant::TakeoverBeforeFullLease,
@@ -44,6 +47,7 @@ impl ShardPlant {
         ShardPlant::LeaveWithoutHandover,
         ShardPlant::LostWakeup,
         ShardPlant::MoveStorm,
+        ShardPlant::RetryWithoutBackOff,
     ];
 
     /// The name used on the command line.
@@ -56,6 +60,7 @@ impl ShardPlant {
             ShardPlant::LeaveWithoutHandover => "leave-without-handover",
             ShardPlant::LostWakeup => "lost-wakeup",
             ShardPlant::MoveStorm => "move-storm",
+            ShardPlant::RetryWithoutBackOff => "retry-without-back-off",
         }
     }
 
@@ -70,6 +75,7 @@ impl ShardPlant {
             ShardPlant::LeaveWithoutHandover => OracleId::ShardDeploy,
             ShardPlant::LostWakeup => OracleId::ShardLiveness,
             ShardPlant::MoveStorm => OracleId::ShardMoves,
+            ShardPlant::RetryWithoutBackOff => OracleId::ShardCadence,
         }
     }
 }

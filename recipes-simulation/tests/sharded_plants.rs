@@ -86,8 +86,13 @@ fn a_move_storm_is_caught_by_shard_moves() {
 }
 
 #[test]
+fn a_retry_without_back_off_is_caught_by_shard_cadence() {
+    check(ShardPlant::RetryWithoutBackOff);
+}
+
+#[test]
 fn every_plant_has_a_test_and_a_sharded_oracle() {
-    assert_eq!(ShardPlant::ALL.len(), 7);
+    assert_eq!(ShardPlant::ALL.len(), 8);
     for p in ShardPlant::ALL {
         assert!(fdb_leader_election_simulation::oracles::OracleId::SHARDED.contains(&p.target()));
     }

@@ -84,6 +84,9 @@ pub enum OracleId {
     /// S7 (sharded, 17). Guarded shard work runs only while its member owns the shard at the
     ///     guard's ballot.
     ShardGuard,
+    /// S8 (sharded, 18). A member whose cycle failed starts its next one within its back-off:
+    ///     not sooner than the least delay (no retries back to back), not later than the cap.
+    ShardCadence,
 }
 
 impl OracleId {
@@ -102,7 +105,7 @@ impl OracleId {
     ];
 
     /// The sharded simulation's oracles (`sim --sharded`), in order.
-    pub const SHARDED: [OracleId; 7] = [
+    pub const SHARDED: [OracleId; 8] = [
         OracleId::ShardBelief,
         OracleId::ShardFencing,
         OracleId::ShardBallots,
@@ -110,6 +113,7 @@ impl OracleId {
         OracleId::ShardDeploy,
         OracleId::ShardMoves,
         OracleId::ShardGuard,
+        OracleId::ShardCadence,
     ];
 
     /// The oracle's name in reports.
@@ -132,6 +136,7 @@ impl OracleId {
             OracleId::ShardDeploy => "shard-deploy",
             OracleId::ShardMoves => "shard-moves",
             OracleId::ShardGuard => "shard-guard",
+            OracleId::ShardCadence => "shard-cadence",
         }
     }
 
@@ -155,6 +160,7 @@ impl OracleId {
             OracleId::ShardDeploy => 15,
             OracleId::ShardMoves => 16,
             OracleId::ShardGuard => 17,
+            OracleId::ShardCadence => 18,
         }
     }
 }

@@ -215,6 +215,7 @@ impl World {
         let until = self.now.saturating_add(d);
         if let Some(m) = self.members.get_mut(pid) {
             m.paused_until = m.paused_until.max(until);
+            m.pacing.excuse();
         }
         self.note_fault_end(until);
         let label = self.label(pid);

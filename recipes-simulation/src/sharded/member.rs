@@ -12,6 +12,7 @@ use fdb_leader_election::shard::machine::{
 };
 use fdb_leader_election::{CandidateId, LocalInstant, Priority, ShardId, Weight};
 
+use super::pacing::Pacing;
 use super::work::{Guard, Task};
 use super::{Ev, World};
 use crate::shard_plants::ShardPlant;
@@ -51,6 +52,10 @@ pub(crate) struct MemberProc {
     pub(crate) draining: Option<u64>,
     pub(crate) next_gen: u64,
     pub(crate) weight: u32,
+    /// S8: its cycles' pacing after a failure.
+    pub(crate) pacing: Pacing,
+    /// The retry-without-back-off plant: the failed cycle already retried inline once.
+    pub(crate) retried_inline: bool,
 }
 
 impl std::fmt::Debug for MemberProc {
@@ -138,6 +143,8 @@ impl World {
             draining: None,
             next_gen: 0,
             weight,
+            pacing: Pacing::default(),
+            retried_inline: false,
         });
         if let Some(n) = self.nodes.get_mut(node) {
             n.0 = Some(pid);

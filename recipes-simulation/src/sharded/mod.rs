@@ -14,6 +14,7 @@ mod coord;
 mod member;
 mod ops;
 mod oracles;
+mod pacing;
 mod params;
 mod quiet;
 mod work;

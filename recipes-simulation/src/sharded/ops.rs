@@ -22,12 +22,19 @@ impl World {
         pid: usize,
         ready: BTreeSet<ShardId>,
     ) -> Option<ShardEvent> {
+        let heartbeat = self.p.heartbeat;
         let m = self.members.get_mut(pid)?;
+        let late = m
+            .pacing
+            .cycle_started(&m.label, m.clock.local_now(), heartbeat);
         let seq = m.next_op;
         m.next_op = seq.saturating_add(1);
         m.op = Some(seq);
         m.op_leave = false;
         m.ready = ready;
+        if let Some(v) = late {
+            self.found.push(v);
+        }
         let timeout = self.local_delay(pid, self.p.txn_timeout);
         self.queue.push(
             self.now.saturating_add(timeout),
@@ -152,7 +159,22 @@ impl World {
         self.count_error(e);
         let m = self.members.get_mut(pid)?;
         m.op = None;
-        Some(ShardEvent::CycleFailed(Failure::of(e)))
+        self.cycle_failed(pid, Failure::of(e))
+    }
+
+    /// The executor learned that a member cycle failed: the machine hears it (S8 times the
+    /// next cycle from now). The retry-without-back-off plant instead runs the cycle again at
+    /// once, once, without telling the machine.
+    fn cycle_failed(&mut self, pid: usize, failure: Failure) -> Option<ShardEvent> {
+        let retry_inline = self.plant == Some(ShardPlant::RetryWithoutBackOff);
+        let m = self.members.get_mut(pid)?;
+        m.pacing.failed(m.clock.local_now());
+        if retry_inline && !std::mem::replace(&mut m.retried_inline, true) {
+            let ready = m.ready.clone();
+            return self.start_cycle(pid, ready);
+        }
+        m.retried_inline = false;
+        Some(ShardEvent::CycleFailed(failure))
     }
 
     /// The executor's timeout: the operation fails as maybe committed; its commit, if still
@@ -177,11 +199,13 @@ impl World {
             .into_error(),
         );
         let event = if leaving {
-            ShardEvent::Left(Err(failure))
+            Some(ShardEvent::Left(Err(failure)))
         } else {
-            ShardEvent::CycleFailed(failure)
+            self.cycle_failed(pid, failure)
         };
-        self.feed(pid, event);
+        if let Some(event) = event {
+            self.feed(pid, event);
+        }
     }
 
     /// A member's operation result.
@@ -216,7 +240,9 @@ impl World {
                 }
                 let e = ElectionError::from(e);
                 self.count_error(&e);
-                self.feed(pid, ShardEvent::CycleFailed(Failure::of(&e)));
+                if let Some(event) = self.cycle_failed(pid, Failure::of(&e)) {
+                    self.feed(pid, event);
+                }
             }
             (PKind::Leave, Ok(())) => {
                 self.stats.sharded.leaves = self.stats.sharded.leaves.saturating_add(1);
@@ -236,9 +262,10 @@ impl World {
         let more = cycle.more_to_acquire();
         let config = cycle.config().clone();
         let acquired = u64::try_from(cycle.acquired().len()).unwrap_or(0);
-        let Some(m) = self.members.get(pid) else {
+        let Some(m) = self.members.get_mut(pid) else {
             return;
         };
+        m.retried_inline = false;
         m.member.adopt(cycle);
         let s = &mut self.stats.sharded;
         s.cycles = s.cycles.saturating_add(1);

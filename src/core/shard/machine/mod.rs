@@ -270,6 +270,9 @@ impl ShardMachine {
             ShardEvent::CycleFailed(f) => {
                 self.in_flight = false;
                 self.failing = true;
+                // A watch that fired while the cycle ran is answered by the retry, after the
+                // back-off (the retry reads the inbox): not by a cycle at once.
+                self.run_now = false;
                 out.push(ShardCommand::Failed {
                     kind: f.kind,
                     warn: self.warn.failure(ctx.now).is_some(),

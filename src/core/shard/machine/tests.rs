@@ -385,6 +385,39 @@ fn an_inbox_change_cycles_at_once_unless_backing_off() {
 }
 
 #[test]
+fn a_watch_that_fired_during_a_cycle_that_failed_does_not_cut_the_back_off_short() {
+    let mut m = owning();
+    let owned = [(1, 5), (2, 5)];
+    let out = m.handle(ShardEvent::InboxChanged, &ctx(20, &owned, Some(294), &[]));
+    assert_eq!(out, vec![run(&[])]);
+    // A second watch fires while that cycle is in flight (an executor that listens then).
+    assert!(
+        m.handle(ShardEvent::InboxChanged, &ctx(21, &owned, Some(294), &[]))
+            .is_empty()
+    );
+    let failure = Failure {
+        kind: "unavailable",
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    };
+    // The cycle fails: the retry waits for the back-off (it reads the inbox anyway).
+    let out = m.handle(
+        ShardEvent::CycleFailed(failure),
+        &ctx(25, &owned, Some(294), &[]),
+    );
+    assert!(
+        out.iter()
+            .any(|c| matches!(c, ShardCommand::SleepUntil(t) if *t > at(25))),
+        "a failed cycle ran again at once for a watch that fired during it: {out:?}"
+    );
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, ShardCommand::RunCycle { .. }))
+    );
+}
+
+#[test]
 fn shutdown_revokes_drains_leaves_and_stops() {
     let mut m = owning();
     let out = m.handle(
