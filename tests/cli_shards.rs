@@ -733,3 +733,100 @@ fn no_command_creates_a_store_or_a_sharded_election() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("(name other,"), "{}", stderr(&out));
 }
+
+#[test]
+fn config_sharded_reads_and_writes_the_sharded_elections_configuration() {
+    let world = World::new();
+    // No sharded election: `get` answers so, naming the command that creates one; `set`
+    // without a shard count creates nothing.
+    let out = world.cli(&["config", "get", "--sharded"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`fdb-leader config set --sharded --shards M`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = world.cli(&["config", "set", "--sharded", "--preemption", "off"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no sharded election"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        world.cli(&["shards", "status"]).status.code(),
+        Some(1),
+        "created by a refused set"
+    );
+    // `--shards` only with `--sharded`, named.
+    let out = world.cli(&["config", "set", "--shards", "4", "--preemption", "off"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--sharded"), "{}", stderr(&out));
+    // Created with 4 shards and these settings; the single election of the name is not.
+    let out = world.cli(&[
+        "config",
+        "set",
+        "--sharded",
+        "--shards",
+        "4",
+        "--lease",
+        "2s",
+        "--heartbeat",
+        "500ms",
+        "--transaction-timeout",
+        "100ms",
+        "--max-clock-rate-error-ppm",
+        "50000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("lease                     2s"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(status(&world)["layout"]["shards"], 4);
+    let got = world.cli(&["config", "get", "--sharded", "--json"]);
+    assert!(got.status.success(), "{}", stderr(&got));
+    let got: Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(got["lease_ms"], 2_000);
+    assert_eq!(got["max_clock_rate_error_ppm"], 50_000);
+    assert_eq!(world.cli(&["config", "get"]).status.code(), Some(1));
+    // An existing sharded election keeps its count (a warning says so); the settings change.
+    let out = world.cli(&[
+        "config",
+        "set",
+        "--sharded",
+        "--shards",
+        "9",
+        "--handover-grace",
+        "700ms",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("already exists with 4 shards"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(status(&world)["layout"]["shards"], 4);
+    // What the members read: the library sees the settings written.
+    let db = SqliteDb::open(world.db()).unwrap();
+    let election = ShardedElection::new(Subspace::from(("fdb-leader", "default", "shards")));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = rt
+        .block_on(db.run(|txn, _| {
+            let e = election.clone();
+            async move { e.coordinator_election().read_config(&txn).await }
+        }))
+        .unwrap();
+    assert_eq!(config.lease_duration(), Duration::from_secs(2));
+    assert_eq!(config.handover_grace(), Duration::from_millis(700));
+    // An invalid combination is refused, nothing changed.
+    let out = world.cli(&["config", "set", "--sharded", "--heartbeat", "1s"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let got = world.cli(&["config", "get", "--sharded", "--json"]);
+    let got: Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(got["heartbeat_ms"], 500);
+}

@@ -1,15 +1,26 @@
 //! `config get` and `config set`, and how a configuration is shown.
 
 use fdb_leader_election::runner::ElectionDatabase;
-use fdb_leader_election::{ConfigError, ElectionConfig, ElectionError};
+use fdb_leader_election::shard::Layout;
+use fdb_leader_election::{ConfigError, ElectionConfig, ElectionError, LeaderElection};
 use serde_json::{Value, json};
 
-use crate::cli::ConfigSetArgs;
+use crate::cli::{ConfigSetArgs, MAX_CONCURRENT_MOVES};
 use crate::durations::{millis_json, show};
 use crate::exit::Failure;
 use crate::limits;
 use crate::output;
-use crate::store::{Ctx, Retry, once};
+use crate::store::{Ctx, Kind, Retry, once};
+
+/// The election whose configuration the command reads or writes: the single election, or the
+/// sharded election's (its coordinator election holds the configuration every member and
+/// coordinator reads at each cycle).
+fn configured(ctx: &Ctx) -> LeaderElection {
+    match ctx.kind {
+        Kind::Single => ctx.election.clone(),
+        Kind::Sharded => ctx.sharded.coordinator_election().clone(),
+    }
+}
 
 fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
@@ -60,7 +71,7 @@ pub(crate) async fn get<D: ElectionDatabase>(
     ctx: &Ctx,
     as_json: bool,
 ) -> Result<(), Failure> {
-    let election = ctx.election.clone();
+    let election = configured(ctx);
     let config = once(db, ctx, Retry::Idempotent, move |txn| {
         let election = election.clone();
         async move { election.read_config(&txn).await }
@@ -152,24 +163,54 @@ pub(crate) async fn set<D: ElectionDatabase>(
         ));
     }
     check_bounds(set).map_err(Failure::usage)?;
-    let election = ctx.election.clone();
+    // A sharded election is created only with its shard count (its layout never changes).
+    let layout = match set.shards {
+        Some(count) => Some(
+            Layout::new(count, MAX_CONCURRENT_MOVES)
+                .map_err(|e| Failure::usage(format!("--shards {count}: {e}")))?,
+        ),
+        None => None,
+    };
+    let election = configured(ctx);
+    let sharded = (ctx.kind == Kind::Sharded).then(|| ctx.sharded.clone());
     let outcome = once(db, ctx, Retry::Idempotent, move |txn| {
-        let election = election.clone();
+        let (election, sharded) = (election.clone(), sharded.clone());
         async move {
-            let base = match election.read_config(&txn).await {
-                Ok(c) => c,
-                Err(ElectionError::NotInitialized) => ElectionConfig::default(),
+            let (base, exists) = match election.read_config(&txn).await {
+                Ok(c) => (c, true),
+                Err(ElectionError::NotInitialized) => (ElectionConfig::default(), false),
                 Err(e) => return Err(e),
             };
             let new = match apply(&base, set) {
                 Ok(new) => new,
                 Err(e) => return Ok(Err(e)),
             };
-            if new != base {
-                election.write_config(&txn, &new).await?;
-            } else {
+            match (&sharded, exists) {
+                (Some(sharded), false) => {
+                    // No sharded election without its layout: "no sharded election".
+                    let layout = layout.ok_or(ElectionError::NotInitialized)?;
+                    sharded.initialize(&txn, &new, &layout).await?;
+                }
+                (Some(sharded), true) => {
+                    if let Some(wanted) = layout {
+                        let stored = sharded.layout(&txn).await?;
+                        if stored.shards() != wanted.shards() {
+                            tracing::warn!(
+                                "the sharded election already exists with {} shards: --shards \
+                                 {} changes nothing (a sharded election's shard count never \
+                                 changes)",
+                                stored.shards(),
+                                wanted.shards(),
+                            );
+                        }
+                    }
+                    if new != base {
+                        election.write_config(&txn, &new).await?;
+                    }
+                }
+                (None, _) if new != base => election.write_config(&txn, &new).await?,
                 // Creates the election if needed; never changes an existing one.
-                election.initialize_with_config(&txn, &new).await?;
+                (None, _) => election.initialize_with_config(&txn, &new).await?,
             }
             Ok(Ok((base, new)))
         }
@@ -184,7 +225,14 @@ pub(crate) async fn set<D: ElectionDatabase>(
     if base == new {
         tracing::info!(election = %ctx.name, "the configuration already had these settings");
     } else {
-        tracing::info!(election = %ctx.name, "configuration written; leaders use it from their next renewal");
+        match ctx.kind {
+            Kind::Single => {
+                tracing::info!(election = %ctx.name, "configuration written; leaders use it from their next renewal")
+            }
+            Kind::Sharded => {
+                tracing::info!(election = %ctx.name, "configuration of the sharded election written; members and coordinators use it from their next cycle")
+            }
+        }
     }
     output::line(&text(&new))
 }
@@ -198,6 +246,8 @@ mod tests {
 
     fn none() -> ConfigSetArgs {
         ConfigSetArgs {
+            sharded: false,
+            shards: None,
             lease: None,
             heartbeat: None,
             candidate_timeout: None,

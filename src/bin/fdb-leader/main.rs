@@ -117,6 +117,8 @@ fn start(cli: Cli) -> Result<ExitCode, Failure> {
     let ctx = match &cli.command {
         Command::Shards(_) => ctx.for_shards(),
         Command::Run(args) if args.shards.is_some() => ctx.for_shards(),
+        Command::Config(ConfigCommand::Get { sharded: true, .. }) => ctx.for_shards(),
+        Command::Config(ConfigCommand::Set(args)) if args.sharded => ctx.for_shards(),
         _ => ctx,
     };
     let allow_network_fs = cli.allow_network_fs;
@@ -249,7 +251,9 @@ async fn execute<D: ElectionDatabase>(
         Command::ForceVacate(args) => {
             done(operator::force_vacate(&db, ctx, args.expected_ballot).await)
         }
-        Command::Config(ConfigCommand::Get { json }) => done(config_cmd::get(&db, ctx, json).await),
+        Command::Config(ConfigCommand::Get { json, .. }) => {
+            done(config_cmd::get(&db, ctx, json).await)
+        }
         Command::Config(ConfigCommand::Set(args)) => done(config_cmd::set(&db, ctx, &args).await),
         Command::Shards(command) => done(shards::execute(&db, ctx, command).await),
     }

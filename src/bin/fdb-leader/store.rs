@@ -137,7 +137,8 @@ impl Ctx {
             Kind::Sharded => format!(
                 "no sharded election at {location} (name {name}, subspace (\"{SUBSPACE_PREFIX}\", \
                  {name:?}, \"{SHARDS_SUFFIX}\")); its members create it (`fdb-leader run --shards \
-                 M -- CMD`, a ShardedRunner, or ShardedElection::initialize, on that subspace)"
+                 M -- CMD`, a ShardedRunner, or ShardedElection::initialize, on that subspace), \
+                 as does `fdb-leader config set --sharded --shards M` with the settings given"
             ),
         })
     }

@@ -42,6 +42,10 @@ pub(crate) enum ConfigCommand {
         /// Print one JSON object (durations in milliseconds).
         #[arg(long, env = "FDB_LEADER_JSON")]
         json: bool,
+        /// The configuration of the sharded election of --election NAME (`run --shards`),
+        /// under ("fdb-leader", NAME, "shards"), instead of the single election's.
+        #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED")]
+        sharded: bool,
     },
     /// Change the stored configuration (creating the election if needed): the flags given
     /// replace those fields of the stored configuration, and the result is validated.
@@ -104,6 +108,15 @@ impl Switch {
 
 #[derive(Debug, Args)]
 pub(crate) struct ConfigSetArgs {
+    /// Change the configuration of the sharded election of --election NAME (`run --shards`),
+    /// under ("fdb-leader", NAME, "shards"), instead of the single election's: every member and
+    /// coordinator uses it from its next cycle.
+    #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED")]
+    pub(crate) sharded: bool,
+    /// With --sharded: the shard count to create the sharded election with if it does not
+    /// exist yet, as `run --shards M` would (an existing one keeps its count).
+    #[arg(long, value_name = "M", value_parser = super::sharded::shard_count, requires = "sharded", env = "FDB_LEADER_CONFIG_SHARDS")]
+    pub(crate) shards: Option<u32>,
     /// How long a leader holds the lease without renewing (at least 150ms).
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_LEASE")]
     pub(crate) lease: Option<Duration>,

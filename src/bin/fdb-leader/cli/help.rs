@@ -118,7 +118,13 @@ in time (--timeout, --try).";
 pub(super) const CONFIG_AFTER_HELP: &str = "\
 The flags of `config set` read FDB_LEADER_CONFIG_* variables (not FDB_LEADER_LEASE and the
 like, which `run` reads), so that an environment set up for `run` never changes the stored
-configuration by accident.";
+configuration by accident.
+
+With --sharded, `config get` and `config set` act on the sharded election of --election NAME
+(`run --shards`, under (\"fdb-leader\", NAME, \"shards\")): every member and coordinator uses
+its configuration from its next cycle. `config set --sharded --shards M` also creates that
+election with M shards if it does not exist yet, as `run --shards M` would, so that its first
+members start with these settings.";
 
 /// After the flags of `status --help`.
 pub(super) const STATUS_AFTER_HELP: &str = "\

@@ -18,6 +18,7 @@ pub(crate) use commands::{
     WatchArgs,
 };
 pub(crate) use run_args::{OnChildExit, RunArgs};
+pub(crate) use sharded::MAX_CONCURRENT_MOVES;
 
 use help::{
     ABOUT, CONFIG_AFTER_HELP, EXIT_CODES, FORCE_VACATE_AFTER_HELP, LONG_ABOUT, RESIGN_AFTER_HELP,

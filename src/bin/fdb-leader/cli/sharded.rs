@@ -12,6 +12,10 @@ use super::{OnChildExit, Origin, RunArgs, describe, origin};
 /// shards runs a `ShardedRunner` itself.
 pub(crate) const MAX_RUN_SHARDS: u32 = 256;
 
+/// The move limit (`max_concurrent_moves`) of a sharded election the command line creates
+/// (`run --shards`, `config set --sharded --shards`): the library's default.
+pub(crate) const MAX_CONCURRENT_MOVES: u32 = 8;
+
 /// Parses `--shards M`: a whole number from 1 to [`MAX_RUN_SHARDS`].
 pub(super) fn shard_count(text: &str) -> Result<u32, String> {
     let n: u32 = text.trim().parse().map_err(|_| {

@@ -40,15 +40,12 @@ use tokio_util::sync::CancellationToken;
 
 use self::child::{ChildTask, Ended, Outcome};
 use super::{Prepared, end_of, host_name};
-use crate::cli::RunArgs;
+use crate::cli::{MAX_CONCURRENT_MOVES, RunArgs};
 use crate::durations::show;
 use crate::exit::{Failure, RunEnd, chain, run_exit_code};
 use crate::process::{Spec, exit_code};
 use crate::signals::{Asked, Signals, Stop};
 use crate::store::{Ctx, Retry, once, until_done};
-
-/// The move limit of a sharded election this process creates (the library's default).
-const MAX_CONCURRENT_MOVES: u32 = 8;
 
 /// How often the member's shards are compared with the children running, besides every
 /// change the member reports (a safety net for a change stream that lagged).
