@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release -p fdb-leader-election-simulation --bin chaos -- \
 //!     --fdb-leader PATH [--seconds N] [--seed S] [--candidates K] [--plant NAME] \
-//!     [--timeline FILE.svg] [--fdb-dir D | --cluster-file F]
+//!     [--shards M] [--timeline FILE.svg] [--fdb-dir D | --cluster-file F]
 //! ```
 //!
 //! Exits 0 only if every check passed; 1 if a check failed; 2 if the harness could not run.
@@ -69,6 +69,10 @@ struct Cli {
     /// The project's scripts/fdb-local, which starts and stops the cluster of --fdb-dir.
     #[arg(long, value_name = "PATH", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/fdb-local"))]
     fdb_local: PathBuf,
+    /// Sharded mode: the supervisors run `fdb-leader run --shards M` (one child per owned
+    /// shard, each with its own sinks), and every check is made per shard.
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u32).range(1..=64))]
+    shards: Option<u32>,
     /// An environment variable for every supervisor, NAME=VALUE (repeatable): for example a
     /// planted fault's switch, to show that a release build ignores it.
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_env)]
@@ -171,6 +175,7 @@ fn main() -> ExitCode {
             (None, None) => ChaosStore::Sqlite,
         },
         supervisor_env: cli.supervisor_env.clone(),
+        shards: cli.shards,
     };
     let s = Settings::default();
     let store = match (&cli.fdb_dir, &cli.cluster_file) {
@@ -178,8 +183,12 @@ fn main() -> ExitCode {
         (None, Some(f)) => format!("fdb ({})", f.display()),
         (None, None) => "sqlite".to_owned(),
     };
+    let (shards, bound) = match cli.shards {
+        Some(m) => (format!(" shards={m}"), s.sharded_recovery_bound()),
+        None => (String::new(), s.recovery_bound()),
+    };
     println!(
-        "chaos: store={store} seed={seed} candidates={} seconds={} plant={} lease={}ms \
+        "chaos: store={store} seed={seed} candidates={}{shards} seconds={} plant={} lease={}ms \
          heartbeat={}ms rho={}ppm (clock-rate faults within rho/2 per supervisor) \
          report_interval={}ms recovery_bound={}ms",
         cli.candidates,
@@ -190,7 +199,7 @@ fn main() -> ExitCode {
         s.heartbeat.as_millis(),
         s.rho_ppm,
         s.report_interval.as_millis(),
-        s.recovery_bound().as_millis()
+        bound.as_millis()
     );
     let mut progress = Progress::new("chaos", cli.seconds, "s", interactive());
     let mut on_status = |st: Status| {
@@ -240,6 +249,9 @@ fn main() -> ExitCode {
         );
         if let Some(p) = cli.plant {
             cmd.push_str(&format!(" --plant {p}"));
+        }
+        if let Some(m) = cli.shards {
+            cmd.push_str(&format!(" --shards {m}"));
         }
         if let Some(d) = &cli.fdb_dir {
             cmd.push_str(&format!(" --fdb-dir {}", d.display()));

@@ -16,6 +16,16 @@ pub const FENCED_SINK: &str = "fenced";
 /// The name of the unfenced shadow sink (what fencing buys).
 pub const SHADOW_SINK: &str = "shadow";
 
+/// The names of the judged and the shadow sink of a lane: `fenced` and `shadow` under a single
+/// election; `fenced-S` and `shadow-S` for shard `S` (each shard is its own resource, fenced by
+/// its own ballots).
+pub fn sink_names(shard: Option<u32>) -> (String, String) {
+    match shard {
+        None => (FENCED_SINK.to_owned(), SHADOW_SINK.to_owned()),
+        Some(s) => (format!("{FENCED_SINK}-{s}"), format!("{SHADOW_SINK}-{s}")),
+    }
+}
+
 /// How the harness starts a child.
 #[derive(Clone, Debug)]
 pub struct ChildArgs {
@@ -46,16 +56,22 @@ pub fn run_child(args: &ChildArgs) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("FDB_LEADER_BALLOT: {e}"))?;
     let candidate = std::env::var("FDB_LEADER_ID").unwrap_or_else(|_| "unknown".to_owned());
+    // Under `run --shards`: the shard this child works for.
+    let shard: Option<u32> = match std::env::var("FDB_LEADER_SHARD") {
+        Ok(s) => Some(s.parse().map_err(|e| format!("FDB_LEADER_SHARD: {e}"))?),
+        Err(_) => None,
+    };
     let clean_clock = !fake_clock_inherited();
     let socket = UnixDatagram::unbound().map_err(|e| format!("socket: {e}"))?;
     socket
         .set_nonblocking(true)
         .map_err(|e| format!("socket: {e}"))?;
-    let open = |name, fencing| {
+    let open = |name: &str, fencing| {
         Sink::open(&args.sink_dir, name, fencing).map_err(|e| format!("sink {name}: {e}"))
     };
-    let mut fenced = open(FENCED_SINK, args.fencing)?;
-    let mut shadow = open(SHADOW_SINK, Fencing::Unfenced)?;
+    let (fenced_name, shadow_name) = sink_names(shard);
+    let mut fenced = open(&fenced_name, args.fencing)?;
+    let mut shadow = open(&shadow_name, Fencing::Unfenced)?;
     let (mut fenced_writer, mut shadow_writer) = (Writer::default(), Writer::default());
     let pid = i32::try_from(std::process::id()).unwrap_or(0);
     let pgid = nix::unistd::getpgrp().as_raw();
@@ -73,6 +89,7 @@ pub fn run_child(args: &ChildArgs) -> Result<(), String> {
             sent_ns,
             seq,
             clean_clock,
+            shard,
         };
         match socket.send_to(report.encode().as_bytes(), &args.socket) {
             Ok(_) => gone = 0,

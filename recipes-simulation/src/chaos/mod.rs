@@ -191,6 +191,9 @@ pub struct ChaosOptions {
     /// Environment variables set on every supervisor (`NAME`, `VALUE`), for example a
     /// planted fault's switch, to show a release build ignores it.
     pub supervisor_env: Vec<(String, String)>,
+    /// Sharded mode: the supervisors run `fdb-leader run --shards M` (one child per owned
+    /// shard, each with its own sinks), and every check is made per shard.
+    pub shards: Option<u32>,
 }
 
 /// The timings of the election and of the harness.
@@ -249,5 +252,15 @@ impl Settings {
         self.lease
             .saturating_add(self.heartbeat.saturating_mul(2))
             .saturating_add(self.recovery_grace)
+    }
+
+    /// Under a sharded election: 2 leases + 2 heartbeats + grace. A dead member's shards are
+    /// taken over once the coordinator has seen its record unchanged for a full lease; when the
+    /// member that died also coordinated, the coordinator election's takeover (a lease) comes
+    /// first, and the new coordinator's own observation (another lease) starts only then
+    /// (DESIGN §12.2: a coordinator failover pauses moves, never ownership, but it does delay
+    /// a takeover).
+    pub fn sharded_recovery_bound(&self) -> Duration {
+        self.recovery_bound().saturating_add(self.lease)
     }
 }

@@ -122,6 +122,8 @@ pub struct ChildRun {
     pub pid: i32,
     /// Its ballot.
     pub ballot: u64,
+    /// The shard it worked for, under a sharded election (`None`: the single election).
+    pub shard: Option<u32>,
     /// When it reported, ascending.
     pub times: Vec<u64>,
 }

@@ -1,5 +1,6 @@
 //! What a child tells the harness: one datagram per tick, `alive SLOT INCARNATION PID PGID
-//! BALLOT SENT_NS SEQ CLEAN`.
+//! BALLOT SENT_NS SEQ CLEAN SHARD` (`SHARD`: the shard the child works for under `fdb-leader
+//! run --shards`, `-` under a single election).
 
 /// One report from a child: "alive, ballot B", with the child's reading of true time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,13 +21,15 @@ pub struct Report {
     pub seq: u64,
     /// Whether the child runs on the real clock (no fake-time library or variable inherited).
     pub clean_clock: bool,
+    /// The shard it works for (`FDB_LEADER_SHARD`), under a sharded election.
+    pub shard: Option<u32>,
 }
 
 impl Report {
     /// The datagram.
     pub fn encode(&self) -> String {
         format!(
-            "alive {} {} {} {} {} {} {} {}",
+            "alive {} {} {} {} {} {} {} {} {}",
             self.slot,
             self.incarnation,
             self.pid,
@@ -34,7 +37,8 @@ impl Report {
             self.ballot,
             self.sent_ns,
             self.seq,
-            u8::from(self.clean_clock)
+            u8::from(self.clean_clock),
+            self.shard.map_or_else(|| "-".to_owned(), |s| s.to_string())
         )
     }
 
@@ -53,6 +57,10 @@ impl Report {
             sent_ns: f.next()?.parse().ok()?,
             seq: f.next()?.parse().ok()?,
             clean_clock: f.next()? == "1",
+            shard: match f.next()? {
+                "-" => None,
+                s => Some(s.parse().ok()?),
+            },
         };
         f.next().is_none().then_some(report)
     }
@@ -73,10 +81,18 @@ mod tests {
             sent_ns: 99_000_000_001,
             seq: 5,
             clean_clock: true,
+            shard: None,
         };
         assert_eq!(Report::decode(&r.encode()), Some(r.clone()));
+        let sharded = Report {
+            shard: Some(3),
+            ..r.clone()
+        };
+        assert_eq!(Report::decode(&sharded.encode()), Some(sharded));
         assert_eq!(Report::decode("alive 1 2"), None);
-        assert_eq!(Report::decode("dead 2 7 1234 1230 42 9 5 1"), None);
+        assert_eq!(Report::decode("alive 2 7 1234 1230 42 9 5 1 x"), None);
+        assert_eq!(Report::decode("alive 2 7 1234 1230 42 9 5 1"), None);
+        assert_eq!(Report::decode("dead 2 7 1234 1230 42 9 5 1 -"), None);
         assert_eq!(Report::decode(&format!("{} extra", r.encode())), None);
     }
 }

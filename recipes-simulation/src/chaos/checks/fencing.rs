@@ -26,6 +26,28 @@ pub struct SinkVerdict {
     pub violations: Vec<String>,
 }
 
+impl SinkVerdict {
+    /// Adds the verdict on another lane's sink (one shard's, under a sharded election): the
+    /// counts add up, the violations are kept naming the shard.
+    pub fn absorb(&mut self, other: SinkVerdict, shard: Option<u32>) {
+        self.accepted = self.accepted.saturating_add(other.accepted);
+        self.rejected_stale = self.rejected_stale.saturating_add(other.rejected_stale);
+        self.out_of_order = self.out_of_order.saturating_add(other.out_of_order);
+        self.lost = self.lost.saturating_add(other.lost);
+        self.shared_ballots = self.shared_ballots.saturating_add(other.shared_ballots);
+        self.cut_writes = self.cut_writes.saturating_add(other.cut_writes);
+        self.violation_count = self.violation_count.saturating_add(other.violation_count);
+        for v in other.violations {
+            if self.violations.len() < KEEP {
+                self.violations.push(match shard {
+                    Some(s) => format!("shard {s}: {v}"),
+                    None => v,
+                });
+            }
+        }
+    }
+}
+
 /// How many violation texts a verdict keeps.
 const KEEP: usize = 10;
 

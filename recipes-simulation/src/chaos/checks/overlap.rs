@@ -15,6 +15,8 @@ pub struct Overlap {
     pub from: u64,
     /// To.
     pub to: u64,
+    /// The shard both children worked for, under a sharded election.
+    pub shard: Option<u32>,
 }
 
 impl Overlap {
@@ -32,9 +34,13 @@ impl Overlap {
     pub fn describe(&self, t0: u64) -> String {
         let (os, oi, ob, op) = self.older;
         let (ns, ni, nb, np) = self.newer;
+        let shard = self
+            .shard
+            .map(|s| format!("shard {s}: "))
+            .unwrap_or_default();
         format!(
-            "children of c{os}i{oi} (ballot {ob}, pid {op}) and c{ns}i{ni} (ballot {nb}, pid {np}) \
-             both alive from {:.3}s to {:.3}s ({:.1} ms)",
+            "{shard}children of c{os}i{oi} (ballot {ob}, pid {op}) and c{ns}i{ni} (ballot {nb}, \
+             pid {np}) both alive from {:.3}s to {:.3}s ({:.1} ms)",
             millis(self.from.saturating_sub(t0)) / 1e3,
             millis(self.to.saturating_sub(t0)) / 1e3,
             millis(self.len())
@@ -60,6 +66,18 @@ pub struct OverlapVerdict {
     pub after_vm_pause: usize,
     /// The longest of those.
     pub after_vm_pause_longest: u64,
+}
+
+impl OverlapVerdict {
+    /// Adds the verdict on another lane (one shard's children, under a sharded election).
+    pub fn absorb(&mut self, other: OverlapVerdict) {
+        self.violations.extend(other.violations);
+        self.in_alone_pause = self.in_alone_pause.saturating_add(other.in_alone_pause);
+        self.after_vm_pause = self.after_vm_pause.saturating_add(other.after_vm_pause);
+        self.after_vm_pause_longest = self
+            .after_vm_pause_longest
+            .max(other.after_vm_pause_longest);
+    }
 }
 
 /// Whether `span` and `window` share an instant.
@@ -137,6 +155,7 @@ pub fn check_overlaps(
                         newer: key(newer),
                         from,
                         to,
+                        shard: older.shard,
                     });
                 }
             }

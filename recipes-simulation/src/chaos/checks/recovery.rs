@@ -18,6 +18,9 @@ pub struct Recovery {
     pub violated: bool,
     /// The cluster's stall time it was allowed beyond the bound (0 on SQLite).
     pub allowance: u64,
+    /// The shard whose recovery this is, under a sharded election (each shard recovers on its
+    /// own: a current child of that shard).
+    pub shard: Option<u32>,
 }
 
 /// The limits check (c) judges by.
@@ -114,6 +117,7 @@ pub fn check_recovery(
                 judged,
                 violated,
                 allowance,
+                shard: children.first().and_then(|c| c.shard),
             }
         })
         .collect()

@@ -42,6 +42,7 @@ fn child(slot: u32, inc: u32, ballot: u64, from_ms: u64, to_ms: u64) -> ChildRun
         incarnation: inc,
         pid: i32::try_from(slot).unwrap_or(0),
         ballot,
+        shard: None,
         times: (from_ms..=to_ms)
             .step_by(5)
             .map(|m| m.saturating_mul(MS))
@@ -371,4 +372,95 @@ fn windows_touch_only_when_they_share_an_instant() {
     assert!(!touches((0, 10), (10, 20)));
     assert!(!touches((5, 10), (0, 5)));
     assert!(touches((5, 10), (0, 100)));
+}
+
+/// `child`, working for `shard`.
+fn shard_child(shard: u32, slot: u32, ballot: u64, from_ms: u64, to_ms: u64) -> ChildRun {
+    ChildRun {
+        shard: Some(shard),
+        pid: i32::try_from(slot.saturating_mul(100).saturating_add(shard)).unwrap_or(0),
+        ..child(slot, 0, ballot, from_ms, to_ms)
+    }
+}
+
+#[test]
+fn sharded_transitions_tell_takeovers_from_handovers() {
+    let children = [
+        // Shard 0: c0's ballot 1, c0 killed at 1 s, c1's ballot 2 from 2.2 s: a takeover.
+        shard_child(0, 0, 1, 0, 1000),
+        shard_child(0, 1, 2, 2200, 4000),
+        // Shard 1: c0's ballot 1 handed over to c2's ballot 2 at 0.5 s (nobody hurt then).
+        shard_child(1, 0, 1, 0, 500),
+        shard_child(1, 2, 2, 520, 900),
+        // ... then c2 paused from 0.9 s: c1's ballot 3 takes over.
+        shard_child(1, 1, 3, 2000, 4000),
+    ];
+    let killed = Fault {
+        slot: Some(0),
+        ..fault(1000)
+    };
+    let paused = [Window {
+        slot: 2,
+        incarnation: 0,
+        from: 900 * MS,
+        to: 2500 * MS,
+    }];
+    let t = classify_shards(&children, std::slice::from_ref(&killed), &paused);
+    assert_eq!((t.elections, t.handovers, t.takeovers), (5, 1, 2), "{t:?}");
+    // Without the faults the harness caused, every change counts as cooperative.
+    let t = classify_shards(&children, &[], &[]);
+    assert_eq!((t.handovers, t.takeovers), (3, 0));
+    // A kill of another slot, or after the new ballot's child started, is not this change's
+    // cause.
+    let elsewhere = Fault {
+        slot: Some(2),
+        ..fault(1000)
+    };
+    let late = Fault {
+        slot: Some(0),
+        ..fault(3000)
+    };
+    let t = classify_shards(&children[..2], &[elsewhere, late], &[]);
+    assert_eq!((t.handovers, t.takeovers), (1, 0));
+}
+
+#[test]
+fn verdicts_of_each_shard_add_up_naming_the_shard() {
+    let mut all = SinkVerdict::default();
+    all.absorb(
+        check_sink(&log(&[(true, 1, 1, "a"), (true, 2, 2, "b")])),
+        Some(0),
+    );
+    all.absorb(
+        check_sink(&log(&[(true, 2, 1, "b"), (true, 1, 2, "a")])),
+        Some(3),
+    );
+    assert_eq!((all.accepted, all.out_of_order), (4, 1));
+    assert_eq!(all.violation_count, 1);
+    assert!(
+        all.violations[0].starts_with("shard 3: write 1: ballot 1"),
+        "{:?}",
+        all.violations
+    );
+    let mut overlaps = OverlapVerdict::default();
+    let one_shard = [
+        shard_child(2, 0, 1, 0, 1000),
+        shard_child(2, 1, 2, 500, 1500),
+    ];
+    overlaps.absorb(check_overlaps(
+        &one_shard,
+        &[],
+        &[],
+        5 * MS,
+        5 * MS,
+        50 * MS,
+        2000 * MS,
+    ));
+    assert_eq!(overlaps.violations.len(), 1);
+    assert_eq!(overlaps.violations[0].shard, Some(2));
+    assert!(
+        overlaps.violations[0]
+            .describe(0)
+            .starts_with("shard 2: children of c0i0")
+    );
 }

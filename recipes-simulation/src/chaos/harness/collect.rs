@@ -2,28 +2,29 @@
 
 use std::collections::BTreeMap;
 
-use crate::chaos::child::{FENCED_SINK, SHADOW_SINK};
+use crate::chaos::child::sink_names;
 use crate::chaos::model::ChildRun;
 use crate::chaos::sink::{log_path, read_log};
 
-use super::{ChaosRun, World, lock};
+use super::{ChaosRun, LaneSinks, World, lock};
 
 impl World<'_> {
     pub(super) fn collect(&mut self, end: u64) -> Result<ChaosRun, String> {
         let reports = std::mem::take(&mut lock(&self.inbox).reports);
-        let mut by_child: BTreeMap<(u32, u32, i32), ChildRun> = BTreeMap::new();
+        let mut by_child: BTreeMap<(u32, u32, i32, Option<u32>), ChildRun> = BTreeMap::new();
         let mut unclean = BTreeMap::new();
         for r in reports {
             if !r.clean_clock {
                 unclean.insert(r.pid, ());
             }
             by_child
-                .entry((r.slot, r.incarnation, r.pid))
+                .entry((r.slot, r.incarnation, r.pid, r.shard))
                 .or_insert_with(|| ChildRun {
                     slot: r.slot,
                     incarnation: r.incarnation,
                     pid: r.pid,
                     ballot: r.ballot,
+                    shard: r.shard,
                     times: Vec::new(),
                 })
                 .times
@@ -34,10 +35,24 @@ impl World<'_> {
             c.times.sort_unstable();
         }
         let sink_dir = self.dir.join("sink");
-        let fenced_log = read_log(&log_path(&sink_dir, FENCED_SINK))
-            .map_err(|e| format!("reading the sink: {e}"))?;
-        let shadow_log = read_log(&log_path(&sink_dir, SHADOW_SINK))
-            .map_err(|e| format!("reading the shadow sink: {e}"))?;
+        let lanes: Vec<Option<u32>> = match self.options.shards {
+            None => vec![None],
+            Some(m) => (0..m).map(Some).collect(),
+        };
+        let mut sinks = Vec::with_capacity(lanes.len());
+        for shard in lanes {
+            let (fenced, shadow) = sink_names(shard);
+            // A shard nobody ever owned has no sink: an empty log.
+            let read = |name: &str| {
+                read_log(&log_path(&sink_dir, name))
+                    .map_err(|e| format!("reading the sink {name}: {e}"))
+            };
+            sinks.push(LaneSinks {
+                shard,
+                fenced: read(&fenced)?,
+                shadow: read(&shadow)?,
+            });
+        }
         let fdb = self.fdb.as_mut().map(|f| {
             let mut record = std::mem::take(&mut f.record);
             for inc in &self.records {
@@ -66,8 +81,7 @@ impl World<'_> {
             outages: std::mem::take(&mut self.outages),
             incarnations: std::mem::take(&mut self.records),
             observed: std::mem::take(&mut lock(&self.observed)),
-            fenced_log,
-            shadow_log,
+            sinks,
             dir: self.dir.clone(),
             kinds: self.kinds.clone(),
             fdb,

@@ -126,7 +126,7 @@ impl World<'_> {
             return None;
         }
         if self.rng.random_bool(leader_p.clamp(0.0, 1.0)) {
-            if let Some((i, _)) = self.leader() {
+            if let Some(i) = self.leader() {
                 return Some(i);
             }
         }
@@ -226,7 +226,9 @@ impl World<'_> {
                 self.record_fault(kind, Some(slot), start, format!("{:.2}s", d.as_secs_f64()));
             }
             FaultKind::VmPause => {
-                let Some((i, pgid, child)) = self.leader_child() else {
+                // The leader and its children (one per owned shard under a sharded election),
+                // each child's group with it: its watchdog.
+                let Some((i, children)) = self.leader_children() else {
                     return Ok(());
                 };
                 let d = self.long_pause();
@@ -234,14 +236,18 @@ impl World<'_> {
                     .sups
                     .get(i)
                     .map_or((0, 0, 0), |s| (s.slot, s.incarnation, s.record));
-                let group = Pid::from_raw(pgid);
-                let _ = killpg(group, Signal::SIGSTOP);
+                for (pgid, _) in &children {
+                    let _ = killpg(Pid::from_raw(*pgid), Signal::SIGSTOP);
+                }
                 self.signal(i, Signal::SIGSTOP);
                 self.set_pause(i, true, record);
                 self.idle(d)?;
                 if self.options.plant == Some(ChaosPlant::UnfencedSink) {
-                    // The child first: its stale writes land before its watchdog can act.
-                    let _ = kill(Pid::from_raw(child), Signal::SIGCONT);
+                    // The children first: their stale writes land before their watchdogs can
+                    // act.
+                    for (_, child) in &children {
+                        let _ = kill(Pid::from_raw(*child), Signal::SIGCONT);
+                    }
                     self.idle(CHILD_FIRST)?;
                 }
                 // The heal is the instant before the first SIGCONT of the pause: the child
@@ -250,7 +256,9 @@ impl World<'_> {
                 // resumption for an overlap of another kind).
                 let heal = self.now();
                 self.signal(i, Signal::SIGCONT);
-                let _ = killpg(group, Signal::SIGCONT);
+                for (pgid, _) in &children {
+                    let _ = killpg(Pid::from_raw(*pgid), Signal::SIGCONT);
+                }
                 self.set_pause(i, false, record);
                 let window = Window {
                     slot,
@@ -338,7 +346,18 @@ impl World<'_> {
                 };
                 let (slot, mut priority) =
                     self.sups.get(i).map_or((0, 0), |s| (s.slot, s.priority));
-                if plant || self.rng.random_bool(0.5) {
+                if plant && self.options.shards.is_some() {
+                    // Under a sharded election the slow member must own shards but not
+                    // coordinate (a slow coordinator only waits longer before a takeover):
+                    // the lowest priority keeps it out of the coordinator election's lead.
+                    priority = self
+                        .sups
+                        .iter()
+                        .map(|s| s.priority)
+                        .min()
+                        .unwrap_or(0)
+                        .saturating_sub(1);
+                } else if plant || self.rng.random_bool(0.5) {
                     priority = self.top_priority.saturating_add(1);
                 }
                 self.end_sup(i, Signal::SIGTERM, Duration::from_secs(5))?;

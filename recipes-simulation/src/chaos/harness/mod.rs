@@ -92,16 +92,26 @@ pub struct ChaosRun {
     pub incarnations: Vec<Incarnation>,
     /// The observer's leader changes.
     pub observed: Vec<ObservedChange>,
-    /// The judged sink's log.
-    pub fenced_log: SinkLog,
-    /// The unfenced shadow sink's log.
-    pub shadow_log: SinkLog,
+    /// The sinks' logs: one lane under a single election, one per shard under a sharded one.
+    pub sinks: Vec<LaneSinks>,
     /// The run's directory (store, sinks, logs of every process).
     pub dir: PathBuf,
     /// The fault kinds this run injects (by store).
     pub kinds: Vec<FaultKind>,
     /// On FoundationDB: the errors, the probe, the recoveries.
     pub fdb: Option<FdbRecord>,
+}
+
+/// The sinks of one lane (the single election, or one shard): the judged one and its
+/// unfenced shadow.
+#[derive(Clone, Debug)]
+pub struct LaneSinks {
+    /// The shard (`None`: the single election).
+    pub shard: Option<u32>,
+    /// The judged sink's log.
+    pub fenced: SinkLog,
+    /// The unfenced shadow sink's log, over the same writes.
+    pub shadow: SinkLog,
 }
 
 /// What a run on FoundationDB recorded besides the election.
@@ -148,8 +158,8 @@ pub struct Status {
 #[derive(Debug, Default)]
 struct Inbox {
     reports: Vec<Report>,
-    /// The latest report of each (slot, incarnation).
-    latest: BTreeMap<(u32, u32), Report>,
+    /// The latest report of each child, by (slot, incarnation, pid).
+    latest: BTreeMap<(u32, u32, i32), Report>,
 }
 
 /// A live supervisor process.

@@ -1,5 +1,6 @@
 //! Watching between faults: idling, the status line, the leader, settling, command-line calls.
 
+use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::chaos::clock::ns;
+use crate::chaos::proto::Report;
 
 use super::{CLUSTER_SETTLE, Status, World, lock};
 
@@ -48,29 +50,87 @@ impl World<'_> {
         (self.progress)(status);
     }
 
-    /// The supervisor whose child reported the highest ballot within the last 30 ms, with
-    /// that child's process group.
-    pub(super) fn leader(&self) -> Option<(usize, i32)> {
-        self.leader_child().map(|(i, pgid, _)| (i, pgid))
-    }
-
-    /// [`leader`](Self::leader), and the child's pid.
-    pub(super) fn leader_child(&self) -> Option<(usize, i32, i32)> {
+    /// The children that reported within the last 30 ms (alive now).
+    fn live_children(&self) -> Vec<Report> {
         let now = self.now();
-        let inbox = lock(&self.inbox);
-        let best = inbox
+        lock(&self.inbox)
             .latest
             .values()
             .filter(|r| now.saturating_sub(r.sent_ns) < 30_000_000)
-            .max_by_key(|r| r.ballot)?;
-        let index = self
-            .sups
-            .iter()
-            .position(|s| s.slot == best.slot && s.incarnation == best.incarnation)?;
-        Some((index, best.pgid, best.pid))
+            .cloned()
+            .collect()
     }
 
-    /// Waits until a running supervisor's child leads (at most the recovery bound and 3 s;
+    /// The supervisor a fault aimed at "the leader" hits: under a single election, the one
+    /// whose child reported the highest ballot within the last 30 ms; under a sharded one, the
+    /// one with the most children alive (it owns the most shards).
+    pub(super) fn leader(&self) -> Option<usize> {
+        self.leader_children().map(|(i, _)| i)
+    }
+
+    /// [`leader`](Self::leader), and its live children's (process group, pid): the one child
+    /// of the leadership, or every child of the member.
+    pub(super) fn leader_children(&self) -> Option<(usize, Vec<(i32, i32)>)> {
+        let live = self.live_children();
+        let index = |slot: u32, incarnation: u32| {
+            self.sups
+                .iter()
+                .position(|s| s.slot == slot && s.incarnation == incarnation)
+        };
+        if self.options.shards.is_none() {
+            let best = live.iter().max_by_key(|r| r.ballot)?;
+            return Some((
+                index(best.slot, best.incarnation)?,
+                vec![(best.pgid, best.pid)],
+            ));
+        }
+        let mut by_sup: BTreeMap<usize, Vec<(i32, i32)>> = BTreeMap::new();
+        for r in &live {
+            if let Some(i) = index(r.slot, r.incarnation) {
+                by_sup.entry(i).or_default().push((r.pgid, r.pid));
+            }
+        }
+        by_sup
+            .into_iter()
+            .max_by_key(|(i, c)| (c.len(), std::cmp::Reverse(*i)))
+    }
+
+    /// Whether the run has what it needs between faults: under a single election, a leader
+    /// whose supervisor runs; under a sharded one, a live child for every shard, each of a
+    /// running supervisor.
+    fn settled(&self) -> bool {
+        let running = |slot: u32, incarnation: u32| {
+            self.sups
+                .iter()
+                .any(|s| s.slot == slot && s.incarnation == incarnation && !s.paused && !s.ending)
+        };
+        match self.options.shards {
+            None => self
+                .leader()
+                .and_then(|i| self.sups.get(i))
+                .is_some_and(|s| !s.paused && !s.ending),
+            Some(m) => {
+                let live = self.live_children();
+                (0..m).all(|shard| {
+                    live.iter()
+                        .any(|r| r.shard == Some(shard) && running(r.slot, r.incarnation))
+                })
+            }
+        }
+    }
+
+    /// Whether a child of `slot`'s supervisor leads (under a sharded election: any live child).
+    fn slot_leads(&self, slot: u32) -> bool {
+        match self.options.shards {
+            None => self
+                .leader()
+                .and_then(|i| self.sups.get(i))
+                .is_some_and(|s| s.slot == slot),
+            Some(_) => self.live_children().iter().any(|r| r.slot == slot),
+        }
+    }
+
+    /// Waits until the run is [`settled`](Self::settled) (at most the recovery bound and 3 s;
     /// on FoundationDB, also until the probe commits again, at most 20 s more).
     pub(super) fn settle(&mut self) -> Result<(), String> {
         let extra = if self.fdb.is_some() {
@@ -84,7 +144,7 @@ impl World<'_> {
             .saturating_add(3_000_000_000)
             .saturating_add(ns(extra));
         while self.now() < deadline {
-            if let Some((i, _)) = self.leader() {
+            if self.settled() {
                 let now = self.now();
                 let probe_ok = self
                     .fdb
@@ -94,7 +154,7 @@ impl World<'_> {
                         p.last_commit()
                             .is_some_and(|t| now.saturating_sub(t) < 500_000_000)
                     });
-                if probe_ok && self.sups.get(i).is_some_and(|s| !s.paused && !s.ending) {
+                if probe_ok {
                     return Ok(());
                 }
             }
@@ -141,10 +201,8 @@ impl World<'_> {
     ) -> Result<(), String> {
         let deadline = self.now().saturating_add(ns(patience));
         while self.now() < deadline {
-            if let Some((i, _)) = self.leader() {
-                if self.sups.get(i).is_some_and(|s| s.slot == slot) {
-                    return Ok(());
-                }
+            if self.slot_leads(slot) {
+                return Ok(());
             }
             self.idle(Duration::from_millis(10))?;
         }

@@ -32,9 +32,10 @@ impl World<'_> {
                 let text = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
                 if let Some(report) = Report::decode(&text) {
                     let mut inbox = lock(&inbox);
-                    inbox
-                        .latest
-                        .insert((report.slot, report.incarnation), report.clone());
+                    inbox.latest.insert(
+                        (report.slot, report.incarnation, report.pid),
+                        report.clone(),
+                    );
                     inbox.reports.push(report);
                 }
             }
@@ -71,9 +72,15 @@ impl World<'_> {
         let s = &self.settings;
         let ms = |d: Duration| format!("{}ms", d.as_millis());
         let (out, err) = self.log_file("config")?;
-        let status = self
-            .fdb_leader()
-            .args(["config", "set", "--lease"])
+        let mut cmd = self.fdb_leader();
+        cmd.args(["config", "set"]);
+        if let Some(m) = self.options.shards {
+            // The sharded election, created with M shards and these settings before its
+            // first member starts.
+            cmd.args(["--sharded", "--shards", &m.to_string()]);
+        }
+        let status = cmd
+            .arg("--lease")
             .arg(ms(s.lease))
             .arg("--heartbeat")
             .arg(ms(s.heartbeat))
@@ -103,7 +110,12 @@ impl World<'_> {
         }
     }
 
+    /// Starts `fdb-leader watch` on the single election (none in sharded mode: check (d) reads
+    /// the shards' changes from the children's reports).
     pub(super) fn start_observer(&mut self) -> Result<(), String> {
+        if self.options.shards.is_some() {
+            return Ok(());
+        }
         let (_, err) = self.log_file("observer")?;
         let mut child = self
             .fdb_leader()
@@ -150,8 +162,11 @@ impl World<'_> {
         };
         let mut cmd = self.fdb_leader();
         cmd.args(["run", "--name", &name, "--priority"])
-            .arg(priority.to_string())
-            .arg("--grace")
+            .arg(priority.to_string());
+        if let Some(m) = self.options.shards {
+            cmd.args(["--shards", &m.to_string()]);
+        }
+        cmd.arg("--grace")
             .arg(format!("{}ms", self.settings.child_grace.as_millis()))
             .args([
                 "--",

@@ -134,13 +134,25 @@ impl ChaosReport {
                 self.overlaps.after_vm_pause,
                 millis(self.overlaps.after_vm_pause_longest)
             ),
-            format!(
-                "recovery: {judged} faults judged, {} left no current child at their heal; \
-                 max {:.3}s, bound lease+2 heartbeats+grace = {:.3}s",
-                disrupted.len(),
-                secs(disrupted.last().copied().unwrap_or(0)),
-                self.recovery_bound.as_secs_f64()
-            ),
+            match self.shards {
+                None => format!(
+                    "recovery: {judged} faults judged, {} left no current child at their heal; \
+                     max {:.3}s, bound lease+2 heartbeats+grace = {:.3}s",
+                    disrupted.len(),
+                    secs(disrupted.last().copied().unwrap_or(0)),
+                    self.recovery_bound.as_secs_f64()
+                ),
+                Some(m) => format!(
+                    "recovery, per shard: {judged} recoveries judged ({} faults x {m} shards), \
+                     {} left their shard with no current child at the heal; max {:.3}s, bound \
+                     2 leases+2 heartbeats+grace = {:.3}s (a member that also coordinated is \
+                     taken over by the next coordinator, after a lease of its own observation)",
+                    self.fault_notes.len(),
+                    disrupted.len(),
+                    secs(disrupted.last().copied().unwrap_or(0)),
+                    self.recovery_bound.as_secs_f64()
+                ),
+            },
             format!(
                 "fenced: writes={} rejected_stale={} out_of_order={} lost={} cut_writes={} | \
                  unfenced counterpart: writes={} out_of_order={} lost={}",
@@ -220,10 +232,14 @@ impl ChaosReport {
             .as_ref()
             .map(|f| format!(" {}", f.summary()))
             .unwrap_or_default();
+        let shards = self
+            .shards
+            .map(|m| format!(" shards={m}"))
+            .unwrap_or_default();
         format!(
             "runs={} faults={total} ({}) overlaps={} vm_resume_overlaps={} sink_violations={} \
              sink_rejected_stale={} sink_cut_writes={} recovery_p50_over_lease={:.2} recovery_p99_over_lease={:.2} elections={} \
-             handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}{fdb}",
+             handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}{shards}{fdb}",
             self.runs,
             kinds.join(" "),
             self.overlaps.violations.len(),

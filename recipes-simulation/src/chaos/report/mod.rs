@@ -8,13 +8,13 @@ use std::time::Duration;
 use super::ChaosPlant;
 use super::checks::fencing::{SinkVerdict, check_sink};
 use super::checks::overlap::{OverlapVerdict, check_overlaps};
-use super::checks::progress::{Transitions, check_progress, classify};
+use super::checks::progress::{Transitions, check_progress, classify, classify_shards};
 use super::checks::recovery::{Recovery, RecoveryLimits, check_recovery};
 use super::checks::spans::{ReportInterval, percentile, report_interval};
 use super::clock::{ns, secs};
 use super::fdb_log::FdbErrors;
 use super::harness::{ChaosRun, FdbRecord};
-use super::model::FaultKind;
+use super::model::{ChildRun, FaultKind};
 
 /// The checks' verdicts on one run, and its figures.
 #[derive(Clone, Debug)]
@@ -51,6 +51,8 @@ pub struct ChaosReport {
     pub recovery_bound: Duration,
     /// The plant, if any.
     pub plant: Option<ChaosPlant>,
+    /// Sharded mode: the shard count (every check was made per shard).
+    pub shards: Option<u32>,
     /// True time at the start (for describing violations).
     pub t0: u64,
     /// Fault descriptions, for violation reports.
@@ -137,33 +139,60 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
     // After a VM pause the child may run until its watchdog is scheduled: at most the
     // largest gap between two reports of a child seen in this run.
     let vm_tolerance = interval.max.max(tolerance);
-    let overlaps = check_overlaps(
-        &run.children,
-        &run.alone_paused,
-        &run.vm_paused,
-        tolerance,
-        vm_tolerance,
-        split,
-        run.end,
-    );
     let no_stalls = Vec::new();
     let stalls = run.fdb.as_ref().map_or(&no_stalls, |f| &f.stalls);
-    let recoveries = check_recovery(
-        &run.faults,
-        &run.children,
-        &run.paused,
-        &RecoveryLimits {
+    let recovery_bound = match run.options.shards {
+        None => s.recovery_bound(),
+        Some(_) => s.sharded_recovery_bound(),
+    };
+    let limits = RecoveryLimits {
+        tolerance,
+        bound: ns(recovery_bound),
+        split_gap: split,
+        until: run.end,
+        stalls,
+    };
+    // Every check per lane: the single election, or each shard with its own children, sinks
+    // and ballots.
+    let mut overlaps = OverlapVerdict::default();
+    let mut recoveries = Vec::new();
+    let mut fenced = SinkVerdict::default();
+    let mut shadow = SinkVerdict::default();
+    let mut idle_lanes = Vec::new();
+    for lane in &run.sinks {
+        let children: Vec<ChildRun> = run
+            .children
+            .iter()
+            .filter(|c| c.shard == lane.shard)
+            .cloned()
+            .collect();
+        overlaps.absorb(check_overlaps(
+            &children,
+            &run.alone_paused,
+            &run.vm_paused,
             tolerance,
-            bound: ns(s.recovery_bound()),
-            split_gap: split,
-            until: run.end,
-            stalls,
-        },
-    );
-    let transitions = classify(&run.observed);
-    let fenced = check_sink(&run.fenced_log);
-    let shadow = check_sink(&run.shadow_log);
-    let progress_missing = check_progress(&transitions, fenced.accepted);
+            vm_tolerance,
+            split,
+            run.end,
+        ));
+        let mut lane_recoveries = check_recovery(&run.faults, &children, &run.paused, &limits);
+        for r in &mut lane_recoveries {
+            r.shard = lane.shard;
+        }
+        recoveries.extend(lane_recoveries);
+        let lane_fenced = check_sink(&lane.fenced);
+        if let (Some(shard), 0) = (lane.shard, lane_fenced.accepted) {
+            idle_lanes.push(format!("no fenced write accepted on shard {shard}"));
+        }
+        fenced.absorb(lane_fenced, lane.shard);
+        shadow.absorb(check_sink(&lane.shadow), lane.shard);
+    }
+    let transitions = match run.options.shards {
+        None => classify(&run.observed),
+        Some(_) => classify_shards(&run.children, &run.faults, &run.paused),
+    };
+    let mut progress_missing = check_progress(&transitions, fenced.accepted);
+    progress_missing.extend(idle_lanes);
     let mut faults_by_kind: BTreeMap<FaultKind, u64> = run.kinds.iter().map(|k| (*k, 0)).collect();
     for f in &run.faults {
         if let Some(n) = faults_by_kind.get_mut(&f.kind) {
@@ -212,8 +241,9 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
         unclean_children: run.unclean_children,
         unexpected_exits,
         lease: s.lease,
-        recovery_bound: s.recovery_bound(),
+        recovery_bound,
         plant: run.options.plant,
+        shards: run.options.shards,
         t0: run.t0,
         fault_notes,
         fault_spans: run.faults.iter().map(|f| (f.start, f.heal)).collect(),
