@@ -830,3 +830,101 @@ fn config_sharded_reads_and_writes_the_sharded_elections_configuration() {
     let got: Value = serde_json::from_slice(&got.stdout).unwrap();
     assert_eq!(got["heartbeat_ms"], 500);
 }
+
+/// The configuration a member's cycle of the sharded election `default` in `path` reads, and
+/// the coordinator election's.
+fn configs_read(path: &Path) -> (ElectionConfig, ElectionConfig) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = SqliteDb::open(path).unwrap();
+    let e = ShardedElection::new(Subspace::from(("fdb-leader", "default", "shards")));
+    let m = Member::new(
+        CandidateId::random("m").unwrap(),
+        Priority::new(0),
+        Weight::ONE,
+    );
+    rt.block_on(async {
+        let cycle = db
+            .run(|txn, _| {
+                let (e, m) = (e.clone(), m.clone());
+                async move { e.member_cycle(&txn, &m, &BTreeSet::new()).await }
+            })
+            .await
+            .unwrap();
+        let member = cycle.config().clone();
+        drop(cycle);
+        let coordinator = db
+            .run(|txn, _| {
+                let e = e.clone();
+                async move { e.coordinator_election().read_config(&txn).await }
+            })
+            .await
+            .unwrap();
+        (member, coordinator)
+    })
+}
+
+#[test]
+fn config_set_sharded_reaches_the_members_and_the_coordinator_election() {
+    let world = World::new();
+    let _sharded = Sharded::create(&world.db(), "default");
+    let (member, coordinator) = configs_read(&world.db());
+    assert_eq!(member.lease_duration(), Duration::from_secs(60));
+    assert_eq!(coordinator, member);
+    let out = world.cli(&[
+        "config",
+        "set",
+        "--sharded",
+        "--lease",
+        "10s",
+        "--heartbeat",
+        "2s",
+        "--transaction-timeout",
+        "500ms",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("members and coordinators use it from their next cycle"),
+        "{}",
+        stderr(&out)
+    );
+    // A member's next cycle reads it, and the coordinator election holds the same.
+    let (member, coordinator) = configs_read(&world.db());
+    assert_eq!(member.lease_duration(), Duration::from_secs(10));
+    assert_eq!(member.heartbeat_interval(), Duration::from_secs(2));
+    assert_eq!(coordinator, member);
+    let got = world.cli(&["config", "get", "--sharded", "--json"]);
+    let got: Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(got["lease_ms"], 10_000);
+}
+
+#[test]
+fn the_suggested_create_command_works_as_printed() {
+    let world = World::new();
+    // The command the no-sharded-election message names, with nothing but the count:
+    // created with the default settings, and said so.
+    let out = world.cli(&["config", "set", "--sharded", "--shards", "4"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("sharded election created"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(status(&world)["layout"]["shards"], 4);
+    // Counts beyond `run --shards`' limit are for ShardedRunners: accepted here.
+    let other = world.cli(&[
+        "--election",
+        "big",
+        "config",
+        "set",
+        "--sharded",
+        "--shards",
+        "1024",
+    ]);
+    assert!(other.status.success(), "{}", stderr(&other));
+    let zero = world.cli(&["config", "set", "--sharded", "--shards", "0"]);
+    assert_eq!(zero.status.code(), Some(2));
+    assert!(stderr(&zero).contains("--shards"), "{}", stderr(&zero));
+}

@@ -195,6 +195,75 @@ impl ShardedElection {
         codec::decode_config(&self.config, &bytes)
     }
 
+    /// The stored configuration: the one every member cycle reads (and paces its member by),
+    /// and the coordinator election's.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::NotInitialized`]; corrupt values; database errors.
+    pub async fn read_config<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<ElectionConfig, ElectionError> {
+        self.config(txn).await
+    }
+
+    /// Replaces the configuration of an existing sharded election: the one its members read
+    /// at every cycle and its coordinator election's, in this transaction (one configuration
+    /// for both). A member picks it up at its next cycle; a shorter lease caps its belief
+    /// before that cycle's commit, and the coordinator keeps timing each member by the lease
+    /// its record was renewed with (DESIGN §10.3, per member), so no change of configuration
+    /// lets a member be taken over while it still believes. The layout never changes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fdb_leader_election::shard::{Layout, ShardedElection};
+    /// use fdb_leader_election::{ElectionConfig, MemDb};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let db = MemDb::new();
+    /// let election = ShardedElection::new(Subspace::from("jobs"));
+    /// let first = ElectionConfig::with_lease_duration(Duration::from_secs(10))?;
+    /// let layout = Layout::new(16, 4)?;
+    /// let e = election.clone();
+    /// db.run(|txn, _| {
+    ///     let (e, first) = (e.clone(), first.clone());
+    ///     async move { e.initialize(&txn, &first, &layout).await }
+    /// })
+    /// .await?;
+    /// // Later: a larger clock-rate bound for every member, from its next cycle.
+    /// let wider = first.to_builder().max_clock_rate_error_ppm(50_000).build()?;
+    /// let e = election.clone();
+    /// let stored = db
+    ///     .run(|txn, _| {
+    ///         let (e, wider) = (e.clone(), wider.clone());
+    ///         async move {
+    ///             e.write_config(&txn, &wider).await?;
+    ///             e.read_config(&txn).await
+    ///         }
+    ///     })
+    ///     .await?;
+    /// assert_eq!(stored.max_clock_rate_error_ppm(), 50_000);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::NotInitialized`] (create it with [`initialize`](Self::initialize));
+    /// corrupt values; database errors.
+    pub async fn write_config<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        config: &ElectionConfig,
+    ) -> Result<(), ElectionError> {
+        self.layout(txn).await?;
+        txn.set(&self.config, &codec::encode_config(config)?);
+        self.coordinator.write_config(txn, config).await
+    }
+
     pub(super) async fn inbox<T: ElectionTxn>(
         &self,
         txn: &T,

@@ -2,7 +2,7 @@
 
 use fdb_leader_election::runner::ElectionDatabase;
 use fdb_leader_election::shard::Layout;
-use fdb_leader_election::{ConfigError, ElectionConfig, ElectionError, LeaderElection};
+use fdb_leader_election::{ConfigError, ElectionConfig, ElectionError};
 use serde_json::{Value, json};
 
 use crate::cli::{ConfigSetArgs, MAX_CONCURRENT_MOVES};
@@ -11,16 +11,6 @@ use crate::exit::Failure;
 use crate::limits;
 use crate::output;
 use crate::store::{Ctx, Kind, Retry, once};
-
-/// The election whose configuration the command reads or writes: the single election, or the
-/// sharded election's (its coordinator election holds the configuration every member and
-/// coordinator reads at each cycle).
-fn configured(ctx: &Ctx) -> LeaderElection {
-    match ctx.kind {
-        Kind::Single => ctx.election.clone(),
-        Kind::Sharded => ctx.sharded.coordinator_election().clone(),
-    }
-}
 
 fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
@@ -71,10 +61,16 @@ pub(crate) async fn get<D: ElectionDatabase>(
     ctx: &Ctx,
     as_json: bool,
 ) -> Result<(), Failure> {
-    let election = configured(ctx);
+    let (election, sharded) = (ctx.election.clone(), ctx.sharded.clone());
+    let kind = ctx.kind;
     let config = once(db, ctx, Retry::Idempotent, move |txn| {
-        let election = election.clone();
-        async move { election.read_config(&txn).await }
+        let (election, sharded) = (election.clone(), sharded.clone());
+        async move {
+            match kind {
+                Kind::Single => election.read_config(&txn).await,
+                Kind::Sharded => sharded.read_config(&txn).await,
+            }
+        }
     })
     .await?;
     if as_json {
@@ -137,8 +133,10 @@ fn check_bounds(set: &ConfigSetArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// No setting given (`--shards` alone asks to create a sharded election: something to do).
 fn nothing_set(set: &ConfigSetArgs) -> bool {
-    set.lease.is_none()
+    set.shards.is_none()
+        && set.lease.is_none()
         && set.heartbeat.is_none()
         && set.candidate_timeout.is_none()
         && set.elections.is_none()
@@ -171,12 +169,16 @@ pub(crate) async fn set<D: ElectionDatabase>(
         ),
         None => None,
     };
-    let election = configured(ctx);
+    let election = ctx.election.clone();
     let sharded = (ctx.kind == Kind::Sharded).then(|| ctx.sharded.clone());
     let outcome = once(db, ctx, Retry::Idempotent, move |txn| {
         let (election, sharded) = (election.clone(), sharded.clone());
         async move {
-            let (base, exists) = match election.read_config(&txn).await {
+            let stored = match &sharded {
+                Some(sharded) => sharded.read_config(&txn).await,
+                None => election.read_config(&txn).await,
+            };
+            let (base, exists) = match stored {
                 Ok(c) => (c, true),
                 Err(ElectionError::NotInitialized) => (ElectionConfig::default(), false),
                 Err(e) => return Err(e),
@@ -205,24 +207,33 @@ pub(crate) async fn set<D: ElectionDatabase>(
                         }
                     }
                     if new != base {
-                        election.write_config(&txn, &new).await?;
+                        sharded.write_config(&txn, &new).await?;
                     }
                 }
                 (None, _) if new != base => election.write_config(&txn, &new).await?,
                 // Creates the election if needed; never changes an existing one.
                 (None, _) => election.initialize_with_config(&txn, &new).await?,
             }
-            Ok(Ok((base, new)))
+            Ok(Ok((base, new, !exists)))
         }
     })
     .await?;
-    let (base, new) = outcome.map_err(|e| {
+    let (base, new, created) = outcome.map_err(|e| {
         Failure::usage(format!(
             "invalid configuration, nothing was changed: {}",
             limits::describe(&e)
         ))
     })?;
-    if base == new {
+    if created {
+        match ctx.kind {
+            Kind::Single => {
+                tracing::info!(election = %ctx.name, "election created with this configuration")
+            }
+            Kind::Sharded => {
+                tracing::info!(election = %ctx.name, shards = set.shards.unwrap_or(0), "sharded election created with this configuration")
+            }
+        }
+    } else if base == new {
         tracing::info!(election = %ctx.name, "the configuration already had these settings");
     } else {
         match ctx.kind {

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::member::MemberState;
 use crate::error::ElectionError;
 use crate::ids::ShardId;
-use crate::record::shard::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+use crate::record::shard::{Inbox, MemberRecord, ShardRecord};
 
 /// The writes of a leave.
 #[derive(Debug)]
@@ -98,13 +98,15 @@ pub(crate) fn decide_leave(
         ..record.clone()
     };
     st.epoch = Some(gone.epoch);
-    let me = ShardOwner {
-        member: st.id.clone(),
-        epoch: record.epoch,
-    };
+    // Owned by this member at its current epoch, or at an earlier one (a cycle of this member
+    // that began after the leave did joined at a new epoch and landed first): either way the
+    // epoch the record names ends now, and what it gave this member is given back.
     let mut writes = Vec::new();
     for (shard, rec) in shards {
-        let owned = rec.owner.as_ref() == Some(&me);
+        let owned = rec
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.member == st.id && o.epoch <= record.epoch);
         let reserved = rec.owner.is_none() && rec.reserved_for.as_ref() == Some(&st.id);
         if owned || reserved {
             writes.push((

@@ -69,7 +69,8 @@ pub(crate) struct MemberState {
     pub(crate) unreleased: BTreeMap<ShardId, Ballot>,
     /// The shards a leave begun and not known to have landed gives back: kept across the
     /// leave's retries (a retried leave owns nothing locally any more, yet must vacate what the
-    /// first try would have), until a leave reads its epoch already ended.
+    /// first try would have), until a leave reads its epoch already ended or a cycle is
+    /// adopted again (the member joined anew).
     pub(crate) leaving: BTreeSet<ShardId>,
     pending: VecDeque<PendingMember>,
     next_seq: u64,
@@ -134,6 +135,9 @@ impl MemberState {
         if self.epoch != Some(a.lease.epoch) {
             return; // the member joined again meanwhile: this epoch's shards are gone
         }
+        // Adopted at the member's epoch: no leave is under way (one ends the epoch locally
+        // first), and what an earlier leave left to give back belongs to an ended epoch.
+        self.leaving.clear();
         self.lease = Some(a.lease);
         for (shard, ballot) in &a.acquired {
             self.owned.insert(*shard, *ballot);

@@ -396,6 +396,14 @@ fn a_retried_leave_still_vacates_what_the_first_try_would_have() {
             .is_none()
     );
     assert!(w.st.begin_leave().is_empty());
+    // A leave whose commit failed, then a join adopted: the set is forgotten (those shards'
+    // epoch has ended), so a later leave reads only what the new epoch gave.
+    let mut w = owning();
+    assert_eq!(w.st.begin_leave().len(), 4);
+    drop(decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone()).unwrap());
+    let join = w.cycle(30, &[]);
+    assert!(join.joined);
+    assert!(w.st.begin_leave().is_empty(), "{:?}", w.st.leaving);
 }
 
 #[test]
@@ -460,4 +468,37 @@ fn an_inbox_naming_a_shard_beyond_the_layout_is_refused_and_nothing_is_acquired(
         decide_member(&mut w.st, &input).unwrap(),
         MemberDecision::Need { .. }
     ));
+}
+#[test]
+fn a_cycle_started_during_a_leave_does_not_keep_the_old_epochs_shards_owned() {
+    let mut w = owning();
+    let old_epoch = w.record.as_ref().unwrap().epoch;
+    let believed = w.st.begin_leave();
+    assert_eq!(believed.len(), 4);
+    // The concurrent cycle, decided after begin_leave, lands first.
+    let join = w.decide(20, &[]).unwrap();
+    assert!(join.record.epoch > old_epoch, "it joined at a new epoch");
+    w.land(&join);
+    // The leave reads what it planned to, and decides.
+    let wanted = leave_lookups(&believed, &w.inbox);
+    let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read)
+        .unwrap()
+        .unwrap();
+    for (s, r) in &plan.shards {
+        w.shards.insert(*s, r.clone());
+    }
+    w.record = Some(plan.record.clone());
+    let still: Vec<u32> = w
+        .shards
+        .iter()
+        .filter(|(_, r)| r.owner.as_ref().is_some_and(|o| o.member == w.st.id))
+        .map(|(s, _)| s.get())
+        .collect();
+    assert!(
+        still.is_empty(),
+        "shards {still:?} are still owned by the member that left (at epoch {old_epoch}); \
+         the record is fenced at {}",
+        plan.record.epoch
+    );
 }

@@ -167,6 +167,28 @@ impl ChaosReport {
             ),
             format!("incarnations={} children={}", self.incarnations, self.runs),
         ];
+        // The slowest recoveries, with their fault: what the bound is made of.
+        let mut slow: Vec<&crate::chaos::checks::recovery::Recovery> = self
+            .recoveries
+            .iter()
+            .filter(|r| r.took.is_some_and(|t| t > 0))
+            .collect();
+        slow.sort_by_key(|r| std::cmp::Reverse(r.took));
+        let slowest: Vec<String> = slow
+            .iter()
+            .take(3)
+            .map(|r| {
+                format!(
+                    "{:.3}s{} after {}",
+                    secs(r.took.unwrap_or(0)),
+                    r.shard.map(|s| format!(" (shard {s})")).unwrap_or_default(),
+                    self.fault_notes.get(r.fault).map_or("?", String::as_str)
+                )
+            })
+            .collect();
+        if !slowest.is_empty() {
+            lines.push(format!("slowest recoveries: {}", slowest.join("; ")));
+        }
         if let Some(fdb) = &self.fdb {
             let codes: Vec<String> = fdb
                 .errors

@@ -115,7 +115,7 @@ pub(crate) struct ConfigSetArgs {
     pub(crate) sharded: bool,
     /// With --sharded: the shard count to create the sharded election with if it does not
     /// exist yet, as `run --shards M` would (an existing one keeps its count).
-    #[arg(long, value_name = "M", value_parser = super::sharded::shard_count, requires = "sharded", env = "FDB_LEADER_CONFIG_SHARDS")]
+    #[arg(long, value_name = "M", value_parser = super::sharded::layout_shard_count, requires = "sharded", env = "FDB_LEADER_CONFIG_SHARDS")]
     pub(crate) shards: Option<u32>,
     /// How long a leader holds the lease without renewing (at least 150ms).
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_LEASE")]

@@ -36,6 +36,18 @@ pub(super) fn shard_count(text: &str) -> Result<u32, String> {
     Ok(n)
 }
 
+/// Parses `config set --sharded --shards M`: a whole number from 1; the layout's own bound
+/// ([`fdb_leader_election::shard::MAX_SHARDS`]) is checked when the layout is built. No
+/// child per shard here: `run --shards`' lower bound does not apply to creating an election
+/// that `ShardedRunner`s serve.
+pub(super) fn layout_shard_count(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(0) => Err("a sharded election has at least 1 shard".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("not a number of shards (a whole number, at least 1)".to_owned()),
+    }
+}
+
 /// The settings of `run` that only make sense for the one leadership of a single election, by
 /// argument id, and why.
 const SINGLE_ONLY: &[(&str, &str)] = &[
