@@ -145,8 +145,8 @@ impl ChaosReport {
                 Some(m) => format!(
                     "recovery, per shard: {judged} recoveries judged ({} faults x {m} shards), \
                      {} left their shard with no current child at the heal; max {:.3}s, bound \
-                     2 leases+2 heartbeats+grace = {:.3}s (a member that also coordinated is \
-                     taken over by the next coordinator, after a lease of its own observation)",
+                     2 leases+2 heartbeats+grace = {:.3}s (a member that also coordinated waits \
+                     for the coordinator election's takeover first)",
                     self.fault_notes.len(),
                     disrupted.len(),
                     secs(disrupted.last().copied().unwrap_or(0)),
