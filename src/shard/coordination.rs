@@ -112,10 +112,12 @@ impl ShardedElection {
 
     /// A standby's timing: a member that may become coordinator reads every member's record
     /// (one range read, nothing written) and times it on `coordinator`'s clock, as the
-    /// coordinator does at each attempt. Run it about once per heartbeat while another member
-    /// coordinates: when this one takes over, a member that died meanwhile has already been
-    /// seen unchanged for most of a lease, and is fenced out within about a lease of its death
-    /// rather than a lease after the takeover.
+    /// coordinator does at each attempt. Run it at least once per heartbeat while another
+    /// member coordinates, and best each time the coordinating member's record changes (a
+    /// watch on [`member_key`](Self::member_key) of it; the runner does both): when this one
+    /// takes over, a member that died meanwhile, the coordinator included, has been timed from
+    /// its last renewal, and is fenced out within about a lease of its death rather than a
+    /// lease after the takeover.
     ///
     /// # Errors
     ///

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use crate::clock::{Clock, LocalInstant, SystemClock};
 use crate::config::ElectionConfig;
@@ -260,6 +261,12 @@ impl Coordinator {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, CoordinatorState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long from now until the next timing of the members is due: `period`, or sooner
+    /// when a member timed unchanged lapses before then (the core's rule).
+    pub(crate) fn next_reading_in(&self, period: Duration) -> Duration {
+        self.lock().next_reading_in(self.clock.now(), period)
     }
 }
 

@@ -4,6 +4,7 @@
 //! commit as the reservations of their shards), and writes the next placement steps. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use super::placement::{self, MemberShare, Placement, PlacementStep, ShardState};
 use crate::clock::LocalInstant;
@@ -27,6 +28,20 @@ struct Seen {
 pub(crate) struct CoordinatorState {
     seen: BTreeMap<CandidateId, Seen>,
     next_seq: u64,
+    /// The earliest instant at which a member timed at the last reading, not lapsed then,
+    /// lapses if its record stays unchanged.
+    next_lapse: Option<LocalInstant>,
+}
+
+impl CoordinatorState {
+    /// How long after `now` the next timing reading is due: `period` after the last one, or
+    /// sooner, at the instant the earliest member timed unchanged lapses (a reading at that
+    /// instant or later fences it out; waiting for the next period would add up to a period
+    /// to a dead member's failover).
+    pub(crate) fn next_reading_in(&self, now: LocalInstant, period: Duration) -> Duration {
+        self.next_lapse
+            .map_or(period, |at| at.saturating_duration_since(now).min(period))
+    }
 }
 
 /// The inputs of one coordinator attempt.
@@ -96,6 +111,7 @@ pub(crate) fn time_members<'a>(
     read_at: LocalInstant,
 ) -> Vec<(&'a CandidateId, &'a MemberRecord, bool)> {
     st.seen.retain(|id, _| members.contains_key(id));
+    st.next_lapse = None;
     let mut out = Vec::new();
     for (id, (rec, _)) in members {
         if rec.fenced {
@@ -115,10 +131,11 @@ pub(crate) fn time_members<'a>(
                 },
             );
         }
-        let lapsed = st
-            .seen
-            .get(id)
-            .is_some_and(|s| read_at >= lapse_at(s.first_seen, rec.lease));
+        let lapses_at = st.seen.get(id).map(|s| lapse_at(s.first_seen, rec.lease));
+        let lapsed = lapses_at.is_some_and(|at| read_at >= at);
+        if let Some(at) = lapses_at.filter(|_| !lapsed) {
+            st.next_lapse = Some(st.next_lapse.map_or(at, |n| n.min(at)));
+        }
         out.push((id, rec, lapsed));
     }
     out

@@ -10,6 +10,8 @@ pub(crate) mod operator;
 pub mod placement;
 
 #[cfg(test)]
+mod coordinator_tests;
+#[cfg(test)]
 mod member_tests;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,9 @@
 //! The coordinator loop: while this process leads the coordinator election, one
-//! coordinator attempt per quarter heartbeat, fenced by its token; meanwhile, a standby's
-//! timing of the members once per heartbeat, so that a successor fences a member that died
-//! with the coordinator within about a lease of its death.
+//! coordinator attempt per quarter heartbeat, or at the instant a member timed unchanged
+//! lapses if that comes first, fenced by its token; meanwhile, a standby's timing of the
+//! members each time the coordinating member renews (a watch on its record) and at least once
+//! per heartbeat, so that a successor fences a member that died with the coordinator within
+//! about a lease of its death.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +14,11 @@ use crate::runner::Runner;
 use crate::shard::election::ShardedElection;
 use crate::shard::member::Coordinator;
 use crate::store::database::ElectionDatabase;
+use crate::store::txn::{ElectionTxn, Watch};
 
 /// While this process leads the coordinator election: one coordinator attempt per quarter
-/// heartbeat, fenced by its token (the timing is the stored one, once the member has read it).
+/// heartbeat, or sooner at a member's lapse, fenced by its token (the timing is the stored
+/// one, once the member has read it).
 pub(super) async fn coordinate<D: ElectionDatabase>(
     db: D,
     election: ShardedElection,
@@ -24,22 +28,19 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
 ) {
     loop {
         let elected = loop {
-            let config = shared.timing();
-            let standby = tokio::select! {
+            let standby = async {
+                let heartbeat = shared.timing().heartbeat_interval();
+                let watch = stand_by(&db, &election, &runner, &coordinator, &shared).await;
+                tokio::select! {
+                    () = renewed(watch) => {}
+                    () = tokio::time::sleep(heartbeat) => {}
+                }
+            };
+            tokio::select! {
                 () = shared.shutdown.cancelled() => return,
                 () = shared.aborted.cancelled() => return,
                 guard = runner.elected() => break guard,
-                () = tokio::time::sleep(config.heartbeat_interval()) => {
-                    let (e, c) = (election.clone(), coordinator.clone());
-                    db.transact(config.transaction_timeout(), |txn| {
-                        let (e, c) = (e.clone(), c.clone());
-                        async move { e.time_members(&txn, &c).await }
-                    })
-                    .await
-                }
-            };
-            if let Err(e) = standby {
-                tracing::debug!(error = %e, "timing the members as a standby failed");
+                () = standby => {}
             }
         };
         let Some(guard) = elected else {
@@ -65,7 +66,7 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
                 Err(ElectionError::NotInitialized) => {}
                 Err(e) => tracing::debug!(error = %e, "coordinator attempt failed"),
             }
-            let pause = config
+            let period = config
                 .heartbeat_interval()
                 .checked_div(4)
                 .unwrap_or(Duration::ZERO);
@@ -73,8 +74,50 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
                 () = shared.shutdown.cancelled() => return,
                 () = shared.aborted.cancelled() => return,
                 () = guard.cancelled() => break,
-                () = tokio::time::sleep(pause) => {}
+                () = tokio::time::sleep(coordinator.next_reading_in(period)) => {}
             }
         }
+    }
+}
+
+/// A standby's timing of the members: one reading of their records, with a watch on the
+/// record of the member that coordinates now (if another does, and the store watches), so
+/// that the standby reads again as soon as it renews: a coordinator that dies with its shards
+/// is then timed from its last renewal, not from up to a heartbeat later.
+async fn stand_by<D: ElectionDatabase>(
+    db: &D,
+    election: &ShardedElection,
+    runner: &Runner,
+    coordinator: &Coordinator,
+    shared: &Shared,
+) -> Option<Watch> {
+    let coordinating = runner
+        .leader()
+        .map(|l| l.id)
+        .filter(|id| *id != coordinator.id);
+    let (e, c) = (election.clone(), coordinator.clone());
+    db.transact(shared.timing().transaction_timeout(), |txn| {
+        let (e, c, coordinating) = (e.clone(), c.clone(), coordinating.clone());
+        async move {
+            e.time_members(&txn, &c).await?;
+            Ok(coordinating.and_then(|id| txn.watch(&e.member_key(&id)).ok()))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| {
+        tracing::debug!(error = %e, "timing the members as a standby failed");
+        None
+    })
+}
+
+/// Resolves when `watch` fires; never without one, or when it fails (the store refused it,
+/// too many watches): the heartbeat paces the standby then.
+async fn renewed(watch: Option<Watch>) {
+    let fired = match watch {
+        Some(w) => w.await.is_ok(),
+        None => false,
+    };
+    if !fired {
+        std::future::pending::<()>().await;
     }
 }
