@@ -56,25 +56,32 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
                     async move { e.coordinate(&txn, &c, token).await }
                 })
                 .await;
-            match done {
+            let period = config
+                .heartbeat_interval()
+                .checked_div(4)
+                .unwrap_or(Duration::ZERO);
+            let pause = match done {
                 Ok(done) => {
                     if !done.fenced.is_empty() {
                         ::metrics::counter!(metrics::SHARD_TAKEOVERS)
                             .increment(u64::try_from(done.fenced.len()).unwrap_or(u64::MAX));
                     }
+                    // This attempt timed the members: the next is due at the first lapse.
+                    coordinator.next_reading_in(period)
                 }
-                Err(ElectionError::NotInitialized) => {}
-                Err(e) => tracing::debug!(error = %e, "coordinator attempt failed"),
-            }
-            let period = config
-                .heartbeat_interval()
-                .checked_div(4)
-                .unwrap_or(Duration::ZERO);
+                // A failed attempt may not have timed them (its lapse instants are those of
+                // an earlier reading, perhaps past): the period, never a retry in a loop.
+                Err(ElectionError::NotInitialized) => period,
+                Err(e) => {
+                    tracing::debug!(error = %e, "coordinator attempt failed");
+                    period
+                }
+            };
             tokio::select! {
                 () = shared.shutdown.cancelled() => return,
                 () = shared.aborted.cancelled() => return,
                 () = guard.cancelled() => break,
-                () = tokio::time::sleep(coordinator.next_reading_in(period)) => {}
+                () = tokio::time::sleep(pause) => {}
             }
         }
     }
