@@ -241,7 +241,14 @@ impl World<'_> {
                 }
                 self.signal(i, Signal::SIGSTOP);
                 self.set_pause(i, true, record);
-                self.idle(d)?;
+                if let Err(e) = self.idle(d) {
+                    // Interrupted: the children's groups are resumed here (the shutdown
+                    // resumes the supervisors only).
+                    for (pgid, _) in &children {
+                        let _ = killpg(Pid::from_raw(*pgid), Signal::SIGCONT);
+                    }
+                    return Err(e);
+                }
                 if self.options.plant == Some(ChaosPlant::UnfencedSink) {
                     // The children first: their stale writes land before their watchdogs can
                     // act.

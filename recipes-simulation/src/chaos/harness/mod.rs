@@ -197,6 +197,10 @@ struct World<'a> {
     inbox: Arc<Mutex<Inbox>>,
     observed: Arc<Mutex<Vec<ObservedChange>>>,
     stop: Arc<AtomicBool>,
+    /// Set by SIGTERM, SIGINT or SIGHUP: the run stops at its next wait, and the supervisors
+    /// and their children are stopped as at the end of a run (a harness killed outright would
+    /// leave a paused supervisor stopped for ever).
+    interrupted: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     observer: Option<Child>,
     faults: Vec<Fault>,
@@ -332,6 +336,15 @@ pub fn run_chaos(
             record: FdbRecord::default(),
         }),
     };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .map_err(|e| format!("registering signal {signal}: {e}"))?;
+    }
     let kinds = FaultKind::for_store(
         fdb.is_some(),
         fdb.as_ref().is_some_and(|f| f.cluster.is_some()),
@@ -356,6 +369,7 @@ pub fn run_chaos(
         inbox: Arc::default(),
         observed: Arc::default(),
         stop: Arc::default(),
+        interrupted,
         threads: Vec::new(),
         observer: None,
         faults: Vec::new(),

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -17,6 +18,13 @@ impl World<'_> {
     pub(super) fn idle(&mut self, d: Duration) -> Result<(), String> {
         let until = self.now().saturating_add(ns(d));
         loop {
+            if self.interrupted.load(Ordering::Relaxed) {
+                return Err(
+                    "interrupted (SIGTERM, SIGINT or SIGHUP): the supervisors and \
+                            their children are stopped, nothing is checked"
+                        .to_owned(),
+                );
+            }
             self.reap()?;
             self.status();
             let now = self.now();
