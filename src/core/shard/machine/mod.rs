@@ -174,7 +174,13 @@ enum Phase {
     Idle,
     Running,
     Draining,
-    Leaving { attempt: u32 },
+    /// Leaving: the attempt under way or next, and when the next may start (after a failed
+    /// one, the same back-off as a failed cycle's: a failing store is not retried back to
+    /// back).
+    Leaving {
+        attempt: u32,
+        retry_at: Option<LocalInstant>,
+    },
     Stopped,
 }
 
@@ -298,16 +304,23 @@ impl ShardMachine {
             ShardEvent::Drained(_) => {
                 self.in_flight = false;
                 if self.phase == Phase::Draining {
-                    self.phase = Phase::Leaving { attempt: 1 };
+                    self.phase = Phase::Leaving {
+                        attempt: 1,
+                        retry_at: None,
+                    };
                 }
             }
             ShardEvent::Left(result) => {
                 self.in_flight = false;
                 match (result, self.phase) {
                     (Ok(()), _) => self.phase = Phase::Stopped,
-                    (Err(_), Phase::Leaving { attempt }) if attempt < LEAVE_ATTEMPTS => {
+                    (Err(_), Phase::Leaving { attempt, .. }) if attempt < LEAVE_ATTEMPTS => {
+                        let delay = self
+                            .backoff
+                            .next(&mut self.rng, self.config.heartbeat_interval());
                         self.phase = Phase::Leaving {
                             attempt: attempt.saturating_add(1),
+                            retry_at: Some(ctx.now.saturating_add(delay)),
                         };
                     }
                     (Err(_), _) => self.phase = Phase::Stopped,
@@ -451,9 +464,14 @@ impl ShardMachine {
                 self.in_flight = true;
                 return;
             }
-            Phase::Leaving { .. } => {
-                out.push(ShardCommand::Leave);
-                self.in_flight = true;
+            Phase::Leaving { retry_at, .. } => {
+                match retry_at.filter(|at| ctx.now < *at) {
+                    Some(at) => out.push(ShardCommand::SleepUntil(at)),
+                    None => {
+                        out.push(ShardCommand::Leave);
+                        self.in_flight = true;
+                    }
+                }
                 return;
             }
             Phase::Running => {}

@@ -1,6 +1,6 @@
 //! Table tests of the member runner machine.
 
-#![allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
+#![allow(clippy::unwrap_used, clippy::panic, clippy::arithmetic_side_effects)]
 
 use super::*;
 
@@ -449,12 +449,47 @@ fn shutdown_revokes_drains_leaves_and_stops() {
         not_registered: false,
         not_initialized: false,
     };
-    let out = m.handle(ShardEvent::Left(Err(failure)), &ctx(30, &[], None, &[]));
-    assert_eq!(out, vec![ShardCommand::Leave], "a failed leave is retried");
-    let out = m.handle(ShardEvent::Left(Ok(())), &ctx(40, &[], None, &[]));
+    let out = m.handle(
+        ShardEvent::Left(Err(failure.clone())),
+        &ctx(30, &[], None, &[]),
+    );
+    // A failed leave is retried after the back-off of a failed cycle (from a 32nd of the
+    // heartbeat, 1 ms at least, doubling; jittered down to half), not back to back.
+    let Some(ShardCommand::SleepUntil(retry)) = out.last().cloned() else {
+        panic!("a failed leave is retried after a back-off, not at once: {out:?}");
+    };
+    assert_eq!(out.len(), 1, "{out:?}");
+    let hb = config().heartbeat_interval();
+    let first = (hb / 32).max(Duration::from_millis(1));
+    assert!(
+        retry >= at(30).saturating_add(first / 2) && retry <= at(30).saturating_add(first),
+        "{retry:?}"
+    );
+    let at_instant =
+        |i: LocalInstant| ShardCtx::new(i, Default::default(), None, Default::default());
+    let before =
+        LocalInstant::from_origin(retry.since_origin().saturating_sub(Duration::from_nanos(1)));
+    assert_eq!(
+        m.handle(ShardEvent::Tick, &at_instant(before)),
+        vec![ShardCommand::SleepUntil(retry)]
+    );
+    let now = at_instant(retry);
+    assert_eq!(m.handle(ShardEvent::Tick, &now), vec![ShardCommand::Leave]);
+    // The second failure doubles the back-off.
+    let out = m.handle(ShardEvent::Left(Err(failure.clone())), &now);
+    let Some(ShardCommand::SleepUntil(second)) = out.last().cloned() else {
+        panic!("{out:?}");
+    };
+    assert!(
+        second >= retry.saturating_add(first) && second <= retry.saturating_add(first * 2),
+        "{second:?}"
+    );
+    let now = at_instant(second);
+    assert_eq!(m.handle(ShardEvent::Tick, &now), vec![ShardCommand::Leave]);
+    let out = m.handle(ShardEvent::Left(Ok(())), &now);
     assert_eq!(out, vec![ShardCommand::Stop]);
     assert!(
-        m.handle(ShardEvent::Tick, &ctx(50, &[], None, &[]))
+        m.handle(ShardEvent::Tick, &ctx(5_000, &[], None, &[]))
             .is_empty()
     );
 }
