@@ -1,9 +1,9 @@
 //! The coordinator loop: while this process leads the coordinator election, one
 //! coordinator attempt per quarter heartbeat, or at the instant a member timed unchanged
 //! lapses if that comes first, fenced by its token; meanwhile, a standby's timing of the
-//! members each time the coordinating member renews (a watch on its record) and at least once
-//! per heartbeat, so that a successor fences a member that died with the coordinator within
-//! about a lease of its death.
+//! members each time the coordinating member renews (a watch on its record; at most once per
+//! quarter heartbeat) and at least once per heartbeat, so that a successor fences a member
+//! that died with the coordinator within about a lease of its death.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +30,16 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
         let elected = loop {
             let standby = async {
                 let heartbeat = shared.timing().heartbeat_interval();
+                let started = tokio::time::Instant::now();
                 let watch = stand_by(&db, &election, &runner, &coordinator, &shared).await;
                 tokio::select! {
-                    () = renewed(watch) => {}
+                    () = renewed(watch) => {
+                        // At most one reading per quarter heartbeat (the coordinator's own
+                        // pace), however often that record changes: a coordinating member
+                        // writing in a loop must not make every standby read in one.
+                        let period = heartbeat.checked_div(4).unwrap_or(Duration::ZERO);
+                        tokio::time::sleep_until(started.checked_add(period).unwrap_or(started)).await;
+                    }
                     () = tokio::time::sleep(heartbeat) => {}
                 }
             };
