@@ -67,10 +67,11 @@ pub(crate) struct MemberState {
     /// Shards it handed over (dropped from `owned` before the commit) whose release is not
     /// confirmed, with their ballots: written again while their records name it.
     pub(crate) unreleased: BTreeMap<ShardId, Ballot>,
-    /// The shards a leave begun and not known to have landed gives back: kept across the
-    /// leave's retries (a retried leave owns nothing locally any more, yet must vacate what the
-    /// first try would have), until a leave reads its epoch already ended or a cycle is
-    /// adopted again (the member joined anew).
+    /// The shards a leave gives back beyond those owned now: those of a leave begun and not
+    /// known to have landed, kept across the leave's retries (a retried leave owns nothing
+    /// locally any more, yet must vacate what the first try would have), and those a lapsed
+    /// lease left in the records at an epoch not known to have ended; until a leave reads its
+    /// epoch already ended or a cycle is adopted again (the member joined anew).
     pub(crate) leaving: BTreeSet<ShardId>,
     pending: VecDeque<PendingMember>,
     next_seq: u64,

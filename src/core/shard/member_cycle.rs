@@ -112,6 +112,13 @@ pub(crate) fn decide_member(
         (None, _) => false,
     };
     let lapsed = st.lease.is_none_or(|l| input.started_at >= l.valid_until);
+    if lapsed && !epoch_ended {
+        // A lease that lapsed at an epoch the records may still hold: what they give this
+        // member stays tied to it until a join at a new epoch lands (which this attempt
+        // writes, perhaps without a confirmed commit). A leave before then gives it back.
+        st.leaving
+            .extend(st.owned.keys().chain(st.unreleased.keys()).copied());
+    }
     if epoch_ended || lapsed {
         st.lose_all();
     }
