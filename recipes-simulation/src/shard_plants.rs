@@ -35,11 +35,14 @@ pub enum ShardPlant {
     /// The executor runs a failed member cycle again at once (once per failure), before the
     /// machine hears of the failure: a failing store is retried back to back.
     RetryWithoutBackOff,
+    /// A graceful leave gives back every shard but one: the executor writes one shard record
+    /// the member owns back into the leave's transaction, as it was before the leave.
+    LeaveKeepsAShard,
 }
 
 impl ShardPlant {
     /// Every plant, in listing order.
-    pub const ALL: [ShardPlant; 8] = [
+    pub const ALL: [ShardPlant; 9] = [
         ShardPlant::RenewalIgnoresEpoch,
         ShardPlant::ReleaseBeforeWorkStops,
         ShardPlant::TakeoverBeforeFullLease,
@@ -48,6 +51,7 @@ impl ShardPlant {
         ShardPlant::LostWakeup,
         ShardPlant::MoveStorm,
         ShardPlant::RetryWithoutBackOff,
+        ShardPlant::LeaveKeepsAShard,
     ];
 
     /// The name used on the command line.
@@ -61,6 +65,7 @@ impl ShardPlant {
             ShardPlant::LostWakeup => "lost-wakeup",
             ShardPlant::MoveStorm => "move-storm",
             ShardPlant::RetryWithoutBackOff => "retry-without-back-off",
+            ShardPlant::LeaveKeepsAShard => "leave-keeps-a-shard",
         }
     }
 
@@ -72,7 +77,9 @@ impl ShardPlant {
             }
             ShardPlant::ReleaseBeforeWorkStops => OracleId::ShardGuard,
             ShardPlant::UnfencedShardWork => OracleId::ShardFencing,
-            ShardPlant::LeaveWithoutHandover => OracleId::ShardDeploy,
+            ShardPlant::LeaveWithoutHandover | ShardPlant::LeaveKeepsAShard => {
+                OracleId::ShardDeploy
+            }
             ShardPlant::LostWakeup => OracleId::ShardLiveness,
             ShardPlant::MoveStorm => OracleId::ShardMoves,
             ShardPlant::RetryWithoutBackOff => OracleId::ShardCadence,

@@ -92,7 +92,7 @@ fn a_retry_without_back_off_is_caught_by_shard_cadence() {
 
 #[test]
 fn every_plant_has_a_test_and_a_sharded_oracle() {
-    assert_eq!(ShardPlant::ALL.len(), 8);
+    assert_eq!(ShardPlant::ALL.len(), 9);
     for p in ShardPlant::ALL {
         assert!(fdb_leader_election_simulation::oracles::OracleId::SHARDED.contains(&p.target()));
     }
@@ -111,4 +111,9 @@ fn clean_seeds_pass_and_replay_byte_for_byte() {
         let b = run_seed(seed, &traced);
         assert_eq!(a.trace_hash, b.trace_hash, "seed {seed} replays");
     }
+}
+
+#[test]
+fn a_leave_that_keeps_a_shard_is_caught_by_shard_deploy() {
+    check(ShardPlant::LeaveKeepsAShard);
 }

@@ -77,7 +77,8 @@ pub enum OracleId {
     ///     then the placement balanced within a bounded number of rounds.
     ShardLiveness,
     /// S5 (sharded, 15). A rolling deploy ends with every shard on a new member; a graceful
-    ///     leave's shards are owned again without a lease's wait.
+    ///     leave's shards are owned again without a lease's wait; once a leave has landed, no
+    ///     shard record names the member at the epoch it ended.
     ShardDeploy,
     /// S6 (sharded, 16). No more changes of owner after quiescence than the placement bound.
     ShardMoves,

@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use fdb_leader_election::runner::machine::Failure;
 use fdb_leader_election::shard::MemberCycle;
 use fdb_leader_election::shard::machine::ShardEvent;
-use fdb_leader_election::{ElectionError, ShardId, TransactionTimedOut, TxnErrorKind};
+use fdb_leader_election::{
+    ElectionError, ElectionTxn, ReadMode, ShardId, TransactionTimedOut, TxnErrorKind,
+};
 
 use super::commit::{PKind, Pending, Who};
 use super::{Ev, World};
@@ -137,8 +139,16 @@ impl World {
             "{label} leaves, owning {:?}",
             member.owned_shards()
         ));
+        let kept = if self.plant == Some(ShardPlant::LeaveKeepsAShard) {
+            self.a_shard_of(member.id().as_str())
+        } else {
+            None
+        };
         let txn = self.open(pid);
         let result = self.rt.block_on(self.election.leave(&txn, &member));
+        if let (Ok(()), Some((key, raw))) = (&result, kept) {
+            txn.set(&key, &raw);
+        }
         self.land_held(pid);
         if let Err(e) = result {
             self.faults.close(txn.id());
@@ -153,6 +163,25 @@ impl World {
         }
         self.schedule_commit(Pending::new(Who::Member(pid), txn, PKind::Leave, Some(seq)));
         None
+    }
+
+    /// The leave-keeps-a-shard plant: the key and stored record of the first shard the
+    /// oracles last saw owned by `member`, read outside any fault.
+    fn a_shard_of(&self, member: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+        let s = self
+            .oracles
+            .records
+            .iter()
+            .position(|(_, o)| o.as_ref().is_some_and(|(id, _)| id == member))?;
+        let key = self
+            .election
+            .shard_key(ShardId::new(u32::try_from(s).ok()?));
+        let raw = self.read_bypass(async |_, txn| {
+            txn.get(&key, ReadMode::Snapshot)
+                .await
+                .map_err(ElectionError::from)
+        });
+        Some((key.clone(), raw.ok().flatten()?))
     }
 
     fn op_failed(&mut self, pid: usize, e: &ElectionError) -> Option<ShardEvent> {

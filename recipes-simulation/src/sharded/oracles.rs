@@ -1,8 +1,11 @@
-//! The sharded safety oracles S1–S3 and the facts they are fed.
+//! The sharded safety oracles S1–S3, S5's check of the records a leave lands on, and the facts
+//! they are fed.
 //!
 //! The sharded safety oracles, checked against true time: S1 (one believer per shard at every
 //! step; queries never change a belief), S2 (fenced writes per shard in ballot order, no lost
-//! update) and S3 (ballots per shard), and the facts they are fed after every applied commit.
+//! update) and S3 (ballots per shard), and the facts they are fed after every applied commit;
+//! with them, S5's check that once a graceful leave has landed no shard record names the
+//! member at the epoch it ended (the rest of S5 is the quiet phase's).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +34,11 @@ pub(crate) struct ShardOracles {
     believer_of: BTreeMap<(u32, u64), String>,
     /// S2: each shard's highest ballot written, and its fenced increments applied.
     written: Vec<(u64, u64)>,
+    /// S5: every (member, epoch) a graceful leave ended (the live epoch its record had; the
+    /// leave writes it fenced at the next): no shard record may name that member at that
+    /// epoch from then on (the leave gives back every shard of it in its one commit; shards of
+    /// earlier epochs, ended by a takeover, are the coordinator's to reserve).
+    left: BTreeSet<(String, u64)>,
     /// The quiet phase's oracles (S4–S6).
     pub(crate) quiet: QuietState,
 }
@@ -46,6 +54,7 @@ impl ShardOracles {
             owner_of: BTreeMap::new(),
             believer_of: BTreeMap::new(),
             written: vec![(0, 0); n],
+            left: BTreeSet::new(),
             quiet: QuietState::default(),
         }
     }
@@ -82,6 +91,38 @@ impl ShardOracles {
             }
             _ => None,
         }
+    }
+
+    /// S5 on a graceful leave that landed: `member`'s record is fenced at `fenced_epoch`, so
+    /// the leave ended the epoch before it. Returns the shards whose record still names the
+    /// member at that epoch.
+    pub(crate) fn on_leave(&mut self, member: &str, fenced_epoch: u64) -> Vec<String> {
+        let Some(ended) = fenced_epoch.checked_sub(1) else {
+            return Vec::new();
+        };
+        self.left.insert((member.to_owned(), ended));
+        (0..self.records.len())
+            .filter_map(|i| {
+                let s = u32::try_from(i).ok()?;
+                let rec = self.records.get(i)?.clone();
+                self.left_behind(s, &rec)
+            })
+            .collect()
+    }
+
+    /// S5 on shard `s`'s record: a violation if it names a member at an epoch its graceful
+    /// leave ended.
+    pub(crate) fn left_behind(&self, s: u32, rec: &Rec) -> Option<String> {
+        let (b, Some(owner)) = rec else {
+            return None;
+        };
+        self.left.contains(owner).then(|| {
+            format!(
+                "shard {s} (ballot {b}) is owned by {} at epoch {}, which its graceful leave \
+                 ended: the leave gives back every shard of its epoch in its commit",
+                owner.0, owner.1
+            )
+        })
     }
 
     /// S3: each (shard, ballot) believed by one member.
@@ -196,7 +237,13 @@ impl World {
             if let Some(m) = self.oracles.on_record(s, rec.clone()) {
                 self.found.push(Violation::new(OracleId::ShardBallots, m));
             }
+            if let Some(m) = self.oracles.left_behind(s, &rec) {
+                self.found.push(Violation::new(OracleId::ShardDeploy, m));
+            }
             self.quiet_on_record(s, before.as_ref(), &rec);
+        }
+        if matches!(p.who, Who::Member(_)) {
+            self.on_member_records(written);
         }
         let writer = match p.who {
             Who::Member(pid) => Some(pid),
@@ -212,6 +259,33 @@ impl World {
             .collect();
         for pid in woken {
             self.inbox_changed(pid);
+        }
+    }
+
+    /// S5 after a member's commit (whatever its kind: a leave whose reply was lost lands as an
+    /// abandoned operation): each member record it wrote that is now fenced is a graceful
+    /// leave that landed (a member fences nothing else; a takeover is the coordinator's), and
+    /// no shard record may name that member at an epoch the leave ended.
+    fn on_member_records(&mut self, written: &[Vec<u8>]) {
+        let ids: Vec<fdb_leader_election::CandidateId> = self
+            .members
+            .iter()
+            .map(|m| m.member.id().clone())
+            .filter(|id| written.contains(&self.election.member_key(id)))
+            .collect();
+        for id in ids {
+            let rec = self.read_bypass(async |e, txn| e.member_record(txn, &id).await);
+            let Ok(Some(rec)) = rec else {
+                continue;
+            };
+            if !rec.is_fenced() {
+                continue;
+            }
+            let label = id.as_str().to_owned();
+            self.log(format!("  {label} left at epoch {}", rec.epoch()));
+            for m in self.oracles.on_leave(&label, rec.epoch()) {
+                self.found.push(Violation::new(OracleId::ShardDeploy, m));
+            }
         }
     }
 
@@ -339,6 +413,24 @@ mod tests {
         assert!(o.on_record(0, (1, owner("b", 1))).is_some(), "two owners");
         assert_eq!(o.on_belief(0, 1, "a"), None);
         assert!(o.on_belief(0, 1, "b").is_some(), "two believers");
+    }
+
+    // S5 on the records a leave lands on: a shard still owned at the epoch the leave ended
+    // fires, at the leave or at any later record; the member's earlier epochs (ended by a
+    // takeover) and its later ones (joined anew) do not.
+    #[test]
+    fn the_leave_check_fires_on_a_shard_left_owned_at_the_epoch_the_leave_ended() {
+        let mut o = ShardOracles::new(3);
+        assert_eq!(o.on_record(0, (1, owner("a", 4))), None);
+        assert_eq!(o.on_record(1, (1, owner("a", 3))), None);
+        assert_eq!(o.on_record(2, (1, owner("b", 4))), None);
+        let found = o.on_leave("a", 5);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("shard 0 "), "{found:?}");
+        assert!(o.left_behind(0, &(2, owner("a", 4))).is_some());
+        assert!(o.left_behind(0, &(2, owner("a", 5))).is_none());
+        assert!(o.left_behind(0, &(2, owner("b", 4))).is_none());
+        assert!(o.left_behind(0, &(2, None)).is_none());
     }
 
     #[test]
