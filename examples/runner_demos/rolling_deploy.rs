@@ -77,7 +77,9 @@ pub(crate) async fn run<D: ElectionDatabase>(
     })
     .await?;
 
-    // Every millisecond: at most one instance may hold a valid guard.
+    // Every millisecond: at most one instance may hold a valid guard. The instances are read
+    // one after the other, so a handover between two reads shows two guards: the ones read
+    // before the last are checked again, and one still valid was valid together with it.
     let all: Arc<std::sync::Mutex<Vec<Runner>>> = Arc::new(std::sync::Mutex::new(old.clone()));
     let overlaps = Arc::new(AtomicU32::new(0));
     let watching = Arc::new(AtomicBool::new(true));
@@ -89,11 +91,12 @@ pub(crate) async fn run<D: ElectionDatabase>(
         );
         tokio::spawn(async move {
             while watching.load(Ordering::SeqCst) {
-                let leaders = all
+                let guards: Vec<_> = all
                     .lock()
-                    .map(|rs| rs.iter().filter(|r| r.leadership().is_some()).count())
-                    .unwrap_or(0);
-                if leaders > 1 {
+                    .map(|rs| rs.iter().filter_map(Runner::leadership).collect())
+                    .unwrap_or_default();
+                let earlier = guards.len().saturating_sub(1);
+                if guards.iter().take(earlier).any(|g| g.is_valid()) {
                     overlaps.fetch_add(1, Ordering::SeqCst);
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;

@@ -150,17 +150,27 @@ fn member<D: ElectionDatabase>(
     Ok(runner)
 }
 
-/// Counts the milliseconds at which two members hold a valid guard of one shard.
+/// Counts the milliseconds at which two members hold a valid guard of one shard. The members
+/// are read one after the other, so a shard handed over between two reads shows under both:
+/// when a shard turns up under a second member, the guard read first is checked again. Still
+/// valid, both were valid at once (an overlap); no longer, it was handed over in between.
 fn watch_overlaps(runners: Vec<ShardedRunner>, tally: Arc<Tally>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let mut seen: BTreeMap<ShardId, usize> = BTreeMap::new();
-            for (i, r) in runners.iter().enumerate() {
-                for shard in r.owned().keys() {
-                    if seen.insert(*shard, i).is_some() {
-                        tally.overlaps.fetch_add(1, Ordering::Relaxed);
+            let mut first: BTreeMap<ShardId, ShardGuard> = BTreeMap::new();
+            let mut overlap = false;
+            for r in &runners {
+                for (shard, guard) in r.owned() {
+                    match first.get(&shard) {
+                        None => {
+                            first.insert(shard, guard);
+                        }
+                        Some(earlier) => overlap |= earlier.is_valid(),
                     }
                 }
+            }
+            if overlap {
+                tally.overlaps.fetch_add(1, Ordering::Relaxed);
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
