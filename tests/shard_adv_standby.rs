@@ -110,6 +110,17 @@ fn world() -> (MemDb, Arc<Log>) {
     (db, log)
 }
 
+/// Three runners ("a", "bb", "ccc") on 12 shards with `config`, once they hold every shard.
+async fn three(db: &MemDb, config: &fdb_leader_election::ElectionConfig) -> Vec<ShardedRunner> {
+    let rs: Vec<ShardedRunner> = ["a", "bb", "ccc"]
+        .iter()
+        .map(|n| runner(db, n, 12, config))
+        .collect();
+    let all: Vec<&ShardedRunner> = rs.iter().collect();
+    until(&all, Duration::from_secs(3), || held(&all) == 12).await;
+    rs
+}
+
 fn held(rs: &[&ShardedRunner]) -> usize {
     exclusive_guards(rs)
 }
@@ -228,12 +239,8 @@ async fn steady_state_reads_with_watches_on_off_and_refused() {
             "refused" => db.set_max_watches(0),
             _ => {}
         }
-        let rs: Vec<ShardedRunner> = ["a", "bb", "ccc"]
-            .iter()
-            .map(|n| runner(&db, n, 12, &runner_config(30)))
-            .collect();
+        let rs = three(&db, &runner_config(30)).await;
         let all: Vec<&ShardedRunner> = rs.iter().collect();
-        until(&all, Duration::from_secs(3), || held(&all) == 12).await;
         tokio::time::sleep(ms(500)).await;
         let (m, s) = rate(&log, &all, Duration::from_secs(3)).await;
         eprintln!(
@@ -270,12 +277,8 @@ async fn steady_state_reads_with_watches_on_off_and_refused() {
 #[tokio::test(start_paused = true)]
 async fn a_store_failing_every_members_read_is_not_read_in_a_loop() {
     let (db, log) = world();
-    let rs: Vec<ShardedRunner> = ["a", "bb", "ccc"]
-        .iter()
-        .map(|n| runner(&db, n, 12, &runner_config(30)))
-        .collect();
+    let rs = three(&db, &runner_config(30)).await;
     let all: Vec<&ShardedRunner> = rs.iter().collect();
-    until(&all, Duration::from_secs(3), || held(&all) == 12).await;
     log.fail_members.store(true, Ordering::SeqCst);
     let (m, s) = rate(&log, &all, Duration::from_secs(2)).await;
     eprintln!("failing members reads: {m:.1}/s members, {s:.1}/s shards");
@@ -291,12 +294,7 @@ async fn a_store_failing_every_members_read_is_not_read_in_a_loop() {
 #[tokio::test(start_paused = true)]
 async fn abort_and_shutdown_during_a_hanging_standby_reading_leave_nothing_reading() {
     let (db, log) = world();
-    let rs: Vec<ShardedRunner> = ["a", "bb", "ccc"]
-        .iter()
-        .map(|n| runner(&db, n, 12, &runner_config(30)))
-        .collect();
-    let all: Vec<&ShardedRunner> = rs.iter().collect();
-    until(&all, Duration::from_secs(3), || held(&all) == 12).await;
+    let rs = three(&db, &runner_config(30)).await;
     *log.slow_members.lock().unwrap() = Some(Duration::from_secs(10));
     tokio::time::sleep(ms(150)).await;
     let coord = rs.iter().position(ShardedRunner::is_coordinator).unwrap();
@@ -360,12 +358,8 @@ async fn a_coordinator_without_a_member_record_is_watched_without_a_loop() {
 async fn a_coordinating_member_renewing_every_ms_drives_the_standbys() {
     let (db, log) = world();
     let config = runner_config(30);
-    let rs: Vec<ShardedRunner> = ["a", "bb", "ccc"]
-        .iter()
-        .map(|n| runner(&db, n, 12, &config))
-        .collect();
+    let rs = three(&db, &config).await;
     let all: Vec<&ShardedRunner> = rs.iter().collect();
-    until(&all, Duration::from_secs(3), || held(&all) == 12).await;
     tokio::time::sleep(ms(500)).await;
     let (m_base, _) = rate(&log, &all, Duration::from_secs(1)).await;
     // A hand-driven member "x" that also leads the coordinator election.
