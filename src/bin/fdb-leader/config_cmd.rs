@@ -187,6 +187,9 @@ pub(crate) async fn set<D: ElectionDatabase>(
                 Ok(new) => new,
                 Err(e) => return Ok(Err(e)),
             };
+            // The stored shard count, when --shards asked for another (warned of once the
+            // transaction is over: an attempt may run more than once).
+            let mut other_shards = None;
             match (&sharded, exists) {
                 (Some(sharded), false) => {
                     // No sharded election without its layout: "no sharded election".
@@ -197,13 +200,7 @@ pub(crate) async fn set<D: ElectionDatabase>(
                     if let Some(wanted) = layout {
                         let stored = sharded.layout(&txn).await?;
                         if stored.shards() != wanted.shards() {
-                            tracing::warn!(
-                                "the sharded election already exists with {} shards: --shards \
-                                 {} changes nothing (a sharded election's shard count never \
-                                 changes)",
-                                stored.shards(),
-                                wanted.shards(),
-                            );
+                            other_shards = Some(stored.shards());
                         }
                     }
                     if new != base {
@@ -214,16 +211,22 @@ pub(crate) async fn set<D: ElectionDatabase>(
                 // Creates the election if needed; never changes an existing one.
                 (None, _) => election.initialize_with_config(&txn, &new).await?,
             }
-            Ok(Ok((base, new, !exists)))
+            Ok(Ok((base, new, !exists, other_shards)))
         }
     })
     .await?;
-    let (base, new, created) = outcome.map_err(|e| {
+    let (base, new, created, other_shards) = outcome.map_err(|e| {
         Failure::usage(format!(
             "invalid configuration, nothing was changed: {}",
             limits::describe(&e)
         ))
     })?;
+    if let (Some(stored), Some(wanted)) = (other_shards, set.shards) {
+        tracing::warn!(
+            "the sharded election already exists with {stored} shards: --shards {wanted} \
+             changes nothing (a sharded election's shard count never changes)"
+        );
+    }
     if created {
         match ctx.kind {
             Kind::Single => {
