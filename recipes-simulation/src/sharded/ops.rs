@@ -181,7 +181,7 @@ impl World {
                 .await
                 .map_err(ElectionError::from)
         });
-        Some((key.clone(), raw.ok().flatten()?))
+        Some((key, raw.ok().flatten()?))
     }
 
     fn op_failed(&mut self, pid: usize, e: &ElectionError) -> Option<ShardEvent> {

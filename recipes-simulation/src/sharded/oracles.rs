@@ -101,12 +101,10 @@ impl ShardOracles {
             return Vec::new();
         };
         self.left.insert((member.to_owned(), ended));
-        (0..self.records.len())
-            .filter_map(|i| {
-                let s = u32::try_from(i).ok()?;
-                let rec = self.records.get(i)?.clone();
-                self.left_behind(s, &rec)
-            })
+        self.records
+            .iter()
+            .enumerate()
+            .filter_map(|(i, rec)| self.left_behind(u32::try_from(i).ok()?, rec))
             .collect()
     }
 

@@ -36,10 +36,10 @@ impl MemberState {
     /// those of every earlier try of this leave (whose commit failed or is unknown: the retry
     /// owns nothing locally any more, yet gives back what the first try would have).
     pub(crate) fn begin_leave(&mut self) -> BTreeSet<ShardId> {
-        let mut leaving = std::mem::take(&mut self.leaving);
-        leaving.extend(self.owned.keys().chain(self.unreleased.keys()).copied());
-        leaving.extend(self.pending_acquisitions());
-        self.leaving = leaving.clone();
+        self.keep_to_give_back();
+        let pending: Vec<ShardId> = self.pending_acquisitions().collect();
+        self.leaving.extend(pending);
+        let leaving = self.leaving.clone();
         self.lose_all();
         self.forget_attempts();
         self.epoch = None;

@@ -103,6 +103,13 @@ impl MemberState {
         }
     }
 
+    /// Keeps what the records may still tie to this member at its epoch (the shards it owns,
+    /// its releases not confirmed) to give back at a leave, before the local state forgets it.
+    pub(crate) fn keep_to_give_back(&mut self) {
+        self.leaving
+            .extend(self.owned.keys().chain(self.unreleased.keys()).copied());
+    }
+
     /// Loses every shard and the lease (an ended epoch, a lapsed lease, leaving). Releases
     /// not confirmed are forgotten too: what the records still give this member is tied to an
     /// epoch that has ended (or ends at its next join), so nobody's.

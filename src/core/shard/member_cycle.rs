@@ -116,8 +116,7 @@ pub(crate) fn decide_member(
         // A lease that lapsed at an epoch the records may still hold: what they give this
         // member stays tied to it until a join at a new epoch lands (which this attempt
         // writes, perhaps without a confirmed commit). A leave before then gives it back.
-        st.leaving
-            .extend(st.owned.keys().chain(st.unreleased.keys()).copied());
+        st.keep_to_give_back();
     }
     if epoch_ended || lapsed {
         st.lose_all();

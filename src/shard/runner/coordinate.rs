@@ -6,9 +6,9 @@
 //! that died with the coordinator within about a lease of its death.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{Shared, metrics};
+use crate::core::runner::part;
 use crate::error::ElectionError;
 use crate::runner::Runner;
 use crate::shard::election::ShardedElection;
@@ -37,7 +37,7 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
                         // At most one reading per quarter heartbeat (the coordinator's own
                         // pace), however often that record changes: a coordinating member
                         // writing in a loop must not make every standby read in one.
-                        let period = heartbeat.checked_div(4).unwrap_or(Duration::ZERO);
+                        let period = part(heartbeat, 4);
                         tokio::time::sleep_until(started.checked_add(period).unwrap_or(started)).await;
                     }
                     () = tokio::time::sleep(heartbeat) => {}
@@ -63,10 +63,7 @@ pub(super) async fn coordinate<D: ElectionDatabase>(
                     async move { e.coordinate(&txn, &c, token).await }
                 })
                 .await;
-            let period = config
-                .heartbeat_interval()
-                .checked_div(4)
-                .unwrap_or(Duration::ZERO);
+            let period = part(config.heartbeat_interval(), 4);
             let pause = match done {
                 Ok(done) => {
                     if !done.fenced.is_empty() {
