@@ -31,6 +31,16 @@ pub enum DecodeError {
         /// How many bytes were left.
         extra: usize,
     },
+    /// The value is longer than any value the encoder writes ([`MAX_VALUE_BYTES`]).
+    ///
+    /// [`MAX_VALUE_BYTES`]: crate::MAX_VALUE_BYTES
+    #[error("{len} bytes, more than the {max} any value may have")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The body decoded to a state the protocol never writes.
     #[error("impossible state: {0}")]
     Impossible(&'static str),

@@ -125,19 +125,33 @@ fn held(rs: &[&ShardedRunner]) -> usize {
     exclusive_guards(rs)
 }
 
+/// Whether `id`'s epoch has ended: its record fenced, or already forgotten (removed once no
+/// shard record names it).
 async fn fenced(db: &MemDb, e: &ShardedElection, id: &CandidateId) -> bool {
     e.member_record(&db.create_transaction(), id)
         .await
         .unwrap()
-        .is_some_and(|r| r.is_fenced())
+        .is_none_or(|r| r.is_fenced())
 }
 
-/// Safety oracle: the fence of `id` (the last commit writing its record) comes at least a
-/// lease after the commit before it (its last renewal), on the one clock all share.
+/// Safety oracle: the fence of `id` (the first commit after its last renewal that writes its
+/// epoch mark too: a renewal writes its record alone) comes at least a lease after that last
+/// renewal, on the one clock all share.
 fn check_gap(log: &Log, e: &ShardedElection, id: &CandidateId, what: &str) -> Duration {
-    let w = log.writes_of(&e.member_key(id));
-    assert!(w.len() >= 2, "{what}: writes {w:?}");
-    let (renewal, fence) = (w[w.len() - 2], w[w.len() - 1]);
+    let record = log.writes_of(&e.member_key(id));
+    let marks = log.writes_of(&e.epoch_key(id));
+    let renewals: Vec<Instant> = record
+        .iter()
+        .filter(|t| !marks.contains(t))
+        .copied()
+        .collect();
+    let renewal = *renewals
+        .last()
+        .unwrap_or_else(|| panic!("{what}: writes {record:?}"));
+    let fence = *marks
+        .iter()
+        .find(|t| **t > renewal)
+        .unwrap_or_else(|| panic!("{what}: no fence after {renewal:?}"));
     let gap = fence - renewal;
     eprintln!("{what}: fenced {gap:?} after its last renewal");
     assert!(

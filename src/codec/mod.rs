@@ -35,8 +35,9 @@ use crate::record::{
 
 mod shard;
 pub(crate) use shard::{
-    decode_epoch_mark, decode_inbox, decode_layout, decode_member, decode_shard, encode_epoch_mark,
-    encode_inbox, encode_layout, encode_member, encode_shard,
+    EPOCH_MARK_MAX, INBOX_PREFIX_GROWTH, decode_epoch_mark, decode_inbox, decode_layout,
+    decode_member, decode_shard, encode_epoch_mark, encode_inbox, encode_layout, encode_member,
+    encode_shard, hand_over_entry_len, inbox_len, member_len, reserved_entry_len, shard_len,
 };
 
 /// The format version this build writes. It also reads every older version (down to 1).
@@ -45,10 +46,18 @@ pub const FORMAT_VERSION: u8 = 2;
 /// The oldest format version this build reads.
 const OLDEST_READ: u8 = 1;
 
-type Config = Configuration<LittleEndian, Varint, Limit<MAX_VALUE_BYTES>>;
+/// How much memory bincode may claim while decoding one value: a guard against a corrupt
+/// length prefix (a body claiming 2^60 elements), not a size rule. The size rule is
+/// [`MAX_VALUE_BYTES`] of encoded bytes, which the encoder and the decoder both apply. A value
+/// within it may claim more memory than its encoded length (bincode claims the in-memory
+/// size of each element: 32 bytes for a `(ShardId, CandidateId)` encoded in 2), at most 16
+/// times as much for every type stored here, plus its strings' bytes; twice that is allowed.
+const DECODE_MEMORY_LIMIT: usize = 32 * MAX_VALUE_BYTES;
+
+type Config = Configuration<LittleEndian, Varint, Limit<DECODE_MEMORY_LIMIT>>;
 
 fn config() -> Config {
-    bincode::config::standard().with_limit::<MAX_VALUE_BYTES>()
+    bincode::config::standard().with_limit::<DECODE_MEMORY_LIMIT>()
 }
 
 fn encode<T: Serialize>(what: &'static str, wire: &T) -> Result<Vec<u8>, ElectionError> {
@@ -66,8 +75,15 @@ fn encode<T: Serialize>(what: &'static str, wire: &T) -> Result<Vec<u8>, Electio
     Ok(out)
 }
 
-/// The value's format version (one this build reads) and its body.
+/// The value's format version (one this build reads) and its body. A value longer than
+/// [`MAX_VALUE_BYTES`] was never written by the encoder (the one limit of both).
 fn split_version(bytes: &[u8]) -> Result<(u8, &[u8]), DecodeError> {
+    if bytes.len() > MAX_VALUE_BYTES {
+        return Err(DecodeError::TooLarge {
+            len: bytes.len(),
+            max: MAX_VALUE_BYTES,
+        });
+    }
     let (&version, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
     if !(OLDEST_READ..=FORMAT_VERSION).contains(&version) {
         return Err(DecodeError::UnknownVersion {

@@ -174,6 +174,113 @@ pub(crate) fn decode_inbox(key: &[u8], bytes: &[u8]) -> Result<Inbox, ElectionEr
     })
 }
 
+/// How many bytes bincode's variable-length encoding of `v` takes (standard configuration):
+/// one below 251, then a marker byte and 2, 4 or 8 bytes.
+fn varint_len(v: u64) -> usize {
+    match v {
+        0..=250 => 1,
+        251..=0xFFFF => 3,
+        0x1_0000..=0xFFFF_FFFF => 5,
+        _ => 9,
+    }
+}
+
+fn len_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The encoded length of an id: its length, then its bytes.
+fn id_len(id: &CandidateId) -> usize {
+    let n = id.as_str().len();
+    varint_len(len_u64(n)).saturating_add(n)
+}
+
+/// The encoded length of an optional value: a tag byte, then the value.
+fn option_len<T>(v: Option<T>, len: impl FnOnce(T) -> usize) -> usize {
+    1usize.saturating_add(v.map_or(0, len))
+}
+
+/// Exactly how many bytes [`encode_shard`] writes for `r` (the format version included),
+/// without encoding it: what a transaction's budget is charged for writing it.
+pub(crate) fn shard_len(r: &ShardRecord) -> usize {
+    [
+        1,
+        varint_len(r.ballot.get()),
+        option_len(r.owner.as_ref(), |o| {
+            id_len(&o.member).saturating_add(varint_len(o.epoch))
+        }),
+        option_len(r.move_to.as_ref(), id_len),
+        option_len(r.reserved_for.as_ref(), id_len),
+        option_len(r.writer.as_ref(), |w| {
+            id_len(&w.candidate).saturating_add(varint_len(w.seq))
+        }),
+    ]
+    .into_iter()
+    .fold(0usize, usize::saturating_add)
+}
+
+/// Exactly how many bytes [`encode_member`] writes for `r` (the format version included).
+pub(crate) fn member_len(r: &MemberRecord) -> usize {
+    // The priority is signed: zigzag-encoded before its variable length.
+    let p = i64::from(r.priority.get());
+    let zigzag = u64::try_from(p).map_or_else(
+        |_| p.unsigned_abs().saturating_mul(2).saturating_sub(1),
+        |v| v.saturating_mul(2),
+    );
+    [
+        1,
+        varint_len(r.epoch),
+        varint_len(r.renewal),
+        varint_len(nanos(r.lease)),
+        varint_len(zigzag),
+        varint_len(u64::from(r.weight.get())),
+        1,
+        option_len(r.writer.as_ref(), |w| {
+            id_len(&w.candidate).saturating_add(varint_len(w.seq))
+        }),
+    ]
+    .into_iter()
+    .fold(0usize, usize::saturating_add)
+}
+
+/// The most bytes [`encode_epoch_mark`] writes: the version, an epoch, a flag.
+pub(crate) const EPOCH_MARK_MAX: usize = 11;
+
+/// The encoded length of one reservation in an inbox.
+pub(crate) fn reserved_entry_len(shard: ShardId) -> usize {
+    varint_len(u64::from(shard.get()))
+}
+
+/// The encoded length of one request to hand a shard over, in an inbox.
+pub(crate) fn hand_over_entry_len(shard: ShardId, to: &CandidateId) -> usize {
+    reserved_entry_len(shard).saturating_add(id_len(to))
+}
+
+/// The most the two length prefixes of an inbox's lists can grow by as entries are added:
+/// each from one byte to nine. Added once to an inbox's length when entries are counted
+/// one by one ([`reserved_entry_len`], [`hand_over_entry_len`]) rather than re-measured.
+pub(crate) const INBOX_PREFIX_GROWTH: usize = 16;
+
+/// Exactly how many bytes [`encode_inbox`] writes for `i` (the format version included).
+pub(crate) fn inbox_len(i: &Inbox) -> usize {
+    let reserved = i
+        .reserved
+        .iter()
+        .map(|s| reserved_entry_len(*s))
+        .fold(varint_len(len_u64(i.reserved.len())), usize::saturating_add);
+    let hand_over = i
+        .hand_over
+        .iter()
+        .map(|(s, to)| hand_over_entry_len(*s, to))
+        .fold(
+            varint_len(len_u64(i.hand_over.len())),
+            usize::saturating_add,
+        );
+    [1, varint_len(i.seq), reserved, hand_over]
+        .into_iter()
+        .fold(0usize, usize::saturating_add)
+}
+
 #[derive(Serialize, Deserialize)]
 struct LayoutWire {
     shards: u32,
@@ -210,6 +317,106 @@ pub(crate) fn decode_layout(key: &[u8], bytes: &[u8]) -> Result<Layout, Election
 mod tests {
     use super::*;
     use crate::record::AttemptId;
+    use proptest::prelude::*;
+
+    fn any_id() -> impl Strategy<Value = CandidateId> {
+        prop_oneof![
+            "[a-z]{1,12}",
+            "[\\x00-\\x7f]{1,40}",
+            Just("x".repeat(crate::ids::MAX_CANDIDATE_ID_BYTES)),
+        ]
+        .prop_map(|s| CandidateId::parse(&s).unwrap_or_else(|_| unreachable!()))
+    }
+
+    fn any_shard() -> impl Strategy<Value = ShardId> {
+        prop_oneof![0u32..251, 251u32..70_000, any::<u32>()].prop_map(ShardId::new)
+    }
+
+    proptest! {
+        // The lengths a transaction's budget is charged are the encoder's, byte for byte.
+        #[test]
+        fn lengths_are_exactly_what_the_encoder_writes(
+            ballot in any::<u64>(),
+            owner in proptest::option::of((any_id(), any::<u64>())),
+            move_to in proptest::option::of(any_id()),
+            reserved_for in proptest::option::of(any_id()),
+            writer in proptest::option::of((any_id(), any::<u64>())),
+            seq in any::<u64>(),
+            reserved in proptest::collection::vec(any_shard(), 0..300),
+            hand_over in proptest::collection::vec((any_shard(), any_id()), 0..30),
+            epoch in 1u64..,
+            priority in any::<i32>(),
+            weight in any::<u32>(),
+            lease_ms in 1u64..1_000_000,
+        ) {
+            let shard = ShardRecord {
+                ballot: Ballot::new(ballot),
+                owner: owner.map(|(member, epoch)| ShardOwner { member, epoch }),
+                move_to,
+                reserved_for,
+                writer: writer.clone().map(|(candidate, seq)| AttemptId { candidate, seq }),
+            };
+            prop_assert_eq!(shard_len(&shard), encode_shard(&shard)?.len());
+            let inbox = Inbox { seq, reserved, hand_over };
+            prop_assert_eq!(inbox_len(&inbox), encode_inbox(&inbox)?.len());
+            let member = MemberRecord {
+                epoch,
+                renewal: seq,
+                lease: Duration::from_millis(lease_ms),
+                priority: Priority::new(priority),
+                weight: Weight::new(weight),
+                fenced: writer.is_none(),
+                writer: writer.map(|(candidate, seq)| AttemptId { candidate, seq }),
+            };
+            prop_assert_eq!(member_len(&member), encode_member(&member)?.len());
+            let mark = EpochMark { epoch, fenced: true };
+            prop_assert!(encode_epoch_mark(&mark)?.len() <= EPOCH_MARK_MAX);
+        }
+    }
+
+    #[test]
+    fn every_inbox_the_encoder_writes_the_decoder_reads() -> Result<(), ElectionError> {
+        // 30,000 shard numbers (3 bytes each): 90,000 bytes written. The decoder once
+        // counted the memory they take (4 bytes a shard) against the value limit and refused
+        // its own encoder's output.
+        let big = Inbox {
+            seq: 1,
+            reserved: (0..30_000).map(|s| ShardId::new(s + 300)).collect(),
+            hand_over: vec![],
+        };
+        let bytes = encode_inbox(&big)?;
+        assert!(bytes.len() > 89_000, "{}", bytes.len());
+        assert_eq!(decode_inbox(b"k", &bytes).ok(), Some(big.clone()));
+        // The densest: one-byte shard numbers and one-byte ids fill the limit exactly.
+        let dense = Inbox {
+            seq: 0,
+            reserved: vec![ShardId::new(1); 49_990],
+            hand_over: vec![(ShardId::new(2), id("t")); 16_000],
+        };
+        let bytes = encode_inbox(&dense)?;
+        assert!(bytes.len() > 97_000 && bytes.len() <= crate::MAX_VALUE_BYTES);
+        assert_eq!(decode_inbox(b"k", &bytes).ok(), Some(dense));
+        // Past the limit: refused by both, as too large.
+        let over = Inbox {
+            seq: 0,
+            reserved: vec![ShardId::new(1); crate::MAX_VALUE_BYTES],
+            hand_over: vec![],
+        };
+        assert!(matches!(
+            encode_inbox(&over),
+            Err(ElectionError::TooLarge { .. })
+        ));
+        let mut raw = encode_inbox(&big)?;
+        raw.resize(crate::MAX_VALUE_BYTES + 1, 0);
+        assert!(matches!(
+            decode_inbox(b"k", &raw),
+            Err(ElectionError::Corrupt {
+                reason: DecodeError::TooLarge { .. },
+                ..
+            })
+        ));
+        Ok(())
+    }
 
     fn id(s: &str) -> CandidateId {
         CandidateId::parse(s).unwrap_or_else(|_| unreachable!())

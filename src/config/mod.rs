@@ -75,6 +75,7 @@ impl ElectionConfig {
     pub fn builder() -> ElectionConfigBuilder {
         ElectionConfigBuilder {
             config: ElectionConfig::default(),
+            grace_given: false,
         }
     }
 
@@ -82,12 +83,14 @@ impl ElectionConfig {
     pub fn to_builder(&self) -> ElectionConfigBuilder {
         ElectionConfigBuilder {
             config: self.clone(),
+            grace_given: true,
         }
     }
 
     /// The defaults scaled to `lease`, as v0.11's `with_lease_duration` did: heartbeat a third
     /// of the lease, candidate timeout one and a half leases, transaction timeout a third of
-    /// the heartbeat, takeover stagger a thirtieth of the lease.
+    /// the heartbeat, takeover stagger a thirtieth of the lease (and, as always unless given,
+    /// handover grace half the lease).
     ///
     /// # Errors
     ///
@@ -141,7 +144,8 @@ impl ElectionConfig {
         self.min_tenure
     }
 
-    /// How long a leader asked to hand over may keep renewing while it finishes in-flight work.
+    /// How long a leader asked to hand over may keep renewing while it finishes in-flight work
+    /// (unless set, half the lease).
     pub fn handover_grace(&self) -> Duration {
         self.handover_grace
     }
@@ -318,6 +322,10 @@ fn scale_up(d: Duration, ppm: u32) -> Duration {
 #[derive(Clone, Debug)]
 pub struct ElectionConfigBuilder {
     config: ElectionConfig,
+    /// Whether the handover grace was given (by [`handover_grace`](Self::handover_grace), or
+    /// by the configuration [`ElectionConfig::to_builder`] started from); if not, it is half
+    /// the lease.
+    grace_given: bool,
 }
 
 impl ElectionConfigBuilder {
@@ -356,9 +364,12 @@ impl ElectionConfigBuilder {
         self.config.min_tenure = d;
         self
     }
-    /// See [`ElectionConfig::handover_grace`]. Default 5 s.
+    /// See [`ElectionConfig::handover_grace`]. Default half the lease (5 s with the default
+    /// lease), so that a busy shard's or leader's handover takes the same share of a lease
+    /// whatever the lease.
     pub fn handover_grace(mut self, d: Duration) -> Self {
         self.config.handover_grace = d;
+        self.grace_given = true;
         self
     }
     /// See [`ElectionConfig::takeover_stagger`]. Default 300 ms.
@@ -377,7 +388,10 @@ impl ElectionConfigBuilder {
     /// # Errors
     ///
     /// [`ConfigError`] naming the first rule the settings break.
-    pub fn build(self) -> Result<ElectionConfig, ConfigError> {
+    pub fn build(mut self) -> Result<ElectionConfig, ConfigError> {
+        if !self.grace_given {
+            self.config.handover_grace = div(self.config.lease_duration, 2);
+        }
         self.config.validate()
     }
 }

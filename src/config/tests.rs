@@ -97,3 +97,31 @@ fn scaled_config_is_valid() {
     assert!(c.is_ok(), "{c:?}");
     assert_eq!(ElectionConfig::default().renewals_before_dead(), 5);
 }
+
+#[test]
+fn the_default_handover_grace_is_half_the_lease_unless_given() -> Result<(), ConfigError> {
+    let short = ElectionConfig::with_lease_duration(Duration::from_millis(300))?;
+    assert_eq!(short.handover_grace(), Duration::from_millis(150));
+    let built = ElectionConfig::builder()
+        .lease_duration(Duration::from_secs(30))
+        .heartbeat_interval(Duration::from_secs(3))
+        .candidate_timeout(Duration::from_secs(45))
+        .build()?;
+    assert_eq!(built.handover_grace(), Duration::from_secs(15));
+    assert_eq!(
+        ElectionConfig::default().handover_grace(),
+        ElectionConfig::builder().build()?.handover_grace(),
+        "the default configuration is the builder's"
+    );
+    // Given, it stays as given, also through to_builder and a change of lease there.
+    let given = ElectionConfig::builder()
+        .handover_grace(Duration::from_secs(7))
+        .build()?;
+    assert_eq!(given.handover_grace(), Duration::from_secs(7));
+    let relet = given
+        .to_builder()
+        .lease_duration(Duration::from_secs(12))
+        .build()?;
+    assert_eq!(relet.handover_grace(), Duration::from_secs(7));
+    Ok(())
+}

@@ -21,6 +21,13 @@ use crate::store::txn::{ElectionTxn, ReadMode};
 pub struct Coordination {
     /// Members fenced out (their epoch ended: their shards are nobody's).
     pub fenced: Vec<CandidateId>,
+    /// Members forgotten: fenced out earlier and named by no shard record any more, their
+    /// record, epoch mark and inbox removed (an operator's drain mark stays).
+    pub forgotten: Vec<CandidateId>,
+    /// Placement steps left to the next attempts: this transaction's budget was spent (the
+    /// next attempt is due at once), or a member's inbox is full (it acquires what its inbox
+    /// holds first).
+    pub deferred: usize,
     /// Shard records written (reservations, move requests, withdrawals).
     pub shards_written: usize,
     /// The placement computed.
@@ -48,7 +55,8 @@ impl ShardedElection {
         token: Ballot,
     ) -> Result<Coordination, ElectionError> {
         self.coordinator.fence(txn, token).await?;
-        let layout = self.layout(txn).await?;
+        let (layout, config) = tokio::join!(self.layout(txn), self.config(txn));
+        let (layout, config) = (layout?, config?);
         let (members, shards, marker) = tokio::join!(
             self.read_members(txn),
             self.read_shards(txn, layout.shards),
@@ -66,19 +74,23 @@ impl ShardedElection {
                 &CoordinatorInput {
                     me: &coordinator.id,
                     layout: &layout,
+                    elections: config.election_enabled(),
                     members: &members.records,
                     shards: &shards,
                     drained: &members.drained,
                     read_at,
                     marker,
+                    keys: self.key_lens,
                 },
             )?
         };
         if !plan.shards.is_empty() || !plan.inboxes.is_empty() {
-            // The placement steps were decided on this layout (frozen or not, the move limit)
-            // and these drain marks: an operator's change of either, committed meanwhile,
-            // aborts the attempt, which then decides again on what the operator wrote.
+            // The placement steps were decided on this layout (frozen or not, the move limit),
+            // this configuration (elections enabled or not) and these drain marks: an
+            // operator's change of any, committed meanwhile, aborts the attempt, which then
+            // decides again on what the operator wrote.
             txn.add_read_conflict_key(&self.layout)?;
+            txn.add_read_conflict_key(&self.config)?;
             for id in members.records.keys().chain(&members.drained) {
                 txn.add_read_conflict_key(&self.drained_key(id))?;
             }
@@ -98,11 +110,21 @@ impl ShardedElection {
             txn.add_read_conflict_key(&key)?;
             txn.set(&key, &codec::encode_inbox(inbox)?);
         }
+        for id in &plan.forgotten {
+            // Conflicts with its own join (its record), a handover to it (its inbox) and a
+            // fencing or leave (its mark): nothing can name it again once this commits.
+            for key in [self.member_key(id), self.epoch_key(id), self.inbox_key(id)] {
+                txn.add_read_conflict_key(&key)?;
+                txn.clear(&key);
+            }
+        }
         if let Some(digest) = plan.publish {
             txn.set(&self.assignments, &digest.to_be_bytes());
         }
         Ok(Coordination {
             fenced: plan.fenced.into_iter().map(|(id, _)| id).collect(),
+            forgotten: plan.forgotten,
+            deferred: plan.deferred,
             shards_written: plan.shards.len(),
             placement: plan
                 .placement

@@ -61,6 +61,7 @@ impl ShardedElection {
                     started_at,
                     read_version,
                     lookups: lookups.as_ref(),
+                    keys: self.key_lens,
                 };
                 decide_member(&mut local.core, &input)?
             };
@@ -117,7 +118,8 @@ impl ShardedElection {
             _settle: settle,
             adoption: plan.adoption,
             joined: plan.joined,
-            remaining: plan.remaining,
+            stop: plan.stop,
+            more: plan.more,
             config: Box::new(config),
         })
     }
@@ -146,11 +148,16 @@ impl ShardedElection {
         let (record, inbox) = (record?, inbox?);
         let mut shards = BTreeMap::new();
         if record.as_ref().is_some_and(|r| !r.fenced) {
-            let wanted = leave_lookups(&believed, &inbox);
+            let wanted = leave_lookups(&believed, &inbox, self.key_lens);
             let records = self.shards_with(txn, &wanted).await?;
             shards.extend(wanted.into_iter().zip(records));
         }
-        let plan = decide_leave(&mut member.lock().core, record.as_ref(), &shards)?;
+        let plan = decide_leave(
+            &mut member.lock().core,
+            record.as_ref(),
+            &shards,
+            self.key_lens,
+        )?;
         let Some(plan) = plan else {
             return Ok(());
         };

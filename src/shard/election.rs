@@ -25,22 +25,41 @@ use foundationdb_tuple::Subspace;
 
 use crate::codec;
 use crate::config::ElectionConfig;
+use crate::core::shard::budget::KeyLens;
 use crate::election::LeaderElection;
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{CandidateId, ShardId};
-use crate::record::shard::{EpochMark, Inbox, Layout, MemberRecord, ShardRecord};
+use crate::record::shard::{EpochMark, Inbox, Layout, MAX_SHARDS, MemberRecord, ShardRecord};
 use crate::store::txn::{ElectionTxn, ReadMode};
+
+/// The coordinator election's configuration: the sharded election's, with elections always
+/// enabled. Disabling elections stops placement (members give their shards back, nothing is
+/// reserved), never the coordinator, which keeps fencing out the members that lapse: no
+/// configuration leaves a dead member's shards owned by it.
+/// (Whether elections run is no part of a configuration's validation.)
+fn coordinator_config(config: &ElectionConfig) -> ElectionConfig {
+    ElectionConfig {
+        election_enabled: true,
+        ..config.clone()
+    }
+}
+
+/// The bytes a member key takes beyond the members' subspace and the id's own bytes: the id's
+/// tuple framing (a type code and a terminator) and the longest suffix, `"drained"` (9).
+const MEMBER_KEY_FRAMING: usize = 11;
 
 /// A sharded election under one subspace: a cheap `Clone` handle.
 #[derive(Clone, Debug)]
 pub struct ShardedElection {
     subspace: Subspace,
-    config: Vec<u8>,
+    pub(super) config: Vec<u8>,
     pub(super) layout: Vec<u8>,
     pub(super) assignments: Vec<u8>,
     members: Subspace,
     shards: Subspace,
     pub(super) coordinator: LeaderElection,
+    /// Its keys' lengths, which every transaction's budget counts.
+    pub(super) key_lens: KeyLens,
 }
 
 /// Every member's record and inbox, and the members an operator drained, as one range read
@@ -54,13 +73,22 @@ pub(super) struct MembersRead {
 impl ShardedElection {
     /// The sharded election under `subspace`.
     pub fn new(subspace: Subspace) -> Self {
+        let members = subspace.subspace(&("members",));
+        let shards = subspace.subspace(&("shards",));
+        let key_lens = KeyLens {
+            // Tuple integers grow with their value: the largest shard number has the longest.
+            shard: shards.pack(&(MAX_SHARDS.saturating_sub(1),)).len(),
+            // (id, "drained"): the id's framing (2 bytes) and the longest suffix (9).
+            member_base: members.bytes().len().saturating_add(MEMBER_KEY_FRAMING),
+        };
         ShardedElection {
             config: subspace.pack(&("config",)),
             layout: subspace.pack(&("layout",)),
             assignments: subspace.pack(&("assignments",)),
-            members: subspace.subspace(&("members",)),
-            shards: subspace.subspace(&("shards",)),
+            members,
+            shards,
             coordinator: LeaderElection::new(subspace.subspace(&("coordinator",))),
+            key_lens,
             subspace,
         }
     }
@@ -168,7 +196,9 @@ impl ShardedElection {
         {
             txn.set(&self.layout, &codec::encode_layout(layout)?);
         }
-        self.coordinator.initialize_with_config(txn, config).await
+        self.coordinator
+            .initialize_with_config(txn, &coordinator_config(config))
+            .await
     }
 
     /// The stored layout.
@@ -261,7 +291,9 @@ impl ShardedElection {
     ) -> Result<(), ElectionError> {
         self.layout(txn).await?;
         txn.set(&self.config, &codec::encode_config(config)?);
-        self.coordinator.write_config(txn, config).await
+        self.coordinator
+            .write_config(txn, &coordinator_config(config))
+            .await
     }
 
     pub(super) async fn inbox<T: ElectionTxn>(

@@ -187,7 +187,8 @@ pub struct MemberCycle {
     pub(crate) _settle: SettleMember,
     pub(crate) adoption: MemberAdoption,
     pub(crate) joined: bool,
-    pub(crate) remaining: crate::record::shard::Inbox,
+    pub(crate) stop: Vec<ShardId>,
+    pub(crate) more: bool,
     /// Boxed: a cycle stays small to move around (it is held across the commit).
     pub(crate) config: Box<ElectionConfig>,
 }
@@ -222,15 +223,19 @@ impl MemberCycle {
         self.adoption.lease.epoch
     }
 
-    /// The shards the coordinator still asks this member to hand over, after this cycle.
+    /// The shards whose work this member is to stop, after this cycle: those the coordinator
+    /// (or an operator) still asks it to hand over, or, while the stored configuration
+    /// disables elections, every shard it owns (a later cycle gives each back, vacant, once
+    /// it is passed in `ready`).
     pub fn hand_over_requested(&self) -> Vec<ShardId> {
-        self.remaining.hand_over.iter().map(|(s, _)| *s).collect()
+        self.stop.clone()
     }
 
-    /// Whether shards reserved for this member are still to be acquired (another cycle has
-    /// work to do at once).
+    /// Whether another cycle has work to do at once: shards reserved for this member are
+    /// still to be acquired (and this cycle made headway), or this cycle's transaction was
+    /// full and left writes to the next.
     pub fn more_to_acquire(&self) -> bool {
-        !self.remaining.reserved.is_empty()
+        self.more
     }
 }
 

@@ -8,7 +8,7 @@ use super::election::ShardedElection;
 use crate::codec;
 use crate::core::shard::operator::{MoveInput, ShardMove, decide_move};
 use crate::error::ElectionError;
-use crate::ids::{CandidateId, ShardId};
+use crate::ids::{CandidateId, ShardId, Weight};
 use crate::record::AttemptId;
 use crate::store::txn::{ElectionTxn, ReadMode};
 
@@ -86,7 +86,8 @@ impl ShardedElection {
     ///
     /// # Errors
     ///
-    /// [`ElectionError::OperatorRefused`] if placement is not frozen or `to` is drained;
+    /// [`ElectionError::OperatorRefused`] if placement is not frozen, `to` is drained (by an
+    /// operator, or by its own weight of 0), or an inbox the move writes is full;
     /// [`ElectionError::NotRegistered`] if `to` has not joined or is fenced out;
     /// [`ElectionError::InvalidLayout`] for a shard out of range;
     /// [`ElectionError::NotInitialized`]; corrupt values; database errors.
@@ -137,8 +138,9 @@ impl ShardedElection {
             record: &record,
             owner_live,
             to,
-            to_live: target.is_some_and(|m| !m.fenced),
+            to_live: target.as_ref().is_some_and(|m| !m.fenced),
             to_drained,
+            to_weight: target.as_ref().map_or(Weight::DRAINED, |m| m.weight),
             inboxes: &inboxes,
             writer: AttemptId {
                 candidate: operator.clone(),

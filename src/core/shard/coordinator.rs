@@ -6,8 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use super::budget::{Budget, InboxFill, KeyLens};
 use super::placement::{self, MemberShare, Placement, PlacementStep, ShardState};
 use crate::clock::LocalInstant;
+use crate::codec;
 use crate::core::lapse_at;
 use crate::error::ElectionError;
 use crate::ids::{CandidateId, ShardId, Weight};
@@ -31,6 +33,8 @@ pub(crate) struct CoordinatorState {
     /// The earliest instant at which a member timed at the last reading, not lapsed then,
     /// lapses if its record stays unchanged.
     next_lapse: Option<LocalInstant>,
+    /// The last attempt left work to the next for want of budget: it is due at once.
+    again: bool,
 }
 
 impl CoordinatorState {
@@ -38,7 +42,12 @@ impl CoordinatorState {
     /// sooner, at the instant the earliest member timed unchanged lapses (a reading at that
     /// instant or later fences it out; waiting for the next period would add up to a period
     /// to a dead member's failover).
+    /// After an attempt whose budget left work undone, the next is due at once (each attempt
+    /// writes a budget's worth, so this ends).
     pub(crate) fn next_reading_in(&self, now: LocalInstant, period: Duration) -> Duration {
+        if self.again {
+            return Duration::ZERO;
+        }
         self.next_lapse
             .map_or(period, |at| at.saturating_duration_since(now).min(period))
     }
@@ -50,6 +59,10 @@ pub(crate) struct CoordinatorInput<'a> {
     /// The coordinator's id (the writer of what it writes).
     pub(crate) me: &'a CandidateId,
     pub(crate) layout: &'a Layout,
+    /// Whether the stored configuration enables elections. Disabled, the coordinator places
+    /// nothing (it withdraws every reservation and move request, and the members give their
+    /// shards back) and still fences out the members that lapse: failover never stops.
+    pub(crate) elections: bool,
     /// Every member's record and inbox, as read.
     pub(crate) members: &'a BTreeMap<CandidateId, (MemberRecord, Inbox)>,
     /// Every shard's record (`None`: never written), by shard number.
@@ -61,6 +74,8 @@ pub(crate) struct CoordinatorInput<'a> {
     /// The assignments marker as read ([`assignments_digest`] of the records that published
     /// it), if any.
     pub(crate) marker: Option<u64>,
+    /// The election's key lengths, for the transaction's budget.
+    pub(crate) keys: KeyLens,
 }
 
 /// The writes of a coordinator attempt.
@@ -68,10 +83,16 @@ pub(crate) struct CoordinatorInput<'a> {
 pub(crate) struct CoordinatorPlan {
     /// Members fenced out now (their epoch bumped).
     pub(crate) fenced: Vec<(CandidateId, MemberRecord)>,
+    /// Members forgotten now: fenced out before, named by no shard record, their keys
+    /// cleared (record, epoch mark, inbox).
+    pub(crate) forgotten: Vec<CandidateId>,
     pub(crate) shards: Vec<(ShardId, ShardRecord)>,
     pub(crate) inboxes: Vec<(CandidateId, Inbox)>,
     /// The placement computed (for status and metrics).
     pub(crate) placement: Option<Placement>,
+    /// Placement steps left to a later attempt: the transaction's budget was spent, or the
+    /// member's inbox is full.
+    pub(crate) deferred: usize,
     /// A new assignments marker to write: the records read differ from the ones the stored
     /// marker was published for, so observers wake and read them.
     pub(crate) publish: Option<u64>,
@@ -80,22 +101,42 @@ pub(crate) struct CoordinatorPlan {
 /// A digest of what observers of the assignments see in the records: every shard's record
 /// (owner and its epoch, ballot, move request, reservation; not its writer) and every member's
 /// epoch and whether it is fenced out (not its renewals). Any change of ownership, request or
-/// liveness changes it; a steady heartbeat does not.
+/// liveness changes it; a steady heartbeat does not. The same on every platform and build
+/// (XXH3 over a fixed byte layout): coordinators built apart agree on it, so a coordinator's
+/// failover rewrites the marker only if the records changed.
 pub(crate) fn assignments_digest(
     members: &BTreeMap<CandidateId, (MemberRecord, Inbox)>,
     shards: &[Option<ShardRecord>],
 ) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
-    for (id, (rec, _)) in members {
-        (id, rec.epoch, rec.fenced).hash(&mut h);
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let id = |h: &mut xxhash_rust::xxh3::Xxh3, id: Option<&CandidateId>| match id {
+        None => h.update(&[0]),
+        Some(id) => {
+            let bytes = id.as_str().as_bytes();
+            h.update(&[1]);
+            h.update(&u64::try_from(bytes.len()).unwrap_or(u64::MAX).to_be_bytes());
+            h.update(bytes);
+        }
+    };
+    for (member, (rec, _)) in members {
+        id(&mut h, Some(member));
+        h.update(&rec.epoch.to_be_bytes());
+        h.update(&[u8::from(rec.fenced)]);
     }
     for rec in shards {
-        rec.as_ref()
-            .map(|r| (r.ballot, &r.owner, &r.move_to, &r.reserved_for))
-            .hash(&mut h);
+        match rec {
+            None => h.update(&[0]),
+            Some(r) => {
+                h.update(&[1]);
+                h.update(&r.ballot.get().to_be_bytes());
+                id(&mut h, r.owner.as_ref().map(|o| &o.member));
+                h.update(&r.owner.as_ref().map_or(0, |o| o.epoch).to_be_bytes());
+                id(&mut h, r.move_to.as_ref());
+                id(&mut h, r.reserved_for.as_ref());
+            }
+        }
     }
-    h.finish()
+    h.digest()
 }
 
 /// Times every member record as read, with `read_at` a clock reading taken after the read: a
@@ -141,7 +182,10 @@ pub(crate) fn time_members<'a>(
     out
 }
 
-/// Decides one coordinator attempt.
+/// Decides one coordinator attempt: fence out the members that lapsed, forget those fenced
+/// out before that no shard record names any more, and write the next placement steps, as
+/// many as the transaction's budget and the members' inboxes hold (the rest at the next
+/// attempts, the first of them at once when the budget was what stopped this one).
 ///
 /// # Errors
 ///
@@ -151,8 +195,15 @@ pub(crate) fn decide_coordinator(
     input: &CoordinatorInput<'_>,
 ) -> Result<CoordinatorPlan, ElectionError> {
     let mut plan = CoordinatorPlan::default();
+    let mut budget = Budget::new();
     let mut live: Vec<MemberShare> = Vec::new();
     let mut epochs: BTreeMap<&CandidateId, u64> = BTreeMap::new();
+    // The steps are decided on the layout and the drain marks read: conflicts on them.
+    budget.force(Budget::conflict_cost(input.keys.shard));
+    for id in input.members.keys().chain(input.drained) {
+        budget.force(Budget::conflict_cost(input.keys.member(id)));
+    }
+    let mut over_budget = false;
     for (id, rec, lapsed) in time_members(st, input.members, input.read_at) {
         if lapsed {
             // Unchanged for a full lease: fence it out (its belief ended long ago).
@@ -164,27 +215,64 @@ pub(crate) fn decide_coordinator(
                 .renewal
                 .checked_add(1)
                 .ok_or(ElectionError::CounterExhausted { what: "renewal" })?;
-            plan.fenced.push((
-                id.clone(),
-                MemberRecord {
-                    epoch,
-                    renewal,
-                    fenced: true,
-                    writer: None,
-                    ..rec.clone()
-                },
-            ));
-            // Its timing stays: should this commit fail, the next attempt fences it at once.
-        } else {
-            epochs.insert(id, rec.epoch);
-            live.push(MemberShare {
-                id: id.clone(),
-                priority: rec.priority,
-                weight: effective_weight(id, rec, input.drained),
-            });
+            let fenced = MemberRecord {
+                epoch,
+                renewal,
+                fenced: true,
+                writer: None,
+                ..rec.clone()
+            };
+            let key = input.keys.member(id);
+            let cost = [
+                Budget::conflict_cost(key),
+                Budget::set_cost(key, codec::member_len(&fenced)),
+                Budget::set_cost(key, codec::EPOCH_MARK_MAX),
+            ]
+            .into_iter()
+            .fold(0usize, usize::saturating_add);
+            if budget.take(cost) {
+                plan.fenced.push((id.clone(), fenced));
+                // Its timing stays: should this commit fail, the next attempt fences it at
+                // once; one past the budget is fenced by the next attempt, at once too.
+                continue;
+            }
+            over_budget = true;
+            // Not fenced in this attempt: neither live nor placed (its shards wait).
+            continue;
+        }
+        epochs.insert(id, rec.epoch);
+        live.push(MemberShare {
+            id: id.clone(),
+            priority: rec.priority,
+            weight: effective_weight(id, rec, input.drained),
+        });
+    }
+    let mut placement = place(input.layout, &live, &epochs, input.shards);
+    if !input.elections {
+        // Elections disabled: nothing is placed; what was asked is withdrawn.
+        placement.steps.clear();
+    }
+    // Whatever placement leaves alone that still names a member that is not live (a
+    // reservation, a move request, an owner whose epoch ended) is withdrawn, so that no
+    // record keeps naming a member after its epoch has ended and it can be forgotten.
+    let placed: BTreeSet<ShardId> = placement.steps.iter().map(step_shard).collect();
+    let is_live = |id: &CandidateId| epochs.contains_key(id);
+    for (i, rec) in input.shards.iter().enumerate() {
+        let shard = ShardId::new(u32::try_from(i).unwrap_or(u32::MAX));
+        let Some(r) = rec else { continue };
+        let stale = r.owner.as_ref().is_some_and(|o| !owner_live(&epochs, o))
+            || r.move_to
+                .as_ref()
+                .is_some_and(|to| !is_live(to) || !input.elections)
+            || r.reserved_for
+                .as_ref()
+                .is_some_and(|h| !is_live(h) || !input.elections);
+        if stale && !placed.contains(&shard) {
+            placement.steps.push(PlacementStep::Withdraw { shard });
         }
     }
-    let placement = place(input.layout, &live, &epochs, input.shards);
+    placement.steps.sort_by_key(step_shard);
+
     let seq = st.next_seq;
     st.next_seq = seq
         .checked_add(1)
@@ -193,90 +281,239 @@ pub(crate) fn decide_coordinator(
         candidate: input.me.clone(),
         seq,
     };
-    let mut inboxes: BTreeMap<CandidateId, Inbox> = BTreeMap::new();
-    let inbox = |id: &CandidateId, inboxes: &mut BTreeMap<CandidateId, Inbox>| -> bool {
-        if !inboxes.contains_key(id) {
-            match input.members.get(id) {
-                Some((_, i)) => {
-                    inboxes.insert(id.clone(), i.clone());
-                }
-                None => return false,
-            }
+    // Inboxes as this attempt leaves them, and how full each is.
+    let mut inboxes: BTreeMap<CandidateId, (Inbox, InboxFill)> = BTreeMap::new();
+    let mut steps = placement.steps.iter().peekable();
+    while let Some(first) = steps.next() {
+        // The steps of one shard (a withdrawal and a new move) are written together or not.
+        let shard = step_shard(first);
+        let mut group = vec![first];
+        while let Some(next) = steps.next_if(|s| step_shard(s) == shard) {
+            group.push(next);
         }
-        true
-    };
-    for step in &placement.steps {
-        let (shard, current) = match step {
-            PlacementStep::Reserve { shard, .. }
-            | PlacementStep::Move { shard, .. }
-            | PlacementStep::Withdraw { shard } => (*shard, input.shards.get(idx(*shard))),
-        };
-        let current = current
+        let current = input
+            .shards
+            .get(idx(shard))
             .cloned()
             .flatten()
             .unwrap_or_else(ShardRecord::initial);
-        // Whatever the step, an old reservation or request leaves its member's inbox.
-        if let Some(h) = &current.reserved_for {
-            if inbox(h, &mut inboxes) {
-                if let Some(i) = inboxes.get_mut(h) {
-                    i.reserved.retain(|s| *s != shard);
-                }
+        let (next, edits) = apply_steps(&current, &group, &writer, &epochs);
+        // The budget: the shard's write and its conflict, each inbox's write the first time
+        // this attempt touches it, and each entry added; every inbox within its own budget.
+        let mut cost = Budget::conflict_cost(input.keys.shard)
+            .saturating_add(Budget::set_cost(input.keys.shard, codec::shard_len(&next)));
+        let mut fills: BTreeMap<CandidateId, InboxFill> = BTreeMap::new();
+        let mut fits = true;
+        for edit in &edits {
+            let who = edit.member();
+            let Some((_, read)) = input.members.get(who) else {
+                continue; // no such member: its inbox is left alone (see `apply_edit`)
+            };
+            let fill = fills
+                .entry(who.clone())
+                .or_insert_with(|| match inboxes.get(who) {
+                    Some((_, f)) => *f,
+                    None => {
+                        let f = InboxFill::of(read);
+                        let key = input.keys.member(who);
+                        cost = cost
+                            .saturating_add(Budget::conflict_cost(key))
+                            .saturating_add(Budget::set_cost(key, f.len()));
+                        f
+                    }
+                });
+            if let Some(entry) = edit.added_len(shard) {
+                fits &= fill.fits(entry);
+                fill.add(entry);
+                cost = cost.saturating_add(entry);
             }
         }
-        if let (Some(o), Some(_)) = (&current.owner, &current.move_to) {
-            if inbox(&o.member, &mut inboxes) {
-                if let Some(i) = inboxes.get_mut(&o.member) {
-                    i.hand_over.retain(|(s, _)| *s != shard);
-                }
-            }
+        if !fits {
+            plan.deferred = plan.deferred.saturating_add(1);
+            continue;
         }
-        let mut next = ShardRecord {
-            writer: Some(writer.clone()),
-            ..current.clone()
-        };
-        match step {
-            PlacementStep::Reserve { holder, .. } => {
-                next.owner = None;
-                next.move_to = None;
-                next.reserved_for = Some(holder.clone());
-                if inbox(holder, &mut inboxes) {
-                    if let Some(i) = inboxes.get_mut(holder) {
-                        i.reserved.push(shard);
-                    }
-                }
+        if !budget.take(cost) {
+            plan.deferred = plan.deferred.saturating_add(1);
+            over_budget = true;
+            continue;
+        }
+        for edit in edits {
+            let who = edit.member().clone();
+            let Some((_, read)) = input.members.get(&who) else {
+                continue;
+            };
+            let (inbox, fill) = inboxes
+                .entry(who.clone())
+                .or_insert_with(|| (read.clone(), InboxFill::of(read)));
+            if let Some(f) = fills.get(&who) {
+                *fill = *f;
             }
-            PlacementStep::Move { from, to, .. } => {
-                next.move_to = Some(to.clone());
-                if inbox(from, &mut inboxes) {
-                    if let Some(i) = inboxes.get_mut(from) {
-                        i.hand_over.push((shard, to.clone()));
-                    }
-                }
-            }
-            PlacementStep::Withdraw { .. } => {
-                next.move_to = None;
-                next.reserved_for = None;
-            }
+            edit.apply(inbox, shard);
         }
         plan.shards.push((shard, next));
     }
-    for (id, mut i) in inboxes {
+    for (id, (mut i, _)) in inboxes {
         let before = input.members.get(&id).map(|(_, b)| b);
         if before != Some(&i) {
             i.seq = i.seq.saturating_add(1);
             plan.inboxes.push((id, i));
         }
     }
+    // Forgotten: fenced out before this attempt, named by no shard record as read nor by
+    // this attempt's writes. Its keys are cleared in a commit that conflicts with every write
+    // that could name it again (its own join writes its record; a handover to it, its inbox).
+    let named = named_members(input.shards, &plan.shards);
+    for (id, (rec, _)) in input.members {
+        if !rec.fenced || named.contains(id) {
+            continue;
+        }
+        let key = input.keys.member(id);
+        let cost = Budget::conflict_cost(key)
+            .saturating_add(Budget::clear_cost(key))
+            .saturating_mul(3);
+        if budget.take(cost) {
+            plan.forgotten.push(id.clone());
+        } else {
+            over_budget = true;
+        }
+    }
+    st.again = over_budget;
     plan.placement = Some(placement);
     let digest = assignments_digest(input.members, input.shards);
     plan.publish = (input.marker != Some(digest)).then_some(digest);
     Ok(plan)
 }
 
+/// The shard a placement step is about.
+fn step_shard(step: &PlacementStep) -> ShardId {
+    match step {
+        PlacementStep::Reserve { shard, .. }
+        | PlacementStep::Move { shard, .. }
+        | PlacementStep::Withdraw { shard } => *shard,
+    }
+}
+
+/// Whether an ownership lives: its member is live at the epoch it owns the shard in.
+fn owner_live(epochs: &BTreeMap<&CandidateId, u64>, o: &ShardOwner) -> bool {
+    epochs.get(&o.member).is_some_and(|e| *e == o.epoch)
+}
+
+/// Every member a shard record names (owner, move request, reservation), in the records read
+/// or as this attempt rewrites them.
+fn named_members<'a>(
+    read: &'a [Option<ShardRecord>],
+    written: &'a [(ShardId, ShardRecord)],
+) -> BTreeSet<&'a CandidateId> {
+    let names = |r: &'a ShardRecord| {
+        r.owner
+            .as_ref()
+            .map(|o| &o.member)
+            .into_iter()
+            .chain(r.move_to.as_ref())
+            .chain(r.reserved_for.as_ref())
+    };
+    read.iter()
+        .flatten()
+        .chain(written.iter().map(|(_, r)| r))
+        .flat_map(names)
+        .collect()
+}
+
+/// A change to one member's inbox.
+#[derive(Debug)]
+enum InboxEdit {
+    /// The shard leaves the member's reservations.
+    Unreserve(CandidateId),
+    /// The shard leaves the member's requests to hand over.
+    Unrequest(CandidateId),
+    /// The shard is reserved for the member.
+    Reserve(CandidateId),
+    /// The member is asked to hand the shard over to `to`.
+    Request { from: CandidateId, to: CandidateId },
+}
+
+impl InboxEdit {
+    fn member(&self) -> &CandidateId {
+        match self {
+            InboxEdit::Unreserve(m)
+            | InboxEdit::Unrequest(m)
+            | InboxEdit::Reserve(m)
+            | InboxEdit::Request { from: m, .. } => m,
+        }
+    }
+
+    /// The encoded length the edit adds for `shard`, if it adds an entry.
+    fn added_len(&self, shard: ShardId) -> Option<usize> {
+        match self {
+            InboxEdit::Unreserve(_) | InboxEdit::Unrequest(_) => None,
+            InboxEdit::Reserve(_) => Some(codec::reserved_entry_len(shard)),
+            InboxEdit::Request { to, .. } => Some(codec::hand_over_entry_len(shard, to)),
+        }
+    }
+
+    fn apply(self, inbox: &mut Inbox, shard: ShardId) {
+        match self {
+            InboxEdit::Unreserve(_) => inbox.reserved.retain(|s| *s != shard),
+            InboxEdit::Unrequest(_) => inbox.hand_over.retain(|(s, _)| *s != shard),
+            InboxEdit::Reserve(_) => inbox.reserved.push(shard),
+            InboxEdit::Request { to, .. } => inbox.hand_over.push((shard, to)),
+        }
+    }
+}
+
+/// The record one shard's steps leave, and the inbox edits they make (in order).
+fn apply_steps(
+    current: &ShardRecord,
+    steps: &[&PlacementStep],
+    writer: &AttemptId,
+    epochs: &BTreeMap<&CandidateId, u64>,
+) -> (ShardRecord, Vec<InboxEdit>) {
+    let mut next = ShardRecord {
+        writer: Some(writer.clone()),
+        ..current.clone()
+    };
+    let mut edits = Vec::new();
+    for step in steps {
+        // Whatever the step, an old reservation or request leaves its member's inbox.
+        if let Some(h) = &next.reserved_for {
+            edits.push(InboxEdit::Unreserve(h.clone()));
+        }
+        if let (Some(o), Some(_)) = (&next.owner, &next.move_to) {
+            edits.push(InboxEdit::Unrequest(o.member.clone()));
+        }
+        match step {
+            PlacementStep::Reserve { holder, .. } => {
+                next.owner = None;
+                next.move_to = None;
+                next.reserved_for = Some(holder.clone());
+                edits.push(InboxEdit::Reserve(holder.clone()));
+            }
+            PlacementStep::Move { from, to, .. } => {
+                next.move_to = Some(to.clone());
+                next.reserved_for = None;
+                edits.push(InboxEdit::Request {
+                    from: from.clone(),
+                    to: to.clone(),
+                });
+            }
+            PlacementStep::Withdraw { .. } => {
+                next.move_to = None;
+                next.reserved_for = None;
+                // An owner whose epoch ended owns nothing: the record stops naming it.
+                if next.owner.as_ref().is_some_and(|o| !owner_live(epochs, o)) {
+                    next.owner = None;
+                }
+            }
+        }
+    }
+    (next, edits)
+}
+
 /// Placement as the coordinator computes it (DESIGN §12.3): from the live members (with
 /// their effective weights) at their current epochs and every shard's record, the target and
 /// the next steps; under a frozen layout, only the steps that change no live member's
-/// holding (reservations of shards nobody live holds, withdrawals).
+/// holding (reservations of shards nobody live holds, withdrawals of moves and reservations
+/// toward members that are not live).
 pub(crate) fn place(
     layout: &Layout,
     live: &[MemberShare],
@@ -308,13 +545,18 @@ pub(crate) fn place(
         // Frozen: nothing a live member holds changes hands (no move, no reservation taken
         // from a live holder); shards nobody live holds are still reserved.
         let live_ids: BTreeSet<&CandidateId> = live.iter().map(|m| &m.id).collect();
+        // A move in flight to a live member (an operator's, made under the freeze) lands:
+        // only moves and reservations toward members that are not live are withdrawn.
         placement.steps.retain(|s| match s {
             PlacementStep::Move { .. } => false,
             PlacementStep::Reserve { shard, .. } => !matches!(
                 states.get(idx(*shard)),
                 Some(ShardState::Reserved { holder }) if live_ids.contains(holder)
             ),
-            PlacementStep::Withdraw { .. } => true,
+            PlacementStep::Withdraw { shard } => !matches!(
+                states.get(idx(*shard)),
+                Some(ShardState::Moving { to, .. }) if live_ids.contains(to)
+            ),
         });
     }
     placement

@@ -12,7 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::budget::{Budget, KeyLens, reads_within_budget};
 use super::member::MemberState;
+use crate::codec;
 use crate::error::ElectionError;
 use crate::ids::ShardId;
 use crate::record::shard::{Inbox, MemberRecord, ShardRecord};
@@ -49,12 +51,18 @@ impl MemberState {
 
 /// The shards a leave reads: those [`MemberState::begin_leave`] returned, and those its inbox
 /// names (reserved for it, or to hand over), so that once it has left no record ties a shard to
-/// it while its inbox, cleared, no longer says so.
-pub(crate) fn leave_lookups(believed: &BTreeSet<ShardId>, inbox: &Inbox) -> Vec<ShardId> {
+/// it while its inbox, cleared, no longer says so; at most as many as a quarter of the
+/// transaction's budget of conflict ranges holds (a member owning more leaves the rest naming
+/// it at the epoch the leave ends: nobody's, and the coordinator withdraws them).
+pub(crate) fn leave_lookups(
+    believed: &BTreeSet<ShardId>,
+    inbox: &Inbox,
+    keys: KeyLens,
+) -> Vec<ShardId> {
     let mut all = believed.clone();
     all.extend(inbox.reserved.iter().copied());
     all.extend(inbox.hand_over.iter().map(|(s, _)| *s));
-    all.into_iter().collect()
+    all.into_iter().take(reads_within_budget(keys)).collect()
 }
 
 /// Decides a leave from the member's record and the records of the shards [`leave_lookups`]
@@ -69,6 +77,7 @@ pub(crate) fn decide_leave(
     st: &mut MemberState,
     record: Option<&MemberRecord>,
     shards: &BTreeMap<ShardId, ShardRecord>,
+    keys: KeyLens,
 ) -> Result<Option<LeavePlan>, ElectionError> {
     // Whatever was adopted since `begin_leave` was decided before the leave read the record.
     st.lose_all();
@@ -98,6 +107,22 @@ pub(crate) fn decide_leave(
         ..record.clone()
     };
     st.epoch = Some(gone.epoch);
+    // The budget: the record, its mark and the inbox's clear, the conflicts of what was read,
+    // then each shard given back while it fits (the rest name the member at the epoch this
+    // leave ends: nobody's; the coordinator withdraws them).
+    let mut budget = Budget::new();
+    let own = keys.member(&st.id);
+    budget.force(
+        [
+            Budget::conflict_cost(own).saturating_mul(2),
+            Budget::set_cost(own, codec::member_len(&gone)),
+            Budget::set_cost(own, codec::EPOCH_MARK_MAX),
+            Budget::clear_cost(own),
+            Budget::conflict_cost(keys.shard).saturating_mul(shards.len()),
+        ]
+        .into_iter()
+        .fold(0usize, usize::saturating_add),
+    );
     // Owned by this member at its current epoch, or at an earlier one (a cycle of this member
     // that began after the leave did joined at a new epoch and landed first): either way the
     // epoch the record names ends now, and what it gave this member is given back.
@@ -109,15 +134,15 @@ pub(crate) fn decide_leave(
             .is_some_and(|o| o.member == st.id && o.epoch <= record.epoch);
         let reserved = rec.owner.is_none() && rec.reserved_for.as_ref() == Some(&st.id);
         if owned || reserved {
-            writes.push((
-                *shard,
-                ShardRecord {
-                    owner: None,
-                    move_to: None,
-                    reserved_for: None,
-                    ..rec.clone()
-                },
-            ));
+            let next = ShardRecord {
+                owner: None,
+                move_to: None,
+                reserved_for: None,
+                ..rec.clone()
+            };
+            if budget.take(Budget::set_cost(keys.shard, codec::shard_len(&next))) {
+                writes.push((*shard, next));
+            }
         }
     }
     Ok(Some(LeavePlan {

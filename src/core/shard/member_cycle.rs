@@ -4,8 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::budget::{Budget, InboxFill, KeyLens, reads_within_budget};
 use super::member::{ACQUIRE_PER_CYCLE, MemberAdoption, MemberLease, MemberState, PendingMember};
 use crate::clock::LocalInstant;
+use crate::codec;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
@@ -30,7 +32,12 @@ pub(crate) struct MemberInput<'a> {
     pub(crate) read_version: Option<u64>,
     /// The records the decision asked for ([`MemberDecision::Need`]).
     pub(crate) lookups: Option<&'a MemberLookups>,
+    /// The election's key lengths, for the transaction's budget.
+    pub(crate) keys: KeyLens,
 }
+
+/// The most shard records one member attempt reads.
+const MAX_LOOKUPS: usize = 1024;
 
 /// Records a member attempt reads beyond its three keys, only when its inbox asks something.
 #[derive(Clone, Debug, Default)]
@@ -68,8 +75,12 @@ pub(crate) struct MemberPlan {
     pub(crate) adoption: MemberAdoption,
     /// Whether this attempt joins (a first time, or again at a new epoch).
     pub(crate) joined: bool,
-    /// This member's inbox as the attempt leaves it (what is still asked of it).
-    pub(crate) remaining: Inbox,
+    /// The shards whose work this member is to stop: those it is asked to hand over, or all
+    /// it owns while elections are disabled (it gives them back once their work has stopped).
+    pub(crate) stop: Vec<ShardId>,
+    /// Whether another attempt has work to do at once (reservations left, or writes this
+    /// attempt's budget left over).
+    pub(crate) more: bool,
 }
 
 /// Whether `inbox` names a shard beyond the layout's `shard_count`.
@@ -141,26 +152,8 @@ pub(crate) fn decide_member(
         .chain(st.unreleased.keys())
         .copied()
         .collect();
-    // What the inbox asks, and the releases to write again, beyond the three keys.
-    let wants_shards: Vec<ShardId> = input
-        .inbox
-        .reserved
-        .iter()
-        .copied()
-        .chain(input.inbox.hand_over.iter().map(|(s, _)| *s))
-        .chain(st.unreleased.keys().copied())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let wants_inboxes: Vec<CandidateId> = input
-        .inbox
-        .hand_over
-        .iter()
-        .filter(|(s, t)| *t != st.id && ready.contains(s))
-        .map(|(_, t)| t.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let elections = input.config.election_enabled();
+    let (wants_shards, wants_inboxes) = wanted_lookups(st, input, &ready, elections);
     let lookups = match input.lookups {
         // A shard the layout does not have was never reserved or requested by this library:
         // the member acts on none of it, nor on the rest of that inbox.
@@ -208,22 +201,52 @@ pub(crate) fn decide_member(
         writer: Some(writer.clone()),
     };
 
+    // The transaction's budget: first what it cannot do without (its record, epoch mark and
+    // inbox, and the conflicts of what it read), then each optional write while it fits.
+    let keys = input.keys;
+    let mut budget = Budget::new();
+    let own_key = keys.member(&st.id);
+    budget.force(
+        [
+            Budget::conflict_cost(own_key).saturating_mul(2),
+            Budget::set_cost(own_key, codec::member_len(&new_record)),
+            Budget::set_cost(own_key, codec::EPOCH_MARK_MAX),
+            Budget::set_cost(own_key, codec::inbox_len(input.inbox)),
+        ]
+        .into_iter()
+        .chain(
+            lookups
+                .shards
+                .keys()
+                .map(|_| Budget::conflict_cost(keys.shard)),
+        )
+        .chain(
+            lookups
+                .inboxes
+                .keys()
+                .map(|t| Budget::conflict_cost(keys.member(t))),
+        )
+        .fold(0usize, usize::saturating_add),
+    );
+    let mut deferred = false;
+    let shard_write = |r: &ShardRecord| Budget::set_cost(keys.shard, codec::shard_len(r));
+
     let mut inbox = input.inbox.clone();
     let mut shards = Vec::new();
-    let mut targets: BTreeMap<CandidateId, Inbox> = BTreeMap::new();
+    let mut targets: BTreeMap<CandidateId, (Inbox, InboxFill)> = BTreeMap::new();
     let mut released = Vec::new();
     let mut acquired = Vec::new();
     let me = ShardOwner {
         member: st.id.clone(),
         epoch,
     };
-    if !joined {
+    if !joined && elections {
         // Hand over: a shard this member owns (or owned, and whose release did not land),
         // whose work has stopped, is written vacant and reserved for its target; the target
-        // learns of it in its inbox, in the same commit.
+        // learns of it in its inbox, in the same commit (while that inbox has room).
         inbox.hand_over.retain(|(shard, to)| {
             let Some(rec) = lookups.shards.get(shard) else {
-                return false;
+                return true; // not read by this cycle: a later one
             };
             if rec.owner.as_ref() != Some(&me) {
                 return false; // not ours (any more): the request is stale
@@ -231,100 +254,141 @@ pub(crate) fn decide_member(
             if *to == st.id || !ready.contains(shard) {
                 return *to != st.id; // still working on it: keep the request
             }
-            let Some(mut target) = lookups.inboxes.get(to).cloned() else {
+            let Some(read) = lookups.inboxes.get(to) else {
                 return true; // its inbox was not read: next cycle
             };
+            let next = ShardRecord {
+                ballot: rec.ballot,
+                owner: None,
+                move_to: None,
+                reserved_for: Some(to.clone()),
+                writer: Some(writer.clone()),
+            };
+            let entry = codec::reserved_entry_len(*shard);
+            let (fill, first) = match targets.get(to) {
+                Some((_, f)) => (*f, false),
+                None => (InboxFill::of(read), true),
+            };
+            let cost = shard_write(&next).saturating_add(if first {
+                Budget::set_cost(keys.member(to), fill.len())
+            } else {
+                0
+            });
+            if !fill.fits(entry) {
+                // The target's inbox is full (it acquires what it holds first): the shard
+                // stays this member's, its work stopped, until a later cycle finds room.
+                return true;
+            }
+            if !budget.take(cost.saturating_add(entry)) {
+                deferred = true; // this transaction is full: the next cycle, at once
+                return true;
+            }
             st.owned.remove(shard);
             st.unreleased.insert(*shard, rec.ballot);
             released.push(*shard);
-            shards.push((
-                *shard,
-                ShardRecord {
-                    ballot: rec.ballot,
-                    owner: None,
-                    move_to: None,
-                    reserved_for: Some(to.clone()),
-                    writer: Some(writer.clone()),
-                },
-            ));
-            let entry = targets.remove(to).unwrap_or_else(|| {
-                target.seq = target.seq.saturating_add(1);
-                target
-            });
-            let mut entry = entry;
-            if !entry.reserved.contains(shard) {
-                entry.reserved.push(*shard);
+            shards.push((*shard, next));
+            let (target, fill) = targets
+                .entry(to.clone())
+                .or_insert_with(|| (read.clone(), fill));
+            fill.add(entry);
+            if !target.reserved.contains(shard) {
+                target.reserved.push(*shard);
             }
-            targets.insert(to.clone(), entry);
             false
         });
+    }
+    if !joined {
         // A release whose commit was not confirmed is written again while the record still
         // names this member at that ballot (DESIGN §10.6 per shard): handed over above if it
         // is still requested; vacant otherwise (the request was withdrawn meanwhile: the
         // coordinator places the shard again). Forgotten once the record names someone else.
+        // Elections disabled, every shard whose work has stopped is given back the same way.
         let asked: BTreeSet<ShardId> = inbox
             .hand_over
             .iter()
             .map(|(s, _)| *s)
+            .filter(|_| elections)
             .chain(released.iter().copied())
             .collect();
-        let unreleased: Vec<(ShardId, Ballot)> = st
+        let mut give_back: Vec<(ShardId, Ballot)> = st
             .unreleased
             .iter()
             .map(|(s, b)| (*s, *b))
             .filter(|(s, _)| !asked.contains(s))
             .collect();
-        for (shard, ballot) in unreleased {
+        if !elections {
+            give_back.extend(
+                st.owned
+                    .iter()
+                    .filter(|(s, _)| ready.contains(s))
+                    .map(|(s, b)| (*s, *b)),
+            );
+        }
+        for (shard, ballot) in give_back {
             match lookups.shards.get(&shard) {
                 Some(rec) if rec.owner.as_ref() == Some(&me) && rec.ballot == ballot => {
+                    let next = ShardRecord {
+                        ballot,
+                        owner: None,
+                        move_to: None,
+                        reserved_for: None,
+                        writer: Some(writer.clone()),
+                    };
+                    if !budget.take(shard_write(&next)) {
+                        deferred = true;
+                        continue;
+                    }
+                    st.owned.remove(&shard);
+                    st.unreleased.insert(shard, ballot);
                     released.push(shard);
-                    shards.push((
-                        shard,
-                        ShardRecord {
-                            ballot,
-                            owner: None,
-                            move_to: None,
-                            reserved_for: None,
-                            writer: Some(writer.clone()),
-                        },
-                    ));
+                    shards.push((shard, next));
                 }
-                _ => {
+                None => {} // not read by this cycle: a later one
+                Some(_) => {
                     st.unreleased.remove(&shard);
                 }
             }
         }
+    }
+    if !joined && elections {
         // Acquire: a shard still vacant and reserved for this member, ballot + 1.
-        let mut budget = ACQUIRE_PER_CYCLE;
+        let mut count = ACQUIRE_PER_CYCLE;
         inbox.reserved.retain(|shard| {
             let Some(rec) = lookups.shards.get(shard) else {
-                return false;
+                return true; // not read by this cycle: a later one
             };
             if rec.owner.is_some() || rec.reserved_for.as_ref() != Some(&st.id) {
                 return false; // stale: someone else's now
             }
-            if budget == 0 {
+            if count == 0 {
                 return true;
             }
             let Some(ballot) = rec.ballot.get().checked_add(1).map(Ballot::new) else {
                 return false; // an exhausted ballot is never acquired again
             };
-            budget = budget.saturating_sub(1);
+            let next = ShardRecord {
+                ballot,
+                owner: Some(me.clone()),
+                move_to: None,
+                reserved_for: None,
+                writer: Some(writer.clone()),
+            };
+            if !budget.take(shard_write(&next)) {
+                deferred = true;
+                return true;
+            }
+            count = count.saturating_sub(1);
             acquired.push((*shard, ballot));
-            shards.push((
-                *shard,
-                ShardRecord {
-                    ballot,
-                    owner: Some(me.clone()),
-                    move_to: None,
-                    reserved_for: None,
-                    writer: Some(writer.clone()),
-                },
-            ));
+            shards.push((*shard, next));
             false
         });
     }
-    let mut inboxes: Vec<(CandidateId, Inbox)> = targets.into_iter().collect();
+    let mut inboxes: Vec<(CandidateId, Inbox)> =
+        targets.into_iter().map(|(t, (i, _))| (t, i)).collect();
+    for (t, i) in &mut inboxes {
+        let before = lookups.inboxes.get(t).map_or(0, |b| b.seq);
+        i.seq = before.saturating_add(1);
+    }
     if inbox != *input.inbox {
         inbox.seq = inbox.seq.saturating_add(1);
         inboxes.push((st.id.clone(), inbox.clone()));
@@ -332,6 +396,17 @@ pub(crate) fn decide_member(
     if joined {
         st.epoch = Some(epoch);
     }
+    // What this member is to stop: the shards it is asked to hand over, or every shard it
+    // owns while elections are disabled.
+    let stop: Vec<ShardId> = if elections {
+        inbox.hand_over.iter().map(|(s, _)| *s).collect()
+    } else {
+        st.owned.keys().copied().collect()
+    };
+    // More to do at once: writes this transaction's budget left to the next, or reservations
+    // left while this attempt changed the inbox (acquired or dropped some: the next reads the
+    // ones after them). An attempt that changed nothing waits for the heartbeat or a watch.
+    let more = deferred || (elections && !inbox.reserved.is_empty() && inbox != *input.inbox);
     let adoption = MemberAdoption {
         seq,
         started_at: input.started_at,
@@ -353,6 +428,72 @@ pub(crate) fn decide_member(
         inboxes,
         adoption,
         joined,
-        remaining: inbox,
+        stop,
+        more,
     })))
+}
+
+/// The records a member attempt reads beyond its three keys, at most [`MAX_LOOKUPS`] shards
+/// and as many as a quarter of the budget's conflict ranges hold, in this order: releases to
+/// write again, requests to hand over whose work has stopped, shards to give back while
+/// elections are disabled, reservations (the first [`ACQUIRE_PER_CYCLE`]), then the other
+/// requests (to drop the stale ones); and the inboxes of the members the ready shards are
+/// handed over to. What is not read waits for a later cycle.
+fn wanted_lookups(
+    st: &MemberState,
+    input: &MemberInput<'_>,
+    ready: &BTreeSet<ShardId>,
+    elections: bool,
+) -> (Vec<ShardId>, Vec<CandidateId>) {
+    let cap = MAX_LOOKUPS.min(reads_within_budget(input.keys));
+    let mut seen = BTreeSet::new();
+    let hand_over = |is_ready: bool| {
+        input
+            .inbox
+            .hand_over
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(move |s| elections && ready.contains(s) == is_ready)
+    };
+    let give_back = st
+        .owned
+        .keys()
+        .filter(|s| !elections && ready.contains(s))
+        .copied();
+    let reserved = input
+        .inbox
+        .reserved
+        .iter()
+        .take(ACQUIRE_PER_CYCLE)
+        .filter(|_| elections)
+        .copied();
+    let shards: Vec<ShardId> = st
+        .unreleased
+        .keys()
+        .copied()
+        .chain(hand_over(true))
+        .chain(give_back)
+        .chain(reserved)
+        .chain(hand_over(false))
+        .filter(|s| seen.insert(*s))
+        .take(cap)
+        .collect();
+    let read: BTreeSet<&ShardId> = shards.iter().collect();
+    let inboxes: Vec<CandidateId> = input
+        .inbox
+        .hand_over
+        .iter()
+        .filter(|(s, t)| elections && *t != st.id && ready.contains(s) && read.contains(s))
+        .map(|(_, t)| t.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    (
+        shards
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        inboxes,
+    )
 }

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use super::budget::KeyLens;
 use super::leave::{decide_leave, leave_lookups};
 use super::member::{MemberDecision, MemberInput, MemberLookups, MemberState, decide_member};
 use super::member_cycle::MemberPlan;
@@ -19,6 +20,12 @@ use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
 use crate::record::shard::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+
+/// Key lengths of a small election (a short subspace).
+pub(super) const KEYS: KeyLens = KeyLens {
+    shard: 20,
+    member_base: 30,
+};
 
 pub(super) fn id(s: &str) -> CandidateId {
     CandidateId::parse(s).unwrap()
@@ -48,6 +55,10 @@ pub(super) struct World {
     pub(super) inboxes: BTreeMap<CandidateId, Inbox>,
     /// How many shards the layout has.
     pub(super) shard_count: u32,
+    /// The election's key lengths.
+    pub(super) keys: KeyLens,
+    /// How many shard records the last attempt read.
+    pub(super) reads: usize,
 }
 
 impl World {
@@ -60,6 +71,8 @@ impl World {
             shards: BTreeMap::new(),
             inboxes: BTreeMap::new(),
             shard_count: 8,
+            keys: KEYS,
+            reads: 0,
         }
     }
 
@@ -71,6 +84,7 @@ impl World {
     ) -> Result<Box<MemberPlan>, ElectionError> {
         let ready: BTreeSet<ShardId> = ready.iter().map(|s| ShardId::new(*s)).collect();
         let mut lookups: Option<MemberLookups> = None;
+        self.reads = 0;
         loop {
             let input = MemberInput {
                 config: &self.config,
@@ -82,12 +96,14 @@ impl World {
                 started_at: at(ms),
                 read_version: None,
                 lookups: lookups.as_ref(),
+                keys: self.keys,
             };
             match decide_member(&mut self.st, &input)? {
                 MemberDecision::Plan(plan) => return Ok(plan),
                 MemberDecision::CorruptInbox(why) => panic!("corrupt inbox: {why}"),
                 MemberDecision::Need { shards, inboxes } => {
                     assert!(lookups.is_none(), "asked twice");
+                    self.reads = shards.len();
                     let mut found = MemberLookups {
                         shard_count: self.shard_count,
                         ..MemberLookups::default()
@@ -219,7 +235,7 @@ fn a_leave_ends_the_epoch_locally_so_no_cycle_decided_before_it_is_adopted() {
     let believed = w.st.begin_leave();
     assert_eq!(believed.len(), 4);
     assert!(w.owned(21).is_empty());
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone(), KEYS)
         .unwrap()
         .unwrap();
     assert!(plan.record.fenced);
@@ -240,7 +256,7 @@ fn a_leave_ends_the_epoch_locally_so_no_cycle_decided_before_it_is_adopted() {
     w.st.begin_leave();
     w.st.adopt(&renewal.adoption);
     assert!(w.owned(21).is_empty());
-    drop(decide_leave(&mut w.st, w.record.as_ref(), &BTreeMap::new()).unwrap());
+    drop(decide_leave(&mut w.st, w.record.as_ref(), &BTreeMap::new(), KEYS).unwrap());
     w.st.adopt(&renewal.adoption);
     assert!(w.owned(22).is_empty());
     // A member that left joins again at the next epoch, owning nothing.
@@ -370,16 +386,16 @@ fn a_retried_leave_still_vacates_what_the_first_try_would_have() {
         vec![0, 1, 2, 3, 6],
         "the owned shards and the one an unconfirmed cycle acquired"
     );
-    let first_plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+    let first_plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone(), KEYS)
         .unwrap()
         .unwrap();
     assert_eq!(first_plan.shards.len(), 5);
     // The retry owns nothing locally, yet reads and vacates the same shards.
     let retry = w.st.begin_leave();
     assert_eq!(retry, first);
-    let wanted = leave_lookups(&retry, &w.inbox);
+    let wanted = leave_lookups(&retry, &w.inbox, KEYS);
     let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read)
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read, KEYS)
         .unwrap()
         .unwrap();
     let vacated: Vec<u32> = plan.shards.iter().map(|(s, _)| s.get()).collect();
@@ -391,7 +407,7 @@ fn a_retried_leave_still_vacates_what_the_first_try_would_have() {
         w.shards.insert(*s, r.clone());
     }
     assert!(
-        decide_leave(&mut w.st, w.record.as_ref(), &BTreeMap::new())
+        decide_leave(&mut w.st, w.record.as_ref(), &BTreeMap::new(), KEYS)
             .unwrap()
             .is_none()
     );
@@ -400,7 +416,7 @@ fn a_retried_leave_still_vacates_what_the_first_try_would_have() {
     // epoch has ended), so a later leave reads only what the new epoch gave.
     let mut w = owning();
     assert_eq!(w.st.begin_leave().len(), 4);
-    drop(decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone()).unwrap());
+    drop(decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone(), KEYS).unwrap());
     let join = w.cycle(30, &[]);
     assert!(join.joined);
     assert!(w.st.begin_leave().is_empty(), "{:?}", w.st.leaving);
@@ -429,9 +445,9 @@ fn a_leave_after_a_lapse_gives_back_the_shards_of_the_epoch_it_ends() {
         giving_back.iter().map(|s| s.get()).collect::<Vec<_>>(),
         vec![0, 1, 2, 3]
     );
-    let wanted = leave_lookups(&giving_back, &w.inbox);
+    let wanted = leave_lookups(&giving_back, &w.inbox, KEYS);
     let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read)
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read, KEYS)
         .unwrap()
         .unwrap();
     let vacated: Vec<u32> = plan.shards.iter().map(|(s, _)| s.get()).collect();
@@ -455,11 +471,11 @@ fn a_leave_withdraws_the_reservations_its_cleared_inbox_listed() {
     // Not yet acquired: the member leaves. Its inbox lists 4 and 5; the records reserve them.
     let believed = w.st.begin_leave();
     assert!(believed.is_empty());
-    let wanted = leave_lookups(&believed, &w.inbox);
+    let wanted = leave_lookups(&believed, &w.inbox, KEYS);
     assert_eq!(wanted, vec![ShardId::new(4), ShardId::new(5)]);
     // Shard 5 was meanwhile reserved for someone else: left as it is.
     w.shards.get_mut(&ShardId::new(5)).unwrap().reserved_for = Some(id("b"));
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone())
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &w.shards.clone(), KEYS)
         .unwrap()
         .unwrap();
     assert_eq!(plan.shards.len(), 1, "{:?}", plan.shards);
@@ -489,6 +505,7 @@ fn an_inbox_naming_a_shard_beyond_the_layout_is_refused_and_nothing_is_acquired(
         started_at: at(20),
         read_version: None,
         lookups: Some(&lookups),
+        keys: KEYS,
     };
     let decided = decide_member(&mut w.st, &input).unwrap();
     assert!(
@@ -521,9 +538,9 @@ fn a_cycle_started_during_a_leave_does_not_keep_the_old_epochs_shards_owned() {
     assert!(join.record.epoch > old_epoch, "it joined at a new epoch");
     w.land(&join);
     // The leave reads what it planned to, and decides.
-    let wanted = leave_lookups(&believed, &w.inbox);
+    let wanted = leave_lookups(&believed, &w.inbox, KEYS);
     let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read)
+    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read, KEYS)
         .unwrap()
         .unwrap();
     for (s, r) in &plan.shards {

@@ -8,8 +8,10 @@
 
 use std::collections::BTreeMap;
 
+use super::budget::InboxFill;
+use crate::codec;
 use crate::error::ElectionError;
-use crate::ids::{CandidateId, ShardId};
+use crate::ids::{CandidateId, ShardId, Weight};
 use crate::record::AttemptId;
 use crate::record::shard::{Inbox, ShardRecord};
 
@@ -42,6 +44,8 @@ pub(crate) struct MoveInput<'a> {
     /// Whether the target has joined and is not fenced out.
     pub(crate) to_live: bool,
     pub(crate) to_drained: bool,
+    /// The target's own weight, as its record publishes it (0: it drained itself).
+    pub(crate) to_weight: Weight,
     /// The inboxes of the owner, the current holder of a reservation and the target, as read
     /// (absent: empty).
     pub(crate) inboxes: &'a BTreeMap<CandidateId, Inbox>,
@@ -76,7 +80,12 @@ pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionErr
     }
     if input.to_drained {
         return Err(ElectionError::OperatorRefused {
-            reason: "the target member is drained: undrain it first",
+            reason: "the target member is drained by an operator: undrain it first",
+        });
+    }
+    if input.to_weight == Weight::DRAINED {
+        return Err(ElectionError::OperatorRefused {
+            reason: "the target member has weight 0 (it drained itself): it takes no shard",
         });
     }
     let rec = input.record;
@@ -131,6 +140,34 @@ pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionErr
             (ShardMove::Reserved, Some(record))
         }
     };
+    // Whatever the move adds to an inbox must fit in it (DESIGN §12: no inbox past its
+    // budget): one full now is refused rather than overfilled.
+    let added = |who: &CandidateId, inbox: &Inbox| {
+        let before = input.inboxes.get(who).cloned().unwrap_or_default();
+        let entries = inbox
+            .reserved
+            .iter()
+            .filter(|s| !before.reserved.contains(s))
+            .map(|s| codec::reserved_entry_len(*s))
+            .chain(
+                inbox
+                    .hand_over
+                    .iter()
+                    .filter(|e| !before.hand_over.contains(e))
+                    .map(|(s, to)| codec::hand_over_entry_len(*s, to)),
+            )
+            .fold(0usize, usize::saturating_add);
+        (before, entries)
+    };
+    for (who, inbox) in &changed {
+        let (before, entries) = added(who, inbox);
+        if !InboxFill::of(&before).fits(entries) {
+            return Err(ElectionError::OperatorRefused {
+                reason: "a member's inbox is full: retry once it has acquired what is \
+                         reserved for it",
+            });
+        }
+    }
     let inboxes = changed
         .into_iter()
         .filter_map(|(who, mut inbox)| {
@@ -197,6 +234,7 @@ mod tests {
             to: &id(to),
             to_live: to != "gone",
             to_drained: to == "drained",
+            to_weight: Weight::new(u32::from(to != "weightless")),
             inboxes: &case.inboxes,
             writer: AttemptId {
                 candidate: id("operator"),
@@ -338,7 +376,38 @@ mod tests {
         ));
         assert!(matches!(
             decide(&c, "drained", true),
-            Err(ElectionError::OperatorRefused { reason }) if reason.contains("drained")
+            Err(ElectionError::OperatorRefused { reason }) if reason.contains("undrain")
+        ));
+        // A member that drained itself (weight 0) would only see the move withdrawn.
+        assert!(matches!(
+            decide(&c, "weightless", true),
+            Err(ElectionError::OperatorRefused { reason }) if reason.contains("weight 0")
+        ));
+    }
+
+    #[test]
+    fn a_move_into_a_full_inbox_is_refused_and_writes_nothing() {
+        use crate::core::shard::budget::INBOX_BUDGET;
+        let full = Inbox {
+            seq: 1,
+            reserved: (0..u32::try_from(INBOX_BUDGET).unwrap() / 3)
+                .map(|s| ShardId::new(s + 1000))
+                .collect(),
+            hand_over: vec![],
+        };
+        // Reserved for the target: its inbox is full.
+        let mut c = case(vacant(None), false);
+        c.inboxes.insert(id("b"), full.clone());
+        assert!(matches!(
+            decide(&c, "b", true),
+            Err(ElectionError::OperatorRefused { reason }) if reason.contains("inbox is full")
+        ));
+        // Asked of the owner: its inbox is full.
+        let mut c = case(owned("a", None), true);
+        c.inboxes.insert(id("a"), full);
+        assert!(matches!(
+            decide(&c, "b", true),
+            Err(ElectionError::OperatorRefused { reason }) if reason.contains("inbox is full")
         ));
     }
 }

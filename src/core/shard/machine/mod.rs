@@ -40,6 +40,8 @@ pub enum ShardStop {
     LeaseExpired,
     /// The runner shut down.
     Shutdown,
+    /// The member gave the shard back, vacant: the stored configuration disables elections.
+    ElectionsDisabled,
     /// The move that closed the guard was withdrawn (its target left or no longer needs the
     /// shard) while the shard's work drained: this guard ends, and a fresh guard of the same
     /// shard and ballot follows at once (the member still owns the shard and takes new work).
@@ -245,8 +247,14 @@ impl ShardMachine {
             // While failing, the back-off stands: a watch is no reason to hammer the store.
             ShardEvent::InboxChanged => self.run_now |= !self.failing,
             ShardEvent::CycleDecided => {
-                // Shards handed over inside this transaction: revoked before the commit.
-                self.revoke_unowned(ctx, ShardStop::HandedOver, &mut out);
+                // Shards handed over (or, elections disabled, given back) inside this
+                // transaction: revoked before the commit.
+                let reason = if self.config.election_enabled() {
+                    ShardStop::HandedOver
+                } else {
+                    ShardStop::ElectionsDisabled
+                };
+                self.revoke_unowned(ctx, reason, &mut out);
                 // A shorter lease written by this attempt capped the belief: the guards'
                 // deadline moves with it before the commit (DESIGN §10.3).
                 self.cap_deadline(ctx, &mut out);
