@@ -293,6 +293,10 @@ mod cluster {
             |b| async move { runners_under_a_watch_limit_do_not_spin(&b).await },
         ));
         all.push(test(
+            "sharded::the_largest_layout_places_moves_and_leaves_within_foundationdbs_limits",
+            |b| async move { sharded_largest_layout(&b).await },
+        ));
+        all.push(test(
             "cli::fdb_leader_run_exits_cleanly_on_sigterm_after_a_leader_change",
             |b| async move { cli_run_exits_cleanly_after_a_leader_change(&b).await },
         ));
@@ -889,6 +893,18 @@ mod cluster {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         Err(format!("no leader within {bound:?}").into())
+    }
+
+    /// The sharded election at `MAX_SHARDS` (tests/common/shard_limits.rs): FoundationDB
+    /// itself refuses any value or transaction past its limits.
+    async fn sharded_largest_layout(b: &FdbBackend) -> TestResult {
+        let db = Arc::new(Database::new(Some(&b.cluster_file))?);
+        let subspace = Subspace::from_bytes(b.fresh_prefix());
+        let figures = crate::common::shard_limits::largest_layout(db, subspace)
+            .await
+            .map_err(|e| e.to_string())?;
+        say(&format!("  {figures:?}"));
+        Ok(())
     }
 
     async fn runner_crash_failover(b: &FdbBackend) -> TestResult {

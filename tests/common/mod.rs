@@ -4,3 +4,4 @@
 
 pub mod conformance;
 pub mod scenarios;
+pub mod shard_limits;
