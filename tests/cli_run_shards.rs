@@ -154,15 +154,20 @@ fn sigterm_stops_the_children_and_hands_every_shard_over_without_a_lease() {
     assert_stopped_first(&lines, &moved);
     assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
     assert_ballots_grow(&lines);
+    // a left: its record is fenced, or already forgotten (no shard names it).
     let status = s.shards_status();
     let a_member = status["members"]
         .as_array()
         .expect("members")
         .iter()
         .find(|m| is_label(m["id"].as_str().unwrap_or(""), "a"))
-        .cloned()
-        .expect("a's record");
-    assert_eq!(a_member["fenced"], Value::Bool(true), "a left: {a_member}");
+        .cloned();
+    assert!(
+        a_member
+            .as_ref()
+            .is_none_or(|m| m["fenced"] == Value::Bool(true)),
+        "a left: {a_member:?}"
+    );
     stop_cleanly(&s, "b", &mut b);
     assert!(s.active().is_empty(), "{:?}", s.active());
 }

@@ -181,13 +181,14 @@ impl Sharded {
 }
 
 /// A world with a sharded election `default`: members `a` and `b` own 4 shards each, and `c`
-/// joined and left (fenced out at epoch 2).
+/// joined and left (fenced out at epoch 2; the coordinator forgets it at its next attempt).
 fn populated() -> (World, Sharded, Member, Member, Member) {
     let world = World::new();
     let sharded = Sharded::create(&world.db(), "default");
-    let (a, b, c) = (sharded.join("a"), sharded.join("b"), sharded.join("c"));
-    sharded.leave(&c);
+    let (a, b) = (sharded.join("a"), sharded.join("b"));
     sharded.settle(&[&a, &b]);
+    let c = sharded.join("c");
+    sharded.leave(&c);
     assert_eq!(a.owned_shards().len(), 4);
     assert_eq!(b.owned_shards().len(), 4);
     (world, sharded, a, b, c)
@@ -368,6 +369,7 @@ fn status_json_keeps_its_documented_fields() {
         [
             "drained",
             "election",
+            "elections",
             "layout",
             "members",
             "moves_in_flight",
@@ -500,18 +502,128 @@ fn drain_and_undrain_show_in_the_status_and_in_placements_quotas() {
     sharded.settle(&[&a, &b]);
     assert_eq!(a.owned_shards().len(), 4);
 
-    // A drain twice changes nothing; a member that left may still be drained (its mark
-    // outlives it) and undrained.
+    // A drain twice changes nothing.
     for args in [
         ["shards", "drain", "--member", b.id().as_str()],
         ["shards", "drain", "--member", b.id().as_str()],
         ["shards", "undrain", "--member", b.id().as_str()],
-        ["shards", "drain", "--member", c.id().as_str()],
-        ["shards", "undrain", "--member", c.id().as_str()],
     ] {
         let out = world.cli(&args);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
     }
+    // The coordinator has forgotten c (it left, no shard names it): it can no longer be
+    // drained (its id will never join again), and nothing of it is listed.
+    let out = world.cli(&["shards", "drain", "--member", c.id().as_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no member of that id"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(status(&world)["members"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_drain_mark_outlives_the_member_it_names_until_undrained() {
+    let (world, sharded, a, b, c) = populated();
+    // c left (fenced, not yet forgotten): it may be drained still.
+    let out = world.cli(&["shards", "drain", "--member", c.id().as_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    sharded.settle(&[&a, &b]);
+    let s = status(&world);
+    assert_eq!(
+        s["members"].as_array().unwrap().len(),
+        2,
+        "c forgotten: {s}"
+    );
+    assert_eq!(s["drained"], serde_json::json!([c.id().as_str()]));
+    let text = stdout(&world.cli(&["shards", "status"]));
+    assert!(
+        text.contains(&format!("drained, not joined: {}", c.id())),
+        "{text}"
+    );
+    let out = world.cli(&["shards", "undrain", "--member", c.id().as_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(status(&world)["drained"], serde_json::json!([]));
+}
+
+#[test]
+fn draining_the_last_member_that_takes_shards_says_it_keeps_them() {
+    let (world, _sharded, a, b, _c) = populated();
+    let out = world.cli(&["shards", "drain", "--member", a.id().as_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("moves its 4 shards to the 1 other live member,"),
+        "{}",
+        stdout(&out)
+    );
+    let out = world.cli(&["shards", "drain", "--member", b.id().as_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("no other live member takes shards")
+            && text.contains("it keeps its 4 shards")
+            && !text.contains("to the others"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_move_to_a_member_of_weight_0_is_refused_naming_why() {
+    let (world, sharded, a, _b, _c) = populated();
+    let idle = Member::new(
+        CandidateId::random("idle").unwrap(),
+        Priority::new(0),
+        Weight::DRAINED,
+    );
+    sharded.cycle(&idle);
+    assert!(world.cli(&["shards", "freeze"]).status.success());
+    let (&shard, _) = a.owned_shards().iter().next().unwrap();
+    let n = shard.get().to_string();
+    let out = world.cli(&["shards", "move", "--shard", &n, "--to", idle.id().as_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("weight 0"), "{err}");
+    let lines = suggested(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(run_suggested(&lines[0]).status.success());
+    // Nothing was asked of anyone.
+    assert_eq!(status(&world)["moves_in_flight"], 0);
+}
+
+#[test]
+fn elections_off_shows_in_the_status_and_every_member_gives_its_shards_back() {
+    let (world, sharded, a, b, _c) = populated();
+    let out = world.cli(&["config", "set", "--sharded", "--elections", "off"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("elections off: every member gives its shards back")
+            && err.contains("still fences out members that stop renewing"),
+        "{err}"
+    );
+    let s = status(&world);
+    assert_eq!(s["elections"], false);
+    let text = stdout(&world.cli(&["shards", "status"]));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("elections  off"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let lines = suggested(line);
+    assert_eq!(lines.len(), 1, "{line}");
+    // The members' next cycles (their work stopped) give every shard back.
+    sharded.cycle(&a);
+    sharded.cycle(&b);
+    assert!(a.owned_shards().is_empty() && b.owned_shards().is_empty());
+    sharded.coordinate();
+    let s = status(&world);
+    assert_eq!(s["vacant"], 8);
+    assert_eq!(s["reservations"], 0);
+    // The command the status names turns them on again, as printed.
+    assert!(run_suggested(&lines[0]).status.success());
+    assert_eq!(status(&world)["elections"], true);
+    sharded.settle(&[&a, &b]);
+    assert_eq!(a.owned_shards().len() + b.owned_shards().len(), 8);
 }
 
 #[test]
@@ -540,7 +652,7 @@ fn unknown_and_malformed_members_are_refused_naming_the_flag() {
 
 #[test]
 fn move_is_refused_until_placement_is_frozen_then_the_members_carry_it_out() {
-    let (world, sharded, a, b, c) = populated();
+    let (world, sharded, a, b, _c) = populated();
     // The last of a's shards: before the move, the end of a run of a's in the text.
     let (&shard, &ballot) = a.owned_shards().iter().next_back().unwrap();
     let n = shard.get().to_string();
@@ -651,8 +763,10 @@ fn move_is_refused_until_placement_is_frozen_then_the_members_carry_it_out() {
         "{}",
         stderr(&out)
     );
-    // A fenced-out target.
-    let out = world.cli(&["shards", "move", "--shard", &n, "--to", c.id().as_str()]);
+    // A fenced-out target (one that left since the coordinator's last attempt).
+    let d = sharded.join("d");
+    sharded.leave(&d);
+    let out = world.cli(&["shards", "move", "--shard", &n, "--to", d.id().as_str()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("fenced out"), "{}", stderr(&out));
     // A drained target: undrain it first, by the command printed.

@@ -895,15 +895,62 @@ mod cluster {
         Err(format!("no leader within {bound:?}").into())
     }
 
+    /// `Arc<Database>` that notes the largest transaction it commits, as FoundationDB counts
+    /// it (`get_approximate_size` just before the commit).
+    #[derive(Clone)]
+    struct Measured {
+        db: Arc<Database>,
+        largest: Arc<AtomicU64>,
+    }
+
+    impl ElectionDatabase for Measured {
+        type Txn = Arc<Transaction>;
+
+        async fn transact<F, Fut, T>(&self, timeout: Duration, body: F) -> Result<T, ElectionError>
+        where
+            F: Fn(Self::Txn) -> Fut + Send + Sync,
+            Fut: Future<Output = Result<T, ElectionError>> + Send,
+            T: Send,
+        {
+            let largest = Arc::clone(&self.largest);
+            let body = &body;
+            self.db
+                .transact(timeout, move |txn| {
+                    let largest = Arc::clone(&largest);
+                    async move {
+                        let out = body(Arc::clone(&txn)).await?;
+                        let size = txn
+                            .get_approximate_size()
+                            .await
+                            .map_err(|e| ElectionError::Database(TxnError::from(e)))?;
+                        largest.fetch_max(u64::try_from(size).unwrap_or(0), Ordering::SeqCst);
+                        Ok(out)
+                    }
+                })
+                .await
+        }
+    }
+
     /// The sharded election at `MAX_SHARDS` (tests/common/shard_limits.rs): FoundationDB
     /// itself refuses any value or transaction past its limits.
     async fn sharded_largest_layout(b: &FdbBackend) -> TestResult {
-        let db = Arc::new(Database::new(Some(&b.cluster_file))?);
+        let db = Measured {
+            db: Arc::new(Database::new(Some(&b.cluster_file))?),
+            largest: Arc::new(AtomicU64::new(0)),
+        };
         let subspace = Subspace::from_bytes(b.fresh_prefix());
-        let figures = crate::common::shard_limits::largest_layout(db, subspace)
+        let figures = crate::common::shard_limits::largest_layout(db.clone(), subspace)
             .await
             .map_err(|e| e.to_string())?;
-        say(&format!("  {figures:?}"));
+        let largest = db.largest.load(Ordering::SeqCst);
+        say(&format!(
+            "  {figures:?}; largest transaction {largest} bytes (FoundationDB's count)"
+        ));
+        // The sharded election's budget is 1,000,000 bytes as FoundationDB counts them (a tenth
+        // of its 10,000,000-byte limit): its count of our largest must agree.
+        if largest > 1_000_000 {
+            return Err(format!("a transaction of {largest} bytes, past the budget").into());
+        }
         Ok(())
     }
 

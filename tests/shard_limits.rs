@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[allow(dead_code)]
 mod common;
 
 use fdb_leader_election::MemDb;

@@ -156,14 +156,15 @@ impl ShardedElection {
     }
 
     /// The placement as the records show it now, every member not fenced out counted live (a
-    /// query: it times nothing and changes nothing). Under a frozen layout its steps are only
-    /// those the coordinator would still write.
+    /// query: it times nothing and changes nothing). Under a frozen layout, or with elections
+    /// disabled, its steps are only those the coordinator would still write.
     ///
     /// # Errors
     ///
     /// As [`layout`](Self::layout).
     pub async fn placement<T: ElectionTxn>(&self, txn: &T) -> Result<Placement, ElectionError> {
         let layout = self.layout(txn).await?;
+        let config = self.config(txn).await?;
         let members = self.read_members(txn).await?;
         let shards = self.read_shards(txn, layout.shards).await?;
         let live_records = || members.records.iter().filter(|(_, (r, _))| !r.fenced);
@@ -176,6 +177,12 @@ impl ShardedElection {
             .collect();
         let epochs: BTreeMap<&CandidateId, u64> =
             live_records().map(|(id, (r, _))| (id, r.epoch)).collect();
-        Ok(place(&layout, &live, &epochs, &shards))
+        Ok(place(
+            &layout,
+            config.election_enabled(),
+            &live,
+            &epochs,
+            &shards,
+        ))
     }
 }

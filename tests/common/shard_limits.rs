@@ -6,6 +6,11 @@
 //! transaction must fit the store's limits (FoundationDB refuses a value over 100,000 bytes
 //! and a transaction over 10,000,000); the largest value stored is checked at the end.
 
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "test code: counts of a few hundred attempts"
+)]
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,7 +85,12 @@ impl<D: ElectionDatabase> Sharded<D> {
         let key = self.election.inbox_key(m.id());
         let len = run(&self.db, |txn| {
             let key = key.clone();
-            async move { Ok(txn.get(&key, ReadMode::Snapshot).await?.map_or(0, |v| v.len())) }
+            async move {
+                Ok(txn
+                    .get(&key, ReadMode::Snapshot)
+                    .await?
+                    .map_or(0, |v| v.len()))
+            }
         })
         .await?;
         self.largest_inbox = self.largest_inbox.max(len);
@@ -124,7 +134,9 @@ impl<D: ElectionDatabase> Sharded<D> {
         while !done(members) {
             attempts += 1;
             if attempts > 400 {
-                return Err(failed("placement did not settle within 400 attempts".into()));
+                return Err(failed(
+                    "placement did not settle within 400 attempts".into(),
+                ));
             }
             self.coordinate().await?;
             for m in members {
@@ -183,7 +195,9 @@ pub async fn largest_layout<D: ElectionDatabase>(
     let a = w.member("a")?;
     w.cycle(&a, &BTreeSet::new()).await?;
     let m = usize::try_from(MAX_SHARDS).unwrap_or(usize::MAX);
-    let (attempts, cycles) = w.settle(&[&a], |ms| ms[0].owned_shards().len() == m).await?;
+    let (attempts, cycles) = w
+        .settle(&[&a], |ms| ms[0].owned_shards().len() == m)
+        .await?;
     figures.attempts_to_place = attempts;
     figures.cycles_to_place = cycles;
 
@@ -221,7 +235,8 @@ pub async fn largest_layout<D: ElectionDatabase>(
         async move { e.leave(&txn, &a).await }
     })
     .await?;
-    w.settle(&[&b], |ms| ms[0].owned_shards().len() == m).await?;
+    w.settle(&[&b], |ms| ms[0].owned_shards().len() == m)
+        .await?;
 
     // Nothing stored passes the value limit (the store refused any such write already).
     let (begin, end) = w.election.subspace().range();

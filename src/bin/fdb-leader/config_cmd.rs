@@ -248,6 +248,10 @@ pub(crate) async fn set<D: ElectionDatabase>(
             }
         }
     }
+    if ctx.kind == Kind::Sharded && !new.election_enabled() && (created || base.election_enabled())
+    {
+        tracing::info!(election = %ctx.name, "elections off: every member gives its shards back (each once its work has stopped, at most the handover grace) and acquires none; the coordinator places nothing and still fences out members that stop renewing, so no dead member keeps a shard");
+    }
     output::line(&text(&new))
 }
 

@@ -56,9 +56,18 @@ impl KeyLens {
     }
 }
 
-/// A transaction's running size, as FoundationDB counts it: every mutation's key and value,
-/// and every conflict range's two keys (a write adds a write conflict range from its key to
-/// the key after it).
+/// What FoundationDB's client counts for each mutation beyond its key and value (the
+/// in-memory `MutationRef` it keeps).
+const MUTATION_OVERHEAD: usize = 40;
+
+/// What FoundationDB's client counts for each conflict range beyond its two keys (the
+/// in-memory `KeyRangeRef`).
+const RANGE_OVERHEAD: usize = 32;
+
+/// A transaction's running size, as FoundationDB counts it (`get_approximate_size`, and the
+/// limit it checks at commit): every mutation's key and value, every conflict range's two
+/// keys (a write adds a write conflict range from its key to the key after it), and the
+/// client's own overhead for each.
 #[derive(Clone, Debug)]
 pub(crate) struct Budget {
     left: usize,
@@ -74,18 +83,23 @@ impl Budget {
     /// its write conflict range.
     pub(crate) fn set_cost(key: usize, value: usize) -> usize {
         key.saturating_add(value)
+            .saturating_add(MUTATION_OVERHEAD)
             .saturating_add(Self::conflict_cost(key))
     }
 
     /// What clearing one key counts: the clear (the key and the key after it) and its write
     /// conflict range.
     pub(crate) fn clear_cost(key: usize) -> usize {
-        Self::conflict_cost(key).saturating_mul(2)
+        Self::conflict_cost(key)
+            .saturating_mul(2)
+            .saturating_add(MUTATION_OVERHEAD)
     }
 
     /// What a conflict range on one key counts: the key and the key after it.
     pub(crate) fn conflict_cost(key: usize) -> usize {
-        key.saturating_mul(2).saturating_add(1)
+        key.saturating_mul(2)
+            .saturating_add(1)
+            .saturating_add(RANGE_OVERHEAD)
     }
 
     /// Takes `bytes` if they fit, else nothing: `false` leaves the write to a later
@@ -165,8 +179,8 @@ mod tests {
         assert_eq!(b.left(), 0);
         b.force(5);
         assert_eq!(b.left(), 0);
-        assert_eq!(Budget::set_cost(10, 100), 10 + 100 + 21);
-        assert_eq!(Budget::clear_cost(10), 42);
+        assert_eq!(Budget::set_cost(10, 100), 10 + 100 + 40 + 21 + 32);
+        assert_eq!(Budget::clear_cost(10), 2 * (21 + 32) + 40);
         let id = CandidateId::parse("abc").unwrap_or_else(|_| unreachable!());
         assert_eq!(keys.member(&id), 36);
     }

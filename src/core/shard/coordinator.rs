@@ -236,42 +236,23 @@ pub(crate) fn decide_coordinator(
                 // once; one past the budget is fenced by the next attempt, at once too.
                 continue;
             }
+            // Not fenced in this attempt (no room): placed as a live member of weight 0, so
+            // that nothing it holds changes hands before the commit that ends its epoch and
+            // nothing new is reserved for it; the next attempt, at once, fences it.
             over_budget = true;
-            // Not fenced in this attempt: neither live nor placed (its shards wait).
-            continue;
         }
         epochs.insert(id, rec.epoch);
         live.push(MemberShare {
             id: id.clone(),
             priority: rec.priority,
-            weight: effective_weight(id, rec, input.drained),
+            weight: if lapsed {
+                Weight::DRAINED
+            } else {
+                effective_weight(id, rec, input.drained)
+            },
         });
     }
-    let mut placement = place(input.layout, &live, &epochs, input.shards);
-    if !input.elections {
-        // Elections disabled: nothing is placed; what was asked is withdrawn.
-        placement.steps.clear();
-    }
-    // Whatever placement leaves alone that still names a member that is not live (a
-    // reservation, a move request, an owner whose epoch ended) is withdrawn, so that no
-    // record keeps naming a member after its epoch has ended and it can be forgotten.
-    let placed: BTreeSet<ShardId> = placement.steps.iter().map(step_shard).collect();
-    let is_live = |id: &CandidateId| epochs.contains_key(id);
-    for (i, rec) in input.shards.iter().enumerate() {
-        let shard = ShardId::new(u32::try_from(i).unwrap_or(u32::MAX));
-        let Some(r) = rec else { continue };
-        let stale = r.owner.as_ref().is_some_and(|o| !owner_live(&epochs, o))
-            || r.move_to
-                .as_ref()
-                .is_some_and(|to| !is_live(to) || !input.elections)
-            || r.reserved_for
-                .as_ref()
-                .is_some_and(|h| !is_live(h) || !input.elections);
-        if stale && !placed.contains(&shard) {
-            placement.steps.push(PlacementStep::Withdraw { shard });
-        }
-    }
-    placement.steps.sort_by_key(step_shard);
+    let placement = place(input.layout, input.elections, &live, &epochs, input.shards);
 
     let seq = st.next_seq;
     st.next_seq = seq
@@ -513,8 +494,46 @@ fn apply_steps(
 /// their effective weights) at their current epochs and every shard's record, the target and
 /// the next steps; under a frozen layout, only the steps that change no live member's
 /// holding (reservations of shards nobody live holds, withdrawals of moves and reservations
-/// toward members that are not live).
+/// toward members that are not live); with elections disabled, only withdrawals. Either way,
+/// every record that still names a member that is not live is withdrawn (the owner of an
+/// ended epoch is written out).
 pub(crate) fn place(
+    layout: &Layout,
+    elections: bool,
+    live: &[MemberShare],
+    epochs: &BTreeMap<&CandidateId, u64>,
+    shards: &[Option<ShardRecord>],
+) -> Placement {
+    let mut placement = balance(layout, live, epochs, shards);
+    if !elections {
+        // Elections disabled: nothing is placed; what was asked is withdrawn.
+        placement.steps.clear();
+    }
+    // Whatever placement leaves alone that still names a member that is not live (a
+    // reservation, a move request, an owner whose epoch ended) is withdrawn, so that no
+    // record keeps naming a member after its epoch has ended and it can be forgotten.
+    let placed: BTreeSet<ShardId> = placement.steps.iter().map(step_shard).collect();
+    let is_live = |id: &CandidateId| epochs.contains_key(id);
+    for (i, rec) in shards.iter().enumerate() {
+        let shard = ShardId::new(u32::try_from(i).unwrap_or(u32::MAX));
+        let Some(r) = rec else { continue };
+        let stale = r.owner.as_ref().is_some_and(|o| !owner_live(epochs, o))
+            || r.move_to
+                .as_ref()
+                .is_some_and(|to| !is_live(to) || !elections)
+            || r.reserved_for
+                .as_ref()
+                .is_some_and(|h| !is_live(h) || !elections);
+        if stale && !placed.contains(&shard) {
+            placement.steps.push(PlacementStep::Withdraw { shard });
+        }
+    }
+    placement.steps.sort_by_key(step_shard);
+    placement
+}
+
+/// Balance alone ([`placement::plan`] over the records), frozen or not.
+fn balance(
     layout: &Layout,
     live: &[MemberShare],
     epochs: &BTreeMap<&CandidateId, u64>,

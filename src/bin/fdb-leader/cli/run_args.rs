@@ -89,8 +89,9 @@ pub(crate) struct RunArgs {
     #[arg(long, env = "FDB_LEADER_SHELL")]
     pub(crate) shell: bool,
 
-    /// How long the child (and the begin/end commands) get between SIGTERM and SIGKILL. Keep
-    /// it below the election's handover grace (5s by default).
+    /// How long the child (and the begin/end commands) get between SIGTERM and SIGKILL. An
+    /// election `run` creates gets a handover grace that outlasts it (this + 1s, or half the
+    /// lease if longer); one created otherwise should have a longer handover grace.
     #[arg(
         long,
         value_name = "DUR",

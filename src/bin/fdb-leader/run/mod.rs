@@ -61,6 +61,29 @@ pub(crate) fn desired_config(
         .map_err(invalid)
 }
 
+/// How much longer than `--grace` the election's handover grace is, at least: the time to
+/// kill the child once its grace is over (SIGKILL, then the exit to be seen).
+const KILL_MARGIN: Duration = Duration::from_secs(1);
+
+/// `config` with a handover grace that outlasts the child's: `--grace` (SIGTERM to SIGKILL)
+/// plus [`KILL_MARGIN`], or the configuration's own (half the lease) if longer. A handover
+/// that stopped waiting before the child had stopped would start the next leader's child
+/// beside it.
+pub(crate) fn outlasting_the_child(
+    config: ElectionConfig,
+    grace: Duration,
+) -> Result<ElectionConfig, Failure> {
+    let least = grace.saturating_add(KILL_MARGIN);
+    if config.handover_grace() >= least {
+        return Ok(config);
+    }
+    config
+        .to_builder()
+        .handover_grace(least)
+        .build()
+        .map_err(|e| Failure::usage(format!("--grace {}: {}", show(grace), limits::describe(&e))))
+}
+
 /// What [`preflight()`] prepared for [`run()`].
 #[derive(Debug)]
 pub(crate) struct Prepared {
@@ -83,7 +106,7 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
     if args.command.is_empty() {
         return Err(Failure::usage("run: no command given"));
     }
-    let desired = desired_config(args.lease, args.heartbeat)?;
+    let desired = outlasting_the_child(desired_config(args.lease, args.heartbeat)?, args.grace)?;
     let candidate = candidate(args)?;
     preflight::check_commands(
         &args.command,
@@ -268,6 +291,22 @@ mod tests {
             f.to_string()
                 .contains("--heartbeat (2s) must be at most a third of --lease (3s)")
         }));
+    }
+
+    #[test]
+    fn the_handover_grace_outlasts_the_childs_grace() {
+        let ms = Duration::from_millis;
+        let grace_of = |lease: Option<Duration>, grace: Duration| {
+            desired_config(lease, None)
+                .and_then(|c| outlasting_the_child(c, grace))
+                .map(|c| c.handover_grace())
+                .ok()
+        };
+        // Half the lease when that is longer, --grace + 1 s otherwise.
+        assert_eq!(grace_of(None, ms(3_000)), Some(ms(5_000)));
+        assert_eq!(grace_of(Some(ms(600)), ms(3_000)), Some(ms(4_000)));
+        assert_eq!(grace_of(Some(ms(600)), ms(100)), Some(ms(1_100)));
+        assert_eq!(grace_of(Some(ms(60_000)), ms(100)), Some(ms(30_000)));
     }
 
     #[test]

@@ -41,7 +41,8 @@ pub(crate) async fn status<D: ElectionDatabase>(
         let election = election.clone();
         async move {
             let layout = election.layout(&txn).await?;
-            let (members, drained, assignments, placement) = tokio::join!(
+            let (config, members, drained, assignments, placement) = tokio::join!(
+                election.read_config(&txn),
                 election.members(&txn),
                 election.drained_members(&txn),
                 election.assignments(&txn),
@@ -49,6 +50,7 @@ pub(crate) async fn status<D: ElectionDatabase>(
             );
             Ok(view::Snapshot {
                 layout,
+                elections: config?.election_enabled(),
                 members: members?,
                 drained: drained?,
                 assignments: assignments?,
@@ -105,6 +107,9 @@ enum Drained {
         was: bool,
         owned: usize,
         layout: Layout,
+        /// Live members besides it that take shards (not fenced out, not drained, weight
+        /// above 0).
+        takers: usize,
     },
     /// No such member: no record, and (for `undrain`) no drain mark either.
     Unknown,
@@ -137,12 +142,31 @@ async fn drain<D: ElectionDatabase>(
                 election.set_drained(&txn, &id, drain).await?;
             }
             let owned = election.assignments(&txn).await?.shards_of(&id).len();
-            Ok(Drained::Done { was, owned, layout })
+            let drained = election.drained_members(&txn).await?;
+            let takers = election
+                .members(&txn)
+                .await?
+                .iter()
+                .filter(|(m, r)| {
+                    **m != id && !r.is_fenced() && r.weight().get() > 0 && !drained.contains(*m)
+                })
+                .count();
+            Ok(Drained::Done {
+                was,
+                owned,
+                layout,
+                takers,
+            })
         }
     })
     .await?;
-    let (was, owned, layout) = match found {
-        Drained::Done { was, owned, layout } => (was, owned, layout),
+    let (was, owned, layout, takers) = match found {
+        Drained::Done {
+            was,
+            owned,
+            layout,
+            takers,
+        } => (was, owned, layout, takers),
         Drained::Unknown => return Err(unknown_member(ctx, "--member", member)),
     };
     let frozen = if layout.is_frozen() {
@@ -156,10 +180,17 @@ async fn drain<D: ElectionDatabase>(
     let text = match (drain, was == drain) {
         (true, true) => format!("{member} was already drained: nothing changed"),
         (false, true) => format!("{member} was not drained: nothing changed"),
+        (true, false) if takers == 0 => format!(
+            "drained {member}: placement gives it weight 0 until {}; but no other live member \
+             takes shards (none, or all drained or of weight 0), so it keeps its {owned} shards \
+             until one joins or is undrained.{frozen}",
+            ctx.suggest(&["shards", "undrain", "--member", member.as_str()]),
+        ),
         (true, false) => format!(
             "drained {member}: placement gives it weight 0 until {}; the coordinator moves its \
-             {owned} shards to the others, at most {} at a time.{frozen}",
+             {owned} shards to the {takers} other live member{}, at most {} at a time.{frozen}",
             ctx.suggest(&["shards", "undrain", "--member", member.as_str()]),
+            if takers == 1 { "" } else { "s" },
             layout.max_concurrent_moves(),
         ),
         (false, false) => format!(
@@ -187,6 +218,8 @@ enum Moved {
     Fenced,
     /// An operator drained the target.
     Drained,
+    /// The target's own weight is 0 (it drained itself).
+    Weightless,
     /// Placement is not frozen.
     NotFrozen,
 }
@@ -221,6 +254,9 @@ async fn move_shard<D: ElectionDatabase>(
             }
             if election.drained_members(&txn).await?.contains(&to) {
                 return Ok(Moved::Drained);
+            }
+            if target.weight().get() == 0 {
+                return Ok(Moved::Weightless);
             }
             if !layout.is_frozen() {
                 return Ok(Moved::NotFrozen);
@@ -263,6 +299,14 @@ async fn move_shard<D: ElectionDatabase>(
                 "--to {to}: that member is drained (placement gives it weight 0); run {} first, \
                  or choose another member",
                 ctx.suggest(&["shards", "undrain", "--member", to.as_str()])
+            )));
+        }
+        Moved::Weightless => {
+            return Err(Failure::rejected(format!(
+                "--to {to}: that member runs with weight 0 (it drained itself) and takes no \
+                 shard: the coordinator would withdraw the move; choose a member of weight \
+                 above 0 from {}",
+                ctx.suggest(&["shards", "status"])
             )));
         }
         Moved::NotFrozen => {

@@ -14,6 +14,8 @@ use crate::store::{Ctx, SHARDS_SUFFIX, SUBSPACE_PREFIX};
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     pub(crate) layout: Layout,
+    /// Whether the stored configuration enables elections.
+    pub(crate) elections: bool,
     /// Every member's record, fenced-out members included.
     pub(crate) members: BTreeMap<CandidateId, MemberRecord>,
     /// The members an operator drained (some may never have joined).
@@ -136,6 +138,7 @@ pub(crate) fn to_json(ctx: &Ctx, s: &Snapshot) -> Value {
             "max_concurrent_moves": s.layout.max_concurrent_moves(),
             "frozen": s.layout.is_frozen(),
         },
+        "elections": s.elections,
         "owned": s.shards().filter(|a| a.owner.is_some()).count(),
         "vacant": s.assignments.vacant(),
         "moves_in_flight": s.moves_in_flight(),
@@ -204,6 +207,16 @@ pub(crate) fn to_text(ctx: &Ctx, s: &Snapshot) -> String {
         s.layout.shards(),
         s.layout.max_concurrent_moves(),
     ));
+    out.push(if s.elections {
+        "elections  on".to_owned()
+    } else {
+        format!(
+            "elections  off: members acquire nothing and give their shards back once their work \
+             has stopped; the coordinator places nothing and still fences out members that \
+             stop renewing ({} turns them on)",
+            ctx.suggest(&["config", "set", "--sharded", "--elections", "on"])
+        )
+    });
     out.push(format!(
         "shards     {} owned, {} vacant, {} moving, {} reserved",
         s.shards().filter(|a| a.owner.is_some()).count(),

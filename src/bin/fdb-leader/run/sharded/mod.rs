@@ -94,7 +94,7 @@ pub(super) async fn run<D: ElectionDatabase>(
         async move {
             election.initialize(&txn, &desired, &wanted).await?;
             let layout = election.layout(&txn).await?;
-            let config = election.coordinator_election().read_config(&txn).await?;
+            let config = election.read_config(&txn).await?;
             Ok(Stored { layout, config })
         }
     });
