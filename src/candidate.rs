@@ -7,10 +7,12 @@ use std::time::Duration;
 use crate::clock::{Clock, LocalInstant, SystemClock};
 use crate::config::ElectionConfig;
 use crate::core::runner::{Belief, Ctx, CycleReport};
-use crate::core::{Action, Adoption, LocalState};
+use crate::core::{Action, Adoption, Ineligible, LocalState, UnhealthyPolicy};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority};
-use crate::record::{LeaderRecord, LeaderState, MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, Party};
+use crate::record::{
+    Eligibility, LeaderRecord, LeaderState, MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, Party,
+};
 
 /// One process incarnation taking part in an election: its id, priority, payload and
 /// metadata, its injected clock, and its local election state (what it believes, what it is
@@ -40,6 +42,10 @@ pub(crate) struct Local {
     pub(crate) priority: Priority,
     pub(crate) payload: Option<Vec<u8>>,
     pub(crate) metadata: Option<Vec<u8>>,
+    /// Whether it may lead, as its health says (an operator's mark may exclude it too).
+    pub(crate) eligibility: Eligibility,
+    /// What it does when it leads, is not eligible, and nobody live is.
+    pub(crate) unhealthy: UnhealthyPolicy,
 }
 
 impl fmt::Debug for Candidate {
@@ -80,6 +86,8 @@ impl Candidate {
                     priority,
                     payload: None,
                     metadata: None,
+                    eligibility: Eligibility::Eligible,
+                    unhealthy: UnhealthyPolicy::Hold,
                 }),
                 id,
                 clock,
@@ -138,6 +146,42 @@ impl Candidate {
         )?;
         self.lock().metadata = metadata;
         Ok(())
+    }
+
+    /// Says whether this candidate may lead (DESIGN §13): its health, as the application
+    /// judges it. Written into its registration at its next heartbeat or cycle; an ineligible
+    /// candidate never acquires, never requests a handover and is skipped by every
+    /// reservation, and an ineligible leader hands over to the best live eligible candidate
+    /// (or, with nobody eligible, keeps leading under the `hold` policy). The tokio runner
+    /// sets it from its readiness and leader health checks; call it yourself in the manual
+    /// flow. `reason` (at most [`MAX_REASON_BYTES`](crate::MAX_REASON_BYTES)) is shown by
+    /// `status`; it is ignored when
+    /// eligible.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::TooLarge`] for a reason longer than
+    /// [`MAX_REASON_BYTES`](crate::MAX_REASON_BYTES); nothing changes.
+    pub fn set_eligible(&self, eligible: bool, reason: &str) -> Result<(), ElectionError> {
+        let e = if eligible {
+            Eligibility::Eligible
+        } else {
+            Eligibility::ineligible(reason)?
+        };
+        self.lock().eligibility = e;
+        Ok(())
+    }
+
+    /// What this candidate does when it leads, is not eligible, and no live candidate is
+    /// ([`UnhealthyPolicy::Hold`] unless set): keep leading, or write an unreserved vacancy.
+    pub fn set_unhealthy_policy(&self, policy: UnhealthyPolicy) {
+        self.lock().unhealthy = policy;
+    }
+
+    /// Whether this candidate may lead, as it last said ([`set_eligible`](Self::set_eligible)):
+    /// an operator's mark, which its cycles read, is not included.
+    pub fn eligibility(&self) -> Eligibility {
+        self.lock().eligibility.clone()
     }
 
     /// Tells the election whether leader work is in flight. A leader asked to hand over waits
@@ -306,6 +350,8 @@ pub struct Cycle {
     pub(crate) next_action_at: Option<LocalInstant>,
     /// The handover request this leader honoured (stepping down, or draining first).
     pub(crate) honoured: Option<Party>,
+    /// This leader is not eligible: it holds, or steps down (now, or once drained).
+    pub(crate) ineligible: Option<Ineligible>,
     pub(crate) config: ElectionConfig,
 }
 
@@ -418,6 +464,7 @@ impl CycleReport {
                 ElectionResult::Follower(_) => None,
             },
             honoured: cycle.honoured.clone(),
+            ineligible: cycle.ineligible,
         }
     }
 }

@@ -152,6 +152,32 @@ impl CandidateId {
         CandidateId(s.to_owned())
     }
 
+    /// The stable name of the process this id belongs to: the label before the 16 hexadecimal
+    /// digits [`with_nonce`](Self::with_nonce) appends (`scheduler-eu1` for
+    /// `scheduler-eu1-00c0ffee00c0ffee`), the same for every incarnation; the whole id for an
+    /// id of another form. Operators' eligibility marks name it, so that they outlive restarts.
+    ///
+    /// ```
+    /// use fdb_leader_election::CandidateId;
+    ///
+    /// let id = CandidateId::with_nonce("scheduler-eu1", 0xc0ffee)?;
+    /// assert_eq!(id.name(), "scheduler-eu1");
+    /// assert_eq!(CandidateId::parse("plain")?.name(), "plain");
+    /// # Ok::<(), fdb_leader_election::ElectionError>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        match self.0.rsplit_once('-') {
+            Some((label, nonce))
+                if !label.is_empty()
+                    && nonce.len() == 16
+                    && nonce.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                label
+            }
+            _ => &self.0,
+        }
+    }
+
     /// Whether this id is within the size limits (ids decoded from storage are checked again).
     pub(crate) fn is_valid(&self) -> bool {
         !self.0.is_empty() && self.0.len() <= MAX_CANDIDATE_ID_BYTES

@@ -6,6 +6,7 @@
 //! S + ("fence",)               -> FenceRecord          tuple (3, ballot, vacant)   changes only with ownership
 //! S + ("registrations",)       -> u64 registration counter (v1 + bincode)
 //! S + ("candidates", <id>)     -> CandidateRecord      (v1 + bincode)
+//! S + ("marks", <name>)        -> an operator's ineligibility mark (v2 + bincode: the reason)
 //! ```
 
 use foundationdb_tuple::{Subspace, TuplePack};
@@ -24,6 +25,7 @@ pub(crate) struct Keys {
     pub(crate) fence: Vec<u8>,
     pub(crate) registrations: Vec<u8>,
     candidates: Subspace,
+    marks: Subspace,
 }
 
 impl Keys {
@@ -34,6 +36,7 @@ impl Keys {
             fence: Self::fence_of(subspace),
             registrations: subspace.pack(&("registrations",)),
             candidates: subspace.subspace(&("candidates",)),
+            marks: subspace.subspace(&("marks",)),
         }
     }
 
@@ -65,6 +68,36 @@ impl Keys {
             });
         }
         Ok(key)
+    }
+
+    /// The key of an operator's eligibility mark on the candidates named `name`
+    /// ([`CandidateId::name`]), checked against the key size limit.
+    pub(crate) fn mark(&self, name: &str) -> Result<Vec<u8>, ElectionError> {
+        let key = self.marks.pack(&(name,));
+        if key.len() > MAX_KEY_BYTES {
+            return Err(ElectionError::TooLarge {
+                what: "eligibility mark key",
+                len: key.len(),
+                max: MAX_KEY_BYTES,
+            });
+        }
+        Ok(key)
+    }
+
+    /// `[begin, end)` of all eligibility marks.
+    pub(crate) fn marks_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.marks.range()
+    }
+
+    /// The name in an eligibility mark's key.
+    pub(crate) fn mark_name(&self, key: &[u8]) -> Result<String, ElectionError> {
+        let (name,): (String,) = self.marks.unpack(key).map_err(|_| {
+            ElectionError::corrupt(
+                key,
+                crate::error::DecodeError::Impossible("malformed eligibility mark key"),
+            )
+        })?;
+        Ok(name)
     }
 
     /// `[begin, end)` of all registration keys.

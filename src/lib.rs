@@ -152,14 +152,14 @@ pub use config::{
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
     MIN_TRANSACTION_TIMEOUT,
 };
-pub use core::Action;
 pub use core::resign::ResignRejected;
+pub use core::{Action, UnhealthyPolicy};
 pub use error::{DecodeError, ElectionError, printable_key};
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority, ShardId, Weight};
 pub use keys::MAX_KEY_BYTES;
 pub use record::{
-    AttemptId, CandidateInfo, CandidateRecord, LeaderRecord, LeaderState, MAX_METADATA_BYTES,
-    MAX_PAYLOAD_BYTES, MAX_VALUE_BYTES, Named,
+    AttemptId, CandidateInfo, CandidateRecord, Eligibility, LeaderRecord, LeaderState,
+    MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named,
 };
 
 // The store layer and the stores.

@@ -670,6 +670,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "max_clock_rate_error_ppm",
     "min_tenure_ms",
     "preemption",
+    "reservation_timeout_ms",
     "takeover_stagger_ms",
     "transaction_timeout_ms",
 ];

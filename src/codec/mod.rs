@@ -30,7 +30,8 @@ use crate::config::ElectionConfig;
 use crate::error::{DecodeError, ElectionError, printable_key};
 use crate::ids::{Ballot, CandidateId, Priority};
 use crate::record::{
-    AttemptId, CandidateRecord, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named, Party,
+    AttemptId, CandidateRecord, Eligibility, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named,
+    Party,
 };
 
 mod shard;
@@ -40,8 +41,15 @@ pub(crate) use shard::{
     encode_shard, hand_over_entry_len, inbox_len, member_len, reserved_entry_len, shard_len,
 };
 
-/// The format version this build writes. It also reads every older version (down to 1).
-pub const FORMAT_VERSION: u8 = 2;
+/// The newest format version this build reads (it reads every older one, down to 1). It writes
+/// it only for the values whose body this version changed, and only when the value needs it
+/// (a candidate's eligibility, a configuration's reservation timeout); every other value is
+/// written at [`BASE_VERSION`], so that a build of the previous version keeps reading it during
+/// a rolling upgrade, and refuses (as an unknown version) only what it could not represent.
+pub const FORMAT_VERSION: u8 = 3;
+
+/// The version every value whose body is unchanged since is written at.
+const BASE_VERSION: u8 = 2;
 
 /// The oldest format version this build reads.
 const OLDEST_READ: u8 = 1;
@@ -61,8 +69,17 @@ fn config() -> Config {
 }
 
 fn encode<T: Serialize>(what: &'static str, wire: &T) -> Result<Vec<u8>, ElectionError> {
+    encode_at(what, BASE_VERSION, wire)
+}
+
+/// Encodes `wire` as format `version`.
+fn encode_at<T: Serialize>(
+    what: &'static str,
+    version: u8,
+    wire: &T,
+) -> Result<Vec<u8>, ElectionError> {
     let mut out = Vec::with_capacity(128);
-    out.push(FORMAT_VERSION);
+    out.push(version);
     bincode::serde::encode_into_std_write(wire, &mut out, bincode::config::standard())
         .map_err(|source| ElectionError::Encode { what, source })?;
     if out.len() > MAX_VALUE_BYTES {
@@ -264,29 +281,56 @@ struct CandidateWire {
     metadata: Option<Vec<u8>>,
 }
 
-/// Encodes a candidate record.
+/// A candidate record, format version 3: version 2's, and its eligibility (`None`: eligible;
+/// `Some(reason)`: ineligible).
+#[derive(Serialize, Deserialize)]
+struct CandidateWireV3 {
+    base: CandidateWire,
+    ineligible: Option<String>,
+}
+
+/// Encodes a candidate record: version 2's body while it is eligible (a build of the previous
+/// version reads it), version 3's when it is not (that build refuses it rather than take an
+/// ineligible candidate for an eligible one).
 pub(crate) fn encode_candidate(r: &CandidateRecord) -> Result<Vec<u8>, ElectionError> {
-    encode(
-        "candidate record",
-        &CandidateWire {
-            priority: r.priority,
-            registration: r.registration,
-            heartbeat: r.heartbeat,
-            seen_renewal: r.seen_renewal,
-            metadata: r.metadata.clone(),
-        },
-    )
+    let base = CandidateWire {
+        priority: r.priority,
+        registration: r.registration,
+        heartbeat: r.heartbeat,
+        seen_renewal: r.seen_renewal,
+        metadata: r.metadata.clone(),
+    };
+    match r.eligibility.reason() {
+        None => encode("candidate record", &base),
+        Some(reason) => encode_at(
+            "candidate record",
+            3,
+            &CandidateWireV3 {
+                base,
+                ineligible: Some(reason.to_owned()),
+            },
+        ),
+    }
 }
 
 /// Decodes a candidate record stored at `key`.
 pub(crate) fn decode_candidate(key: &[u8], bytes: &[u8]) -> Result<CandidateRecord, ElectionError> {
-    let w: CandidateWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    let (w, ineligible) = split_version(bytes)
+        .and_then(|(version, body)| match version {
+            1 | 2 => decode_wire::<CandidateWire>(body).map(|w| (w, None)),
+            _ => decode_wire::<CandidateWireV3>(body).map(|w| (w.base, w.ineligible)),
+        })
+        .map_err(|e| ElectionError::corrupt(key, e))?;
     let r = CandidateRecord {
         priority: w.priority,
         registration: w.registration,
         heartbeat: w.heartbeat,
         seen_renewal: w.seen_renewal,
         metadata: w.metadata,
+        eligibility: match ineligible {
+            None => Eligibility::Eligible,
+            Some(reason) => Eligibility::Ineligible { reason },
+        },
     };
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
@@ -307,30 +351,53 @@ struct ConfigWire {
     transaction_timeout_nanos: u64,
 }
 
-/// Encodes a configuration.
+/// A configuration, format version 3: version 2's, and the reservation timeout if set.
+#[derive(Serialize, Deserialize)]
+struct ConfigWireV3 {
+    base: ConfigWire,
+    reservation_timeout_nanos: Option<u64>,
+}
+
+/// Encodes a configuration: version 2's body unless it sets what version 2 cannot say.
 pub(crate) fn encode_config(c: &ElectionConfig) -> Result<Vec<u8>, ElectionError> {
-    encode(
-        "configuration",
-        &ConfigWire {
-            lease_nanos: nanos(c.lease_duration),
-            heartbeat_nanos: nanos(c.heartbeat_interval),
-            candidate_timeout_nanos: nanos(c.candidate_timeout),
-            election_enabled: c.election_enabled,
-            allow_preemption: c.allow_preemption,
-            max_clock_rate_error_ppm: c.max_clock_rate_error_ppm,
-            min_tenure_nanos: nanos(c.min_tenure),
-            handover_grace_nanos: nanos(c.handover_grace),
-            takeover_stagger_nanos: nanos(c.takeover_stagger),
-            transaction_timeout_nanos: nanos(c.transaction_timeout),
-        },
-    )
+    let base = ConfigWire {
+        lease_nanos: nanos(c.lease_duration),
+        heartbeat_nanos: nanos(c.heartbeat_interval),
+        candidate_timeout_nanos: nanos(c.candidate_timeout),
+        election_enabled: c.election_enabled,
+        allow_preemption: c.allow_preemption,
+        max_clock_rate_error_ppm: c.max_clock_rate_error_ppm,
+        min_tenure_nanos: nanos(c.min_tenure),
+        handover_grace_nanos: nanos(c.handover_grace),
+        takeover_stagger_nanos: nanos(c.takeover_stagger),
+        transaction_timeout_nanos: nanos(c.transaction_timeout),
+    };
+    match c.reservation_timeout_setting() {
+        None => encode("configuration", &base),
+        Some(t) => encode_at(
+            "configuration",
+            3,
+            &ConfigWireV3 {
+                base,
+                reservation_timeout_nanos: Some(nanos(t)),
+            },
+        ),
+    }
 }
 
 /// Decodes a configuration stored at `key`, validating it like a freshly built one.
 pub(crate) fn decode_config(key: &[u8], bytes: &[u8]) -> Result<ElectionConfig, ElectionError> {
-    let w: ConfigWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
-    ElectionConfig::builder()
-        .lease_duration(Duration::from_nanos(w.lease_nanos))
+    let (w, reservation) = split_version(bytes)
+        .and_then(|(version, body)| match version {
+            1 | 2 => decode_wire::<ConfigWire>(body).map(|w| (w, None)),
+            _ => decode_wire::<ConfigWireV3>(body).map(|w| (w.base, w.reservation_timeout_nanos)),
+        })
+        .map_err(|e| ElectionError::corrupt(key, e))?;
+    let mut b = ElectionConfig::builder();
+    if let Some(t) = reservation {
+        b = b.reservation_timeout(Duration::from_nanos(t));
+    }
+    b.lease_duration(Duration::from_nanos(w.lease_nanos))
         .heartbeat_interval(Duration::from_nanos(w.heartbeat_nanos))
         .candidate_timeout(Duration::from_nanos(w.candidate_timeout_nanos))
         .election_enabled(w.election_enabled)
@@ -408,6 +475,20 @@ pub(crate) fn encode_fence_v2(f: &FenceRecord) -> Result<Vec<u8>, ElectionError>
             vacant: f.vacant,
         },
     )
+}
+
+/// Encodes an operator's ineligibility mark: its reason.
+pub(crate) fn encode_mark(reason: &str) -> Result<Vec<u8>, ElectionError> {
+    encode("eligibility mark", &reason)
+}
+
+/// Decodes the ineligibility mark stored at `key`: the eligibility it imposes.
+pub(crate) fn decode_mark(key: &[u8], bytes: &[u8]) -> Result<Eligibility, ElectionError> {
+    let reason: String = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    let e = Eligibility::Ineligible { reason };
+    e.check()
+        .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
+    Ok(e)
 }
 
 /// Encodes the registration counter.

@@ -36,6 +36,7 @@ fn records_round_trip() -> Result<(), ElectionError> {
         heartbeat: 100,
         seen_renewal: 40,
         metadata: Some(vec![0, 255]),
+        eligibility: Eligibility::Eligible,
     };
     assert_eq!(decode_candidate(b"k", &encode_candidate(&c)?)?, c);
     let cfg = ElectionConfig::default();
@@ -316,6 +317,7 @@ fn version_1_leader_records_still_decode() -> Result<(), ElectionError> {
         heartbeat: 3,
         seen_renewal: 4,
         metadata: None,
+        eligibility: Eligibility::Eligible,
     };
     let mut old = encode_candidate(&c)?;
     old[0] = 1;
@@ -345,6 +347,7 @@ fn oversized_values_are_rejected_before_writing() {
         heartbeat: 0,
         seen_renewal: 0,
         metadata: Some(vec![1; MAX_VALUE_BYTES]),
+        eligibility: Eligibility::Eligible,
     };
     assert!(matches!(
         encode_candidate(&c),

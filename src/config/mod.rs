@@ -42,6 +42,8 @@ pub struct ElectionConfig {
     pub(crate) handover_grace: Duration,
     pub(crate) takeover_stagger: Duration,
     pub(crate) transaction_timeout: Duration,
+    /// `None`: two heartbeats (derived, so that it follows a change of heartbeat).
+    pub(crate) reservation_timeout: Option<Duration>,
 }
 
 /// Default lease: 10 s (as in the v0.11 recipe).
@@ -66,6 +68,7 @@ impl Default for ElectionConfig {
             handover_grace: Duration::from_secs(5),
             takeover_stagger: Duration::from_millis(300),
             transaction_timeout: Duration::from_secs(1),
+            reservation_timeout: None,
         }
     }
 }
@@ -161,6 +164,24 @@ impl ElectionConfig {
         self.transaction_timeout
     }
 
+    /// How long a vacancy a leader reserved for a candidate (handing over, resigning,
+    /// stepping down for health) waits for that candidate, unchanged, before it opens to the
+    /// others (by rank, as an unreserved one): two heartbeats unless set. Nobody believes in
+    /// a vacancy its leader wrote, so no lease is waited for; a reserved candidate that died
+    /// costs this, not a lease. An operator's hold ([`force_vacate`]) still waits a full lease.
+    ///
+    /// [`force_vacate`]: crate::LeaderElection::force_vacate
+    pub fn reservation_timeout(&self) -> Duration {
+        self.reservation_timeout
+            .unwrap_or_else(|| self.heartbeat_interval.saturating_mul(2))
+    }
+
+    /// The reservation timeout as set, if it was (`None`: two heartbeats, whatever the
+    /// heartbeat).
+    pub(crate) fn reservation_timeout_setting(&self) -> Option<Duration> {
+        self.reservation_timeout
+    }
+
     /// How long a leader believes in a lease of `lease` after the attempt that acquired or
     /// renewed it started: `lease × (1 − ρ) / (1 + ρ)`, rounded down.
     pub fn local_validity(&self, lease: Duration) -> Duration {
@@ -237,6 +258,14 @@ impl ElectionConfig {
                     field,
                     value,
                     max: MAX_DURATION,
+                });
+            }
+        }
+        if let Some(t) = c.reservation_timeout {
+            if t.is_zero() || t > c.lease_duration {
+                return Err(ConfigError::ReservationTimeoutOutOfRange {
+                    reservation_timeout: t,
+                    lease: c.lease_duration,
                 });
             }
         }
@@ -377,6 +406,12 @@ impl ElectionConfigBuilder {
         self.config.takeover_stagger = d;
         self
     }
+    /// See [`ElectionConfig::reservation_timeout`]. Default two heartbeats; longer than zero
+    /// and at most the lease.
+    pub fn reservation_timeout(mut self, d: Duration) -> Self {
+        self.config.reservation_timeout = Some(d);
+        self
+    }
     /// See [`ElectionConfig::transaction_timeout`]. Default 1 s; shorter than the heartbeat.
     pub fn transaction_timeout(mut self, d: Duration) -> Self {
         self.config.transaction_timeout = d;
@@ -403,6 +438,16 @@ pub enum ConfigError {
     /// The lease must be longer than zero.
     #[error("lease_duration must be greater than zero")]
     ZeroLease,
+    /// The reservation timeout must be longer than zero and at most the lease.
+    #[error(
+        "reservation_timeout ({reservation_timeout:?}) must be greater than zero and at most lease_duration ({lease:?})"
+    )]
+    ReservationTimeoutOutOfRange {
+        /// The configured reservation timeout.
+        reservation_timeout: Duration,
+        /// The configured lease.
+        lease: Duration,
+    },
     /// The heartbeat must be longer than zero.
     #[error("heartbeat_interval must be greater than zero")]
     ZeroHeartbeat,

@@ -3,7 +3,8 @@
 use super::rank::{best_live, rank_among};
 use super::write::{Owned, step_down, write_owned};
 use super::{
-    Action, CycleInput, Decision, LocalState, Lookup, Mode, Plan, Tenure, after, lapse_at, nothing,
+    Action, CycleInput, Decision, Ineligible, LocalState, Lookup, Mode, Plan, Tenure,
+    UnhealthyPolicy, after, lapse_at, nothing,
 };
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
@@ -41,7 +42,8 @@ pub(crate) fn decide_cycle(
         // it (and nobody else believes), so write the vacancy again.
         return release_again(st, input);
     }
-    if !cfg.election_enabled {
+    if !cfg.election_enabled || !input.eligible {
+        // Elections off, or not eligible: it never campaigns (DESIGN §13.2).
         return Ok(nothing(None));
     }
     decide_as_follower(st, input)
@@ -54,7 +56,7 @@ fn live(input: &CycleInput<'_>, reg: Option<&CandidateRecord>) -> bool {
 
 /// A candidate's handover request, if this leader must honour it: preemption is on, the
 /// requester outranks this leader (in its request and in its registration), and it is
-/// registered and live. `Err` asks for the requester's registration first.
+/// registered, live and eligible. `Err` asks for the requester's registration first.
 fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Party>, Lookup> {
     if !input.config.allow_preemption || req.priority <= input.priority {
         return Ok(None);
@@ -62,12 +64,12 @@ fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Part
     let Some(reg) = input.lookups.requester else {
         return Err(Lookup::Requester(req.id.clone()));
     };
-    let outranks = reg.is_some_and(|r| r.priority > input.priority);
+    let outranks = reg.is_some_and(|r| r.priority > input.priority && r.is_eligible());
     Ok((outranks && live(input, reg)).then(|| Party::Candidate(req.clone())))
 }
 
-/// The best live candidate other than this one, to reserve a vacancy for. `Err` asks for the
-/// registry first.
+/// The best live eligible candidate other than this one, to reserve a vacancy for. `Err` asks
+/// for the registry first.
 fn best_live_reservation(st: &LocalState, input: &CycleInput<'_>) -> Result<Option<Party>, Lookup> {
     let rows = input.lookups.registry.ok_or(Lookup::Registry)?;
     Ok(best_live(
@@ -90,6 +92,37 @@ fn decide_as_leader(
 
     if !cfg.election_enabled {
         return step_down(st, input, None, Action::SteppedDown);
+    }
+    let mut ineligible = None;
+    if !input.eligible {
+        // Not eligible (DESIGN §13.3): hand over to the best live eligible candidate as an
+        // honoured request does (its work drained first, at most the grace); with nobody
+        // eligible, the policy decides.
+        let reserve = match best_live_reservation(st, input) {
+            Ok(reserve) => reserve,
+            Err(need) => return Ok(Decision::Need(need)),
+        };
+        if reserve.is_some() || input.when_ineligible == UnhealthyPolicy::Release {
+            let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
+            if !st.busy() || t0 >= grace_end {
+                return step_down(st, input, reserve, Action::SteppedDownIneligible)
+                    .map(|d| stepping_down_ineligible(d, Ineligible::SteppingDown));
+            }
+            // Draining: renew meanwhile, keeping any request as it stands.
+            let owned = Owned {
+                ballot: rec.ballot,
+                handover: rec.handover.clone(),
+                acquired_at: tenure.acquired_at,
+                handover_seen_at: st.tenure().and_then(|t| t.handover_seen_at),
+            };
+            let mut plan = write_owned(st, input, owned)?;
+            plan.action = Action::Renewed;
+            plan.next_action_at = Some(grace_end);
+            plan.ineligible = Some(Ineligible::SteppingDown);
+            return Ok(Decision::Plan(plan));
+        }
+        // Hold: keep leading (nobody live is eligible), and hand over once one is.
+        ineligible = Some(Ineligible::Holding);
     }
 
     let mut next_action_at = None;
@@ -152,7 +185,19 @@ fn decide_as_leader(
     plan.action = Action::Renewed;
     plan.next_action_at = next_action_at;
     plan.honoured = honoured;
+    plan.ineligible = ineligible;
     Ok(Decision::Plan(plan))
+}
+
+/// The decision, noting that this leader steps down because it is not eligible.
+fn stepping_down_ineligible(d: Decision, why: Ineligible) -> Decision {
+    match d {
+        Decision::Plan(mut plan) => {
+            plan.ineligible = Some(why);
+            Decision::Plan(plan)
+        }
+        need => need,
+    }
 }
 
 /// The decision, noting the request it honours.
@@ -176,6 +221,15 @@ fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision
     let rec = input.leader;
     if !input.config.election_enabled {
         return step_down(st, input, None, Action::SteppedDown);
+    }
+    if !input.eligible {
+        // Not eligible: the best live eligible candidate, or unreserved (it let go already,
+        // so holding is no longer an option).
+        return match best_live_reservation(st, input) {
+            Ok(reserve) => step_down(st, input, reserve, Action::SteppedDownIneligible)
+                .map(|d| stepping_down_ineligible(d, Ineligible::SteppingDown)),
+            Err(need) => Ok(Decision::Need(need)),
+        };
     }
     if let Some(Party::Candidate(req)) = rec.handover.as_ref() {
         match honourable_request(input, req) {
@@ -218,15 +272,28 @@ fn decide_as_follower(
         return acquire(st, input);
     } else {
         // Base instant, and the reading it is compared with.
+        let leader_written = rec.owner.is_none()
+            && rec
+                .reservation
+                .as_ref()
+                .is_none_or(|r| r.candidate().is_some());
         let (base, now) = if rec.owner.is_none() && rec.reservation.is_none() {
             // An unreserved vacancy: nobody believes they lead, so timing is irrelevant to
             // safety; only the rank stagger applies, counted from the first sighting.
             (obs.first_seen, input.read_at)
+        } else if leader_written {
+            // A vacancy its leader reserved for another candidate (a handover, a resignation,
+            // a step-down for health): nobody believes in it either, so it opens to the others
+            // once its holder has not filled it for the reservation timeout (a holder that
+            // died must not cost a lease, DESIGN §4), then by rank.
+            (
+                after(obs.first_seen, cfg.reservation_timeout()),
+                input.read_at,
+            )
         } else {
             // A lease held by someone (possibly this candidate's own lost record), or a
-            // vacancy held for someone else (a candidate or an operator): a full lease of
-            // unchanged observation, compared with a reading taken before this attempt (so
-            // before the belief would start).
+            // vacancy an operator holds: a full lease of unchanged observation, compared with
+            // a reading taken before this attempt (so before the belief would start).
             (lapse_at(obs.first_seen, rec.lease), t0)
         };
         let at = if now < base || cfg.takeover_stagger.is_zero() {
@@ -302,6 +369,7 @@ fn decide_as_follower(
                 adopt: None,
                 next_action_at: takeover_at,
                 honoured: None,
+                ineligible: None,
             }));
         }
     }

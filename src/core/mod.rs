@@ -10,6 +10,8 @@
 //!   finding one's own attempt id in the record, and always dated from that attempt's start.
 
 pub(crate) mod cycle;
+#[cfg(test)]
+mod eligibility_tests;
 pub(crate) mod operator;
 pub(crate) mod rank;
 pub(crate) mod resign;
@@ -48,6 +50,11 @@ pub(crate) struct CycleInput<'a> {
     pub(crate) leader: &'a LeaderRecord,
     /// This candidate's priority, as registered in this same transaction.
     pub(crate) priority: Priority,
+    /// Whether this candidate may lead, as registered in this same transaction (its own
+    /// health and an operator's mark).
+    pub(crate) eligible: bool,
+    /// What this candidate does when it leads, is not eligible, and no live candidate is.
+    pub(crate) when_ineligible: UnhealthyPolicy,
     /// This candidate's registration number (its own record, read in this transaction).
     pub(crate) registration: u64,
     /// The payload to publish while leading.
@@ -83,8 +90,32 @@ pub(crate) enum Lookup {
     Requester(CandidateId),
 }
 
+/// What a leader that is not eligible does when no live candidate is (DESIGN §13.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UnhealthyPolicy {
+    /// Keep leading, and hand over as soon as an eligible candidate appears: a vacancy
+    /// nobody healthy can fill is an outage the library would have made. The default.
+    #[default]
+    Hold,
+    /// Write an unreserved vacancy anyway (Consul's semantics): nobody leads until an
+    /// eligible candidate acquires it.
+    Release,
+}
+
+/// A leader that is not eligible (DESIGN §13.3), as its cycle decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ineligible {
+    /// It keeps leading: nobody live is eligible, under [`UnhealthyPolicy::Hold`].
+    Holding,
+    /// It steps down: it drains its work (at most the grace, renewing meanwhile), then writes
+    /// a vacancy reserved for the best live eligible candidate.
+    SteppingDown,
+}
+
 /// What the attempt does to the leader record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Action {
     /// Nothing: this candidate follows (or leads and was only refreshed by someone else).
     None,
@@ -101,6 +132,10 @@ pub enum Action {
     SteppedDown,
     /// Resigned, reserving the vacancy for the best live candidate if there is one.
     Resigned,
+    /// Stepped down because it is not eligible to lead (its health, or an operator's mark),
+    /// reserving the vacancy for the best live eligible candidate (or, under
+    /// [`UnhealthyPolicy::Release`] with nobody eligible, leaving it unreserved).
+    SteppedDownIneligible,
 }
 
 /// The decision for one attempt.
@@ -135,6 +170,8 @@ pub(crate) struct Plan {
     /// The handover request (a candidate's or an operator's) this leader honours: it steps
     /// down now, or drains its work first (then the renewal keeps the request).
     pub(crate) honoured: Option<Party>,
+    /// This leader is not eligible: it holds, or steps down (now, or once its work drained).
+    pub(crate) ineligible: Option<Ineligible>,
 }
 
 /// Leadership prepared by an attempt, to adopt only after its commit is confirmed.
@@ -152,6 +189,7 @@ fn nothing(next_action_at: Option<LocalInstant>) -> Decision {
         adopt: None,
         next_action_at,
         honoured: None,
+        ineligible: None,
     })
 }
 

@@ -1,11 +1,13 @@
 //! The registered candidates ranked: a candidate's rank among the live ones, the best live one.
+//! Only eligible candidates rank (DESIGN §13.2): an ineligible one counts in no rank and is
+//! never the best.
 
 use crate::ids::{CandidateId, Priority};
 use crate::record::{CandidateRecord, Named};
 
-/// This candidate's rank among the live candidates that could take over: how many of them
-/// have a higher priority, or the same priority and an earlier registration. Candidates in
-/// `exclude` (the lapsed owner, the lapsed reservation holder) are not counted.
+/// This candidate's rank among the live eligible candidates that could take over: how many of
+/// them have a higher priority, or the same priority and an earlier registration. Candidates
+/// in `exclude` (the lapsed owner, the reservation holder) are not counted.
 pub(crate) fn rank_among(
     me: &CandidateId,
     my_priority: Priority,
@@ -20,6 +22,7 @@ pub(crate) fn rank_among(
         .filter(|(id, c)| {
             id != me
                 && !exclude.contains(&id)
+                && c.is_eligible()
                 && c.is_live(current_renewal, max_lag)
                 && (c.priority > my_priority
                     || (c.priority == my_priority && c.registration < my_registration))
@@ -28,7 +31,8 @@ pub(crate) fn rank_among(
     u32::try_from(ahead).unwrap_or(u32::MAX)
 }
 
-/// The best live candidate other than `me`: highest priority, then earliest registration.
+/// The best live eligible candidate other than `me`: highest priority, then earliest
+/// registration.
 pub(crate) fn best_live(
     me: &CandidateId,
     candidates: &[(CandidateId, CandidateRecord)],
@@ -37,7 +41,7 @@ pub(crate) fn best_live(
 ) -> Option<Named> {
     candidates
         .iter()
-        .filter(|(id, c)| id != me && c.is_live(current_renewal, max_lag))
+        .filter(|(id, c)| id != me && c.is_eligible() && c.is_live(current_renewal, max_lag))
         .max_by(|(_, a), (_, b)| {
             a.priority
                 .cmp(&b.priority)

@@ -14,26 +14,26 @@ use super::rank::{best_live, rank_among};
 use super::resign::{ResignRejected, decide_resign};
 use super::*;
 use crate::ids::Ballot;
-use crate::record::{AttemptId, Named};
+use crate::record::{AttemptId, Eligibility, Named};
 
-const LEASE: Duration = Duration::from_secs(10);
+pub(super) const LEASE: Duration = Duration::from_secs(10);
 
-fn id(s: &str) -> CandidateId {
+pub(super) fn id(s: &str) -> CandidateId {
     CandidateId::parse(s).unwrap()
 }
 
-fn at(ms: u64) -> LocalInstant {
+pub(super) fn at(ms: u64) -> LocalInstant {
     LocalInstant::from_origin(Duration::from_millis(ms))
 }
 
-fn cfg() -> ElectionConfig {
+pub(super) fn cfg() -> ElectionConfig {
     ElectionConfig::builder()
         .takeover_stagger(Duration::ZERO)
         .build()
         .unwrap()
 }
 
-fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> LeaderRecord {
+pub(super) fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> LeaderRecord {
     LeaderRecord {
         ballot: Ballot::new(ballot),
         owner: Some(Named::new(id(owner), Priority::new(prio))),
@@ -49,7 +49,7 @@ fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> LeaderRecord {
     }
 }
 
-fn vacant(ballot: u64, renewal: u64, reserved: Option<(&str, i32)>) -> LeaderRecord {
+pub(super) fn vacant(ballot: u64, renewal: u64, reserved: Option<(&str, i32)>) -> LeaderRecord {
     LeaderRecord {
         ballot: Ballot::new(ballot),
         owner: None,
@@ -70,22 +70,23 @@ fn request(who: &str, prio: i32) -> Option<Party> {
     Some(Party::Candidate(Named::new(id(who), Priority::new(prio))))
 }
 
-type Registry = Vec<(CandidateId, CandidateRecord)>;
+pub(super) type Registry = Vec<(CandidateId, CandidateRecord)>;
 
 /// A live registration (it saw `seen` renewals) with this priority and registration number.
-fn cand(prio: i32, reg: u64, seen: u64) -> CandidateRecord {
+pub(super) fn cand(prio: i32, reg: u64, seen: u64) -> CandidateRecord {
     CandidateRecord {
         priority: Priority::new(prio),
         registration: reg,
         heartbeat: 0,
         seen_renewal: seen,
         metadata: None,
+        eligibility: Eligibility::Eligible,
     }
 }
 
 /// Everyone `rec` names, registered and live with the priority it names them with; `me` is
 /// registered (number 0) by the caller's cycle and is not listed.
-fn everyone(rec: &LeaderRecord) -> Registry {
+pub(super) fn everyone(rec: &LeaderRecord) -> Registry {
     let named = [
         rec.owner.clone(),
         rec.handover.as_ref().and_then(Party::candidate).cloned(),
@@ -100,7 +101,7 @@ fn everyone(rec: &LeaderRecord) -> Registry {
 }
 
 /// The input of one attempt with t0 = `t0_ms` and the read finishing 1 ms later.
-fn input<'a>(
+pub(super) fn input<'a>(
     c: &'a ElectionConfig,
     rec: &'a LeaderRecord,
     prio: i32,
@@ -112,6 +113,8 @@ fn input<'a>(
         config: c,
         leader: rec,
         priority: Priority::new(prio),
+        eligible: true,
+        when_ineligible: UnhealthyPolicy::Hold,
         registration: 0,
         payload: Some(b"addr"),
         started_at: at(t0_ms),
@@ -138,7 +141,7 @@ fn run_raw(
 }
 
 /// One decision, its lookups answered from `registry` (each asked for at most once).
-fn run_in(
+pub(super) fn run_in(
     st: &mut LocalState,
     c: &ElectionConfig,
     rec: &LeaderRecord,
@@ -168,7 +171,7 @@ fn run_in(
 }
 
 /// One decision, with everyone the record names registered and live.
-fn run(
+pub(super) fn run(
     st: &mut LocalState,
     c: &ElectionConfig,
     rec: &LeaderRecord,
@@ -202,7 +205,7 @@ fn run_mode(
     run_in(st, c, rec, prio, t0_ms, mode, &everyone(rec))
 }
 
-fn plan(d: Decision) -> Plan {
+pub(super) fn plan(d: Decision) -> Plan {
     match d {
         Decision::Plan(p) => p,
         Decision::Need(n) => panic!("unexpected lookup {n:?}"),
@@ -210,7 +213,7 @@ fn plan(d: Decision) -> Plan {
 }
 
 /// Makes `st` the committed leader of `rec` acquired at `t0_ms`, returning the written record.
-fn lead(st: &mut LocalState, c: &ElectionConfig, prio: i32, t0_ms: u64) -> LeaderRecord {
+pub(super) fn lead(st: &mut LocalState, c: &ElectionConfig, prio: i32, t0_ms: u64) -> LeaderRecord {
     let p = plan(run(st, c, &vacant(4, 10, None), prio, t0_ms));
     assert_eq!(p.action, Action::Acquired);
     assert!(st.adopt(p.adopt.as_ref().unwrap()));
@@ -404,8 +407,18 @@ fn a_reservation_is_filled_at_once_by_its_holder_only() {
     assert_eq!(p.action, Action::Acquired);
     let w = p.write.unwrap();
     assert_eq!((w.ballot, w.reservation), (Ballot::new(5), None));
+    // The others wait the reservation timeout (two heartbeats: 6 s), not a lease (DESIGN §4):
+    // first seen at the read of the attempt at 0 (1 ms), open at 6,001 ms.
     let mut other = LocalState::new(id("other"));
-    assert_waits_a_full_lease_then_acquires(&mut other, &c, &rec, 9);
+    assert_eq!(c.reservation_timeout(), Duration::from_secs(6));
+    assert_eq!(plan(run(&mut other, &c, &rec, 9, 0)).action, Action::None);
+    let p = plan(run(&mut other, &c, &rec, 9, 5_999));
+    assert_eq!(p.action, Action::None);
+    assert_eq!(p.next_action_at, Some(at(6_001)));
+    assert_eq!(
+        plan(run(&mut other, &c, &rec, 9, 6_000)).action,
+        Action::Acquired
+    );
 }
 
 #[test]

@@ -68,6 +68,7 @@ pub(super) fn write_owned(
         adopt: Some(Adoption { seq, tenure }),
         next_action_at: None,
         honoured: None,
+        ineligible: None,
     })
 }
 
@@ -132,5 +133,6 @@ pub(super) fn release(
         adopt: None,
         next_action_at: None,
         honoured: None,
+        ineligible: None,
     })
 }

@@ -141,14 +141,16 @@ impl LeaderElection {
         // One unsettled cycle per candidate: dropped (settling the cycle) on any error below.
         let settle = candidate.open_cycle()?;
         let started_at = candidate.now();
-        let (config, leader, me) = tokio::join!(
+        let (config, leader, me, mark) = tokio::join!(
             self.config_opt(txn),
             self.leader_with(txn, ReadMode::Snapshot),
-            self.candidate_opt(txn, &key, ReadMode::Serializable)
+            self.candidate_opt(txn, &key, ReadMode::Serializable),
+            self.mark_of(txn, candidate.id()),
         );
         let read_at = candidate.now();
         let config = config?.ok_or(ElectionError::NotInitialized)?;
         let leader = leader?;
+        let eligibility = Self::eligibility_of(candidate, mark?);
         let Some(me) = me? else {
             candidate.step_down_locally();
             return Err(ElectionError::NotRegistered {
@@ -169,6 +171,8 @@ impl LeaderElection {
                     config: &config,
                     leader: &leader,
                     priority: local.priority,
+                    eligible: eligibility.is_eligible(),
+                    when_ineligible: local.unhealthy,
                     registration: me.registration,
                     payload: local.payload.as_deref(),
                     started_at,
@@ -201,6 +205,7 @@ impl LeaderElection {
                         adopt: None,
                         next_action_at: None,
                         honoured: None,
+                        ineligible: None,
                     };
                 }
             }
@@ -217,7 +222,7 @@ impl LeaderElection {
             None => leader,
         };
         if heartbeat {
-            self.write_heartbeat(txn, candidate, &key, &me, record.renewal)?;
+            self.write_heartbeat(txn, candidate, &key, &me, record.renewal, eligibility)?;
         }
         Ok(Cycle {
             candidate: candidate.id().clone(),
@@ -227,6 +232,7 @@ impl LeaderElection {
             adoption: plan.adopt,
             next_action_at: plan.next_action_at,
             honoured: plan.honoured,
+            ineligible: plan.ineligible,
             config,
         })
     }

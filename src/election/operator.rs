@@ -1,9 +1,12 @@
 //! Operator overrides: forcing a vacancy and asking the leader to resign.
 
+use std::collections::BTreeMap;
+
+use crate::codec;
 use crate::core::{self};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
-use crate::record::FenceRecord;
+use crate::record::{Eligibility, FenceRecord};
 use crate::store::txn::{ElectionTxn, ReadMode};
 
 use super::{LeaderElection, OperatorOutcome};
@@ -75,5 +78,104 @@ impl LeaderElection {
                 })
             }
         }
+    }
+}
+
+impl LeaderElection {
+    /// Operator mark (DESIGN §13.6): excludes every candidate named `name` from leading
+    /// (`eligible == false`, with `reason`), or lifts the mark (`true`). `name` is a
+    /// candidate's stable name ([`CandidateId::name`]), so the mark outlives its restarts
+    /// (Patroni's `nofailover`). Each candidate reads its mark at every cycle: an excluded
+    /// follower stops campaigning, and an excluded leader hands over as for its own health
+    /// (to the best live eligible candidate, or holding). Returns the mark as it was before.
+    ///
+    /// ```
+    /// use fdb_leader_election::{Candidate, CandidateId, Eligibility, LeaderElection, MemDb, Priority};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fdb_leader_election::ElectionError> {
+    /// let db = MemDb::new();
+    /// let election = LeaderElection::new(Subspace::from("jobs"));
+    /// let e = election.clone();
+    /// db.run(|txn, _| {
+    ///     let e = e.clone();
+    ///     async move {
+    ///         e.initialize(&txn).await?;
+    ///         e.set_eligible(&txn, "db-host-3", false, "disk replacement").await
+    ///     }
+    /// })
+    /// .await?;
+    /// let me = Candidate::new(CandidateId::random("db-host-3")?, Priority::new(9));
+    /// let e = election.clone();
+    /// let m = me.clone();
+    /// db.run(|txn, _| {
+    ///     let (e, m) = (e.clone(), m.clone());
+    ///     async move { e.register_candidate(&txn, &m).await }
+    /// })
+    /// .await?;
+    /// // Marked: it never acquires, whatever its priority.
+    /// assert!(!election.run_cycle(&db, &me).await?.is_leader());
+    /// let marks = db
+    ///     .run(|txn, _| {
+    ///         let e = election.clone();
+    ///         async move { e.eligibility_marks(&txn).await }
+    ///     })
+    ///     .await?;
+    /// assert_eq!(marks.get("db-host-3").and_then(Eligibility::reason), Some("disk replacement"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::TooLarge`] for a reason past
+    /// [`MAX_REASON_BYTES`](crate::MAX_REASON_BYTES) or a name past the key size limit;
+    /// [`ElectionError::InvalidId`] for an empty name; [`ElectionError::NotInitialized`];
+    /// corrupt values; database errors.
+    pub async fn set_eligible<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        name: &str,
+        eligible: bool,
+        reason: &str,
+    ) -> Result<Eligibility, ElectionError> {
+        if name.is_empty() {
+            return Err(ElectionError::InvalidId {
+                reason: "the name is empty",
+            });
+        }
+        let mark = if eligible {
+            None
+        } else {
+            Some(Eligibility::ineligible(reason)?)
+        };
+        self.read_config(txn).await?;
+        let key = self.keys.mark(name)?;
+        let before = match txn.get(&key, ReadMode::Serializable).await? {
+            Some(bytes) => codec::decode_mark(&key, &bytes)?,
+            None => Eligibility::Eligible,
+        };
+        match mark.as_ref().and_then(Eligibility::reason) {
+            Some(reason) => txn.set(&key, &codec::encode_mark(reason)?),
+            None => txn.clear(&key),
+        }
+        Ok(before)
+    }
+
+    /// Every operator mark, by the name it excludes (a query).
+    ///
+    /// # Errors
+    ///
+    /// Corrupt values; database errors.
+    pub async fn eligibility_marks<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<BTreeMap<String, Eligibility>, ElectionError> {
+        let (begin, end) = self.keys.marks_range();
+        let rows = txn.get_range(&begin, &end, ReadMode::Snapshot).await?;
+        rows.iter()
+            .map(|(key, value)| Ok((self.keys.mark_name(key)?, codec::decode_mark(key, value)?)))
+            .collect()
     }
 }

@@ -4,7 +4,7 @@ use crate::candidate::Candidate;
 use crate::codec;
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
-use crate::record::{CandidateInfo, CandidateRecord, Party};
+use crate::record::{CandidateInfo, CandidateRecord, Eligibility, Party};
 use crate::store::txn::{ElectionTxn, ReadMode};
 
 use super::{LeaderElection, ResignOutcome};
@@ -22,6 +22,27 @@ impl LeaderElection {
         }
     }
 
+    /// The eligibility an operator's mark imposes on `candidate` ([`Eligibility::Eligible`]
+    /// without one), read without a conflict: a mark written meanwhile is read at the next
+    /// cycle.
+    pub(super) async fn mark_of<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        candidate: &CandidateId,
+    ) -> Result<Eligibility, ElectionError> {
+        let key = self.keys.mark(candidate.name())?;
+        match txn.get(&key, ReadMode::Snapshot).await? {
+            Some(bytes) => codec::decode_mark(&key, &bytes),
+            None => Ok(Eligibility::Eligible),
+        }
+    }
+
+    /// What `candidate`'s registration says of its eligibility: its own, unless an operator's
+    /// `mark` excludes it.
+    pub(super) fn eligibility_of(candidate: &Candidate, mark: Eligibility) -> Eligibility {
+        candidate.lock().eligibility.clone().and(mark)
+    }
+
     /// Registers `candidate` (or updates its priority and metadata if already registered,
     /// keeping its registration order). Registration is allowed while elections are disabled.
     ///
@@ -35,14 +56,16 @@ impl LeaderElection {
     ) -> Result<(), ElectionError> {
         let key = self.keys.candidate(candidate.id())?;
         self.bind(candidate)?;
-        let (config, leader, existing) = tokio::join!(
+        let (config, leader, existing, mark) = tokio::join!(
             self.config_opt(txn),
             self.leader_with(txn, ReadMode::Snapshot),
-            self.candidate_opt(txn, &key, ReadMode::Serializable)
+            self.candidate_opt(txn, &key, ReadMode::Serializable),
+            self.mark_of(txn, candidate.id()),
         );
         config?.ok_or(ElectionError::NotInitialized)?;
         let leader = leader?;
         let existing = existing?;
+        let eligibility = Self::eligibility_of(candidate, mark?);
         let heartbeat = existing
             .as_ref()
             .map_or(0, |rec| rec.heartbeat.wrapping_add(1));
@@ -70,6 +93,7 @@ impl LeaderElection {
             heartbeat,
             seen_renewal: leader.renewal,
             metadata: local.metadata.clone(),
+            eligibility,
         };
         drop(local);
         txn.set(&key, &codec::encode_candidate(&rec)?);
@@ -88,15 +112,17 @@ impl LeaderElection {
     ) -> Result<(), ElectionError> {
         let key = self.keys.candidate(candidate.id())?;
         self.bind(candidate)?;
-        let (leader, existing) = tokio::join!(
+        let (leader, existing, mark) = tokio::join!(
             self.leader_with(txn, ReadMode::Snapshot),
-            self.candidate_opt(txn, &key, ReadMode::Serializable)
+            self.candidate_opt(txn, &key, ReadMode::Serializable),
+            self.mark_of(txn, candidate.id()),
         );
         let leader = leader?;
         let existing = existing?.ok_or_else(|| ElectionError::NotRegistered {
             candidate: candidate.id().clone(),
         })?;
-        self.write_heartbeat(txn, candidate, &key, &existing, leader.renewal)
+        let eligibility = Self::eligibility_of(candidate, mark?);
+        self.write_heartbeat(txn, candidate, &key, &existing, leader.renewal, eligibility)
     }
 
     pub(super) fn write_heartbeat<T: ElectionTxn>(
@@ -106,6 +132,7 @@ impl LeaderElection {
         key: &[u8],
         existing: &CandidateRecord,
         seen_renewal: u64,
+        eligibility: Eligibility,
     ) -> Result<(), ElectionError> {
         let local = candidate.lock();
         let rec = CandidateRecord {
@@ -114,6 +141,7 @@ impl LeaderElection {
             heartbeat: existing.heartbeat.wrapping_add(1),
             seen_renewal,
             metadata: local.metadata.clone(),
+            eligibility,
         };
         drop(local);
         txn.set(key, &codec::encode_candidate(&rec)?);

@@ -1,7 +1,10 @@
 //! The durable records, as validated values. Only the codec module turns them into
 //! bytes; every value here has passed the same checks whether it was built or decoded.
 
+mod eligibility;
 pub mod shard;
+
+pub use eligibility::{Eligibility, MAX_REASON_BYTES};
 
 use std::time::Duration;
 
@@ -298,6 +301,8 @@ pub struct CandidateRecord {
     pub(crate) heartbeat: u64,
     pub(crate) seen_renewal: u64,
     pub(crate) metadata: Option<Vec<u8>>,
+    /// Whether it may lead (records written before this field read as eligible).
+    pub(crate) eligibility: Eligibility,
 }
 
 impl CandidateRecord {
@@ -327,6 +332,16 @@ impl CandidateRecord {
         self.metadata.as_deref()
     }
 
+    /// Whether it may lead, as it last registered (its health, and an operator's mark).
+    pub fn eligibility(&self) -> &Eligibility {
+        &self.eligibility
+    }
+
+    /// Whether it may lead.
+    pub fn is_eligible(&self) -> bool {
+        self.eligibility.is_eligible()
+    }
+
     pub(crate) fn check(&self) -> Result<(), &'static str> {
         if self
             .metadata
@@ -335,7 +350,7 @@ impl CandidateRecord {
         {
             return Err("metadata too large");
         }
-        Ok(())
+        self.eligibility.check()
     }
 
     /// Whether this candidate heartbeated recently, measured in leader renewals: it has seen

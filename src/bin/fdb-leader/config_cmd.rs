@@ -32,6 +32,7 @@ pub(crate) fn text(c: &ElectionConfig) -> String {
         ("handover-grace", show(c.handover_grace())),
         ("takeover-stagger", show(c.takeover_stagger())),
         ("transaction-timeout", show(c.transaction_timeout())),
+        ("reservation-timeout", show(c.reservation_timeout())),
     ];
     rows.iter()
         .map(|(k, v)| format!("{k:<25} {v}"))
@@ -52,6 +53,7 @@ pub(crate) fn json(c: &ElectionConfig) -> Value {
         "handover_grace_ms": millis_json(c.handover_grace()),
         "takeover_stagger_ms": millis_json(c.takeover_stagger()),
         "transaction_timeout_ms": millis_json(c.transaction_timeout()),
+        "reservation_timeout_ms": millis_json(c.reservation_timeout()),
     })
 }
 
@@ -116,6 +118,9 @@ pub(crate) fn apply(
     if let Some(d) = set.transaction_timeout {
         b = b.transaction_timeout(d);
     }
+    if let Some(d) = set.reservation_timeout {
+        b = b.reservation_timeout(d);
+    }
     b.build()
 }
 
@@ -146,6 +151,7 @@ fn nothing_set(set: &ConfigSetArgs) -> bool {
         && set.handover_grace.is_none()
         && set.takeover_stagger.is_none()
         && set.transaction_timeout.is_none()
+        && set.reservation_timeout.is_none()
 }
 
 /// `config set`: starts from the stored configuration (the defaults if the election does not
@@ -276,6 +282,7 @@ mod tests {
             handover_grace: None,
             takeover_stagger: None,
             transaction_timeout: None,
+            reservation_timeout: None,
         }
     }
 

@@ -86,6 +86,14 @@ pub(crate) fn describe(e: &ConfigError) -> String {
             show(*transaction_timeout),
             show(*heartbeat)
         ),
+        ConfigError::ReservationTimeoutOutOfRange {
+            reservation_timeout,
+            lease,
+        } => format!(
+            "--reservation-timeout ({}) must be longer than zero and at most --lease ({})",
+            show(*reservation_timeout),
+            show(*lease)
+        ),
         ConfigError::TooLong { field, value, max } => format!(
             "{} ({}) must be at most {}",
             flag_of(field),

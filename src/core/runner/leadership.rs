@@ -38,9 +38,11 @@ impl Machine {
         });
         self.last_stopped = Some(g.ballot);
         let fallback = match &reason {
-            StopReason::HandedOver { to } => ChangeReason::SteppedDown {
-                reserved_for: to.clone(),
-            },
+            StopReason::HandedOver { to } | StopReason::Ineligible { to } => {
+                ChangeReason::SteppedDown {
+                    reserved_for: to.clone(),
+                }
+            }
             StopReason::Resigned | StopReason::Shutdown | StopReason::ElectionsDisabled => {
                 ChangeReason::SteppedDown { reserved_for: None }
             }
@@ -96,6 +98,9 @@ impl Machine {
                 to: record.reservation().map(|r| r.id().clone()),
             },
             Ok((Action::SteppedDown, _)) => StopReason::ElectionsDisabled,
+            Ok((Action::SteppedDownIneligible, record)) => StopReason::Ineligible {
+                to: record.reservation().map(|r| r.id().clone()),
+            },
             Ok((_, record))
                 if record.ballot() != ballot
                     || record
@@ -138,7 +143,11 @@ impl Machine {
         ctx: &Ctx,
         out: &mut Vec<Command>,
     ) {
-        if report.honoured.is_some() || self.resigns > 0 || self.resign_since.is_some() {
+        if report.honoured.is_some()
+            || report.ineligible == Some(Ineligible::SteppingDown)
+            || self.resigns > 0
+            || self.resign_since.is_some()
+        {
             return;
         }
         let Some(closed_at) = self
@@ -216,11 +225,22 @@ impl Machine {
         }
     }
 
-    /// A request the cycle honoured: the guard accepts no new work (the leader drains it, or
-    /// has stepped down already), and the leader is told once, before it stops.
+    /// A request the cycle honoured, or a step-down because this leader is not eligible: the
+    /// guard accepts no new work (the leader drains it, or has stepped down already), and the
+    /// leader is told once, before it stops. A leader holding while not eligible is told when
+    /// the holding begins (and warned, rate-limited).
     pub(super) fn note_request(&mut self, report: &CycleReport, ctx: &Ctx, out: &mut Vec<Command>) {
-        let Some(request) = report.honoured.as_ref() else {
-            return;
+        let holding = report.ineligible == Some(Ineligible::Holding);
+        if holding && !self.holding_ineligible {
+            let warn = self.holding_warn.failure(ctx.now).is_some();
+            out.push(Command::HoldingIneligible { warn });
+        }
+        self.holding_ineligible = holding;
+        let told = match (&report.honoured, report.ineligible) {
+            (Some(Party::Candidate(n)), _) => Command::HandoverRequested(n.clone()),
+            (Some(Party::Operator(id)), _) => Command::OperatorRequest(id.clone()),
+            (None, Some(Ineligible::SteppingDown)) => Command::SteppingDownIneligible,
+            (None, _) => return,
         };
         let Some(g) = self.guard.as_mut() else {
             return;
@@ -232,9 +252,6 @@ impl Machine {
         if g.revoked.is_none() {
             out.push(Command::CloseGuard);
         }
-        out.push(match request {
-            Party::Candidate(n) => Command::HandoverRequested(n.clone()),
-            Party::Operator(id) => Command::OperatorRequest(id.clone()),
-        });
+        out.push(told);
     }
 }

@@ -117,6 +117,8 @@ pub struct CycleReport {
     /// The handover request the cycle honoured (the leader stepped down for it, or renewed
     /// while draining its work first).
     pub(crate) honoured: Option<Party>,
+    /// The leader is not eligible: it holds, or steps down (now, or once drained).
+    pub(crate) ineligible: Option<crate::core::Ineligible>,
 }
 
 impl CycleReport {
@@ -270,6 +272,16 @@ pub enum Command {
     /// An operator asked this leader to step down, and the leader honours it (waiting for its
     /// guarded work first).
     OperatorRequest(CandidateId),
+    /// This leader is not eligible (its health, or an operator's mark) and steps down to the
+    /// best live eligible candidate (waiting for its guarded work first).
+    SteppingDownIneligible,
+    /// This leader is not eligible, but no live candidate is: it keeps leading
+    /// ([`UnhealthyPolicy::Hold`](crate::UnhealthyPolicy::Hold)), and hands over once one is.
+    /// Given when the holding begins; `warn`: log it (rate-limited).
+    HoldingIneligible {
+        /// Whether to log it now.
+        warn: bool,
+    },
     /// The leader changed.
     Publish(LeaderChange),
     /// The ballot of the leader record seen (for the ballot gauge).

@@ -43,7 +43,7 @@ pub use types::{ChangeReason, LeaderChange, LeaderInfo, OnLoss, RunnerState, Sto
 pub(crate) use view::LeaderView;
 
 use self::pacing::{Backoff, WarnLimiter, before, jittered};
-use super::{Action, Observed};
+use super::{Action, Ineligible, Observed};
 use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::ids::{Ballot, CandidateId};
@@ -138,6 +138,10 @@ pub struct Machine {
     /// An observer's timing of the record it reads.
     observed: Option<Observed>,
     state: Option<RunnerState>,
+    /// The last committed cycle found this leader not eligible and holding (nobody live is
+    /// eligible); the warning about it is rate-limited.
+    holding_ineligible: bool,
+    holding_warn: WarnLimiter,
 }
 
 /// The settings a machine starts with.
@@ -198,6 +202,8 @@ impl Machine {
             failing: false,
             backoff: Backoff::default(),
             warn: WarnLimiter::default(),
+            holding_ineligible: false,
+            holding_warn: WarnLimiter::default(),
             next_cycle_at: now,
             last_cycle_at: now,
             next_action_at: None,

@@ -177,6 +177,7 @@ fn report(action: Action, record: LeaderRecord, leading: Option<u64>) -> CycleRe
         next_action_at: None,
         leading: leading.map(Ballot::new),
         honoured: None,
+        ineligible: None,
     }
 }
 

@@ -76,6 +76,13 @@ pub enum StopReason {
     LeaseExpired,
     /// Elections were disabled in the configuration.
     ElectionsDisabled,
+    /// It was not eligible to lead (its health check failed, or an operator excluded it) and
+    /// handed over to the best live eligible candidate (`to`), or let go (`None`, under the
+    /// `release` policy with nobody eligible).
+    Ineligible {
+        /// The candidate the vacancy was reserved for.
+        to: Option<CandidateId>,
+    },
     /// The candidate's registration disappeared (it was evicted as dead).
     Unregistered,
     /// The runner is shutting down.
@@ -89,6 +96,7 @@ impl StopReason {
     pub fn as_str(&self) -> &'static str {
         match self {
             StopReason::HandedOver { .. } => "handed_over",
+            StopReason::Ineligible { .. } => "ineligible",
             StopReason::Resigned => "resigned",
             StopReason::Superseded => "superseded",
             StopReason::LeaseExpired => "lease_expired",

@@ -149,6 +149,22 @@ impl<D: ElectionDatabase> Executor<D> {
                 tracing::info!(failures, "transactions succeed again");
             }
             Command::DisarmWatch => self.watch = None,
+            Command::SteppingDownIneligible => {
+                tracing::info!(
+                    eligibility = %self.eligibility(),
+                    "not eligible to lead: stepping down to the best live eligible candidate \
+                     once the guarded work is done (at most the handover grace)"
+                );
+            }
+            Command::HoldingIneligible { warn } => {
+                if warn {
+                    tracing::warn!(
+                        eligibility = %self.eligibility(),
+                        "not eligible to lead, and no live candidate is: keeping the \
+                         leadership (the hold policy) and handing it over once one is"
+                    );
+                }
+            }
             Command::SteppingDownAnyway => {
                 tracing::warn!(
                     "the guard is closed (a handover request withdrawn, or a resignation that \

@@ -158,6 +158,15 @@ pub(crate) struct Executor<D: ElectionDatabase> {
 }
 
 impl<D: ElectionDatabase> Executor<D> {
+    /// The candidate's own eligibility, for logs.
+    fn eligibility(&self) -> crate::record::Eligibility {
+        self.brain
+            .me
+            .as_ref()
+            .map(Candidate::eligibility)
+            .unwrap_or_default()
+    }
+
     pub(crate) fn new(s: Setup<D>) -> Self {
         Executor {
             alive: Alive {

@@ -153,4 +153,8 @@ pub(crate) struct ConfigSetArgs {
     /// The bound on each transaction attempt (at least 10ms, shorter than the heartbeat).
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_TRANSACTION_TIMEOUT")]
     pub(crate) transaction_timeout: Option<Duration>,
+    /// How long a vacancy the leader reserved for a candidate waits for it before the others
+    /// may fill it (default two heartbeats; at most the lease).
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_RESERVATION_TIMEOUT")]
+    pub(crate) reservation_timeout: Option<Duration>,
 }

@@ -1,0 +1,395 @@
+//! Table tests of eligibility in the protocol (DESIGN §13.1–3) and of the reservation timeout
+//! (§4): an ineligible candidate never campaigns and is never chosen; an ineligible leader
+//! hands over to the best live eligible candidate (or holds, or releases); a vacancy its leader
+//! reserved opens to the others after the reservation timeout, by rank among the eligible.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::too_many_arguments
+)]
+
+use std::time::Duration;
+
+use super::cycle::decide_cycle;
+use super::rank::{best_live, rank_among};
+use super::tests::{Registry, at, cand, cfg, id, lead, owned, plan, vacant};
+use super::*;
+use crate::record::{CandidateRecord, Eligibility, Named};
+
+fn sick(mut c: CandidateRecord) -> CandidateRecord {
+    c.eligibility = Eligibility::ineligible("disk full").unwrap();
+    c
+}
+
+/// One decision of a candidate of priority `prio` with eligibility `eligible` under `policy`,
+/// its lookups answered from `registry`.
+fn decide(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+    eligible: bool,
+    policy: UnhealthyPolicy,
+    t0_ms: u64,
+    registry: &Registry,
+) -> Plan {
+    let mut lookups = Lookups::default();
+    loop {
+        let input = CycleInput {
+            config: c,
+            leader: rec,
+            priority: Priority::new(prio),
+            eligible,
+            when_ineligible: policy,
+            registration: 0,
+            payload: None,
+            started_at: at(t0_ms),
+            read_at: at(t0_ms + 1),
+            read_version: None,
+            mode: Mode::Cycle,
+            lookups,
+        };
+        match decide_cycle(st, &input).unwrap() {
+            Decision::Plan(p) => return plan(Decision::Plan(p)),
+            Decision::Need(Lookup::Registry) => lookups.registry = Some(registry),
+            Decision::Need(Lookup::Requester(who)) => {
+                lookups.requester = Some(registry.iter().find(|(c, _)| *c == who).map(|(_, r)| r));
+            }
+        }
+    }
+}
+
+#[test]
+fn ranks_and_the_best_live_candidate_count_only_the_eligible() {
+    let rows: Registry = vec![
+        (id("top"), sick(cand(9, 1, 10))),
+        (id("mid"), cand(5, 2, 10)),
+        (id("low"), cand(1, 3, 10)),
+    ];
+    let best = best_live(&id("me"), &rows, 10, 3).map(|n| n.id);
+    assert_eq!(best, Some(id("mid")), "the sick top is never the best");
+    // "low" ranks behind "mid" only: the sick one counts in no rank.
+    assert_eq!(
+        rank_among(&id("low"), Priority::new(1), 3, &rows, 10, 3, &[]),
+        1
+    );
+    // Nobody eligible: no best.
+    let all_sick: Registry = rows
+        .iter()
+        .map(|(i, c)| (i.clone(), sick(c.clone())))
+        .collect();
+    assert_eq!(best_live(&id("me"), &all_sick, 10, 3), None);
+}
+
+#[test]
+fn an_ineligible_follower_never_acquires_requests_or_takes_over() {
+    let c = cfg();
+    let none = Registry::new();
+    let reserved_for_me = vacant(4, 10, Some(("me", 5)));
+    for rec in [vacant(4, 10, None), reserved_for_me, owned("old", 1, 7, 20)] {
+        let mut st = LocalState::new(id("me"));
+        for t in [0, 5_000, 20_000, 60_000] {
+            let p = decide(&mut st, &c, &rec, 9, false, UnhealthyPolicy::Hold, t, &none);
+            assert_eq!(p.action, Action::None, "{rec:?} at {t}");
+            assert!(p.write.is_none(), "nothing written: {rec:?}");
+        }
+        // Eligible again, it campaigns as before.
+        let p = decide(
+            &mut st,
+            &c,
+            &rec,
+            9,
+            true,
+            UnhealthyPolicy::Hold,
+            60_000,
+            &none,
+        );
+        assert_ne!(p.action, Action::None, "{rec:?}");
+    }
+}
+
+#[test]
+fn an_ineligible_leader_hands_over_to_the_best_live_eligible_candidate_after_its_work() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &c, 5, 0);
+    let rows: Registry = vec![
+        (id("sick"), sick(cand(9, 1, rec.renewal))),
+        (id("fit"), cand(2, 2, rec.renewal)),
+    ];
+    // Busy: it renews (stopping new work: the runner closes its guard) until the grace ends.
+    st.set_busy(true);
+    let p = decide(
+        &mut st,
+        &c,
+        &rec,
+        5,
+        false,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::Renewed);
+    assert_eq!(p.ineligible, Some(Ineligible::SteppingDown));
+    assert_eq!(
+        p.next_action_at,
+        Some(at(100).saturating_add(c.handover_grace()))
+    );
+    let renewed = p.write.unwrap();
+    assert!(
+        st.valid_tenure(at(200)).is_some(),
+        "it still leads while draining"
+    );
+    // Idle: one commit, the vacancy reserved for the best live eligible ("fit", not "sick").
+    st.set_busy(false);
+    let p = decide(
+        &mut st,
+        &c,
+        &renewed,
+        5,
+        false,
+        UnhealthyPolicy::Hold,
+        200,
+        &rows,
+    );
+    assert_eq!(p.action, Action::SteppedDownIneligible);
+    assert_eq!(p.ineligible, Some(Ineligible::SteppingDown));
+    let w = p.write.unwrap();
+    assert_eq!(w.owner, None);
+    assert_eq!(w.reservation().map(Named::id), Some(&id("fit")));
+    assert!(
+        st.valid_tenure(at(200)).is_none(),
+        "it stopped believing before the commit"
+    );
+}
+
+#[test]
+fn an_ineligible_leader_with_nobody_eligible_holds_or_releases_as_its_policy_says() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &c, 5, 0);
+    let rows: Registry = vec![(id("sick"), sick(cand(9, 1, rec.renewal)))];
+    let held = decide(
+        &mut st,
+        &c,
+        &rec,
+        5,
+        false,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(held.action, Action::Renewed);
+    assert_eq!(held.ineligible, Some(Ineligible::Holding));
+    let rec = held.write.unwrap();
+    // Hold: it hands over as soon as an eligible candidate is live.
+    let mut rows2 = rows.clone();
+    rows2.push((id("fit"), cand(1, 2, rec.renewal)));
+    let p = decide(
+        &mut st,
+        &c,
+        &rec,
+        5,
+        false,
+        UnhealthyPolicy::Hold,
+        200,
+        &rows2,
+    );
+    assert_eq!(p.action, Action::SteppedDownIneligible);
+    assert_eq!(
+        p.write.unwrap().reservation().map(Named::id),
+        Some(&id("fit"))
+    );
+    // Release: an unreserved vacancy, nobody eligible notwithstanding.
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &c, 5, 0);
+    let p = decide(
+        &mut st,
+        &c,
+        &rec,
+        5,
+        false,
+        UnhealthyPolicy::Release,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::SteppedDownIneligible);
+    let w = p.write.unwrap();
+    assert_eq!((w.owner, w.reservation), (None, None));
+}
+
+#[test]
+fn no_leader_honours_or_reserves_for_an_ineligible_candidate() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    // A higher-priority requester that is not eligible (any more) is not honoured.
+    rec.handover = Some(Party::Candidate(Named::new(id("req"), Priority::new(9))));
+    let rows: Registry = vec![(id("req"), sick(cand(9, 1, rec.renewal)))];
+    let p = decide(
+        &mut st,
+        &c,
+        &rec,
+        1,
+        true,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::Renewed);
+    assert_eq!(p.honoured, None);
+    assert_eq!(p.write.unwrap().handover, None, "the request is dropped");
+    // An operator's request reserves for the best live eligible: none here, so unreserved.
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    rec.handover = Some(Party::Operator(id("ops")));
+    let p = decide(
+        &mut st,
+        &c,
+        &rec,
+        1,
+        true,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::HandedOver);
+    assert_eq!(p.write.unwrap().reservation, None);
+}
+
+#[test]
+fn a_vacancy_the_leader_reserved_opens_after_the_reservation_timeout_by_rank() {
+    let c = ElectionConfig::builder()
+        .takeover_stagger(Duration::from_millis(300))
+        .reservation_timeout(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    // Reserved for "dead", which never fills it; "a" ranks first, "b" second among the
+    // eligible ("dead" and "sick" count in no rank).
+    let rec = vacant(4, 10, Some(("dead", 9)));
+    let rows: Registry = vec![
+        (id("dead"), cand(9, 1, 10)),
+        (id("sick"), sick(cand(8, 2, 10))),
+        (id("a"), cand(5, 3, 10)),
+    ];
+    let mut a = LocalState::new(id("a"));
+    let mut b = LocalState::new(id("b"));
+    for (st, prio) in [(&mut a, 5), (&mut b, 3)] {
+        let p = decide(st, &c, &rec, prio, true, UnhealthyPolicy::Hold, 0, &rows);
+        assert_eq!(p.action, Action::None);
+    }
+    // First seen at 1 ms: open at 4,001 ms for rank 0, a stagger later for rank 1.
+    let p = decide(
+        &mut a,
+        &c,
+        &rec,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        3_999,
+        &rows,
+    );
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::None, Some(at(4_001)))
+    );
+    let p = decide(
+        &mut a,
+        &c,
+        &rec,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        4_000,
+        &rows,
+    );
+    assert_eq!(
+        p.action,
+        Action::Acquired,
+        "rank 0, at the timeout: no lease waited"
+    );
+    let p = decide(
+        &mut b,
+        &c,
+        &rec,
+        3,
+        true,
+        UnhealthyPolicy::Hold,
+        4_000,
+        &rows,
+    );
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::None, Some(at(4_301)))
+    );
+    // An operator's hold still waits a full lease.
+    let mut hold = vacant(4, 10, None);
+    hold.reservation = Some(Party::Operator(id("ops")));
+    let mut st = LocalState::new(id("a"));
+    let p = decide(&mut st, &c, &hold, 5, true, UnhealthyPolicy::Hold, 0, &rows);
+    assert_eq!(p.action, Action::None);
+    let p = decide(
+        &mut st,
+        &c,
+        &hold,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        9_000,
+        &rows,
+    );
+    assert_eq!(
+        p.action,
+        Action::None,
+        "a lease (10 s), not the reservation timeout"
+    );
+    // A lease from the first sighting, then its rank's stagger ("dead" ranks first here).
+    let p = decide(
+        &mut st,
+        &c,
+        &hold,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        10_300,
+        &rows,
+    );
+    assert_eq!(p.action, Action::None);
+    let p = decide(
+        &mut st,
+        &c,
+        &hold,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        10_301,
+        &rows,
+    );
+    assert_eq!(p.action, Action::Acquired);
+}
+
+#[test]
+fn the_reservation_timeout_is_two_heartbeats_unless_set_and_at_most_the_lease() {
+    let c = ElectionConfig::default();
+    assert_eq!(c.reservation_timeout(), c.heartbeat_interval() * 2);
+    let faster = c
+        .to_builder()
+        .heartbeat_interval(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    assert_eq!(
+        faster.reservation_timeout(),
+        Duration::from_secs(4),
+        "it follows"
+    );
+    for bad in [Duration::ZERO, Duration::from_secs(11)] {
+        assert!(matches!(
+            c.to_builder().reservation_timeout(bad).build(),
+            Err(crate::config::ConfigError::ReservationTimeoutOutOfRange { .. })
+        ));
+    }
+}
