@@ -462,3 +462,45 @@ fn bad_input_is_refused_with_exit_2_naming_the_flag_and_creates_nothing() {
     assert!(!db.exists(), "a refused run created {}", db.display());
     assert!(s.lines().is_empty());
 }
+
+// Issue 29 item 7: `run --shards` gave each child FDB_LEADER_SHARDS, the variable of `run
+// --shards` itself, and FDB_LEADER_ELECTION, that of --election: a nested `fdb-leader
+// --election solo run --try -- true` exited 2 ("--try cannot be used with FDB_LEADER_SHARDS"),
+// and without --try a nested run would have joined a sharded election. The children's
+// variables are not a flag's: each nested command acts as its own flags say.
+#[test]
+fn a_nested_fdb_leader_in_a_shards_child_is_not_configured_by_its_environment() {
+    let mut s = Shards::new("600ms", "200ms");
+    fs::write(s.world.path("nested.sh"), cli_support::NESTED).unwrap();
+    let other = s.world.path("nested.db");
+    let mut command = Command::new(bin());
+    command
+        .arg("--sqlite")
+        .arg(s.world.db())
+        .args(&s.common)
+        .args(["--name", "a", "--shards", "2", "--"])
+        .arg("sh")
+        .arg(s.world.path("nested.sh"))
+        .arg(s.world.log())
+        .arg(bin())
+        .arg(&other);
+    let mut a = s.world.start(command, "a");
+    let (lines, errors) = poll(PATIENCE, || {
+        let (lines, errors) = cli_support::nested_lines(&s.world.log(), &other);
+        (lines.len() == 2).then_some((lines, errors))
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the children never logged twice:\n{}",
+            s.world.stderr_of("a")
+        )
+    });
+    stop_cleanly(&s, "a", &mut a);
+    let mut lines = lines;
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec!["nested 0 0 0 0".to_owned(), "nested 1 0 0 0".to_owned()],
+        "{errors}"
+    );
+}

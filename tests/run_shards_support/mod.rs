@@ -38,12 +38,12 @@ for pid in $(awk -v s="$FDB_LEADER_SHARD" '$1 == "start" && $2 == s { print $6 }
         *) echo "overlap $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID - $pid -" >> "$log" ;;
     esac
 done
-echo "start $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARDS $$ $FDB_LEADER_ELECTION" >> "$log"
+echo "start $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARD_COUNT $$ $FDB_LEADER_ELECTION_NAME" >> "$log"
 if [ -n "$3" ] && [ "$FDB_LEADER_SHARD" = "$3" ]; then
     sleep 0.5
     exit 7
 fi
-trap 'sleep "$delay"; echo "stop $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARDS $$ $FDB_LEADER_ELECTION" >> "$log"; exit 0' TERM
+trap 'sleep "$delay"; echo "stop $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARD_COUNT $$ $FDB_LEADER_ELECTION_NAME" >> "$log"; exit 0' TERM
 while :; do sleep 0.05; done
 "#;
 
@@ -54,10 +54,10 @@ pub struct Line {
     pub shard: u32,
     pub ballot: u64,
     pub id: String,
-    /// `FDB_LEADER_SHARDS`, as the child saw it (`-` for an overlap).
+    /// `FDB_LEADER_SHARD_COUNT`, as the child saw it (`-` for an overlap).
     pub shards: String,
     pub pid: i32,
-    /// `FDB_LEADER_ELECTION`.
+    /// `FDB_LEADER_ELECTION_NAME`.
     pub election: String,
 }
 

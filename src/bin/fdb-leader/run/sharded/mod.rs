@@ -5,8 +5,8 @@
 //!
 //! - **One child per owned shard**, started once the member owns the shard (a confirmed
 //!   commit), with `FDB_LEADER_SHARD`, `FDB_LEADER_BALLOT` (that shard's ballot),
-//!   `FDB_LEADER_SHARDS`, `FDB_LEADER_ID` (the member) and `FDB_LEADER_ELECTION` in its
-//!   environment, in a process group of its own under a watchdog of its own that holds that
+//!   `FDB_LEADER_SHARD_COUNT`, `FDB_LEADER_ID` (the member) and `FDB_LEADER_ELECTION_NAME` in
+//!   its environment ([`crate::child_env`]), in a process group of its own under a watchdog of its own that holds that
 //!   shard's lease: the guard's deadline, which every renewal of the member moves. A
 //!   supervisor that dies (any signal) takes every child with it; one that is stopped or
 //!   blocked has each child killed at its shard's deadline.
@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::child::{ChildTask, Ended, Outcome};
 use super::{Prepared, end_of, host_name};
+use crate::child_env;
 use crate::cli::{MAX_CONCURRENT_MOVES, RunArgs};
 use crate::durations::show;
 use crate::exit::{Failure, RunEnd, chain, run_exit_code};
@@ -190,8 +191,8 @@ impl Children {
                 continue;
             }
             let mut env = vec![
-                ("FDB_LEADER_SHARD", shard.get().to_string()),
-                ("FDB_LEADER_BALLOT", ballot.get().to_string()),
+                (child_env::SHARD, shard.get().to_string()),
+                (child_env::BALLOT, ballot.get().to_string()),
             ];
             env.extend(base.iter().map(|(k, v)| (*k, v.clone())));
             let Some(spec) = Spec::command(&args.command, args.shell, env) else {
@@ -291,9 +292,12 @@ impl<D: ElectionDatabase> Session<'_, D> {
             .map(|r| r.id().to_string())
             .unwrap_or_default();
         vec![
-            ("FDB_LEADER_SHARDS", self.stored.layout.shards().to_string()),
-            ("FDB_LEADER_ID", id),
-            ("FDB_LEADER_ELECTION", self.ctx.name.clone()),
+            (
+                child_env::SHARD_COUNT,
+                self.stored.layout.shards().to_string(),
+            ),
+            (child_env::ID, id),
+            (child_env::ELECTION_NAME, self.ctx.name.clone()),
         ]
     }
 
