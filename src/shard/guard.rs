@@ -85,6 +85,15 @@ impl ShardGuard {
         self.inner.core.deadline()
     }
 
+    /// Resolves the next time the [`deadline`](Self::deadline) moves (a renewal of the member,
+    /// or a shortened lease moving it back) after this call, even if it is first polled later:
+    /// create it, then read the deadline, and no move is missed. For a process that relays the
+    /// deadline elsewhere (`fdb-leader run --shards` tells each child's watchdog every renewal
+    /// at once).
+    pub fn deadline_moved(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.inner.core.deadline_moved()
+    }
+
     /// Whether the member owns the shard with this ballot, now: not cancelled, before the
     /// deadline, and the member still believes it. O(log M) in the member's shards.
     pub fn is_valid(&self) -> bool {
