@@ -202,10 +202,12 @@ fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
     let mut world = world_or_skip!("run");
     let log = world.log();
     let log = log.to_str().unwrap();
-    let begin =
-        format!("echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
-    let end =
-        format!("echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
+    let begin = format!(
+        "echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
+    );
+    let end = format!(
+        "echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
+    );
     let hooks = ["--begin-command", &begin, "--end-command", &end];
     // Both at once, on an election that does not exist yet: both create it, one leads.
     let a = world.start_run("a", &hooks);

@@ -218,10 +218,12 @@ fn begin_and_end_commands_run_in_order_around_each_leadership() {
     let mut world = World::new();
     let log = world.log();
     let log = log.to_str().unwrap();
-    let begin =
-        format!("echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
-    let end =
-        format!("echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION\" >> {log}");
+    let begin = format!(
+        "echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
+    );
+    let end = format!(
+        "echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
+    );
     let hooks = ["--begin-command", &begin, "--end-command", &end];
     let (mut a, mut b, first) = leader_and_follower(&mut world, &hooks);
     signal(&a, Signal::SIGTERM);

@@ -42,6 +42,14 @@ const DEATH_BOUND: Duration = Duration::from_secs(1);
 /// How much later than the lease (from a supervisor's SIGSTOP) its children may die.
 const KILL_BOUND: Duration = Duration::from_millis(1500);
 
+/// The runs of 256 children, one at a time: two at once would each measure the other's load.
+static MANY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn many() -> std::sync::MutexGuard<'static, ()> {
+    MANY.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn two_supervisors_spread_the_shards_and_a_killed_ones_children_die_and_move() {
     let mut s = Shards::new("600ms", "200ms");
@@ -466,4 +474,192 @@ fn bad_input_is_refused_with_exit_2_naming_the_flag_and_creates_nothing() {
     let db: PathBuf = s.world.db();
     assert!(!db.exists(), "a refused run created {}", db.display());
     assert!(s.lines().is_empty());
+}
+
+// Issue 29 item 7: `run --shards` gave each child FDB_LEADER_SHARDS, the variable of `run
+// --shards` itself, and FDB_LEADER_ELECTION, that of --election: a nested `fdb-leader
+// --election solo run --try -- true` exited 2 ("--try cannot be used with FDB_LEADER_SHARDS"),
+// and without --try a nested run would have joined a sharded election. The children's
+// variables are not a flag's: each nested command acts as its own flags say.
+#[test]
+fn a_nested_fdb_leader_in_a_shards_child_is_not_configured_by_its_environment() {
+    let mut s = Shards::new("600ms", "200ms");
+    fs::write(s.world.path("nested.sh"), cli_support::NESTED).unwrap();
+    let other = s.world.path("nested.db");
+    let mut command = Command::new(bin());
+    command
+        .arg("--sqlite")
+        .arg(s.world.db())
+        .args(&s.common)
+        .args(["--name", "a", "--shards", "2", "--"])
+        .arg("sh")
+        .arg(s.world.path("nested.sh"))
+        .arg(s.world.log())
+        .arg(bin())
+        .arg(&other);
+    let mut a = s.world.start(command, "a");
+    let (lines, errors) = poll(PATIENCE, || {
+        let (lines, errors) = cli_support::nested_lines(&s.world.log(), &other);
+        (lines.len() == 2).then_some((lines, errors))
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the children never logged twice:\n{}",
+            s.world.stderr_of("a")
+        )
+    });
+    stop_cleanly(&s, "a", &mut a);
+    let mut lines = lines;
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec!["nested 0 0 0 0".to_owned(), "nested 1 0 0 0".to_owned()],
+        "{errors}"
+    );
+}
+
+// Issue 29 item 6: "a lone `run --shards 256 --lease 600ms` must start each child once and
+// keep it". Before, a debug build started none in 17 s while the coordinator election lapsed
+// 13-14 times: every guard check copied the member's map of owned shards (O(M) a check,
+// O(M^2) a reconciliation, one reconciliation per acquired shard), every child was forked
+// on the thread that renews the member's lease, and each stopping child scanned /proc on it
+// every 20 ms. Now lookups are O(log M), a cycle's changes are reconciled once, children
+// start off that thread (one at a time), stopping children share one scan of /proc, and the
+// watchdogs hear of each renewal when it lands instead of 256 tasks polling. Each shard's
+// child starts once, at ballot 1 (no lapse moved a shard), and stays for 3 s more.
+#[test]
+fn a_lone_member_of_256_shards_starts_each_child_once_and_keeps_it() {
+    let _many = many();
+    let mut s = Shards::new("600ms", "200ms");
+    let run = s.lone_member(&[], 256, PATIENCE, Duration::from_secs(3));
+    eprintln!(
+        "figures: 256 children started {:?} after the supervisor ({:.0} children/s)",
+        run.all_started,
+        run.per_second()
+    );
+    assert_eq!(run.restarted(), vec![], "children started again");
+    assert!(
+        run.starts.values().flatten().all(|l| l.ballot == 1),
+        "a shard changed hands"
+    );
+    stopped_after_sigterm(&run);
+}
+
+// Issue 29 item 6: "at the shortest lease the CLI accepts, children are never killed and
+// restarted by the supervisor's own slowness" (900-1,276 restarts in 6-8 s were measured at
+// 300 ms). 64 shards at 150 ms on the in-memory store (only the supervisor's own pace counts:
+// a SQLite commit's flush on a busy disk can miss a 150 ms lease's renewal margin whatever
+// the supervisor does). Before, the same run lapsed its coordinator election about 30 times
+// in 10 s, and its children were restarted about 60 times; now each child starts once and
+// none starts again in the 3 s after. (At 256 shards, starting the children takes a 2-core
+// machine's cores for a few seconds in a debug build, each being two executions of this
+// binary and the command's: there a process that other load keeps from a core for 100 ms
+// misses a 150 ms lease, whatever it does; the README gives the figures.)
+#[test]
+fn at_the_shortest_lease_children_start_once_and_are_never_restarted() {
+    let _many = many();
+    let mut s = Shards::new("150ms", "50ms");
+    let run = s.lone_member(&["--memory"], 64, PATIENCE, Duration::from_secs(3));
+    eprintln!(
+        "figures: at lease 150ms, 64 children started {:?} after the supervisor ({:.0} \
+         children/s)",
+        run.all_started,
+        run.per_second()
+    );
+    assert_eq!(run.restarted(), vec![], "children started again");
+    assert!(
+        run.starts.values().flatten().all(|l| l.ballot == 1),
+        "a shard changed hands"
+    );
+    stopped_after_sigterm(&run);
+}
+
+/// A lone member stopped by SIGTERM exits 0, or 3 when its leave did not commit in time
+/// (the store slow under load; its shards then move a lease later), saying so.
+fn stopped_after_sigterm(run: &run_shards_support::LoneMember) {
+    let left = run.code == Some(0)
+        || (run.code == Some(3)
+            && run
+                .stderr
+                .contains("could not leave the sharded election cleanly"));
+    assert!(
+        left,
+        "exit {:?}:\n{}",
+        run.code,
+        run_shards_support::tail(&run.stderr)
+    );
+}
+
+// Issue 29 item 6: `run` must not bypass its own 256-shard limit by joining a stored layout
+// that `config set --sharded --shards 300` created (one member may come to own every shard,
+// with a child and a watchdog each). It refuses with exit 2 before joining, naming the limit,
+// the flags and the fix; the command it suggests works as printed.
+#[test]
+fn a_stored_election_of_more_shards_than_run_supervises_is_refused_before_joining() {
+    let s = Shards::new("600ms", "200ms");
+    let created = s.cli(&["config", "set", "--sharded", "--shards", "300"]);
+    let created_text = String::from_utf8_lossy(&created.stderr);
+    assert!(created.status.success(), "{created_text}");
+    let mut command = Command::new(bin());
+    command
+        .arg("--sqlite")
+        .arg(s.world.db())
+        .args(&s.common)
+        .args([
+            "--name",
+            "a",
+            "--shards",
+            "4",
+            "--",
+            "sh",
+            "-c",
+            "sleep 100",
+        ]);
+    let out = output_of(command);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for says in [
+        "the sharded election jobs has 300 shards",
+        "more than run --shards supervises (at most 256",
+        "nothing was joined",
+        "ShardedRunners",
+        "--election NAME",
+    ] {
+        assert!(stderr.contains(says), "{says:?} not in: {stderr}");
+    }
+    cli_support::assert_no_panic(&stderr);
+    assert!(s.lines().is_empty(), "a child ran");
+    // Nothing joined: no member in the election.
+    let status = s.shards_status();
+    assert_eq!(
+        status["members"].as_array().map(Vec::len),
+        Some(0),
+        "{status}"
+    );
+    // And config set said so when it created the election.
+    assert!(
+        created_text.contains("run --shards refuses"),
+        "config set warns that run cannot serve it: {created_text}"
+    );
+    // The suggested command, as printed.
+    let suggested = stderr
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no suggested command in: {stderr}"));
+    let dir = PathBuf::from(bin()).parent().unwrap().to_owned();
+    let path = std::env::join_paths(
+        std::iter::once(dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = output_of({
+        let mut sh = Command::new("sh");
+        sh.env("PATH", path).args(["-c", suggested]);
+        sh
+    });
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("300"),
+        "`{suggested}`: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

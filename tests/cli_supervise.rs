@@ -726,3 +726,40 @@ fn status_and_watch_json_keep_their_documented_fields() {
     signal(&watch, Signal::SIGTERM);
     assert!(wait_exit(&mut watch, PATIENCE).is_some());
 }
+
+// Issue 29 item 7: the variables `run` gives its child are not a flag's. An `fdb-leader` the
+// child starts reads its own flags alone: before, the child's FDB_LEADER_ELECTION (the
+// variable of --election) made a nested `run` without --election join the parent's election
+// name.
+#[test]
+fn a_nested_fdb_leader_in_the_child_is_not_configured_by_its_environment() {
+    let mut world = World::new();
+    std::fs::write(world.path("nested.sh"), cli_support::NESTED).unwrap();
+    let other = world.path("nested.db");
+    let mut command = world.command();
+    command
+        .args([
+            "--election",
+            "jobs",
+            "run",
+            "--name",
+            "a",
+            "--lease",
+            "600ms",
+        ])
+        .args(["--heartbeat", "200ms", "--"])
+        .arg("sh")
+        .arg(world.path("nested.sh"))
+        .arg(world.log())
+        .arg(bin())
+        .arg(&other);
+    let mut a = world.start(command, "a");
+    let (lines, errors) = poll(PATIENCE, || {
+        let (lines, errors) = cli_support::nested_lines(&world.log(), &other);
+        (!lines.is_empty()).then_some((lines, errors))
+    })
+    .unwrap_or_else(|| panic!("the child never logged:\n{}", world.stderr_of("a")));
+    signal(&a, Signal::SIGTERM);
+    assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
+    assert_eq!(lines, vec!["nested - 0 0 0".to_owned()], "{errors}");
+}

@@ -22,7 +22,10 @@ use fdb_leader_election::memdb::{
     CommitContext, CommitDecision, FaultInjector, ReadContext, ReadDecision, ReadTarget,
 };
 use fdb_leader_election::shard::ShardedRunner;
-use fdb_leader_election::{CommitFault, ElectionConfig, MemDb, ReadMode, ShardId, TokioClock};
+use fdb_leader_election::{
+    Clock, CommitFault, ElectionConfig, LocalInstant, MemDb, ReadMode, ScriptedFaults, ShardId,
+    TokioClock,
+};
 use foundationdb_tuple::Subspace;
 
 use shard_support::*;
@@ -348,4 +351,131 @@ async fn a_closed_guard_whose_move_was_withdrawn_is_reopened_without_a_cycle_loo
         reopened.iter().all(|(_, open)| *open),
         "closed guards kept after their move was withdrawn: {reopened:?}"
     );
+}
+
+/// Tokio's clock, counting its readings once armed.
+#[derive(Debug, Default)]
+struct CountingClock {
+    inner: TokioClock,
+    armed: AtomicBool,
+    reads: AtomicU64,
+}
+
+impl Clock for CountingClock {
+    fn now(&self) -> LocalInstant {
+        if self.armed.load(Ordering::SeqCst) {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.now()
+    }
+}
+
+/// What the shutdown in an outage did: the clock's readings meanwhile, and how long it took on
+/// tokio's paused clock.
+#[derive(Debug)]
+struct OutageShutdown {
+    reads: u64,
+    took: Duration,
+    left: bool,
+}
+
+/// A member owning its 8 shards, the store then unavailable, and its shutdown.
+async fn shutdown_in_an_outage(clock: Arc<CountingClock>) -> OutageShutdown {
+    let db = MemDb::with_clock(Arc::new(TokioClock::new()));
+    let faults = ScriptedFaults::new();
+    db.set_fault_injector(Arc::new(faults.clone()));
+    let a = ShardedRunner::builder(db.clone(), Subspace::from("adversarial-runner"))
+        .shards(8)
+        .label("a")
+        .config(runner_config(30))
+        .clock(Arc::clone(&clock) as Arc<dyn Clock>)
+        .seed(1)
+        .start()
+        .unwrap();
+    until(&[&a], Duration::from_secs(2), || a.owned().len() == 8).await;
+    faults.set_unavailable(true);
+    clock.armed.store(true, Ordering::SeqCst);
+    let asked = tokio::time::Instant::now();
+    a.shutdown().await;
+    let took = asked.elapsed();
+    let reads = clock.reads.load(Ordering::SeqCst);
+    faults.set_unavailable(false);
+    let record = a
+        .election()
+        .member_record(&db.create_transaction(), a.id())
+        .await
+        .unwrap();
+    OutageShutdown {
+        reads,
+        took,
+        left: record.is_some_and(|r| r.is_fenced()),
+    }
+}
+
+// Issue 29 item 4: "a shutdown during a store outage waits between its leave attempts". The
+// machine retries a failed leave after the back-off of a failed cycle; the runner carried that
+// back-off out as a sleep that a shutdown ends, and the shutdown token stays cancelled: every
+// sleep ended at once, for the whole back-off (262–632 ms of CPU per shutdown measured in real
+// time), and on tokio's paused clock (which moves only while every task waits) the loop never
+// let time move, so the shutdown never returned. Now the machine says so itself: a leave's
+// back-off is a wait (`ShardCommand::WaitUntil`) that only time ends.
+//
+// The member's loop reads its clock at least once per turn, so the clock's readings count the
+// turns. The scenario runs on a paused runtime of its own thread; this thread watches the
+// count in real time, so that a loop that never yields fails the test instead of hanging it.
+#[test]
+fn a_shutdown_in_an_outage_waits_between_its_leave_attempts() {
+    /// Far more turns than three leave attempts and their waits can take.
+    const SPINNING: u64 = 100_000;
+    let clock = Arc::new(CountingClock::default());
+    let (done, outcome) = std::sync::mpsc::channel();
+    let scenario_clock = Arc::clone(&clock);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let _ = done.send(runtime.block_on(shutdown_in_an_outage(scenario_clock)));
+    });
+    let started = std::time::Instant::now();
+    let out = loop {
+        match outcome.recv_timeout(ms(10)) {
+            Ok(out) => break out,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let reads = clock.reads.load(Ordering::SeqCst);
+                assert!(
+                    reads < SPINNING,
+                    "the member's loop turned {reads}+ times (clock readings) during its \
+                     shutdown in an outage, and never let the paused clock move"
+                );
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "the scenario did not end ({reads} readings)"
+                );
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the scenario panicked")
+            }
+        }
+    };
+    // Three leave attempts, two back-offs between them (from a 32nd of the 100 ms heartbeat,
+    // doubling, jittered down to half): at least 1.5 ms + 3.1 ms of waiting.
+    let first = ms(100) / 32;
+    assert!(
+        out.took >= first / 2 + first,
+        "the leave attempts were not spaced by their back-off: {out:?}"
+    );
+    assert!(
+        !out.left,
+        "the store was down: the leave cannot have landed"
+    );
+    // The member's turns (3 leaves, 2 waits, the drain) and its coordinator runner's
+    // shutdown, a few readings each.
+    assert!(
+        out.reads <= 200,
+        "{} clock readings during the shutdown: {out:?}",
+        out.reads
+    );
+    eprintln!("figures: shutdown in an outage: {out:?}");
 }

@@ -2,8 +2,8 @@
 """A child of `fdb-leader run --cluster-file F -- python3 fenced_worker.py ...` that fences every
 write with its ballot, from Python (the `foundationdb` bindings from PyPI, API version 730).
 
-`fdb-leader run` hands its child FDB_LEADER_BALLOT (the fencing token) and FDB_LEADER_ELECTION
-(the election's name). The election's fence key is the tuple ("fdb-leader", NAME, "fence"), and
+`fdb-leader run` hands its child FDB_LEADER_BALLOT (the fencing token) and
+FDB_LEADER_ELECTION_NAME (the election's name). The election's fence key is the tuple ("fdb-leader", NAME, "fence"), and
 its value the tuple (3, ballot, vacant). Each write reads the fence in its own transaction and
 commits only while the token is the current, non-vacant ballot: a worker that kept running after
 its leadership ended (a pause, a slow shutdown) can no longer write.
@@ -56,7 +56,7 @@ def fenced_write(tr, fence_key, token, key, value):
 
 
 token = int(os.environ["FDB_LEADER_BALLOT"])
-fence_key = fdb.tuple.pack(("fdb-leader", os.environ["FDB_LEADER_ELECTION"], "fence"))
+fence_key = fdb.tuple.pack(("fdb-leader", os.environ["FDB_LEADER_ELECTION_NAME"], "fence"))
 # README: end
 
 
@@ -72,7 +72,7 @@ def main():
     args = parser.parse_args()
 
     my_token = args.token if args.token is not None else token
-    election = args.election or os.environ["FDB_LEADER_ELECTION"]
+    election = args.election or os.environ["FDB_LEADER_ELECTION_NAME"]
     my_fence = fdb.tuple.pack(("fdb-leader", election, "fence"))
     db = fdb.open(args.cluster_file)
 

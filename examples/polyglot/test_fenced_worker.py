@@ -26,7 +26,7 @@ import tempfile
 import time
 
 os.environ.setdefault("FDB_LEADER_BALLOT", "0")
-os.environ.setdefault("FDB_LEADER_ELECTION", "unused")
+os.environ.setdefault("FDB_LEADER_ELECTION_NAME", "unused")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -163,7 +163,7 @@ def end_to_end(args, results):
     once = subprocess.run(
         [sys.executable, WORKER, "--cluster-file", args.cluster_file, "--once"]
         + ["--token", str(token2), "--election", name, "--prefix", name],
-        env=dict(os.environ, FDB_LEADER_BALLOT=str(token2), FDB_LEADER_ELECTION=name),
+        env=dict(os.environ, FDB_LEADER_BALLOT=str(token2), FDB_LEADER_ELECTION_NAME=name),
         timeout=PATIENCE,
     )
     results.append(

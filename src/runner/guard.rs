@@ -137,6 +137,14 @@ impl LeadershipGuard {
         self.inner.core.deadline()
     }
 
+    /// Resolves the next time the [`deadline`](Self::deadline) moves (a renewal, or a
+    /// shortened lease moving it back) after this call, even if it is first polled later:
+    /// create it, then read the deadline, and no move is missed. For a process that relays the
+    /// deadline elsewhere (`fdb-leader run` tells its child's watchdog every renewal at once).
+    pub fn deadline_moved(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.inner.core.deadline_moved()
+    }
+
     /// How long the leadership lasts from now without another renewal (zero once it ended).
     pub fn remaining(&self) -> Duration {
         if self.is_cancelled() {

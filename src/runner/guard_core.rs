@@ -6,9 +6,10 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
@@ -20,6 +21,8 @@ use crate::clock::LocalInstant;
 pub(crate) struct GuardCore<R> {
     /// The local deadline, in nanoseconds since the clock's origin.
     deadline: AtomicU64,
+    /// Notified each time the deadline is set.
+    moved: Arc<Notify>,
     token: CancellationToken,
     handover: CancellationToken,
     reason: Mutex<Option<R>>,
@@ -34,6 +37,7 @@ impl<R: Clone> GuardCore<R> {
     pub(crate) fn new(deadline: LocalInstant) -> Self {
         GuardCore {
             deadline: AtomicU64::new(nanos(deadline)),
+            moved: Arc::new(Notify::new()),
             token: CancellationToken::new(),
             handover: CancellationToken::new(),
             reason: Mutex::new(None),
@@ -47,6 +51,13 @@ impl<R: Clone> GuardCore<R> {
 
     pub(crate) fn set_deadline(&self, deadline: LocalInstant) {
         self.deadline.store(nanos(deadline), Ordering::SeqCst);
+        self.moved.notify_waiters();
+    }
+
+    /// Resolves at the first [`set_deadline`](Self::set_deadline) after this call (not after
+    /// the first poll: created before a read of the deadline, it misses no later move).
+    pub(crate) fn deadline_moved(&self) -> impl Future<Output = ()> + Send + 'static {
+        Arc::clone(&self.moved).notified_owned()
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
@@ -135,5 +146,47 @@ impl<R: Clone> GuardCore<R> {
                 out = work => Some(out),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    use super::*;
+
+    fn at(ms: u64) -> LocalInstant {
+        LocalInstant::from_origin(Duration::from_millis(ms))
+    }
+
+    /// Whether `f` is ready at its first poll.
+    fn ready(f: impl Future<Output = ()>) -> bool {
+        let mut f = pin!(f);
+        f.as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_ready()
+    }
+
+    // What `fdb-leader run` relies on to tell a watchdog each renewal at once: a wait for the
+    // deadline's next move, created before a read of the deadline, misses no move made after
+    // it, even one made before its first poll; and it ignores moves made before it.
+    #[test]
+    fn a_deadline_move_after_the_wait_was_created_wakes_it_even_unpolled() {
+        let core: GuardCore<()> = GuardCore::new(at(100));
+        let before = core.deadline_moved();
+        core.set_deadline(at(200));
+        let after = core.deadline_moved();
+        assert_eq!(core.deadline(), at(200));
+        assert!(ready(before), "the move after its creation wakes it");
+        assert!(
+            !ready(after),
+            "a wait created after the move waits for the next one"
+        );
+        let next = core.deadline_moved();
+        core.set_deadline(at(150)); // moved back (a shortened lease): a move too
+        assert!(ready(next));
     }
 }

@@ -85,12 +85,28 @@ impl ShardGuard {
         self.inner.core.deadline()
     }
 
+    /// Resolves the next time the [`deadline`](Self::deadline) moves (a renewal of the member,
+    /// or a shortened lease moving it back) after this call, even if it is first polled later:
+    /// create it, then read the deadline, and no move is missed. For a process that relays the
+    /// deadline elsewhere (`fdb-leader run --shards` tells each child's watchdog every renewal
+    /// at once).
+    pub fn deadline_moved(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.inner.core.deadline_moved()
+    }
+
     /// Whether the member owns the shard with this ballot, now: not cancelled, before the
-    /// deadline, and the member still believes it.
+    /// deadline, and the member still believes it. O(log M) in the member's shards.
     pub fn is_valid(&self) -> bool {
-        !self.is_cancelled()
-            && self.inner.member.now() < self.deadline()
-            && self.inner.member.shard_token(self.inner.shard) == Some(self.inner.ballot)
+        self.valid_at(
+            self.inner.member.now(),
+            self.inner.member.shard_token(self.inner.shard),
+        )
+    }
+
+    /// The rule of [`is_valid`](Self::is_valid), given the member's clock reading `now` and
+    /// its token for this shard at `now` (`member_token`).
+    pub(crate) fn valid_at(&self, now: LocalInstant, member_token: Option<Ballot>) -> bool {
+        !self.is_cancelled() && now < self.deadline() && member_token == Some(self.inner.ballot)
     }
 
     /// Whether the guard has been cancelled.

@@ -470,3 +470,42 @@ pub fn free_port() -> u16 {
         .expect("a free port")
         .port()
 }
+
+/// A child that starts `fdb-leader` itself, as a child may: `sh nested.sh LOG BIN DB`. On the
+/// store `DB.SHARD` (`DB.-` outside a sharded run) it runs `BIN --election solo run --try
+/// --on-child-exit exit -- true`, then the same without `--election`, then `BIN --election
+/// default status`, and logs `nested SHARD A B C` with their three exit codes (all 0 when the
+/// environment it was given configures none of them: the second run then acts on the
+/// default election, which the status finds). Then it runs until SIGTERM.
+pub const NESTED: &str = r#"#!/bin/sh
+log="$1"
+bin="$2"
+db="$3.${FDB_LEADER_SHARD:--}"
+"$bin" --sqlite "$db" --election solo run --try --on-child-exit exit -- true 2>>"$db.err"; a=$?
+"$bin" --sqlite "$db" run --try --on-child-exit exit -- true 2>>"$db.err"; b=$?
+"$bin" --sqlite "$db" --election default status >/dev/null 2>>"$db.err"; c=$?
+echo "nested ${FDB_LEADER_SHARD:--} $a $b $c" >> "$log"
+trap 'exit 0' TERM
+while :; do sleep 0.05; done
+"#;
+
+/// The `nested SHARD A B C` lines of `log` ([`NESTED`]), and the nested runs' stderr.
+pub fn nested_lines(log: &Path, db: &Path) -> (Vec<String>, String) {
+    let lines = fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("nested "))
+        .map(str::to_owned)
+        .collect();
+    let dir = db.parent().map(Path::to_owned).unwrap_or_default();
+    let mut errors = String::new();
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "err")
+            && path.to_string_lossy().starts_with(&*db.to_string_lossy())
+        {
+            errors.push_str(&fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    (lines, errors)
+}

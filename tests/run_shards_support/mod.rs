@@ -5,6 +5,7 @@
 #![allow(
     dead_code,
     unreachable_pub,
+    clippy::cast_precision_loss,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
@@ -38,12 +39,12 @@ for pid in $(awk -v s="$FDB_LEADER_SHARD" '$1 == "start" && $2 == s { print $6 }
         *) echo "overlap $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID - $pid -" >> "$log" ;;
     esac
 done
-echo "start $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARDS $$ $FDB_LEADER_ELECTION" >> "$log"
+echo "start $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARD_COUNT $$ $FDB_LEADER_ELECTION_NAME" >> "$log"
 if [ -n "$3" ] && [ "$FDB_LEADER_SHARD" = "$3" ]; then
     sleep 0.5
     exit 7
 fi
-trap 'sleep "$delay"; echo "stop $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARDS $$ $FDB_LEADER_ELECTION" >> "$log"; exit 0' TERM
+trap 'sleep "$delay"; echo "stop $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID $FDB_LEADER_SHARD_COUNT $$ $FDB_LEADER_ELECTION_NAME" >> "$log"; exit 0' TERM
 while :; do sleep 0.05; done
 "#;
 
@@ -54,10 +55,10 @@ pub struct Line {
     pub shard: u32,
     pub ballot: u64,
     pub id: String,
-    /// `FDB_LEADER_SHARDS`, as the child saw it (`-` for an overlap).
+    /// `FDB_LEADER_SHARD_COUNT`, as the child saw it (`-` for an overlap).
     pub shards: String,
     pub pid: i32,
-    /// `FDB_LEADER_ELECTION`.
+    /// `FDB_LEADER_ELECTION_NAME`.
     pub election: String,
 }
 
@@ -280,4 +281,109 @@ pub fn assert_ballots_grow(lines: &[Line]) {
         }
         last.insert(start.shard, (start.ballot, start.id.clone()));
     }
+}
+
+/// A light child for runs of many shards: `sh light_child.sh LOG` logs `start SHARD BALLOT ID
+/// SHARDS PID ELECTION` and becomes a `sleep` (one process per child, which SIGTERM ends).
+pub const LIGHT_CHILD: &str = r#"#!/bin/sh
+echo "start $FDB_LEADER_SHARD $FDB_LEADER_BALLOT $FDB_LEADER_ID ${FDB_LEADER_SHARD_COUNT:--} $$ ${FDB_LEADER_ELECTION_NAME:--}" >> "$1"
+exec sleep 1000
+"#;
+
+/// What a lone member of many shards did: how long after its start every shard had a child,
+/// and each shard's children (their `start` lines) after a further `hold`.
+pub struct LoneMember {
+    /// From the supervisor's start until every shard had a child.
+    pub all_started: Duration,
+    /// Each shard's `start` lines, at the end of the hold.
+    pub starts: BTreeMap<u32, Vec<Line>>,
+    /// The supervisor's exit code after SIGTERM.
+    pub code: Option<i32>,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+impl LoneMember {
+    /// The shards that started more than one child, with their starts.
+    pub fn restarted(&self) -> Vec<(u32, Vec<(u64, i32)>)> {
+        self.starts
+            .iter()
+            .filter(|(_, lines)| lines.len() > 1)
+            .map(|(shard, lines)| (*shard, lines.iter().map(|l| (l.ballot, l.pid)).collect()))
+            .collect()
+    }
+
+    /// The children started per second, from the supervisor's start.
+    pub fn per_second(&self) -> f64 {
+        self.starts.len() as f64 / self.all_started.as_secs_f64()
+    }
+}
+
+impl Shards {
+    /// Starts `fdb-leader STORE… --election jobs run --lease … --heartbeat … --name a --shards
+    /// M -- sh light_child.sh LOG` (`store`: `--sqlite DB` if empty), waits until every shard
+    /// has a child (at most `bound`), holds `hold` more, and stops it (SIGTERM; its exit code
+    /// in [`LoneMember::code`], every child gone).
+    pub fn lone_member(
+        &mut self,
+        store: &[&str],
+        shards: u32,
+        bound: Duration,
+        hold: Duration,
+    ) -> LoneMember {
+        fs::write(self.world.path("light_child.sh"), LIGHT_CHILD).expect("child script");
+        let mut command = Command::new(bin());
+        if store.is_empty() {
+            command.arg("--sqlite").arg(self.world.db());
+        } else {
+            command.args(store);
+        }
+        command
+            .args(&self.common)
+            .args(["--name", "a", "--shards", &shards.to_string(), "--"])
+            .arg("sh")
+            .arg(self.world.path("light_child.sh"))
+            .arg(self.world.log());
+        let started = Instant::now();
+        let mut a = self.world.start(command, "a");
+        let started_shards = || {
+            self.lines()
+                .iter()
+                .filter(|l| l.kind == "start")
+                .map(|l| l.shard)
+                .collect::<BTreeSet<u32>>()
+                .len()
+        };
+        let all = poll(bound, || {
+            (started_shards() == shards as usize).then(|| started.elapsed())
+        });
+        let Some(all_started) = all else {
+            let n = started_shards();
+            stop_cleanly(self, "a", &mut a);
+            panic!(
+                "{n} of {shards} shards had a child {bound:?} after the start:\n{}",
+                tail(&self.world.stderr_of("a"))
+            );
+        };
+        std::thread::sleep(hold);
+        let mut starts: BTreeMap<u32, Vec<Line>> = BTreeMap::new();
+        for line in self.lines().into_iter().filter(|l| l.kind == "start") {
+            starts.entry(line.shard).or_default().push(line);
+        }
+        signal(&a, Signal::SIGTERM);
+        let status = crate::cli_support::wait_exit(&mut a, PATIENCE).expect("exits after SIGTERM");
+        assert!(self.active().is_empty(), "{:?}", self.active());
+        LoneMember {
+            all_started,
+            starts,
+            code: status.code(),
+            stderr: self.world.stderr_of("a"),
+        }
+    }
+}
+
+/// The last lines of a log, for a failure's message.
+pub fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }

@@ -234,9 +234,12 @@ impl World {
     fn carry(&mut self, pid: usize, command: ShardCommand) -> Option<ShardEvent> {
         match command {
             ShardCommand::RunCycle { ready } => self.start_cycle(pid, ready),
-            ShardCommand::SleepUntil(at) => {
+            ShardCommand::SleepUntil(at) | ShardCommand::WaitUntil(at) => {
                 let m = self.members.get_mut(pid)?;
-                if std::mem::take(&mut m.watch_fired) {
+                // A fired watch ends a sleep; nothing but time ends a wait.
+                if matches!(command, ShardCommand::SleepUntil(_))
+                    && std::mem::take(&mut m.watch_fired)
+                {
                     return Some(ShardEvent::InboxChanged);
                 }
                 m.wake = m.wake.wrapping_add(1) % (u64::MAX - 1);

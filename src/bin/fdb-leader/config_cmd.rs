@@ -5,7 +5,7 @@ use fdb_leader_election::shard::Layout;
 use fdb_leader_election::{ConfigError, ElectionConfig, ElectionError};
 use serde_json::{Value, json};
 
-use crate::cli::{ConfigSetArgs, MAX_CONCURRENT_MOVES};
+use crate::cli::{ConfigSetArgs, MAX_CONCURRENT_MOVES, MAX_RUN_SHARDS};
 use crate::durations::{millis_json, show};
 use crate::exit::Failure;
 use crate::limits;
@@ -239,7 +239,15 @@ pub(crate) async fn set<D: ElectionDatabase>(
                 tracing::info!(election = %ctx.name, "election created with this configuration")
             }
             Kind::Sharded => {
-                tracing::info!(election = %ctx.name, shards = set.shards.unwrap_or(0), "sharded election created with this configuration")
+                let shards = set.shards.unwrap_or(0);
+                tracing::info!(election = %ctx.name, shards, "sharded election created with this configuration");
+                if shards > MAX_RUN_SHARDS {
+                    tracing::warn!(
+                        "run --shards refuses to join it: it supervises at most {MAX_RUN_SHARDS} \
+                         shards (a child and a watchdog each); serve this election with \
+                         ShardedRunners in the service itself"
+                    );
+                }
             }
         }
     } else if base == new {

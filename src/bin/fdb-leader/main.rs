@@ -5,6 +5,7 @@
 //! only".
 
 mod backoff;
+mod child_env;
 mod classify;
 mod cli;
 mod config_cmd;

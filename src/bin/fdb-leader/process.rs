@@ -2,6 +2,7 @@
 //! of its own, so that stopping one stops everything it started, and each under a watchdog
 //! (see [`crate::watchdog`]) that kills that group if `fdb-leader` dies first.
 
+use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::future::Future;
 use std::io;
@@ -192,7 +193,7 @@ impl Proc {
     /// Whether any process of the group is left running (once the child itself has been
     /// reaped). Zombies do not count: an orphan's zombie lingers until an init process that
     /// reaps (absent from some containers) collects it, but it runs nothing.
-    fn group_alive(&mut self) -> bool {
+    async fn group_alive(&mut self) -> bool {
         let Some(group) = self.group else {
             return false;
         };
@@ -201,7 +202,7 @@ impl Proc {
                 self.group = None;
                 false
             }
-            _ => running_members(group.as_raw()).unwrap_or(true),
+            _ => group_running(group.as_raw()).await.unwrap_or(true),
         }
     }
 
@@ -255,7 +256,7 @@ impl Proc {
         }
         let mut killed = false;
         loop {
-            let settled = self.status.is_some() && !self.group_alive();
+            let settled = self.status.is_some() && !self.group_alive().await;
             if settled {
                 break;
             }
@@ -298,10 +299,48 @@ impl Proc {
     }
 }
 
-/// Whether a process of group `pgid` is running (not a zombie), from `/proc`; `None` where
+/// Whether a process of group `pgid` is running (not a zombie); `None` where `/proc` cannot
+/// be read. Answered from one scan of `/proc` shared by every caller (the stops of every
+/// child, `run --shards` stopping hundreds at once): a scan reads every process's `stat`, so
+/// one each would cost O(groups × processes) per poll, on the runtime's thread; this is one
+/// per [`GROUP_POLL`], off it.
+///
+/// A scan taken before the call is as good as a new one: a group whose members are all gone
+/// or zombies gains none (only a running member could fork one), so a scan that found none
+/// running stays true, and one that found some only makes the caller poll again.
+async fn group_running(pgid: i32) -> Option<bool> {
+    static CENSUS: tokio::sync::Mutex<Option<Census>> = tokio::sync::Mutex::const_new(None);
+    // Callers queue here while one scans; each then answers from that scan.
+    let mut census = CENSUS.lock().await;
+    let stale = census.as_ref().is_none_or(|c| c.at.elapsed() >= GROUP_POLL);
+    if stale {
+        let running = tokio::task::spawn_blocking(running_groups)
+            .await
+            .ok()
+            .flatten();
+        *census = Some(Census {
+            at: std::time::Instant::now(),
+            running,
+        });
+    }
+    census
+        .as_ref()
+        .and_then(|c| c.running.as_ref())
+        .map(|running| running.contains(&pgid))
+}
+
+/// One scan of `/proc`: when it ended, and the process groups with a running member (`None`:
+/// `/proc` could not be read).
+struct Census {
+    at: std::time::Instant,
+    running: Option<BTreeSet<i32>>,
+}
+
+/// The process groups that have a running (not zombie) member, from `/proc`; `None` where
 /// `/proc` cannot be read.
-fn running_members(pgid: i32) -> Option<bool> {
+fn running_groups() -> Option<BTreeSet<i32>> {
     let entries = std::fs::read_dir("/proc").ok()?;
+    let mut running = BTreeSet::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -315,12 +354,12 @@ fn running_members(pgid: i32) -> Option<bool> {
             continue;
         };
         if let Some((state, pgrp)) = parse_stat(&stat) {
-            if pgrp == pgid && state != 'Z' && state != 'X' {
-                return Some(true);
+            if state != 'Z' && state != 'X' {
+                running.insert(pgrp);
             }
         }
     }
-    Some(false)
+    Some(running)
 }
 
 /// The state and process group in a `/proc/PID/stat` line: `pid (comm) state ppid pgrp …`
@@ -402,7 +441,10 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_millis(300));
         assert_eq!(exit_code(status), 128 + 9);
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(running_members(group.as_raw()), Some(false));
+        assert_eq!(
+            running_groups().map(|running| running.contains(&group.as_raw())),
+            Some(false)
+        );
     }
 
     #[test]

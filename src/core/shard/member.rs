@@ -95,12 +95,24 @@ impl MemberState {
     }
 
     /// The shards this member owns at `now`, with their fencing tokens: none once its lease
-    /// has ended.
+    /// has ended. (A copy, O(M): [`owned_ref_at`](Self::owned_ref_at) or
+    /// [`token_at`](Self::token_at) look without copying.)
     pub(crate) fn owned_at(&self, now: LocalInstant) -> BTreeMap<ShardId, Ballot> {
-        match self.lease {
-            Some(l) if now < l.valid_until => self.owned.clone(),
-            _ => BTreeMap::new(),
-        }
+        self.owned_ref_at(now).cloned().unwrap_or_default()
+    }
+
+    /// The shards this member owns at `now`, without copying them: `None` once its lease has
+    /// ended (the one rule of a belief's end, which [`owned_at`](Self::owned_at) and
+    /// [`token_at`](Self::token_at) read through).
+    pub(crate) fn owned_ref_at(&self, now: LocalInstant) -> Option<&BTreeMap<ShardId, Ballot>> {
+        self.lease
+            .filter(|l| now < l.valid_until)
+            .map(|_| &self.owned)
+    }
+
+    /// The fencing token of `shard` if this member owns it at `now`: O(log M).
+    pub(crate) fn token_at(&self, shard: ShardId, now: LocalInstant) -> Option<Ballot> {
+        self.owned_ref_at(now)?.get(&shard).copied()
     }
 
     /// Keeps what the records may still tie to this member at its epoch (the shards it owns,

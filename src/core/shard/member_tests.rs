@@ -560,3 +560,32 @@ fn a_cycle_started_during_a_leave_does_not_keep_the_old_epochs_shards_owned() {
         plan.record.epoch
     );
 }
+
+/// One rule for the end of a belief: the token of one shard (`token_at`, O(log M), copying
+/// nothing) says what the copy of every owned shard (`owned_at`) says, at every instant: the
+/// shard's ballot while the lease holds, nothing from its end on, nothing for a shard not
+/// owned.
+#[test]
+fn the_token_of_one_shard_agrees_with_the_owned_shards_at_every_instant() {
+    let w = owning();
+    let end = w.st.lease.unwrap().valid_until;
+    let end_ms = u64::try_from(end.since_origin().as_millis()).unwrap();
+    for ms in [0, 10, 5_000, end_ms - 1, end_ms, end_ms + 1, 20_000] {
+        let owned = w.st.owned_at(at(ms));
+        for shard in 0..6 {
+            let shard = ShardId::new(shard);
+            assert_eq!(
+                w.st.token_at(shard, at(ms)),
+                owned.get(&shard).copied(),
+                "shard {shard} at {ms} ms"
+            );
+        }
+        assert_eq!(
+            w.st.owned_ref_at(at(ms)).is_some(),
+            at(ms) < end,
+            "at {ms} ms"
+        );
+    }
+    assert_eq!(w.st.token_at(ShardId::new(2), at(10)), Some(Ballot::new(1)));
+    assert_eq!(w.st.token_at(ShardId::new(2), end), None);
+}

@@ -143,19 +143,30 @@ impl ShardedRunner {
         self.member.id()
     }
 
-    /// The shards this member owns now, with their guards.
+    /// The shards this member owns now, with their guards: those whose guard
+    /// [`is_valid`](ShardGuard::is_valid). O(M) in all (one clock reading, one pass over the
+    /// guards beside the member's shards, both in shard order).
     pub fn owned(&self) -> BTreeMap<ShardId, ShardGuard> {
-        self.shared
-            .guards()
-            .iter()
-            .filter(|(_, g)| g.is_valid())
-            .map(|(s, g)| (*s, g.clone()))
-            .collect()
+        let guards = self.shared.guards();
+        self.member.with_owned(|now, owned| {
+            let mut tokens = owned.into_iter().flatten().peekable();
+            guards
+                .iter()
+                .filter(|(shard, guard)| {
+                    // Both maps are in shard order: skip the member's shards below this one.
+                    while tokens.next_if(|(s, _)| *s < *shard).is_some() {}
+                    let token = tokens.next_if(|(s, _)| *s == *shard).map(|(_, b)| *b);
+                    guard.valid_at(now, token)
+                })
+                .map(|(shard, guard)| (*shard, guard.clone()))
+                .collect()
+        })
     }
 
-    /// The guard of `shard`, if this member owns it now.
+    /// The guard of `shard`, if this member owns it now. O(log M).
     pub fn guard(&self, shard: ShardId) -> Option<ShardGuard> {
-        self.owned().remove(&shard)
+        let guard = self.shared.guards().get(&shard).cloned()?;
+        guard.is_valid().then_some(guard)
     }
 
     /// A stream of this member's ownership changes (acquired, lost).

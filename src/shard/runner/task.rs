@@ -85,6 +85,10 @@ impl<D: ElectionDatabase> MemberTask<D> {
         match command {
             ShardCommand::RunCycle { ready } => self.cycle(ready).await,
             ShardCommand::SleepUntil(at) => self.sleep(at).await,
+            ShardCommand::WaitUntil(at) => {
+                tokio::time::sleep(at.saturating_duration_since(self.clock.now())).await;
+                self.feed(ShardEvent::Tick)
+            }
             ShardCommand::DrainTasks { bound } => {
                 let mut all = true;
                 for guard in std::mem::take(&mut self.ended) {

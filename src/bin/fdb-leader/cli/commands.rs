@@ -114,7 +114,8 @@ pub(crate) struct ConfigSetArgs {
     #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED")]
     pub(crate) sharded: bool,
     /// With --sharded: the shard count to create the sharded election with if it does not
-    /// exist yet, as `run --shards M` would (an existing one keeps its count).
+    /// exist yet, as `run --shards M` would (an existing one keeps its count). `run --shards`
+    /// joins one of at most 256 shards; a larger one is for ShardedRunners.
     #[arg(long, value_name = "M", value_parser = super::sharded::layout_shard_count, requires = "sharded", env = "FDB_LEADER_CONFIG_SHARDS")]
     pub(crate) shards: Option<u32>,
     /// How long a leader holds the lease without renewing (at least 150ms).

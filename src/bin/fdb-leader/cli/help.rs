@@ -45,8 +45,10 @@ script parses and its first command exists) and that the store is usable; a prob
 at once (exit 4 or 3) without taking part in the election.
 
 While this process leads, CMD runs with FDB_LEADER_BALLOT (the ballot: a fencing token that
-only grows), FDB_LEADER_ID (this candidate's id) and FDB_LEADER_ELECTION (the election's name)
-in its environment, in a process group of its own, with standard input from /dev/null.
+only grows), FDB_LEADER_ID (this candidate's id) and FDB_LEADER_ELECTION_NAME (the election's
+name) in its environment, in a process group of its own, with standard input from /dev/null.
+None of these is a flag's variable: an fdb-leader started by CMD is not configured by them
+(it does inherit the FDB_LEADER_* variables this process was started with).
 
 The child never outlives fdb-leader, nor its lease: a small watchdog process (fdb-leader
 itself, in the child's process group) holds a pipe from this process and the lease's
@@ -92,20 +94,20 @@ the runner's fdb_leader_* metrics) and /healthz (200 `ok`, or 503 naming the pro
 the runner is wedged or dead; a follower is healthy). Prefer a loopback address.
 
 With --shards M, this process joins the sharded election of --election NAME instead (under
-(\"fdb-leader\", NAME, \"shards\"); M shards if it creates it, the stored count otherwise) as a
-member of weight --weight (default 1) and priority --priority, and runs one CMD per shard it
-owns, with FDB_LEADER_SHARD (0 to M-1), FDB_LEADER_BALLOT (that shard's ballot),
-FDB_LEADER_SHARDS, FDB_LEADER_ID (this member) and FDB_LEADER_ELECTION in its environment. The
-shards spread over the live members by weight. Each child runs under a watchdog of its own
-that holds its shard's lease, as above. A shard that moves away (a member joins, a drain,
-`shards move`) is handed over only after its child has stopped (SIGTERM, SIGKILL after
---grace); a shard lost without asking has its child killed at once. SIGINT, SIGTERM and
-SIGHUP stop every child, then hand every shard back in one commit (the others take them over
-without waiting a lease) and exit 0. A child that exits by itself is restarted after the
-back-off while the shard is owned (--on-child-exit restart, the default with --shards), or
-ends the run (exit). --on-child-exit resign, --try, --timeout, --payload, --begin-command,
---end-command and --error-timeout are refused with --shards. `shards status` (or `status`)
-shows the placement.
+(\"fdb-leader\", NAME, \"shards\"); M shards if it creates it, the stored count otherwise, and
+a stored one of more than 256 shards is refused with exit 2) as a member of weight --weight
+(default 1) and priority --priority, and runs one CMD per shard it owns, with FDB_LEADER_SHARD
+(0 to M-1), FDB_LEADER_BALLOT (that shard's ballot), FDB_LEADER_SHARD_COUNT (M), FDB_LEADER_ID
+(this member) and FDB_LEADER_ELECTION_NAME in its environment. The shards spread over the live
+members by weight. Each child runs under a watchdog of its own that holds its shard's lease,
+as above. A shard that moves away (a member joins, a drain, `shards move`) is handed over only
+after its child has stopped (SIGTERM, SIGKILL after --grace); a shard lost without asking has
+its child killed at once. SIGINT, SIGTERM and SIGHUP stop every child, then hand every shard
+back in one commit (the others take them over without waiting a lease) and exit 0. A child
+that exits by itself is restarted after the back-off while the shard is owned (--on-child-exit
+restart, the default with --shards), or ends the run (exit). --on-child-exit resign, --try,
+--timeout, --payload, --begin-command, --end-command and --error-timeout are refused with
+--shards. `shards status` (or `status`) shows the placement.
 
 Leadership is not authority: a paused process can act late, so external effects should
 carry the ballot and be rejected when a higher one was seen.

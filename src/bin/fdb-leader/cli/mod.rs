@@ -18,7 +18,7 @@ pub(crate) use commands::{
     WatchArgs,
 };
 pub(crate) use run_args::{OnChildExit, RunArgs};
-pub(crate) use sharded::MAX_CONCURRENT_MOVES;
+pub(crate) use sharded::{MAX_CONCURRENT_MOVES, MAX_RUN_SHARDS};
 
 use help::{
     ABOUT, CONFIG_AFTER_HELP, EXIT_CODES, FORCE_VACATE_AFTER_HELP, LONG_ABOUT, RESIGN_AFTER_HELP,

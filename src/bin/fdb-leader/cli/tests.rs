@@ -215,3 +215,51 @@ fn settings_of_the_single_election_are_refused_with_shards() {
         .unwrap_or_default();
     assert!(e.contains("--weight needs --shards M"), "{e}");
 }
+
+/// Every argument of `cmd` and of its subcommands, at any depth, with the path to it.
+fn every_arg(cmd: &clap::Command, path: &str, out: &mut Vec<(String, String)>) {
+    for arg in cmd.get_arguments() {
+        if let Some(env) = arg.get_env() {
+            out.push((
+                format!("{path} --{}", arg.get_id()),
+                env.to_string_lossy().into_owned(),
+            ));
+        }
+    }
+    for sub in cmd.get_subcommands() {
+        every_arg(sub, &format!("{path} {}", sub.get_name()), out);
+    }
+}
+
+// Issue 29 item 7: the variables `run` gives its children are never a flag's variable, or an
+// `fdb-leader` started by a child would read its supervisor's facts as configuration (`run
+// --shards` gave each child FDB_LEADER_SHARDS, the variable of `run --shards`: a nested
+// `fdb-leader --election solo run --try -- true` exited 2).
+#[test]
+fn no_flag_reads_a_variable_that_run_gives_its_children() {
+    let mut args = Vec::new();
+    every_arg(&Cli::command(), "fdb-leader", &mut args);
+    assert!(
+        args.iter().any(|(_, env)| env == "FDB_LEADER_SHARDS"),
+        "the walk sees run's --shards: {args:?}"
+    );
+    let clashes: Vec<&(String, String)> = args
+        .iter()
+        .filter(|(_, env)| crate::child_env::ALL.contains(&env.as_str()))
+        .collect();
+    assert!(
+        clashes.is_empty(),
+        "flags reading a variable run sets for its children: {clashes:?}"
+    );
+}
+
+/// `run --help` names every variable the children get.
+#[test]
+fn run_help_names_every_variable_of_the_children() {
+    for name in crate::child_env::ALL {
+        assert!(
+            super::help::RUN_AFTER_HELP.contains(name),
+            "run --help does not name {name}"
+        );
+    }
+}

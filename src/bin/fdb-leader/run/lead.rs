@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{Ended, Session};
+use crate::child_env;
 use crate::cli::OnChildExit;
 use crate::durations::show;
 use crate::exit::Failure;
@@ -42,9 +43,9 @@ impl<D: ElectionDatabase> Session<'_, D> {
     /// The environment of the child and the hooks.
     fn env(&self, guard: &LeadershipGuard) -> Vec<(&'static str, String)> {
         vec![
-            ("FDB_LEADER_BALLOT", guard.ballot().to_string()),
-            ("FDB_LEADER_ID", self.id.clone()),
-            ("FDB_LEADER_ELECTION", self.ctx.name.clone()),
+            (child_env::BALLOT, guard.ballot().to_string()),
+            (child_env::ID, self.id.clone()),
+            (child_env::ELECTION_NAME, self.ctx.name.clone()),
         ]
     }
 

@@ -3,6 +3,9 @@
 //! (see the parent module's docs).
 
 use std::ffi::{OsStr, OsString};
+use std::future::Future;
+
+use futures_util::future::Either;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -12,7 +15,7 @@ use fdb_leader_election::shard::{Member, ShardGuard};
 use fdb_leader_election::{Candidate, LocalInstant};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
-use super::{FEED_POLL, FEED_POLL_NEAR, NEAR, Note, watchdog_args};
+use super::{FEED_RETRY, Note, watchdog_args};
 
 /// What the supervisor tells a watchdog: the belief deadline of one leadership, or of one
 /// shard's ownership (the member's lease, which every renewal moves).
@@ -87,6 +90,14 @@ impl Lease {
         match &self.held {
             Held::Leader { guard, .. } => guard.deadline(),
             Held::Shard { guard, .. } => guard.deadline(),
+        }
+    }
+
+    /// Resolves at the guard's next deadline move after this call.
+    fn moved(&self) -> impl Future<Output = ()> + Send + 'static {
+        match &self.held {
+            Held::Leader { guard, .. } => Either::Left(guard.deadline_moved()),
+            Held::Shard { guard, .. } => Either::Right(guard.deadline_moved()),
         }
     }
 
@@ -208,32 +219,35 @@ pub(super) fn write_note(lifeline: &File, note: Note) -> std::io::Result<bool> {
     }
 }
 
-/// Tells the watchdog each new deadline of `lease` (see the module's docs); the first at once.
+/// Tells the watchdog each new deadline of `lease` (see the module's docs): the first at once,
+/// each later one as soon as the guard's deadline moves; a note that did not fit the pipe is
+/// written again every [`FEED_RETRY`] until one does.
 async fn feed(lifeline: File, lease: Lease) {
     let mut told: Option<LocalInstant> = None;
     loop {
+        // Before the read: a move after it wakes this loop.
+        let moved = lease.moved();
         let (deadline, note) = lease.note();
+        let mut untold = false;
         if told != Some(deadline) {
-            if let Some(note) = note {
-                match write_note(&lifeline, note) {
-                    Ok(true) => told = Some(deadline),
-                    Ok(false) => {}
-                    Err(e) => {
-                        // The watchdog is gone (the supervisor sees its exit).
-                        tracing::debug!(error = %e, "the watchdog's lifeline is closed");
-                        return;
-                    }
+            match note.map(|note| write_note(&lifeline, note)) {
+                Some(Ok(true)) => told = Some(deadline),
+                // The pipe is full (a watchdog stopped for long), or no clock: again later.
+                Some(Ok(false)) | None => untold = true,
+                Some(Err(e)) => {
+                    // The watchdog is gone (the supervisor sees its exit).
+                    tracing::debug!(error = %e, "the watchdog's lifeline is closed");
+                    return;
                 }
             }
         }
-        let left = told
-            .unwrap_or(deadline)
-            .saturating_duration_since(lease.now());
-        let pause = if !left.is_zero() && left <= NEAR {
-            FEED_POLL_NEAR
+        if untold {
+            tokio::select! {
+                () = moved => {}
+                () = tokio::time::sleep(FEED_RETRY) => {}
+            }
         } else {
-            FEED_POLL
-        };
-        tokio::time::sleep(pause).await;
+            moved.await;
+        }
     }
 }

@@ -74,20 +74,21 @@
 //! is delayed (the supervisor stopped between its clock read and the write) is still converted
 //! exactly, because its `DEADLINE` is absolute and the offset comes from the fastest note.
 //!
-//! **Noticing a moved deadline.** The supervisor learns renewals only through its guard's
+//! **Noticing a moved deadline.** The supervisor learns renewals through its guard's
 //! `deadline()` (a `LeadershipGuard`; under `run --shards`, each shard's `ShardGuard`, which
-//! every renewal of the member moves), which has no change notification: a task of the
-//! supervisor reads the deadline (one atomic load) every [`FEED_POLL`] (10 ms), every
-//! [`FEED_POLL_NEAR`] (1 ms) in the last [`NEAR`] before the deadline the watchdog holds, and
-//! writes a note when it differs from the last one written (a renewal, about once a heartbeat,
-//! or a shortened lease, within 10 ms). The write end is non-blocking: a note that does not fit
-//! (a watchdog stopped for minutes) is written again at the next poll. A leader renews every
-//! heartbeat, and at the latest a renewal margin (transaction timeout + a quarter heartbeat)
-//! before the deadline, so one that keeps renewing keeps the watchdog's deadline ahead by far;
-//! only a renewal confirmed in the last millisecond before its deadline could come too late,
-//! and then the supervisor sees its child killed by SIGKILL while still leading and applies
-//! `--on-child-exit`. The deadline is read even once the guard is cancelled: one moved back
-//! just before still reaches the watchdog.
+//! every renewal of the member moves) and `deadline_moved()`, which resolves at each move: a
+//! task of the supervisor waits for it, reads the deadline and writes a note when it differs
+//! from the last one written (a renewal, about once a heartbeat, or a shortened lease), at
+//! once. It does nothing in between: `run --shards 256` once polled 256 deadlines every 10 ms,
+//! a quarter of a core in a debug build, on the thread that renews. The write end is
+//! non-blocking: a note that does not fit (a watchdog stopped for minutes) is written again
+//! every [`FEED_RETRY`] until one fits. A leader renews every heartbeat, and at the latest a
+//! renewal margin (transaction timeout + a quarter heartbeat) before the deadline, so one that
+//! keeps renewing keeps the watchdog's deadline ahead by far; only a renewal confirmed just
+//! before its deadline (or a supervisor held up between the commit and the note) could come
+//! too late, and then the supervisor sees its child killed by SIGKILL while still leading and
+//! applies `--on-child-exit`. A note that never comes only kills early. The deadline is read
+//! even once the guard is cancelled: one moved back just before still reaches the watchdog.
 
 mod lifeline;
 
@@ -117,12 +118,8 @@ pub(crate) const EXEC: &str = "__fdb-leader-exec";
 /// The watchdog's option that arms the lease: `--lease SENT DEADLINE`.
 const LEASE: &str = "--lease";
 
-/// How often the supervisor looks for a moved deadline.
-pub(crate) const FEED_POLL: Duration = Duration::from_millis(10);
-/// How often it looks in the last [`NEAR`] before the deadline the watchdog holds.
-pub(crate) const FEED_POLL_NEAR: Duration = Duration::from_millis(1);
-/// How close to the watchdog's deadline the supervisor looks every [`FEED_POLL_NEAR`].
-pub(crate) const NEAR: Duration = Duration::from_millis(15);
+/// How soon the supervisor writes again a note that did not fit the lifeline.
+pub(crate) const FEED_RETRY: Duration = Duration::from_millis(10);
 /// The longest note line the watchdog accepts (two 20-digit numbers, a space, a newline).
 const MAX_NOTE: usize = 64;
 

@@ -16,7 +16,10 @@
 //! - no closed guard is kept: one whose request was withdrawn meanwhile is replaced, once its
 //!   work is idle or the grace has passed, by a fresh guard of the same ballot;
 //! - the member renews before its lease ends, leaving room for one attempt
-//!   ([`ElectionConfig::renewal_margin`]), and cycles again at once while its inbox has work.
+//!   ([`ElectionConfig::renewal_margin`]), and cycles again at once while its inbox has work;
+//! - once a shutdown is asked for, only time and the outcomes of the machine's own commands
+//!   move it: a failed leave is retried after its back-off ([`ShardCommand::WaitUntil`]),
+//!   which no event cuts short.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -121,8 +124,14 @@ pub enum ShardCommand {
         /// Shards ready to be handed over.
         ready: BTreeSet<ShardId>,
     },
-    /// Sleep until then, or until an event.
+    /// Sleep until then, or until an event (a shutdown asked for, work gone idle, the inbox
+    /// changed).
     SleepUntil(LocalInstant),
+    /// Wait until then, whatever happens meanwhile: only time ends this wait. A leave's retry
+    /// after a failed attempt: the shutdown it carries out was asked for already (a shutdown
+    /// token stays cancelled, and a sleep it could end would end at once, again and again),
+    /// and no other event changes when the leave is retried.
+    WaitUntil(LocalInstant),
     /// Hand the application a guard for `shard` at `ballot`, valid until `deadline`.
     IssueGuard {
         /// The shard.
@@ -474,7 +483,7 @@ impl ShardMachine {
             }
             Phase::Leaving { retry_at, .. } => {
                 match retry_at.filter(|at| ctx.now < *at) {
-                    Some(at) => out.push(ShardCommand::SleepUntil(at)),
+                    Some(at) => out.push(ShardCommand::WaitUntil(at)),
                     None => {
                         out.push(ShardCommand::Leave);
                         self.in_flight = true;

@@ -455,7 +455,7 @@ fn shutdown_revokes_drains_leaves_and_stops() {
     );
     // A failed leave is retried after the back-off of a failed cycle (from a 32nd of the
     // heartbeat, 1 ms at least, doubling; jittered down to half), not back to back.
-    let Some(ShardCommand::SleepUntil(retry)) = out.last().cloned() else {
+    let Some(ShardCommand::WaitUntil(retry)) = out.last().cloned() else {
         panic!("a failed leave is retried after a back-off, not at once: {out:?}");
     };
     assert_eq!(out.len(), 1, "{out:?}");
@@ -471,13 +471,13 @@ fn shutdown_revokes_drains_leaves_and_stops() {
         LocalInstant::from_origin(retry.since_origin().saturating_sub(Duration::from_nanos(1)));
     assert_eq!(
         m.handle(ShardEvent::Tick, &at_instant(before)),
-        vec![ShardCommand::SleepUntil(retry)]
+        vec![ShardCommand::WaitUntil(retry)]
     );
     let now = at_instant(retry);
     assert_eq!(m.handle(ShardEvent::Tick, &now), vec![ShardCommand::Leave]);
     // The second failure doubles the back-off.
     let out = m.handle(ShardEvent::Left(Err(failure.clone())), &now);
-    let Some(ShardCommand::SleepUntil(second)) = out.last().cloned() else {
+    let Some(ShardCommand::WaitUntil(second)) = out.last().cloned() else {
         panic!("{out:?}");
     };
     assert!(
@@ -491,5 +491,52 @@ fn shutdown_revokes_drains_leaves_and_stops() {
     assert!(
         m.handle(ShardEvent::Tick, &ctx(5_000, &[], None, &[]))
             .is_empty()
+    );
+}
+
+/// Once a shutdown is asked for, no event but time ends the machine's waits: a failed leave's
+/// back-off is a [`ShardCommand::WaitUntil`], which the runner carries out by the clock alone
+/// (a sleep that a shutdown ends would end at once for ever, the shutdown token staying
+/// cancelled: the runner spun through the whole back-off). Every event fed meanwhile (the
+/// shutdown again, an idle guard, an inbox change, an early tick) answers the same wait, and
+/// no leave starts before its instant.
+#[test]
+fn a_leaves_back_off_is_a_wait_that_no_event_cuts_short() {
+    let mut m = owning();
+    let _ = m.handle(
+        ShardEvent::ShutdownRequested,
+        &ctx(10, &[(1, 5), (2, 5)], Some(294), &[]),
+    );
+    assert_eq!(
+        m.handle(ShardEvent::Drained(true), &ctx(20, &[], Some(294), &[])),
+        vec![ShardCommand::Leave]
+    );
+    let failure = Failure {
+        kind: "unavailable",
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    };
+    let out = m.handle(ShardEvent::Left(Err(failure)), &ctx(30, &[], None, &[]));
+    let Some(ShardCommand::WaitUntil(retry)) = out.last().cloned() else {
+        panic!("{out:?}");
+    };
+    assert!(retry > at(30), "{retry:?}");
+    for event in [
+        ShardEvent::ShutdownRequested,
+        ShardEvent::WorkIdle,
+        ShardEvent::InboxChanged,
+        ShardEvent::Tick,
+        ShardEvent::ShutdownRequested,
+    ] {
+        let out = m.handle(event.clone(), &ctx(31, &[], None, &[]));
+        assert_eq!(out, vec![ShardCommand::WaitUntil(retry)], "after {event:?}");
+    }
+    assert_eq!(
+        m.handle(
+            ShardEvent::Tick,
+            &ShardCtx::new(retry, BTreeMap::new(), None, BTreeSet::new())
+        ),
+        vec![ShardCommand::Leave]
     );
 }

@@ -26,6 +26,8 @@ use crate::exit::Failure;
 use crate::process::{Proc, Spec, describe_exit};
 use crate::watchdog::Lease;
 
+use super::Starts;
+
 /// How one shard's child ended, for the main task.
 #[derive(Debug)]
 pub(super) enum Outcome {
@@ -66,6 +68,8 @@ pub(super) struct ChildTask {
     pub(super) stop: CancellationToken,
     /// Cancelled by a second signal: skip the rest of the grace.
     pub(super) hurry: CancellationToken,
+    /// The turns to start a child (a few at a time).
+    pub(super) starts: Starts,
 }
 
 /// Whether a child that ended with `status` was killed by its watchdog because the shard's
@@ -116,7 +120,26 @@ impl ChildTask {
                 // nothing.
                 return Outcome::Done;
             }
-            let mut child = match Proc::spawn_leased(&self.spec, "child", &lease) {
+            // Forking and executing a process takes milliseconds: off the runtime's thread,
+            // so that starting hundreds of children holds up no other task of this one (the
+            // renewals' notes to the watchdogs, the other children, the signals), and a few
+            // at a time ([`Starts`]).
+            let turn = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => return Outcome::Done,
+                () = self.guard.handover_requested() => return Outcome::Done,
+                turn = self.starts.turn() => turn,
+            };
+            if !self.guard.accepts_work() {
+                return Outcome::Done;
+            }
+            let (spec, leased) = (self.spec.clone(), lease.clone());
+            let spawned =
+                tokio::task::spawn_blocking(move || Proc::spawn_leased(&spec, "child", &leased))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            drop(turn);
+            let mut child = match spawned {
                 Ok(child) => child,
                 Err(e) => {
                     return Outcome::Failed(Failure::command(format!(

@@ -5,8 +5,8 @@
 //!
 //! - **One child per owned shard**, started once the member owns the shard (a confirmed
 //!   commit), with `FDB_LEADER_SHARD`, `FDB_LEADER_BALLOT` (that shard's ballot),
-//!   `FDB_LEADER_SHARDS`, `FDB_LEADER_ID` (the member) and `FDB_LEADER_ELECTION` in its
-//!   environment, in a process group of its own under a watchdog of its own that holds that
+//!   `FDB_LEADER_SHARD_COUNT`, `FDB_LEADER_ID` (the member) and `FDB_LEADER_ELECTION_NAME` in
+//!   its environment ([`crate::child_env`]), in a process group of its own under a watchdog of its own that holds that
 //!   shard's lease: the guard's deadline, which every renewal of the member moves. A
 //!   supervisor that dies (any signal) takes every child with it; one that is stopped or
 //!   blocked has each child killed at its shard's deadline.
@@ -24,6 +24,10 @@
 //!   hand one shard over by itself.
 //! - **Ctrl-Z** stops every child, leaves, and stops this process; SIGCONT joins again as a
 //!   new member.
+//! - **Many children** ([`MAX_RUN_SHARDS`], also for a stored election: a larger one is
+//!   refused before joining): they start one at a time, off the runtime's thread (the member
+//!   renews on it), the changes of one cycle are reconciled once, and stopping children
+//!   share one scan of `/proc`.
 
 mod child;
 
@@ -34,13 +38,16 @@ use std::time::Duration;
 use fdb_leader_election::runner::{ElectionDatabase, HealthProblem};
 use fdb_leader_election::shard::{Layout, ShardChange, ShardedRunner};
 use fdb_leader_election::{Ballot, ElectionConfig, Priority, ShardId, Weight};
-use tokio::sync::{broadcast, watch};
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use self::child::{ChildTask, Ended, Outcome};
 use super::{Prepared, end_of, host_name};
-use crate::cli::{MAX_CONCURRENT_MOVES, RunArgs};
+use crate::child_env;
+use crate::cli::{MAX_CONCURRENT_MOVES, MAX_RUN_SHARDS, RunArgs};
 use crate::durations::show;
 use crate::exit::{Failure, RunEnd, chain, run_exit_code};
 use crate::process::{Spec, exit_code};
@@ -103,6 +110,7 @@ pub(super) async fn run<D: ElectionDatabase>(
         stop = signals.recv() => return signals.stopped(stop, "before joining the sharded election"),
         joined = joined => joined?,
     };
+    refuse_beyond_the_limit(ctx, &stored)?;
     warn_about_stored(ctx, args, &prepared.desired, &stored);
     let label = args.name.clone().unwrap_or_else(host_name);
     let mut session = Session {
@@ -119,6 +127,27 @@ pub(super) async fn run<D: ElectionDatabase>(
     };
     session.join()?;
     session.supervise().await
+}
+
+/// Refuses (exit 2, before joining) a stored sharded election of more shards than `run
+/// --shards` supervises ([`MAX_RUN_SHARDS`]): `config set --sharded --shards M` and
+/// `ShardedRunner`s create larger ones, and a member may come to own every shard, with a child
+/// and a watchdog each.
+fn refuse_beyond_the_limit(ctx: &Ctx, stored: &Stored) -> Result<(), Failure> {
+    let shards = stored.layout.shards();
+    if shards <= MAX_RUN_SHARDS {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "the sharded election {name} has {shards} shards, more than run --shards supervises \
+         (at most {MAX_RUN_SHARDS}: each shard this process owns runs a child and a watchdog of \
+         its own, and one member may come to own every shard); nothing was joined. Serve it \
+         with ShardedRunners in the service itself, or run --shards on a sharded election of \
+         at most {MAX_RUN_SHARDS} shards under another --election NAME ({status} shows this \
+         one)",
+        name = ctx.name,
+        status = ctx.suggest(&["shards", "status"]),
+    )))
 }
 
 /// What `run` says when the sharded election it joins differs from what its flags ask.
@@ -166,6 +195,34 @@ struct Children {
     stop: CancellationToken,
     /// Cancelled by a second signal while stopping: SIGKILL at once.
     hurry: CancellationToken,
+    /// Taken by each child's start.
+    starts: Starts,
+}
+
+/// How many children start at once ([`Starts`]).
+const STARTS_AT_ONCE: usize = 1;
+
+/// The children that may start at once: each start forks and executes a watchdog (this
+/// program) that starts the command; hundreds at once (a member that acquires every shard)
+/// would take every core from this process's own tasks, the member's renewals and the notes
+/// that tell the watchdogs each renewal (a late one kills the children at their old
+/// deadline). One at a time starts them about as fast as two on a 2-core machine (about 100
+/// a second for a debug build: the new processes' own start-up is the bound) and leaves a
+/// core to the renewals.
+#[derive(Clone)]
+pub(super) struct Starts(Arc<Semaphore>);
+
+impl Default for Starts {
+    fn default() -> Self {
+        Starts(Arc::new(Semaphore::new(STARTS_AT_ONCE)))
+    }
+}
+
+impl Starts {
+    /// Waits for a turn to start a child; the start holds the permit.
+    pub(super) async fn turn(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.0).acquire_owned().await.ok()
+    }
 }
 
 impl Children {
@@ -190,8 +247,8 @@ impl Children {
                 continue;
             }
             let mut env = vec![
-                ("FDB_LEADER_SHARD", shard.get().to_string()),
-                ("FDB_LEADER_BALLOT", ballot.get().to_string()),
+                (child_env::SHARD, shard.get().to_string()),
+                (child_env::BALLOT, ballot.get().to_string()),
             ];
             env.extend(base.iter().map(|(k, v)| (*k, v.clone())));
             let Some(spec) = Spec::command(&args.command, args.shell, env) else {
@@ -206,6 +263,7 @@ impl Children {
                 policy: args.policy(),
                 stop: self.stop.clone(),
                 hurry: self.hurry.clone(),
+                starts: self.starts.clone(),
             };
             self.tasks.spawn(task.run());
         }
@@ -257,13 +315,14 @@ impl<D: ElectionDatabase> Session<'_, D> {
     /// Joins the sharded election as a new member.
     fn join(&mut self) -> Result<(), Failure> {
         let weight = Weight::new(self.args.weight.unwrap_or(1));
-        let runner = ShardedRunner::builder(self.db.clone(), self.ctx.sharded.subspace().clone())
+        let builder = ShardedRunner::builder(self.db.clone(), self.ctx.sharded.subspace().clone())
             .shards(self.stored.layout.shards())
             .max_concurrent_moves(self.stored.layout.max_concurrent_moves())
             .label(self.label.clone())
             .priority(Priority::new(self.args.priority))
             .weight(weight)
-            .config(self.stored.config.clone())
+            .config(self.stored.config.clone());
+        let runner = builder
             .start()
             .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;
         tracing::info!(
@@ -291,9 +350,12 @@ impl<D: ElectionDatabase> Session<'_, D> {
             .map(|r| r.id().to_string())
             .unwrap_or_default();
         vec![
-            ("FDB_LEADER_SHARDS", self.stored.layout.shards().to_string()),
-            ("FDB_LEADER_ID", id),
-            ("FDB_LEADER_ELECTION", self.ctx.name.clone()),
+            (
+                child_env::SHARD_COUNT,
+                self.stored.layout.shards().to_string(),
+            ),
+            (child_env::ID, id),
+            (child_env::ELECTION_NAME, self.ctx.name.clone()),
         ]
     }
 
@@ -472,13 +534,24 @@ impl<D: ElectionDatabase> Session<'_, D> {
     }
 }
 
-/// Resolves at the member's next ownership change (or a lag in the stream); never once the
-/// stream has ended or while there is none.
+/// Resolves at the member's next ownership change (or a lag in the stream), having taken
+/// every change already there with it (one reconciliation for a cycle that acquired hundreds
+/// of shards, not one each); never once the stream has ended or while there is none.
 async fn next_change(changes: &mut Option<broadcast::Receiver<ShardChange>>) {
-    let ended = match changes.as_mut() {
-        Some(rx) => matches!(rx.recv().await, Err(broadcast::error::RecvError::Closed)),
-        None => std::future::pending().await,
+    let Some(rx) = changes.as_mut() else {
+        return std::future::pending().await;
     };
+    let mut ended = matches!(rx.recv().await, Err(broadcast::error::RecvError::Closed));
+    loop {
+        match rx.try_recv() {
+            Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(broadcast::error::TryRecvError::Empty) => break,
+            Err(broadcast::error::TryRecvError::Closed) => {
+                ended = true;
+                break;
+            }
+        }
+    }
     if ended {
         *changes = None;
     }
