@@ -103,6 +103,8 @@ pub struct ConfigView {
     pub election_enabled: bool,
     /// Whether preemption is allowed.
     pub allow_preemption: bool,
+    /// How long a vacancy its leader reserved waits for its holder, nanoseconds.
+    pub reservation_timeout: u64,
 }
 
 impl ConfigView {
@@ -112,6 +114,7 @@ impl ConfigView {
             lease: crate::time::nanos(c.lease_duration()),
             election_enabled: c.election_enabled(),
             allow_preemption: c.allow_preemption(),
+            reservation_timeout: crate::time::nanos(c.reservation_timeout()),
         }
     }
 }

@@ -88,7 +88,7 @@ impl Params {
             1 => heartbeat,
             _ => lease / 2,
         };
-        let config = ElectionConfig::builder()
+        let mut builder = ElectionConfig::builder()
             .lease_duration(dur(lease))
             .heartbeat_interval(dur(heartbeat))
             .candidate_timeout(dur(lease.saturating_mul(2)))
@@ -96,8 +96,14 @@ impl Params {
             .takeover_stagger(dur(lease / 30))
             .handover_grace(dur(heartbeat))
             .min_tenure(dur(min_tenure))
-            .max_clock_rate_error_ppm(rho_ppm)
-            .build()?;
+            .max_clock_rate_error_ppm(rho_ppm);
+        // The reservation timeout: its default (two heartbeats), one heartbeat, or the lease.
+        builder = match rng.random_range(0..3u8) {
+            0 => builder,
+            1 => builder.reservation_timeout(dur(heartbeat)),
+            _ => builder.reservation_timeout(dur(lease)),
+        };
+        let config = builder.build()?;
         let clock_spread_ppm = match opts.plant {
             Some(Plant::ClockDriftBeyondRho) => 300_000,
             _ => i64::from(rho_ppm).saturating_sub(1),

@@ -12,6 +12,7 @@
 pub(crate) mod cycle;
 #[cfg(test)]
 mod eligibility_tests;
+pub(crate) mod health;
 pub(crate) mod operator;
 pub(crate) mod rank;
 pub(crate) mod resign;
@@ -71,7 +72,8 @@ pub(crate) struct CycleInput<'a> {
 }
 
 /// Registry facts a decision may need, looked up only when it asks ([`Decision::Need`]): most
-/// cycles need none, so they read no more than three keys.
+/// cycles need none, so they read no more than four keys (configuration, leader record, own
+/// registration, own eligibility mark).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Lookups<'a> {
     /// Every registered candidate (a snapshot scan of the registry).

@@ -110,6 +110,7 @@ pub mod machine {
         Belief, Command, Ctx, CycleReport, Event, Failure, Machine, RecordRead, Settings,
     };
 }
+pub use crate::core::health::{CheckSettings, CheckSettingsError};
 pub use crate::store::database::{ElectionDatabase, TransactionTimedOut};
 pub use builder::{BuildError, DEFAULT_EVENT_CAPACITY, RunnerBuilder};
 pub use events::ElectionCallbacks;

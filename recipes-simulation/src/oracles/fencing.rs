@@ -98,6 +98,7 @@ mod tests {
                 lease: 1,
                 election_enabled: true,
                 allow_preemption: true,
+                reservation_timeout: 1,
             },
             new_history: Vec::new(),
             candidates: None,

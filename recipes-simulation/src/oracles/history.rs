@@ -132,6 +132,7 @@ mod tests {
                 lease: 1,
                 election_enabled: true,
                 allow_preemption: true,
+                reservation_timeout: 1,
             },
             new_history,
             candidates: None,
@@ -146,6 +147,7 @@ mod tests {
             lease: 1,
             election_enabled: true,
             allow_preemption: true,
+            reservation_timeout: 1,
         });
         e
     }

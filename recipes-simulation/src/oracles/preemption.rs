@@ -7,11 +7,13 @@
 //!   higher priority than its own, while preemption is allowed.
 //! - Ownership may change without a wait only through a vacancy: an unreserved one, or one
 //!   reserved for the acquirer. Taking over a record that is owned (by anyone, including a
-//!   lapsed record of the acquirer) or reserved for someone else requires that the record's
+//!   lapsed record of the acquirer) or held by an operator requires that the record's
 //!   observation identity (ballot, renewal) stayed unchanged for at least
 //!   `lease / (1 + ρ)` of true time before the commit: a follower waits a full lease on its
 //!   own clock, counted from a reading taken after the read that first saw the identity, and
-//!   no clock runs faster than `1 + ρ`.
+//!   no clock runs faster than `1 + ρ`. A vacancy its leader reserved for another candidate
+//!   (DESIGN §4) needs `reservation_timeout / (1 + ρ)`, the shortest reservation timeout of
+//!   the configurations stored while that identity stood (a follower may have read any).
 
 use super::{CommitFacts, OracleId, Violation};
 use crate::history::{ConfigView, CycleAction, Op, RecordView};
@@ -24,6 +26,8 @@ pub struct Preemption {
     config: Option<ConfigView>,
     /// The current observation identity and the true time of the commit that set it.
     identity: Option<((u64, u64), Nanos)>,
+    /// The shortest reservation timeout stored since that identity stood (nanoseconds).
+    shortest_reservation: Option<u64>,
 }
 
 impl Preemption {
@@ -33,6 +37,7 @@ impl Preemption {
             rho_ppm: u64::from(rho_ppm),
             config: None,
             identity: None,
+            shortest_reservation: None,
         }
     }
 
@@ -52,11 +57,16 @@ impl Preemption {
         };
         if let Some(cfg) = &e.config {
             self.config = Some(cfg.clone());
+            self.shortest_reservation = Some(
+                self.shortest_reservation
+                    .map_or(cfg.reservation_timeout, |r| r.min(cfg.reservation_timeout)),
+            );
         }
         if let Some(new) = &e.leader {
             let id = new.identity();
             if self.identity.map(|(i, _)| i) != Some(id) {
                 self.identity = Some((id, c.at));
+                self.shortest_reservation = self.config.as_ref().map(|c| c.reservation_timeout);
             }
         }
         verdict
@@ -124,8 +134,15 @@ impl Preemption {
             // The history oracle reports a prior that is not the current record.
             return None;
         }
+        // A vacancy its leader reserved for another candidate opens after the reservation
+        // timeout; a lease held (or an operator's hold) after a full lease.
+        let leader_reserved = prior.owner.is_none() && prior.operator_hold.is_none();
+        let wait = match self.shortest_reservation {
+            Some(r) if leader_reserved => r.min(prior.lease),
+            _ => prior.lease,
+        };
         let min_wait = scale(
-            prior.lease,
+            wait,
             PPM.unsigned_abs(),
             PPM.unsigned_abs().saturating_add(self.rho_ppm),
         );
@@ -139,12 +156,17 @@ impl Preemption {
             };
             return fail(format!(
                 "{acquirer} took ballot {} over a record {held_by} (ballot {}, renewal {}) \
-                 that had been unchanged for only {} s of true time; a lapse needs at least \
-                 lease/(1+rho) = {} s (version {})",
+                 that had been unchanged for only {} s of true time; it needs at least \
+                 {}/(1+rho) = {} s (version {})",
                 new.ballot,
                 prior.ballot,
                 prior.renewal,
                 secs(waited),
+                if leader_reserved {
+                    "reservation_timeout"
+                } else {
+                    "lease"
+                },
                 secs(min_wait),
                 e.version
             ));
@@ -195,6 +217,7 @@ mod tests {
             lease: 2 * SEC,
             election_enabled: true,
             allow_preemption: true,
+            reservation_timeout: 2 * SEC,
         });
         assert!(commit(&mut o, 0, &init).is_none());
         // An unreserved vacancy is filled at once.
@@ -226,6 +249,7 @@ mod tests {
             lease: 2 * SEC,
             election_enabled: true,
             allow_preemption: true,
+            reservation_timeout: 2 * SEC,
         });
         assert!(commit(&mut o, 0, &cfg).is_none());
         let owned = rec(1, 5, Some(("a", 3)));
@@ -249,6 +273,7 @@ mod tests {
             lease: 2 * SEC,
             election_enabled: true,
             allow_preemption: false,
+            reservation_timeout: 2 * SEC,
         });
         assert!(commit(&mut o, 0, &cfg).is_none());
         let e = entry(Op::Cycle(CycleAction::RequestedHandover), owned, higher);

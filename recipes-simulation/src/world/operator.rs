@@ -119,7 +119,7 @@ impl World {
             .min(top);
         let timeout = self.between(floor, top).max(crate::time::MS);
         let timeout_mult = self.rng.random_range(2..=3u64);
-        ElectionConfig::builder()
+        let builder = ElectionConfig::builder()
             .lease_duration(dur(lease))
             .heartbeat_interval(dur(heartbeat))
             .candidate_timeout(dur(lease.saturating_mul(timeout_mult)))
@@ -129,9 +129,14 @@ impl World {
             .min_tenure(dur(min_tenure))
             .handover_grace(dur(grace))
             .takeover_stagger(dur(stagger))
-            .transaction_timeout(dur(timeout))
-            .build()
-            .map_err(|e| e.to_string())
+            .transaction_timeout(dur(timeout));
+        // The reservation timeout: its default (two heartbeats), or anywhere up to the lease.
+        let builder = if self.rng.random_bool(0.5) {
+            builder
+        } else {
+            builder.reservation_timeout(dur(self.between(heartbeat / 2, lease).max(1)))
+        };
+        builder.build().map_err(|e| e.to_string())
     }
 
     /// The operator writes a configuration drawn from `shape`. A configuration with long

@@ -333,6 +333,6 @@ mod tests {
         let j = json(&c);
         assert_eq!(j["lease_ms"], json!(10_000));
         assert_eq!(j["elections"], json!(true));
-        assert_eq!(j.as_object().map(serde_json::Map::len), Some(10));
+        assert_eq!(j.as_object().map(serde_json::Map::len), Some(11));
     }
 }
