@@ -236,7 +236,10 @@ fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
         if out.contains("\"b-") && out.contains("\"c-") {
             break;
         }
-        assert!(started.elapsed() < PATIENCE, "b and c never registered: {out}");
+        assert!(
+            started.elapsed() < PATIENCE,
+            "b and c never registered: {out}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let ballot = first.ballot.to_string();
@@ -244,15 +247,24 @@ fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
     let out = world.cli(&["resign", "--expected-ballot", &ballot, "--to", "nobody"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("--to nobody: refused, nothing was written"), "{err}");
+    assert!(
+        err.contains("--to nobody: refused, nothing was written"),
+        "{err}"
+    );
     assert!(world.cli(&["status"]).status.success());
     assert_eq!(world.active(), vec![first.clone()]);
     // "c", the lowest priority: the leader hands over to it, not to the better "b".
     let out = world.cli(&["resign", "--expected-ballot", &ballot, "--to", "c"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("named c"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("named c"),
+        "{}",
+        text(&out.stdout)
+    );
     let (next, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == first.ballot + 1)
+        .wait_event(PATIENCE, |e| {
+            e.kind == "start" && e.ballot == first.ballot + 1
+        })
         .expect("the next ballot leads");
     assert!(is_label(&next.id, "c"), "{next:?}");
     for child in [&mut a, &mut b, &mut c] {

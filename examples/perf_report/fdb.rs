@@ -60,8 +60,8 @@ use serde::Serialize;
 use crate::clocks::HostClock;
 use crate::v011::{self, ElectionResult as V011Result, V011Config, V011Election, V011Host};
 use crate::{
-    MemDbTimes, OverlapMonitor, Report, Res, failover_trials, median, percentile, preempt_trial,
-    resign_trial,
+    MemDbTimes, OverlapMonitor, Report, Res, dead_heir_trial, failover_trials, median, percentile,
+    preempt_trial, resign_trial,
 };
 
 /// The bound of every measuring transaction: far beyond what a cluster that works takes, so
@@ -130,6 +130,10 @@ pub(crate) struct FdbReport {
     pub(crate) failover_over_lease_p99: f64,
     /// Resign handover, ms, median.
     pub(crate) resign_handover_ms: f64,
+    /// A resignation reserved for a follower that had just crashed: the time to the next
+    /// leader, in heartbeats, median and p99.
+    pub(crate) resign_dead_heir_over_heartbeat: f64,
+    pub(crate) resign_dead_heir_over_heartbeat_p99: f64,
     /// The same, p99 (nearest rank).
     pub(crate) resign_handover_ms_p99: f64,
     /// Preempt handover, ms, median.
@@ -670,6 +674,14 @@ async fn runner_scenarios(
     }
     f.resign_handover_ms = median(&mut resign);
     f.resign_handover_ms_p99 = percentile(&mut resign, 0.99);
+    let mut dead_heir = Vec::new();
+    for trial in 0..HANDOVER_TRIALS {
+        let space = root.subspace(&("dead-heir", trial));
+        let took = dead_heir_trial(Arc::clone(db), space, cfg, mon).await?;
+        dead_heir.push(took.as_secs_f64() / cfg.heartbeat_interval().as_secs_f64());
+    }
+    f.resign_dead_heir_over_heartbeat = median(&mut dead_heir.clone());
+    f.resign_dead_heir_over_heartbeat_p99 = percentile(&mut dead_heir, 0.99);
     f.preempt_handover_ms = median(&mut preempt);
     f.preempt_handover_ms_p99 = percentile(&mut preempt, 0.99);
     Ok(())
@@ -825,6 +837,15 @@ pub(crate) fn print(f: &FdbReport, m: &Report, t: &MemDbTimes) {
         "resign handover ms, median / p99 (watches)",
         pair(f.resign_handover_ms, f.resign_handover_ms_p99, 2),
         format!("{:.2}", m.resign_handover_ms),
+    );
+    line(
+        "resign for a crashed heir: next leader / heartbeat, median / p99",
+        pair(
+            f.resign_dead_heir_over_heartbeat,
+            f.resign_dead_heir_over_heartbeat_p99,
+            2,
+        ),
+        format!("{:.2}", m.resign_dead_heir_over_heartbeat),
     );
     line(
         "preempt handover ms, median / p99 (watches)",

@@ -77,6 +77,10 @@ struct Report {
     failover_over_lease: f64,
     failover_over_lease_p99: f64,
     resign_handover_ms: f64,
+    /// A resignation reserved for a follower that had just crashed (the registry still shows
+    /// it live): the time to the next leader, in heartbeats (DESIGN §4's reservation timeout).
+    resign_dead_heir_over_heartbeat: f64,
+    resign_dead_heir_over_heartbeat_p99: f64,
     preempt_handover_ms: f64,
     preempt_handover_no_watch_over_heartbeat: f64,
     overlap_instants: u64,
@@ -733,6 +737,14 @@ async fn handovers(r: &mut Report, cfg: &ElectionConfig, mon: &OverlapMonitor) -
         }
     }
     r.resign_handover_ms = median(&mut resign_ms);
+    let mut dead_heir = Vec::new();
+    for trial in 0..21u32 {
+        let space = Subspace::from(format!("dead-heir-{trial}"));
+        let took = dead_heir_trial(MemDb::new(), space, cfg, mon).await?;
+        dead_heir.push(took.as_secs_f64() / cfg.heartbeat_interval().as_secs_f64());
+    }
+    r.resign_dead_heir_over_heartbeat = median(&mut dead_heir.clone());
+    r.resign_dead_heir_over_heartbeat_p99 = percentile(&mut dead_heir, 0.99);
     r.preempt_handover_ms = median(&mut preempt_ms);
     r.preempt_handover_no_watch_over_heartbeat = median(&mut no_watch);
     Ok(())
@@ -757,6 +769,35 @@ async fn resign_trial<D: ElectionDatabase>(
     elected_within(&b, ELECTION_LIMIT).await?;
     let took = t.elapsed();
     b.shutdown().await;
+    Ok(took)
+}
+
+/// A resignation for a follower that just crashed, on a fresh election: `a` leads; `heir`
+/// (registered first) and `next` follow for two heartbeats; `heir` is killed, and `a`
+/// shuts down at once (its resignation reserves the vacancy for `heir`, which the registry
+/// still shows live). The time from the shutdown until `next` leads: the reservation
+/// timeout (two heartbeats by default), not a lease.
+async fn dead_heir_trial<D: ElectionDatabase>(
+    db: D,
+    space: Subspace,
+    cfg: &ElectionConfig,
+    mon: &OverlapMonitor,
+) -> Res<Duration> {
+    // Equal priorities (nobody preempts): the heir is the best live candidate by its earlier
+    // registration.
+    let a = start_on(db.clone(), space.clone(), "a", 1, cfg)?;
+    elected_within(&a, ELECTION_LIMIT).await?;
+    let heir = start_on(db.clone(), space.clone(), "heir", 1, cfg)?;
+    tokio::time::sleep(cfg.heartbeat_interval()).await;
+    let next = start_on(db, space, "next", 1, cfg)?;
+    mon.set(&[a.clone(), heir.clone(), next.clone()]);
+    tokio::time::sleep(cfg.heartbeat_interval() * 2).await;
+    heir.abort();
+    let t = Instant::now();
+    a.shutdown().await;
+    elected_within(&next, ELECTION_LIMIT).await?;
+    let took = t.elapsed();
+    next.shutdown().await;
     Ok(took)
 }
 
@@ -1024,6 +1065,15 @@ async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
         format!("{:.2}", r.resign_handover_ms),
         "<= 20",
         r.resign_handover_ms <= 20.0,
+    );
+    row(
+        "resign for a crashed heir: next leader / heartbeat, median / p99 (21)",
+        format!(
+            "{:.2} / {:.2}",
+            r.resign_dead_heir_over_heartbeat, r.resign_dead_heir_over_heartbeat_p99
+        ),
+        "<= 3",
+        r.resign_dead_heir_over_heartbeat <= 3.0,
     );
     row(
         "preempt handover ms, median (watches)",
