@@ -115,6 +115,12 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The store shares MemDb's client side (buffered writes, read-your-writes, conflicts, size
+//! accounting, watches' bookkeeping, retry loop), so it differs from FoundationDB exactly where
+//! MemDb does:
+//!
+#![doc = include_str!("../store/differences.md")]
 
 mod error;
 pub mod files;
@@ -276,8 +282,8 @@ impl SqliteDb {
         SqliteTransaction::new(Arc::clone(&self.shared), id)
     }
 
-    /// Runs `closure` in a transaction and commits it, retrying retryable failures forever
-    /// (like FoundationDB's `Database::run`). See [`run_with`](Self::run_with).
+    /// Runs `closure` in a transaction and commits it, retrying forever what FoundationDB's
+    /// `Database::run` retries. See [`run_with`](Self::run_with).
     ///
     /// # Errors
     ///
@@ -292,10 +298,11 @@ impl SqliteDb {
     }
 
     /// Runs `closure` in a fresh transaction per attempt and commits it, retrying as `options`
-    /// say: the same loop as [`MemDb::run_with`](crate::MemDb::run_with). Conflicts and
-    /// `transaction_too_old` are retried at once; other retryable failures (a busy file, an
-    /// unknown commit result) after an exponential back-off. After an unknown commit result,
-    /// later attempts get [`MaybeCommitted(true)`](MaybeCommitted).
+    /// say: the same loop as [`MemDb::run_with`](crate::MemDb::run_with), retrying exactly the
+    /// codes FoundationDB's `on_error` retries, and an error without a code (a busy file) when
+    /// its kind is retryable. Conflicts and `transaction_too_old` are retried at once; the
+    /// others after an exponential back-off. After an unknown commit result, later attempts get
+    /// [`MaybeCommitted(true)`](MaybeCommitted).
     ///
     /// # Errors
     ///
