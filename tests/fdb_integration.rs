@@ -87,7 +87,7 @@ mod cluster {
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use crate::common::backends::{MemBackend, SqliteBackend};
+    use crate::common::backends::MemBackend;
     use crate::common::conformance::{self, Backend};
     use crate::common::differential;
     use crate::common::scenarios::{self, Backend as ScenarioBackend};
@@ -508,6 +508,23 @@ mod cluster {
         std::env::var_os("DIFFERENTIAL_PRINT").is_some()
     }
 
+    /// `ops`' traces on the embedded stores: MemDb, and SQLite when it is built (the
+    /// FoundationDB tier builds it, with `cli`).
+    async fn embedded_traces(ops: &[differential::Op]) -> Vec<(&'static str, Vec<String>)> {
+        #[allow(unused_mut, reason = "without the sqlite feature, MemDb alone")]
+        let mut traces = vec![("MemDb", differential::run(&MemBackend::new(), ops).await)];
+        #[cfg(feature = "sqlite")]
+        traces.push((
+            "SQLite",
+            differential::run(
+                &crate::common::backends::SqliteBackend::with_handles(1),
+                ops,
+            )
+            .await,
+        ));
+        traces
+    }
+
     /// The scripted cases of the differential test (tests/common/differential.rs): on this
     /// cluster, each must give FoundationDB's expected trace; on MemDb and SQLite, the same or
     /// the declared deliberate difference.
@@ -516,31 +533,28 @@ mod cluster {
         for script in differential::scripts() {
             let ops = script.ops();
             let fdb = differential::run(b, &ops).await;
-            let mem = differential::run(&MemBackend::new(), &ops).await;
-            let sql = differential::run(&SqliteBackend::with_handles(1), &ops).await;
+            let embedded = embedded_traces(&ops).await;
             if print_traces() {
                 say(&format!("== {}", script.name));
                 for (i, line) in fdb.iter().enumerate() {
-                    let m = mem.get(i).map_or("", String::as_str);
-                    let q = sql.get(i).map_or("", String::as_str);
-                    let same = if line == m && line == q { "  " } else { "!!" };
-                    say(&format!("{same} fdb: {line}"));
-                    if line != m {
-                        say(&format!("   mem: {m}"));
-                    }
-                    if line != q {
-                        say(&format!("   sql: {q}"));
+                    let others: Vec<(&str, &str)> = embedded
+                        .iter()
+                        .map(|(store, t)| (*store, t.get(i).map_or("", String::as_str)))
+                        .collect();
+                    let same = others.iter().all(|(_, o)| o == line);
+                    say(&format!("{} fdb: {line}", if same { "  " } else { "!!" }));
+                    for (store, other) in others.iter().filter(|(_, o)| o != line) {
+                        say(&format!("   {store}: {other}"));
                     }
                 }
             }
-            for (store, trace, embedded) in [
-                ("FoundationDB", &fdb, false),
-                ("MemDb", &mem, true),
-                ("SQLite", &sql, true),
-            ] {
+            let what = format!("{} on FoundationDB", script.name);
+            if let Err(report) = differential::compare(&what, &script.expected(false), &fdb) {
+                failures.push(report);
+            }
+            for (store, trace) in &embedded {
                 let what = format!("{} on {store}", script.name);
-                if let Err(report) = differential::compare(&what, &script.expected(embedded), trace)
-                {
+                if let Err(report) = differential::compare(&what, &script.expected(true), trace) {
                     failures.push(report);
                 }
             }
@@ -563,18 +577,13 @@ mod cluster {
         for seed in 0..differential::RECORDED_SEEDS {
             let ops = differential::random_script(seed, differential::RECORDED_STEPS);
             let fdb = differential::run(b, &ops).await;
-            let mem = differential::run(&MemBackend::new(), &ops).await;
-            let sql = differential::run(&SqliteBackend::with_handles(1), &ops).await;
-            differential::compare(
-                &format!("seed {seed}: MemDb against FoundationDB"),
-                &fdb,
-                &mem,
-            )?;
-            differential::compare(
-                &format!("seed {seed}: SQLite against FoundationDB"),
-                &fdb,
-                &sql,
-            )?;
+            for (store, trace) in embedded_traces(&ops).await {
+                differential::compare(
+                    &format!("seed {seed}: {store} against FoundationDB"),
+                    &fdb,
+                    &trace,
+                )?;
+            }
             if record.is_none() {
                 let index = usize::try_from(seed)?;
                 let expected = recorded.get(index).ok_or("the record has fewer seeds")?;
