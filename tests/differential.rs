@@ -23,7 +23,8 @@ use common::backends::{MemBackend, SqliteBackend};
 use common::conformance::Backend;
 use common::differential::{self, Difference};
 use fdb_leader_election::{
-    ElectionDatabase, ElectionError, MaybeCommitted, MemDb, RunOptions, SqliteDb, TxnError,
+    ElectionDatabase, ElectionError, ElectionTxn, MaybeCommitted, MemDb, RunOptions, SqliteDb,
+    TxnError,
 };
 
 /// Every scripted case, on a store, against FoundationDB's outcomes (or the declared
@@ -136,6 +137,39 @@ async fn a_long_range_read_adds_one_range_to_the_estimate() {
     assert_eq!(mem, one_range);
     let (sql, one_range) = differential::long_range_estimate(&SqliteBackend::with_handles(1)).await;
     assert_eq!(sql, one_range);
+}
+
+/// `max-watches-refused-at-once`: a limit on outstanding watches above FoundationDB's
+/// 1,000,000 is refused at once with `invalid_option_value` (2006), and the store keeps working
+/// with its limit unchanged (FoundationDB accepts the option and poisons the database handle:
+/// `differential::max_watches_above_the_absolute_limit` in the FoundationDB tier).
+#[tokio::test]
+async fn a_watch_limit_above_a_million_is_refused_at_once() {
+    let mem = MemDb::new();
+    let dir = tempfile::tempdir().unwrap();
+    let sql = SqliteDb::open(dir.path().join("limit.db")).unwrap();
+    let max = fdb_leader_election::memdb::ABSOLUTE_MAX_WATCHES;
+    for (store, set, get) in [
+        (
+            "MemDb",
+            &(|n| mem.set_max_watches(n)) as &dyn Fn(usize) -> Result<(), TxnError>,
+            &(|| mem.max_watches()) as &dyn Fn() -> usize,
+        ),
+        ("SQLite", &|n| sql.set_max_watches(n), &|| sql.max_watches()),
+    ] {
+        let e = set(max + 1).unwrap_err();
+        assert_eq!(e.code(), Some(2006), "{store}: {e}");
+        assert_eq!(
+            get(),
+            fdb_leader_election::memdb::DEFAULT_MAX_WATCHES,
+            "{store}"
+        );
+        set(max).unwrap();
+        assert_eq!(get(), max, "{store}");
+    }
+    let t = mem.create_transaction();
+    t.set(b"still", b"working");
+    t.commit().await.unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

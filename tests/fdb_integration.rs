@@ -256,6 +256,21 @@ mod cluster {
                 Ok(())
             },
         ));
+        all.push(test(
+            "differential::max_watches_above_the_absolute_limit",
+            |b| async move {
+                // `max-watches-refused-at-once`, FoundationDB's side, on a handle of its own: the
+                // option is accepted, and every later operation of the handle fails with 2006.
+                let db = b.own_handle()?;
+                db.set_option(DatabaseOption::MaxWatches(1_000_001))?;
+                let trx = Arc::new(db.create_trx()?);
+                let read = trx.get(&b.fresh_prefix(), ReadMode::Snapshot).await;
+                match read {
+                    Err(e) if e.code() == Some(2006) => Ok(()),
+                    other => Err(format!("a read after MaxWatches(1,000,001): {other:?}").into()),
+                }
+            },
+        ));
         all.push(test("differential::run_retries", |b| async move {
             differential_run_retries(&b).await
         }));

@@ -417,6 +417,40 @@ async fn injected_fdb_codes_classify_and_retry_like_foundationdb() {
     }
 }
 
+/// A read that reached the database and failed fails the commit with its error, whatever the
+/// error (FoundationDB's commit waits for the transaction's reads), and the transaction's
+/// watches are cancelled with it (1025). A read served from the transaction's own writes never
+/// reaches the database, so no fault is injected into it.
+#[tokio::test]
+async fn a_failed_read_fails_the_commit_with_its_error() {
+    let (db, _) = manual_db();
+    let faults = ScriptedFaults::new();
+    db.set_fault_injector(Arc::new(faults.clone()));
+    for writes in [true, false] {
+        let t = db.create_transaction();
+        if writes {
+            t.set(b"mine", b"1");
+        }
+        faults.push_read_error(1037);
+        if writes {
+            // Served from its own write: the fault stays queued.
+            assert_eq!(
+                t.get(b"mine", ReadMode::Serializable).await.unwrap(),
+                Some(b"1".to_vec())
+            );
+        }
+        let watch = t.watch(b"w").unwrap();
+        let e = t.get(b"k", ReadMode::Snapshot).await.unwrap_err();
+        assert_kind(&e, TxnErrorKind::Unavailable, Some(1037));
+        // Read-only or not, the commit fails with the read's error.
+        let e = t.commit().await.unwrap_err();
+        assert_kind(&e, TxnErrorKind::Unavailable, Some(1037));
+        let e = watch.await.unwrap_err();
+        assert_kind(&e, TxnErrorKind::Fatal, Some(1025));
+    }
+    assert_eq!(read(&db, b"mine").await, None);
+}
+
 #[tokio::test(start_paused = true)]
 async fn unavailability_then_recovery() {
     let db = MemDb::with_clock(Arc::new(TokioClock::new()));
@@ -768,7 +802,7 @@ async fn watches_beyond_the_limit_fail_through_their_future() {
         fdb_leader_election::memdb::DEFAULT_MAX_WATCHES
     );
     assert_eq!(db.max_watches(), 10_000);
-    db.set_max_watches(2);
+    db.set_max_watches(2).unwrap();
     let t = db.create_transaction();
     let w1 = t.watch(b"a").unwrap();
     let w2 = t.watch(b"b").unwrap();
@@ -815,7 +849,7 @@ async fn runners_poll_without_spinning_when_every_watch_fails() {
 
     const HEARTBEAT: Duration = Duration::from_millis(100);
     let db = MemDb::with_clock(Arc::new(TokioClock::new()));
-    db.set_max_watches(0);
+    db.set_max_watches(0).unwrap();
     let config = ElectionConfig::builder()
         .lease_duration(Duration::from_millis(300))
         .heartbeat_interval(HEARTBEAT)
@@ -848,7 +882,8 @@ async fn runners_poll_without_spinning_when_every_watch_fails() {
         s.watches_refused
     );
 
-    db.set_max_watches(fdb_leader_election::memdb::DEFAULT_MAX_WATCHES);
+    db.set_max_watches(fdb_leader_election::memdb::DEFAULT_MAX_WATCHES)
+        .unwrap();
     tokio::time::sleep(HEARTBEAT * 12).await;
     assert!(db.outstanding_watches() > 0, "the runners armed no watch");
     for r in &runners {

@@ -46,7 +46,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 pub use crate::store::buffer::MAX_TRANSACTION_AGE;
 pub use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions};
 pub use crate::store::stats::{MemDbStats, MemTxnStats, StoreStats, TxnStats};
-pub use crate::store::watch::DEFAULT_MAX_WATCHES;
+pub use crate::store::watch::{ABSOLUTE_MAX_WATCHES, DEFAULT_MAX_WATCHES};
 pub use faults::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
     ReadTarget, ScriptedFaults, WrittenKeys,
@@ -55,6 +55,7 @@ pub use transaction::MemTransaction;
 
 use crate::clock::{Clock, SystemClock};
 use crate::store::stats::{self, Counters};
+use crate::store::txn::TxnError;
 use crate::store::watch::WatchLimit;
 use versions::Versions;
 
@@ -181,8 +182,13 @@ impl MemDb {
     /// until its future resolves or is dropped; one created at the limit fails through its
     /// future with `too_many_watches` (1032, not retryable), while its transaction commits.
     /// Watches already outstanding are unaffected.
-    pub fn set_max_watches(&self, max: usize) {
-        self.shared.watch_limit.set_max(max);
+    ///
+    /// # Errors
+    ///
+    /// `invalid_option_value` (2006) above [`ABSOLUTE_MAX_WATCHES`] (1,000,000), as
+    /// FoundationDB's option; the limit is left as it was.
+    pub fn set_max_watches(&self, max: usize) -> Result<(), TxnError> {
+        self.shared.watch_limit.set_max(max)
     }
 
     /// The limit on outstanding watches.

@@ -352,8 +352,14 @@ impl SqliteDb {
     /// [`DEFAULT_MAX_WATCHES`](crate::memdb::DEFAULT_MAX_WATCHES), 10,000), as
     /// [`MemDb::set_max_watches`](crate::MemDb::set_max_watches) does for MemDb: a watch
     /// created at the limit fails through its future with `too_many_watches` (1032).
-    pub fn set_max_watches(&self, max: usize) {
-        self.shared.watch_limit.set_max(max);
+    ///
+    /// # Errors
+    ///
+    /// `invalid_option_value` (2006) above
+    /// [`ABSOLUTE_MAX_WATCHES`](crate::memdb::ABSOLUTE_MAX_WATCHES) (1,000,000), as
+    /// FoundationDB's option; the limit is left as it was.
+    pub fn set_max_watches(&self, max: usize) -> Result<(), TxnError> {
+        self.shared.watch_limit.set_max(max)
     }
 
     /// This handle's limit on outstanding watches.

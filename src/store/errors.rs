@@ -59,6 +59,19 @@ pub(crate) fn too_many_watches(max: usize) -> TxnError {
     .with_code(1032)
 }
 
+/// `invalid_option_value` (2006): a limit on outstanding watches above FoundationDB's
+/// `ABSOLUTE_MAX_WATCHES`.
+pub(crate) fn invalid_max_watches(max: usize) -> TxnError {
+    TxnError::with_source(
+        TxnErrorKind::Fatal,
+        format!(
+            "a limit of {max} outstanding watches is above {}",
+            crate::store::watch::ABSOLUTE_MAX_WATCHES
+        ),
+    )
+    .with_code(2006)
+}
+
 /// `watches_disabled` (1034).
 pub(crate) fn watches_disabled() -> TxnError {
     TxnError::with_source(TxnErrorKind::Fatal, "watches are disabled").with_code(1034)

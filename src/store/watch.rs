@@ -14,6 +14,11 @@ use crate::store::txn::{TxnError, Watch};
 /// (`DatabaseOption::MaxWatches`).
 pub const DEFAULT_MAX_WATCHES: usize = 10_000;
 
+/// The highest limit on outstanding watches a database accepts: 1,000,000, FoundationDB's
+/// (`ABSOLUTE_MAX_WATCHES`; `DatabaseOption::MaxWatches` above it fails with
+/// `invalid_option_value`, 2006).
+pub const ABSOLUTE_MAX_WATCHES: usize = 1_000_000;
+
 /// A store's handle on a watch whose transaction has not committed yet.
 pub(crate) trait WatchHandle {
     /// The same transaction wrote the watched key with a value other than the one the watch
@@ -62,9 +67,15 @@ impl WatchLimit {
         self.max.load(Ordering::SeqCst)
     }
 
-    /// Sets the limit. Watches already outstanding are unaffected.
-    pub(crate) fn set_max(&self, max: usize) {
+    /// Sets the limit. Watches already outstanding are unaffected. Above
+    /// [`ABSOLUTE_MAX_WATCHES`] it fails, as FoundationDB's option does, with
+    /// `invalid_option_value` (2006), and the limit is left as it was.
+    pub(crate) fn set_max(&self, max: usize) -> Result<(), TxnError> {
+        if max > ABSOLUTE_MAX_WATCHES {
+            return Err(errors::invalid_max_watches(max));
+        }
         self.max.store(max, Ordering::SeqCst);
+        Ok(())
     }
 
     /// How many watches are outstanding.

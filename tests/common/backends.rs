@@ -67,8 +67,7 @@ impl Backend for MemBackend {
     }
 
     fn set_watch_limit(&self, limit: usize) -> bool {
-        self.db.set_max_watches(limit);
-        true
+        self.db.set_max_watches(limit).is_ok()
     }
 
     fn inject(&self, fault: conformance::Fault) -> bool {
@@ -168,10 +167,7 @@ mod sqlite {
         fn set_watch_limit(&self, limit: usize) -> bool {
             // The limit is per handle, as FoundationDB's is per client: the check needs one.
             match self.handles.as_slice() {
-                [handle] => {
-                    handle.set_max_watches(limit);
-                    true
-                }
+                [handle] => handle.set_max_watches(limit).is_ok(),
                 _ => false,
             }
         }

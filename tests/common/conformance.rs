@@ -58,7 +58,8 @@ pub trait Backend {
     /// store's clock, or real time.
     fn age(&self, by: Duration) -> impl Future<Output = ()> + Send;
 
-    /// Sets the database's limit on outstanding watches; `false` if the backend cannot.
+    /// Sets the database's limit on outstanding watches; `false` if the backend cannot or
+    /// refuses the limit.
     fn set_watch_limit(&self, limit: usize) -> bool {
         let _ = limit;
         false
