@@ -170,6 +170,7 @@ pub use memdb::{
 pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
 pub use store::database::{ElectionDatabase, TransactionTimedOut};
 pub use store::retry::{MaybeCommitted, RetryClassify, RunOptions};
+pub use store::size::{MAX_TRANSACTION_BYTES, TransactionSize};
 pub use store::stats::{StoreStats, TxnStats};
 pub use store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 

@@ -19,7 +19,10 @@
 //! `test NAME ... ok` and a closing `test result:` line, so every check counts), then stops the
 //! network. Arguments are substring filters, as with libtest (`--list` lists the tests). It
 //! runs the transaction conformance suite check by check (`tests/common/conformance.rs`, the
-//! same checks MemDb and SQLite pass), adapter-specific checks, every end-to-end election
+//! same checks MemDb and SQLite pass), the differential test (`differential::`, issue 30: the
+//! scripted transactions, transaction sizes, retry loops and random interleavings of
+//! `tests/common/differential.rs`, on the cluster, MemDb and SQLite, compared), adapter-specific
+//! checks, every end-to-end election
 //! scenario of `tests/common/scenarios.rs` (the same ones `tests/election_memdb.rs` runs on
 //! MemDb), then the runner on `Arc<Database>` in real time: crash failover, a priority
 //! handover, follower cycles against renewals (with `ReportConflictingKeys`), commits cut short
@@ -84,7 +87,9 @@ mod cluster {
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use std::time::Duration;
 
+    use crate::common::backends::MemBackend;
     use crate::common::conformance::{self, Backend};
+    use crate::common::differential;
     use crate::common::scenarios::{self, Backend as ScenarioBackend};
     use fdb_leader_election::fdb::election_error;
     use fdb_leader_election::runner::{ElectionDatabase, Runner, TransactionTimedOut};
@@ -230,6 +235,51 @@ mod cluster {
             };
         }
         conformance::with_checks!(conformance_checks);
+        all.push(test("differential::scripts", |b| async move {
+            differential_scripts(&b).await
+        }));
+        all.push(test("differential::sizes", |b| async move {
+            differential_sizes(&b).await
+        }));
+        all.push(test(
+            "differential::range_estimate_in_one_piece",
+            |b| async move {
+                // FoundationDB adds one range per reply: more than the one MemDb adds.
+                let (fdb, one_range) = differential::long_range_estimate(&*b).await;
+                let (mem, _) = differential::long_range_estimate(&MemBackend::new()).await;
+                if mem != one_range || fdb <= one_range {
+                    return Err(
+                        format!("FoundationDB {fdb}, MemDb {mem}, one range {one_range}").into(),
+                    );
+                }
+                say(&format!("range estimate: FoundationDB {fdb}, MemDb {mem}"));
+                Ok(())
+            },
+        ));
+        all.push(test(
+            "differential::max_watches_above_the_absolute_limit",
+            |b| async move {
+                // `max-watches-refused-at-once`, FoundationDB's side, on a handle of its own: the
+                // option is accepted, and every later operation of the handle fails with 2006.
+                let db = b.own_handle()?;
+                db.set_option(DatabaseOption::MaxWatches(1_000_001))?;
+                let trx = Arc::new(db.create_trx()?);
+                let read = trx.get(&b.fresh_prefix(), ReadMode::Snapshot).await;
+                match read {
+                    Err(e) if e.code() == Some(2006) => Ok(()),
+                    other => Err(format!("a read after MaxWatches(1,000,001): {other:?}").into()),
+                }
+            },
+        ));
+        all.push(test("differential::run_retries", |b| async move {
+            differential_run_retries(&b).await
+        }));
+        all.push(test("differential::transact_retries", |b| async move {
+            differential_transact_retries(&b).await
+        }));
+        all.push(test("differential::random_interleavings", |b| async move {
+            differential_random(&b).await
+        }));
         all.push(test(
             "adapter::range_reads_return_every_row_across_batches",
             |b| async move { range_reads_return_every_row(&b).await },
@@ -470,6 +520,202 @@ mod cluster {
             ));
             ExitCode::FAILURE
         }
+    }
+
+    /// Whether to print every trace (`DIFFERENTIAL_PRINT=1`), to see what each store does.
+    fn print_traces() -> bool {
+        std::env::var_os("DIFFERENTIAL_PRINT").is_some()
+    }
+
+    /// `ops`' traces on the embedded stores: MemDb, and SQLite when it is built (the
+    /// FoundationDB tier builds it, with `cli`).
+    async fn embedded_traces(ops: &[differential::Op]) -> Vec<(&'static str, Vec<String>)> {
+        #[allow(unused_mut, reason = "without the sqlite feature, MemDb alone")]
+        let mut traces = vec![("MemDb", differential::run(&MemBackend::new(), ops).await)];
+        #[cfg(feature = "sqlite")]
+        traces.push((
+            "SQLite",
+            differential::run(
+                &crate::common::backends::SqliteBackend::with_handles(1),
+                ops,
+            )
+            .await,
+        ));
+        traces
+    }
+
+    /// The scripted cases of the differential test (tests/common/differential.rs): on this
+    /// cluster, each must give FoundationDB's expected trace; on MemDb and SQLite, the same or
+    /// the declared deliberate difference.
+    async fn differential_scripts(b: &FdbBackend) -> TestResult {
+        let mut failures = Vec::new();
+        for script in differential::scripts() {
+            let ops = script.ops();
+            let fdb = differential::run(b, &ops).await;
+            let embedded = embedded_traces(&ops).await;
+            if print_traces() {
+                say(&format!("== {}", script.name));
+                for (i, line) in fdb.iter().enumerate() {
+                    let others: Vec<(&str, &str)> = embedded
+                        .iter()
+                        .map(|(store, t)| (*store, t.get(i).map_or("", String::as_str)))
+                        .collect();
+                    let same = others.iter().all(|(_, o)| o == line);
+                    say(&format!("{} fdb: {line}", if same { "  " } else { "!!" }));
+                    for (store, other) in others.iter().filter(|(_, o)| o != line) {
+                        say(&format!("   {store}: {other}"));
+                    }
+                }
+            }
+            let what = format!("{} on FoundationDB", script.name);
+            if let Err(report) = differential::compare(&what, &script.expected(false), &fdb) {
+                failures.push(report);
+            }
+            for (store, trace) in &embedded {
+                let what = format!("{} on {store}", script.name);
+                if let Err(report) = differential::compare(&what, &script.expected(true), trace) {
+                    failures.push(report);
+                }
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n").into())
+        }
+    }
+
+    /// Seeded random interleavings of three clients: FoundationDB gives the traces recorded in
+    /// tests/data/differential-foundationdb.txt (which tests/differential.rs holds MemDb and
+    /// SQLite to), and MemDb and SQLite give FoundationDB's. With `DIFFERENTIAL_RECORD=PATH`,
+    /// FoundationDB's traces are written to PATH instead of compared with the record.
+    async fn differential_random(b: &FdbBackend) -> TestResult {
+        let record = std::env::var_os("DIFFERENTIAL_RECORD");
+        let recorded = differential::recorded_traces();
+        let mut traces = Vec::new();
+        for seed in 0..differential::RECORDED_SEEDS {
+            let ops = differential::random_script(seed, differential::RECORDED_STEPS);
+            let fdb = differential::run(b, &ops).await;
+            for (store, trace) in embedded_traces(&ops).await {
+                differential::compare(
+                    &format!("seed {seed}: {store} against FoundationDB"),
+                    &fdb,
+                    &trace,
+                )?;
+            }
+            if record.is_none() {
+                let index = usize::try_from(seed)?;
+                let expected = recorded.get(index).ok_or("the record has fewer seeds")?;
+                differential::compare(
+                    &format!("seed {seed}: FoundationDB against its recorded trace"),
+                    expected,
+                    &fdb,
+                )?;
+            }
+            traces.push(fdb);
+        }
+        if let Some(path) = record {
+            std::fs::write(path, differential::format_recorded(&traces))?;
+        }
+        Ok(())
+    }
+
+    /// Each size case of the differential test counts on FoundationDB exactly what MemDb
+    /// counts: a transaction of the case plus fillers up to exactly 10,000,000 bytes passes the
+    /// size check, one byte more fails it with 2101.
+    async fn differential_sizes(b: &FdbBackend) -> TestResult {
+        for (name, ops, measured) in differential::size_cases() {
+            for (over, expected) in [(0, "fits"), (1, "too large")] {
+                let got = differential::size_boundary(b, &ops, measured, over).await;
+                if got != expected {
+                    return Err(format!("{name}, {over} byte(s) over: {got}").into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `Database::run` retries an error its closure returns exactly as the differential test's
+    /// table says (by `on_error`, through the adapter's conversion), for every kind and code.
+    async fn differential_run_retries(b: &FdbBackend) -> TestResult {
+        for kind in differential::KINDS {
+            for code in differential::CODES {
+                let attempts = AtomicUsize::new(0);
+                let outcome =
+                    b.db.run(|_trx, _maybe_committed| {
+                        let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
+                        async move {
+                            if first {
+                                Err(FdbBindingError::from(differential::error_of(kind, code)))
+                            } else {
+                                Ok(())
+                            }
+                        }
+                    })
+                    .await;
+                let retried = differential::run_retries_on_foundationdb(kind, code);
+                if outcome.is_ok() != retried {
+                    return Err(format!("{kind:?} {code:?}: {outcome:?}").into());
+                }
+                if let Err(e) = outcome {
+                    // Stopped with the same error.
+                    let back = election_error(e);
+                    let same = matches!(&back, ElectionError::Database(t) if t.code() == code);
+                    if !same {
+                        return Err(format!("{kind:?} {code:?} came back as {back:?}").into());
+                    }
+                }
+            }
+        }
+        // `maybe-committed-is-sticky`: the binding tells only the attempt after 1021.
+        let errors = std::sync::Mutex::new(vec![1020, 1021]);
+        let seen = std::sync::Mutex::new(Vec::new());
+        b.db.run(|_trx, maybe_committed| {
+            seen.lock()
+                .map(|mut s| s.push(bool::from(maybe_committed)))
+                .ok();
+            let next = errors.lock().ok().and_then(|mut e| e.pop());
+            async move {
+                match next {
+                    Some(code) => Err(FdbBindingError::NonRetryableFdbError(FdbError::from_code(
+                        code,
+                    ))),
+                    None => Ok(()),
+                }
+            }
+        })
+        .await?;
+        let seen = seen.into_inner().map_err(|_| "poisoned")?;
+        if seen != differential::MAYBE_COMMITTED_ON_FOUNDATIONDB {
+            return Err(format!("MaybeCommitted on FoundationDB: {seen:?}").into());
+        }
+        Ok(())
+    }
+
+    /// The adapter's `transact` retries exactly what MemDb's and SQLite's do.
+    async fn differential_transact_retries(b: &FdbBackend) -> TestResult {
+        let db = b.own_handle()?;
+        for kind in differential::KINDS {
+            for code in differential::CODES {
+                let attempts = AtomicUsize::new(0);
+                let outcome = db
+                    .transact(Duration::from_secs(10), |_trx| {
+                        let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
+                        async move {
+                            if first {
+                                Err(ElectionError::Database(differential::error_of(kind, code)))
+                            } else {
+                                Ok(())
+                            }
+                        }
+                    })
+                    .await;
+                if outcome.is_ok() != differential::transact_retries(kind, code) {
+                    return Err(format!("{kind:?} {code:?}: {outcome:?}").into());
+                }
+            }
+        }
+        Ok(())
     }
 
     fn key(prefix: &[u8], suffix: &str) -> Vec<u8> {

@@ -9,8 +9,9 @@
     clippy::cast_possible_truncation
 )]
 
-// Only the conformance module of tests/common is needed here.
+// Only the conformance suite and the backends of tests/common are needed here.
 mod common {
+    pub(crate) mod backends;
     pub(crate) mod conformance;
 }
 
@@ -18,7 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::conformance::{self, Backend};
+use common::backends::MemBackend;
+use common::conformance;
 use fdb_leader_election::memdb::{
     CommitFault, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats, RunOptions,
     ScriptedFaults,
@@ -27,70 +29,6 @@ use fdb_leader_election::{
     ElectionDatabase, ElectionError, ElectionTxn, KeyValue, ManualClock, ReadMode, TokioClock,
     TxnError, TxnErrorKind,
 };
-
-/// The conformance backend: one MemDb on a manual clock (so transactions age only when a
-/// check says so), with a fault script.
-struct MemBackend {
-    db: MemDb,
-    clock: ManualClock,
-    faults: ScriptedFaults,
-    prefixes: AtomicU64,
-}
-
-impl MemBackend {
-    fn new() -> Self {
-        let clock = ManualClock::new();
-        let db = MemDb::with_clock(Arc::new(clock.clone()));
-        let faults = ScriptedFaults::new();
-        db.set_fault_injector(Arc::new(faults.clone()));
-        MemBackend {
-            db,
-            clock,
-            faults,
-            prefixes: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Backend for MemBackend {
-    type Txn = MemTransaction;
-
-    fn begin(&self) -> MemTransaction {
-        self.db.create_transaction()
-    }
-
-    fn commit(&self, txn: MemTransaction) -> impl Future<Output = Result<(), TxnError>> + Send {
-        txn.commit()
-    }
-
-    fn fresh_prefix(&self) -> Vec<u8> {
-        let n = self.prefixes.fetch_add(1, Ordering::Relaxed);
-        format!("conformance/{n:04}/").into_bytes()
-    }
-
-    async fn age(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-
-    fn deliberate(&self) -> conformance::Deliberate {
-        conformance::Deliberate::STRICT
-    }
-
-    fn set_watch_limit(&self, limit: usize) -> bool {
-        self.db.set_max_watches(limit);
-        true
-    }
-
-    fn inject(&self, fault: conformance::Fault) -> bool {
-        match fault {
-            conformance::Fault::UnknownAppliedLater => {
-                self.faults
-                    .push_commit_fault(CommitFault::UnknownAppliedLater);
-            }
-        }
-        true
-    }
-}
 
 macro_rules! conformance_tests {
     ($($check:ident),* $(,)?) => {
@@ -155,7 +93,8 @@ async fn too_old_after_five_seconds() {
         .await
         .unwrap_err();
     assert_kind(&e, TxnErrorKind::TooOld, Some(1007));
-    assert!(t.watch(b"k").is_err());
+    let e = t.watch(b"k").unwrap().await.unwrap_err();
+    assert_kind(&e, TxnErrorKind::TooOld, Some(1007));
     t.set(b"k", b"late");
     let e = t.commit().await.unwrap_err();
     assert_kind(&e, TxnErrorKind::TooOld, Some(1007));
@@ -426,26 +365,29 @@ async fn injected_fdb_codes_classify_and_retry_like_foundationdb() {
     }
     assert_eq!(db.stats().unknown_results, 3);
 
-    // The retry loop: a throttled commit and a lagging read are retried after a back-off, a
-    // timed-out commit makes the next attempt maybe-committed.
+    // The retry loop retries what FoundationDB's `on_error` retries: a throttled commit and a
+    // lagging read after a back-off; a commit that timed out (1031) it does not retry, and
+    // neither does `run`, though it may have committed.
     faults.push_read_error(1037);
     faults.push_commit_fault(CommitFault::Error(1213));
     faults.push_commit_fault(CommitFault::ErrorAfterApplying(1031));
     let start = tokio::time::Instant::now();
     let mut seen = Vec::new();
-    db.run(|txn, maybe| {
-        seen.push(maybe.is_maybe_committed());
-        async move {
-            txn.get(b"k", ReadMode::Serializable).await?;
-            txn.set(b"n", b"1");
-            Ok::<_, TxnError>(())
-        }
-    })
-    .await
-    .unwrap();
-    assert_eq!(seen, vec![false, false, false, true]);
-    // 10 + 20 + 40 ms of back-off: none of these is retried at once.
-    assert_eq!(start.elapsed(), Duration::from_millis(70));
+    let e = db
+        .run(|txn, maybe| {
+            seen.push(maybe.is_maybe_committed());
+            async move {
+                txn.get(b"k", ReadMode::Serializable).await?;
+                txn.set(b"n", b"1");
+                Ok::<_, TxnError>(())
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_kind(&e, TxnErrorKind::CommitUnknown, Some(1031));
+    assert_eq!(seen, vec![false, false, false]);
+    // 10 + 20 ms of back-off: neither is retried at once.
+    assert_eq!(start.elapsed(), Duration::from_millis(30));
 
     // ElectionDatabase::transact retries none of them: each comes back to the caller.
     for (fault, kind) in [
@@ -473,6 +415,40 @@ async fn injected_fdb_codes_classify_and_retry_like_foundationdb() {
         );
         assert_eq!(attempts.load(Ordering::SeqCst), 1, "{fault:?}");
     }
+}
+
+/// A read that reached the database and failed fails the commit with its error, whatever the
+/// error (FoundationDB's commit waits for the transaction's reads), and the transaction's
+/// watches are cancelled with it (1025). A read served from the transaction's own writes never
+/// reaches the database, so no fault is injected into it.
+#[tokio::test]
+async fn a_failed_read_fails_the_commit_with_its_error() {
+    let (db, _) = manual_db();
+    let faults = ScriptedFaults::new();
+    db.set_fault_injector(Arc::new(faults.clone()));
+    for writes in [true, false] {
+        let t = db.create_transaction();
+        if writes {
+            t.set(b"mine", b"1");
+        }
+        faults.push_read_error(1037);
+        if writes {
+            // Served from its own write: the fault stays queued.
+            assert_eq!(
+                t.get(b"mine", ReadMode::Serializable).await.unwrap(),
+                Some(b"1".to_vec())
+            );
+        }
+        let watch = t.watch(b"w").unwrap();
+        let e = t.get(b"k", ReadMode::Snapshot).await.unwrap_err();
+        assert_kind(&e, TxnErrorKind::Unavailable, Some(1037));
+        // Read-only or not, the commit fails with the read's error.
+        let e = t.commit().await.unwrap_err();
+        assert_kind(&e, TxnErrorKind::Unavailable, Some(1037));
+        let e = watch.await.unwrap_err();
+        assert_kind(&e, TxnErrorKind::Fatal, Some(1025));
+    }
+    assert_eq!(read(&db, b"mine").await, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -620,14 +596,17 @@ async fn watches_disabled_error_code() {
     db.set_watches_enabled(false);
     assert!(!db.watches_enabled());
     let t = db.create_transaction();
-    let e = match t.watch(b"k") {
-        Ok(_) => panic!("watch should fail while watches are disabled"),
-        Err(e) => e,
-    };
+    // As FoundationDB reports every watch error: through the watch's future.
+    let e = t.watch(b"k").unwrap().await.unwrap_err();
     assert_kind(&e, TxnErrorKind::Fatal, Some(1034));
     assert!(!e.is_retryable());
     db.set_watches_enabled(true);
-    assert!(t.watch(b"k").is_ok());
+    let mut armed = t.watch(b"k").unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(10), &mut armed)
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -823,7 +802,7 @@ async fn watches_beyond_the_limit_fail_through_their_future() {
         fdb_leader_election::memdb::DEFAULT_MAX_WATCHES
     );
     assert_eq!(db.max_watches(), 10_000);
-    db.set_max_watches(2);
+    db.set_max_watches(2).unwrap();
     let t = db.create_transaction();
     let w1 = t.watch(b"a").unwrap();
     let w2 = t.watch(b"b").unwrap();
@@ -870,7 +849,7 @@ async fn runners_poll_without_spinning_when_every_watch_fails() {
 
     const HEARTBEAT: Duration = Duration::from_millis(100);
     let db = MemDb::with_clock(Arc::new(TokioClock::new()));
-    db.set_max_watches(0);
+    db.set_max_watches(0).unwrap();
     let config = ElectionConfig::builder()
         .lease_duration(Duration::from_millis(300))
         .heartbeat_interval(HEARTBEAT)
@@ -903,7 +882,8 @@ async fn runners_poll_without_spinning_when_every_watch_fails() {
         s.watches_refused
     );
 
-    db.set_max_watches(fdb_leader_election::memdb::DEFAULT_MAX_WATCHES);
+    db.set_max_watches(fdb_leader_election::memdb::DEFAULT_MAX_WATCHES)
+        .unwrap();
     tokio::time::sleep(HEARTBEAT * 12).await;
     assert!(db.outstanding_watches() > 0, "the runners armed no watch");
     for r in &runners {

@@ -250,7 +250,7 @@ async fn steady_state_reads_with_watches_on_off_and_refused() {
         let (db, log) = world();
         match mode {
             "off" => db.set_watches_enabled(false),
-            "refused" => db.set_max_watches(0),
+            "refused" => db.set_max_watches(0).unwrap(),
             _ => {}
         }
         let rs = three(&db, &runner_config(30)).await;

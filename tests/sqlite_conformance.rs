@@ -18,11 +18,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::conformance::{self, Backend};
+use common::backends::{POLL, SqliteBackend};
+use common::conformance;
 use common::scenarios::{self, Backend as ScenarioBackend};
 use fdb_leader_election::sqlite::{
-    Durability, FileChange, SCHEMA_VERSION, SqliteDb, SqliteOpenError, SqliteOptions,
-    SqliteTransaction, StoreFile, StoreFileChanged,
+    Durability, FileChange, SCHEMA_VERSION, SqliteDb, SqliteOpenError, SqliteOptions, StoreFile,
+    StoreFileChanged,
 };
 use fdb_leader_election::{
     Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
@@ -31,9 +32,6 @@ use fdb_leader_election::{
 };
 use foundationdb_tuple::Subspace;
 use tempfile::TempDir;
-
-/// Fast polling, so the watch checks do not wait long.
-const POLL: Duration = Duration::from_millis(5);
 
 fn options() -> SqliteOptions {
     SqliteOptions::default().with_watch_poll_interval(POLL)
@@ -49,72 +47,6 @@ fn temp_store(options: SqliteOptions) -> (TempDir, PathBuf, SqliteDb) {
 
 // ---------------------------------------------------------------------------------------------
 // The conformance suite.
-
-/// The conformance backend: transactions alternate over `handles` (one, or several handles on
-/// one file), all on one manual clock (so transactions age only when a check says so).
-struct SqliteBackend {
-    _dir: TempDir,
-    handles: Vec<SqliteDb>,
-    clock: ManualClock,
-    next: AtomicU64,
-    prefixes: AtomicU64,
-}
-
-impl SqliteBackend {
-    fn with_handles(n: usize) -> Self {
-        let clock = ManualClock::new();
-        let options = || options().with_clock(Arc::new(clock.clone()));
-        let (dir, path, first) = temp_store(options());
-        let mut handles = vec![first];
-        for _ in 1..n {
-            handles.push(SqliteDb::open_with(&path, options()).unwrap());
-        }
-        SqliteBackend {
-            _dir: dir,
-            handles,
-            clock,
-            next: AtomicU64::new(0),
-            prefixes: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Backend for SqliteBackend {
-    type Txn = SqliteTransaction;
-
-    fn begin(&self) -> SqliteTransaction {
-        let n = self.next.fetch_add(1, Ordering::Relaxed) as usize;
-        self.handles[n % self.handles.len()].create_transaction()
-    }
-
-    fn commit(&self, txn: SqliteTransaction) -> impl Future<Output = Result<(), TxnError>> + Send {
-        txn.commit()
-    }
-
-    fn fresh_prefix(&self) -> Vec<u8> {
-        let n = self.prefixes.fetch_add(1, Ordering::Relaxed);
-        format!("conformance/{n:04}/").into_bytes()
-    }
-
-    async fn age(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-
-    fn deliberate(&self) -> conformance::Deliberate {
-        conformance::Deliberate::STRICT
-    }
-
-    fn set_watch_limit(&self, limit: usize) -> bool {
-        // The limit is per handle, as FoundationDB's is per client: the check needs one.
-        match self.handles.as_slice() {
-            [handle] => {
-                handle.set_max_watches(limit);
-                true
-            }
-            _ => false,
-        }
-    }
-}
 
 macro_rules! conformance_tests {
     ($($check:ident),* $(,)?) => {
@@ -586,12 +518,17 @@ async fn too_old_after_five_seconds_by_the_injected_clock() {
     t.get(b"k", ReadMode::Serializable).await.unwrap();
     t.set(b"k", b"w");
     clock.advance(Duration::from_millis(4_999));
-    t.get(b"k", ReadMode::Snapshot).await.unwrap();
+    t.get(b"j", ReadMode::Snapshot).await.unwrap();
     clock.advance(Duration::from_millis(1));
     assert_kind(
-        &t.get(b"k", ReadMode::Snapshot).await.unwrap_err(),
+        &t.get(b"j", ReadMode::Snapshot).await.unwrap_err(),
         TxnErrorKind::TooOld,
         Some(1007),
+    );
+    // Its own write is served from its writes, at any age (as on FoundationDB).
+    assert_eq!(
+        t.get(b"k", ReadMode::Snapshot).await.unwrap().as_deref(),
+        Some(&b"w"[..])
     );
     assert_kind(
         &t.get_range(b"a", b"z", ReadMode::Snapshot)
@@ -600,7 +537,11 @@ async fn too_old_after_five_seconds_by_the_injected_clock() {
         TxnErrorKind::TooOld,
         Some(1007),
     );
-    assert!(t.watch(b"k").is_err());
+    assert_kind(
+        &t.watch(b"j").unwrap().await.unwrap_err(),
+        TxnErrorKind::TooOld,
+        Some(1007),
+    );
     let e = t.commit().await.unwrap_err();
     assert_kind(&e, TxnErrorKind::TooOld, Some(1007));
     assert!(e.is_retryable());

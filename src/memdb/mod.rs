@@ -2,47 +2,33 @@
 //!
 //! [`MemDb`] is the embedded default for examples, a substrate for unit tests of code written
 //! against [`ElectionTxn`](crate::ElectionTxn), and the database of the deterministic
-//! simulation. It models what the election relies on:
+//! simulation. It models what the election relies on, as FoundationDB does it:
 //!
 //! - multi-version concurrency: each transaction reads at one read version, overlaid with its
-//!   own writes;
+//!   own writes; the read version is taken by the first read that reaches the database (or an
+//!   explicit [`read_version`](crate::ElectionTxn::read_version), a watch, a writing commit),
+//!   never by a read served from the transaction's own writes or by an empty range;
 //! - optimistic, serializable commits that fail with a retryable conflict (1020) when a key in
 //!   the read-conflict set changed after the read version;
 //! - `transaction_too_old` (1007) once a transaction is [`MAX_TRANSACTION_AGE`] old, measured
 //!   by the database's injected [`Clock`] (a transaction that writes nothing commits anyway:
 //!   FoundationDB never sends it to the cluster);
-//! - watches, with FoundationDB's limit on outstanding watches;
-//! - FoundationDB's key, value and transaction size limits, the transaction's size counted
-//!   with its conflict ranges;
+//! - watches, with FoundationDB's limit on outstanding watches, every error reported through
+//!   the watch's future;
+//! - FoundationDB's key, value and transaction size limits and system keys, each failing at
+//!   FoundationDB's step: an invalid write or conflict key fails the transaction's later reads
+//!   and its commit; the transaction's size is counted as FoundationDB counts it
+//!   ([`MemTransaction::size`], [`TransactionSize`](crate::TransactionSize));
 //! - fault injection ([`FaultInjector`], [`ScriptedFaults`]): latency, forced conflicts,
 //!   unknown commit results that did or did not apply (or land later), unavailability, and
 //!   any FoundationDB error code (classified as the FoundationDB adapter classifies it);
 //! - exact I/O counters ([`StoreStats`], [`TxnStats`]);
-//! - FoundationDB's retry loop ([`MemDb::run`]).
+//! - FoundationDB's retry loop ([`MemDb::run`]), retrying what `Database::run` retries.
 //!
 //! It keeps old versions only as long as a live transaction may read them, so memory stays
 //! bounded by the data plus the commits of the last five seconds.
 //!
-//! # Deliberate differences from FoundationDB
-//!
-//! FoundationDB is the reference: the conformance suite (`tests/common/conformance.rs`) runs
-//! the same checks on MemDb, the SQLite store and a real cluster (`tests/fdb_integration.rs`
-//! in `.ci/run`'s FoundationDB tier). Where MemDb is stricter than FoundationDB, the election
-//! does not rely on it (its suites and the simulation pass on both behaviours), each
-//! difference fails loudly rather than silently, and a check pins it on every store:
-//!
-//! - after [`MAX_TRANSACTION_AGE`], every read fails with 1007 at once. FoundationDB fails a
-//!   read only once its storage servers have moved past the read version (an idle cluster
-//!   may still serve it), serves the reads it answers from the transaction's own cache (keys
-//!   it wrote or had already read) at any age, and accepts a `watch` call (the watch then
-//!   fails when the commit does, with 1025 in 7.3). Pinned by `reads_are_too_old_after_five_seconds`;
-//! - `add_read_conflict_key` and `watch` on a key over 10,000 bytes fail at once with 2102
-//!   (`key_too_large`); FoundationDB accepts the conflict key (no such key can exist) and
-//!   fails the watch through its future. The election's keys are bounded far below that by
-//!   the id limits. Pinned by `oversized_conflict_and_watch_keys`.
-//!
-//! Found on a real cluster and fixed here to match it: a read-only transaction one of whose
-//! reads failed with `transaction_too_old` fails its commit with it too (it used to commit).
+#![doc = include_str!("../store/differences.md")]
 
 mod faults;
 mod run;
@@ -60,7 +46,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 pub use crate::store::buffer::MAX_TRANSACTION_AGE;
 pub use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions};
 pub use crate::store::stats::{MemDbStats, MemTxnStats, StoreStats, TxnStats};
-pub use crate::store::watch::DEFAULT_MAX_WATCHES;
+pub use crate::store::watch::{ABSOLUTE_MAX_WATCHES, DEFAULT_MAX_WATCHES};
 pub use faults::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
     ReadTarget, ScriptedFaults, WrittenKeys,
@@ -69,6 +55,7 @@ pub use transaction::MemTransaction;
 
 use crate::clock::{Clock, SystemClock};
 use crate::store::stats::{self, Counters};
+use crate::store::txn::TxnError;
 use crate::store::watch::WatchLimit;
 use versions::Versions;
 
@@ -195,8 +182,13 @@ impl MemDb {
     /// until its future resolves or is dropped; one created at the limit fails through its
     /// future with `too_many_watches` (1032, not retryable), while its transaction commits.
     /// Watches already outstanding are unaffected.
-    pub fn set_max_watches(&self, max: usize) {
-        self.shared.watch_limit.set_max(max);
+    ///
+    /// # Errors
+    ///
+    /// `invalid_option_value` (2006) above [`ABSOLUTE_MAX_WATCHES`] (1,000,000), as
+    /// FoundationDB's option; the limit is left as it was.
+    pub fn set_max_watches(&self, max: usize) -> Result<(), TxnError> {
+        self.shared.watch_limit.set_max(max)
     }
 
     /// The limit on outstanding watches.

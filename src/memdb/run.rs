@@ -54,12 +54,16 @@ impl MemDb {
     /// Runs `closure` in a fresh transaction per attempt and commits it, retrying as `options`
     /// say.
     ///
-    /// An error, from the closure or from the commit, is retried when
-    /// [`RetryClassify::txn_error`] finds a retryable [`TxnError`] in it. Conflicts and
-    /// `transaction_too_old` are retried at once; other retryable failures (unknown results,
-    /// unavailability) after an exponential back-off (`tokio::time::sleep`, so a tokio runtime
-    /// with time enabled is needed then). After an unknown commit result, later attempts get
-    /// [`MaybeCommitted(true)`](MaybeCommitted).
+    /// An error, from the closure or from the commit, is retried exactly when FoundationDB's
+    /// `Database::run` would retry it: [`RetryClassify::txn_error`] finds a [`TxnError`] in it
+    /// whose code FoundationDB's `on_error` retries (1007, 1009, 1020, 1021, 1037, 1038, 1042,
+    /// 1051, 1078, 1079, 1213, 1223), whatever its kind says; an error with any other code
+    /// (timeouts 1004 and 1031 included) ends the loop. An error without a code, which
+    /// FoundationDB never raises, is retried when its kind is retryable (MemDb's injected
+    /// unavailability; a declared difference, see [the module docs](super)). Conflicts and
+    /// `transaction_too_old` are retried at once; the others after an exponential back-off
+    /// (`tokio::time::sleep`, so a tokio runtime with time enabled is needed then). After an
+    /// unknown commit result (1021), later attempts get [`MaybeCommitted(true)`](MaybeCommitted).
     ///
     /// # Errors
     ///

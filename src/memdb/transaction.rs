@@ -10,7 +10,7 @@ use super::faults::{
 use super::versions::{Deferred, Versions};
 use super::watch::MemWatch;
 use super::{MemDb, Shared};
-use crate::store::buffer::{CommitParts, ReadVersion, TxnBuffer};
+use crate::store::buffer::{CommitParts, ReadVersion, Snapshot, TxnBuffer};
 use crate::store::errors;
 use crate::store::fdb_codes::{self, Phase};
 use crate::store::stats::{TxnStats, bump};
@@ -18,9 +18,12 @@ use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
 
 /// A transaction on a [`MemDb`], with FoundationDB's semantics.
 ///
-/// - **Read version.** Taken at the transaction's first read (or watch, or commit). Every read
-///   observes the database as committed at that version, overlaid with this transaction's own
-///   earlier sets and clears (read-your-writes, for point and range reads alike).
+/// - **Read version.** Taken by the first read that reaches the database (or a watch, a
+///   writing commit, or [`ElectionTxn::read_version`]); a read served from the transaction's
+///   own writes (a key it set or cleared, a range whose every key it wrote) and an empty or
+///   inverted range take none. Every read observes the database as committed at that version,
+///   overlaid with this transaction's own earlier sets and clears (read-your-writes, for point
+///   and range reads alike).
 /// - **Conflicts.** A [`ReadMode::Serializable`] read adds the key (or the range) to the
 ///   transaction's read-conflict set, except for keys this transaction had already set or
 ///   cleared (their value does not depend on the database, as in FoundationDB);
@@ -33,25 +36,33 @@ use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
 ///   unless a transaction that committed after this one's read version wrote a key in the
 ///   read-conflict set: then it fails with a retryable conflict (code 1020). A transaction
 ///   that writes nothing is never sent to FoundationDB's cluster: its commit succeeds without
-///   conflict or age checks.
+///   conflict or age checks, unless one of its reads failed (then it fails with that error).
 /// - **Age.** Once the database clock shows [`MAX_TRANSACTION_AGE`](super::MAX_TRANSACTION_AGE)
-///   (5 s) since the read version was taken, reads, watches and a writing commit fail with
-///   `transaction_too_old` (code 1007).
-/// - **Watches** fire once their key's committed value differs from the value the transaction
-///   saw, and at once if the same transaction then writes the key with another value (as
+///   (5 s) since the read version was taken, reads that reach the database, watches and a
+///   writing commit fail with `transaction_too_old` (code 1007).
+/// - **Watches** fire once their key's value differs from the value the transaction saw, and
+///   at once if the same transaction then writes the key with another value (as
 ///   FoundationDB's do). Beyond the database's [limit](MemDb::set_max_watches) on
 ///   outstanding watches (10,000 by default), a watch fails through its future with
-///   `too_many_watches` (1032) while its transaction commits.
-/// - **Limits.** Keys are at most 10,000 bytes and below `\xff`; values at most 100,000 bytes.
-///   Reading a longer key returns absent (no such key can exist); writing one fails the
-///   commit. A writing transaction may be at most 10,000,000 bytes, counted as FoundationDB
-///   counts it: mutations plus write and read conflict ranges (about `3 × key + value` per
-///   set), so `transaction_too_large` (2101) comes before the written bytes alone reach the
-///   limit. Bad reads fail at once; bad writes fail the commit.
+///   `too_many_watches` (1032) while its transaction commits. Every watch error comes through
+///   its future.
+/// - **Limits and system keys**, at FoundationDB's step. A key of at most 10,000 bytes
+///   ([`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES)) below `\xff`, a value of at most 100,000
+///   ([`MAX_VALUE_BYTES`](crate::MAX_VALUE_BYTES)). A read of a key in the system keys (at or
+///   after `\xff`), or of a range reaching beyond `\xff`, fails alone with 2004. A set of a
+///   system key (2004), an oversized key (2102) or value (2103), a clear of a system key, and a
+///   system conflict key do not fail where they are made: the first becomes the transaction's
+///   deferred error, which every later read, watch, read version and the commit fail with
+///   (later writes are ignored). A read of a key longer than any key can be returns absent; a
+///   clear or a conflict key on it is dropped. A writing transaction may be at most
+///   [`MAX_TRANSACTION_BYTES`](crate::MAX_TRANSACTION_BYTES), counted as FoundationDB counts
+///   it ([`size`](Self::size)); over it the commit fails with `transaction_too_large` (2101).
+///
+/// Where MemDb deliberately differs from FoundationDB, [the module docs](super) say so.
 ///
 /// The handle is a cheap `Clone` (clones are the same transaction), so it can be moved into
 /// `async move` blocks. Once the commit has begun, reads and watches fail with
-/// `used_during_commit` (code 2017) and writes are discarded.
+/// `used_during_commit` (code 2017) and writes are ignored.
 #[derive(Clone)]
 pub struct MemTransaction {
     inner: Arc<TxnInner>,
@@ -63,9 +74,29 @@ struct TxnInner {
     state: Mutex<TxnBuffer<MemWatch>>,
 }
 
-/// Takes the read version into `slot` if this is the transaction's first operation, and
-/// checks the transaction's age. Commits in flight land just after a read version is taken
-/// (so this transaction does not see them). `store` must be locked by the caller.
+/// MemDb's committed data, as the transaction buffer reads it: the locked store.
+struct MemSnapshot<'a> {
+    store: &'a mut Versions,
+    db: &'a Shared,
+}
+
+impl Snapshot for MemSnapshot<'_> {
+    fn read_version(&mut self, slot: &mut Option<ReadVersion>) -> Result<u64, TxnError> {
+        read_version(slot, self.store, self.db)
+    }
+
+    fn get(&mut self, version: u64, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
+        Ok(self.store.get_at(key, version).map(<[u8]>::to_vec))
+    }
+
+    fn range(&mut self, version: u64, begin: &[u8], end: &[u8]) -> Result<Vec<KeyValue>, TxnError> {
+        Ok(self.store.range_at(begin, end, version))
+    }
+}
+
+/// Takes the read version into `slot` if no read has taken it yet, and checks the
+/// transaction's age. Commits in flight land just after a read version is taken (so this
+/// transaction does not see them). `store` must be locked by the caller.
 fn read_version(
     slot: &mut Option<ReadVersion>,
     store: &mut Versions,
@@ -103,7 +134,9 @@ impl MemTransaction {
         self.inner.id
     }
 
-    /// The read version, once the first read (or watch, or commit) has taken it.
+    /// The read version, once a read that reached the database (or a watch, a commit, or
+    /// [`ElectionTxn::read_version`]) has taken it. Only looks: unlike
+    /// [`ElectionTxn::read_version`], it never takes one.
     pub fn read_version(&self) -> Option<u64> {
         self.state().read_version.map(|rv| rv.version)
     }
@@ -111,6 +144,15 @@ impl MemTransaction {
     /// The I/O this transaction issued so far.
     pub fn stats(&self) -> TxnStats {
         self.state().stats()
+    }
+
+    /// The transaction's size as FoundationDB counts it at commit against
+    /// [`MAX_TRANSACTION_BYTES`](crate::MAX_TRANSACTION_BYTES): its mutations and its read and
+    /// write conflict ranges, merged where they touch (see
+    /// [`TransactionSize`](crate::TransactionSize)). A writing transaction over the limit fails
+    /// to commit with `transaction_too_large` (2101).
+    pub fn size(&self) -> usize {
+        self.state().size()
     }
 
     /// The database this transaction belongs to.
@@ -137,10 +179,14 @@ impl MemTransaction {
     /// - [`CommitUnknown`](crate::TxnErrorKind::CommitUnknown) (1021),
     ///   [`Unavailable`](crate::TxnErrorKind::Unavailable), or the kind of an injected
     ///   FoundationDB code: injected.
-    /// - [`Fatal`](crate::TxnErrorKind::Fatal): an invalid write (2101, 2102, 2103, 2004), or
-    ///   the commit was already started through a clone (2017).
+    /// - [`Fatal`](crate::TxnErrorKind::Fatal): an invalid write or conflict key (2102, 2103,
+    ///   2004), a transaction too large (2101), or the commit was already started through a
+    ///   clone (2017).
+    /// - The error of a read of this transaction that reached the database and failed.
     ///
-    /// If the commit fails, the transaction's watches fail with a copy of the error.
+    /// If the commit fails, the transaction's watches fail with a copy of the error, or, when
+    /// the commit was never sent (an invalid write or conflict key, a failed read), with
+    /// `transaction_cancelled` (1025), as FoundationDB cancels them with the transaction.
     pub async fn commit(self) -> Result<(), TxnError> {
         let db = Arc::clone(&self.inner.db);
         db.counters.count_commit(self.commit_inner()).await
@@ -298,17 +344,21 @@ impl MemTransaction {
     }
 
     async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        errors::check_read_key(key)?;
-        self.read_fault(ReadTarget::Key(key), mode).await?;
+        // A read served from the transaction's own writes never reaches the database, so no
+        // fault can hit it.
+        if self.state().get_reaches_database(key) {
+            if let Err(e) = self.read_fault(ReadTarget::Key(key), mode).await {
+                return Err(self.state().read_failed(e));
+            }
+        }
         let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
-        state.ensure_open()?;
+        let mut state = self.state();
         let mut store = db.store();
-        let rv = read_version(&mut state.read_version, &mut store, db)?;
-        state.point_read(&db.counters, key, mode, || {
-            Ok(store.get_at(key, rv).map(<[u8]>::to_vec))
-        })
+        let mut snapshot = MemSnapshot {
+            store: &mut store,
+            db,
+        };
+        state.point_read(&db.counters, key, mode, &mut snapshot)
     }
 
     async fn get_range_inner(
@@ -317,26 +367,40 @@ impl MemTransaction {
         end: &[u8],
         mode: ReadMode,
     ) -> Result<Vec<KeyValue>, TxnError> {
-        errors::check_range_end(end)?;
-        self.read_fault(ReadTarget::Range { begin, end }, mode)
-            .await?;
+        if self.state().range_reaches_database(begin, end) {
+            if let Err(e) = self
+                .read_fault(ReadTarget::Range { begin, end }, mode)
+                .await
+            {
+                return Err(self.state().read_failed(e));
+            }
+        }
         let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
-        state.ensure_open()?;
+        let mut state = self.state();
         let mut store = db.store();
-        let rv = read_version(&mut state.read_version, &mut store, db)?;
-        state.range_read(&db.counters, begin, end, mode, || {
-            Ok(store.range_at(begin, end, rv))
-        })
+        let mut snapshot = MemSnapshot {
+            store: &mut store,
+            db,
+        };
+        state.range_read(&db.counters, begin, end, mode, &mut snapshot)
+    }
+
+    /// [`ElectionTxn::read_version`]: the read version, taken now if no read has taken it.
+    fn take_read_version(&self) -> Result<u64, TxnError> {
+        let db = &self.inner.db;
+        let mut state = self.state();
+        let mut store = db.store();
+        let mut snapshot = MemSnapshot {
+            store: &mut store,
+            db,
+        };
+        state.read_version(&mut snapshot)
     }
 }
 
 impl ElectionTxn for MemTransaction {
     async fn get(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        self.get_inner(key, mode)
-            .await
-            .map_err(|e| self.state().read_failed(e))
+        self.get_inner(key, mode).await
     }
 
     async fn get_range(
@@ -345,9 +409,7 @@ impl ElectionTxn for MemTransaction {
         end: &[u8],
         mode: ReadMode,
     ) -> Result<Vec<KeyValue>, TxnError> {
-        self.get_range_inner(begin, end, mode)
-            .await
-            .map_err(|e| self.state().read_failed(e))
+        self.get_range_inner(begin, end, mode).await
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
@@ -359,13 +421,23 @@ impl ElectionTxn for MemTransaction {
         self.state().write(&self.inner.db.counters, key, None);
     }
 
+    /// Never fails at once, as FoundationDB's `add_conflict_range`: a system key makes every
+    /// later read and the commit fail with 2004; a key longer than any key can be is dropped.
     fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError> {
         self.state()
-            .add_read_conflict_key(&self.inner.db.counters, key)
+            .add_read_conflict_key(&self.inner.db.counters, key);
+        Ok(())
     }
 
+    /// The read version, taken now if no read has taken it yet (FoundationDB's
+    /// `get_read_version`); always `Some`. Unlike the inherent
+    /// [`MemTransaction::read_version`], which only looks.
     fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
-        std::future::ready(Ok(MemTransaction::read_version(self)))
+        std::future::ready(self.take_read_version().map(Some))
+    }
+
+    fn approximate_size(&self) -> impl Future<Output = Result<Option<usize>, TxnError>> + Send {
+        std::future::ready(self.state().approximate_size().map(Some))
     }
 
     /// Watches `key`, as FoundationDB does: the key is read (serializably, so the commit
@@ -374,27 +446,27 @@ impl ElectionTxn for MemTransaction {
     /// at once if the committed value already differs, otherwise at the first later commit that
     /// changes it. Writing an identical value does not fire it; clearing an existing key does.
     ///
-    /// The watch fails with the commit's error if the commit fails, and with
-    /// `transaction_cancelled` (1025) if the transaction is dropped without committing.
+    /// Never fails at once: every error comes through the future (a system key, 2004; a key
+    /// over 10,000 bytes, 2102; watches disabled, 1034; too many watches, 1032; the
+    /// transaction's deferred error; a failed read), as FoundationDB's. The watch fails with
+    /// the commit's error if the commit fails, and with `transaction_cancelled` (1025) if the
+    /// transaction is dropped without committing.
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
-        errors::check_key(key)?;
         let db = &self.inner.db;
-        if !db.watches_enabled() {
-            return Err(errors::watches_disabled());
-        }
-        let mut guard = self.state();
-        let state = &mut *guard;
-        state.ensure_open()?;
+        let mut state = self.state();
         let mut store = db.store();
-        let rv = read_version(&mut state.read_version, &mut store, db)
-            .map_err(|e| state.read_failed(e))?;
-        state.watch(
+        let mut snapshot = MemSnapshot {
+            store: &mut store,
+            db,
+        };
+        Ok(state.watch(
             &db.counters,
             &db.watch_limit,
+            db.watches_enabled(),
             key,
-            || Ok(store.get_at(key, rv).map(<[u8]>::to_vec)),
-            |_key, _seen| MemWatch::new(),
-        )
+            &mut snapshot,
+            |_key, _seen, slot| MemWatch::new(slot),
+        ))
     }
 }
 

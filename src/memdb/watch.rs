@@ -9,21 +9,23 @@ use tokio::sync::oneshot;
 
 use crate::store::errors;
 use crate::store::txn::{TxnError, Watch};
-use crate::store::watch::{PendingWatch, WatchHandle};
+use crate::store::watch::{PendingWatch, WatchHandle, WatchSlot};
 
 type Reply = oneshot::Sender<Result<(), TxnError>>;
 
 /// MemDb's handle on a pending watch: the channel its future waits on, which the store keeps
-/// once the watch is armed.
+/// once the watch is armed, and the watch's place under the database's limit, given back once
+/// the watch fires or fails.
 #[derive(Debug)]
 pub(super) struct MemWatch {
     reply: Reply,
     armed: Arc<AtomicBool>,
+    slot: WatchSlot,
 }
 
 impl MemWatch {
-    /// A handle and the future that reports it.
-    pub(super) fn new() -> (MemWatch, Watch) {
+    /// A handle holding `slot` and the future that reports it.
+    pub(super) fn new(slot: WatchSlot) -> (MemWatch, Watch) {
         let (reply, rx) = oneshot::channel();
         let armed = Arc::new(AtomicBool::new(false));
         let seen = Arc::clone(&armed);
@@ -36,16 +38,18 @@ impl MemWatch {
                 Err(_) => Err(errors::dropped_before_commit()),
             }
         });
-        (MemWatch { reply, armed }, future)
+        (MemWatch { reply, armed, slot }, future)
     }
 }
 
 impl WatchHandle for MemWatch {
     fn fire(self) -> bool {
+        self.slot.release();
         self.reply.send(Ok(())).is_ok()
     }
 
     fn fail(self, error: TxnError) {
+        self.slot.release();
         // The receiver may be gone: the caller dropped the watch, which cancels it.
         let _ = self.reply.send(Err(error));
     }
@@ -65,6 +69,15 @@ pub(super) struct WatchRegistry {
 struct Armed {
     value: Option<Vec<u8>>,
     reply: Reply,
+    slot: WatchSlot,
+}
+
+impl Armed {
+    /// Fires the watch, giving its slot back; whether anyone was still waiting.
+    fn fire(self) -> bool {
+        self.slot.release();
+        self.reply.send(Ok(())).is_ok()
+    }
 }
 
 const MIN_SWEEP: usize = 64;
@@ -76,19 +89,17 @@ impl WatchRegistry {
         let PendingWatch {
             key,
             seen: value,
-            handle: MemWatch { reply, armed },
+            handle: MemWatch { reply, armed, slot },
         } = watch;
         armed.store(true, Ordering::Release);
-        if value.as_deref() != current {
-            return reply.send(Ok(())).is_ok();
+        let armed = Armed { value, reply, slot };
+        if armed.value.as_deref() != current {
+            return armed.fire();
         }
-        if reply.is_closed() {
+        if armed.reply.is_closed() {
             return false;
         }
-        self.by_key
-            .entry(key)
-            .or_default()
-            .push(Armed { value, reply });
+        self.by_key.entry(key).or_default().push(armed);
         self.len = self.len.saturating_add(1);
         if self.len >= self.sweep_at.max(MIN_SWEEP) {
             self.sweep();
@@ -107,7 +118,7 @@ impl WatchRegistry {
         let mut kept = Vec::with_capacity(list.len());
         for w in list.drain(..) {
             if w.value.as_deref() != new {
-                if w.reply.send(Ok(())).is_ok() {
+                if w.fire() {
                     fired = fired.saturating_add(1);
                 }
             } else if !w.reply.is_closed() {

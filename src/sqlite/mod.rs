@@ -115,6 +115,12 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The store shares MemDb's client side (buffered writes, read-your-writes, conflicts, size
+//! accounting, watches' bookkeeping, retry loop), so it differs from FoundationDB exactly where
+//! MemDb does:
+//!
+#![doc = include_str!("../store/differences.md")]
 
 mod error;
 pub mod files;
@@ -276,8 +282,8 @@ impl SqliteDb {
         SqliteTransaction::new(Arc::clone(&self.shared), id)
     }
 
-    /// Runs `closure` in a transaction and commits it, retrying retryable failures forever
-    /// (like FoundationDB's `Database::run`). See [`run_with`](Self::run_with).
+    /// Runs `closure` in a transaction and commits it, retrying forever what FoundationDB's
+    /// `Database::run` retries. See [`run_with`](Self::run_with).
     ///
     /// # Errors
     ///
@@ -292,10 +298,11 @@ impl SqliteDb {
     }
 
     /// Runs `closure` in a fresh transaction per attempt and commits it, retrying as `options`
-    /// say: the same loop as [`MemDb::run_with`](crate::MemDb::run_with). Conflicts and
-    /// `transaction_too_old` are retried at once; other retryable failures (a busy file, an
-    /// unknown commit result) after an exponential back-off. After an unknown commit result,
-    /// later attempts get [`MaybeCommitted(true)`](MaybeCommitted).
+    /// say: the same loop as [`MemDb::run_with`](crate::MemDb::run_with), retrying exactly the
+    /// codes FoundationDB's `on_error` retries, and an error without a code (a busy file) when
+    /// its kind is retryable. Conflicts and `transaction_too_old` are retried at once; the
+    /// others after an exponential back-off. After an unknown commit result, later attempts get
+    /// [`MaybeCommitted(true)`](MaybeCommitted).
     ///
     /// # Errors
     ///
@@ -345,8 +352,14 @@ impl SqliteDb {
     /// [`DEFAULT_MAX_WATCHES`](crate::memdb::DEFAULT_MAX_WATCHES), 10,000), as
     /// [`MemDb::set_max_watches`](crate::MemDb::set_max_watches) does for MemDb: a watch
     /// created at the limit fails through its future with `too_many_watches` (1032).
-    pub fn set_max_watches(&self, max: usize) {
-        self.shared.watch_limit.set_max(max);
+    ///
+    /// # Errors
+    ///
+    /// `invalid_option_value` (2006) above
+    /// [`ABSOLUTE_MAX_WATCHES`](crate::memdb::ABSOLUTE_MAX_WATCHES) (1,000,000), as
+    /// FoundationDB's option; the limit is left as it was.
+    pub fn set_max_watches(&self, max: usize) -> Result<(), TxnError> {
+        self.shared.watch_limit.set_max(max)
     }
 
     /// This handle's limit on outstanding watches.

@@ -11,7 +11,7 @@ use super::schema::META_VERSION;
 use super::sql::{commit_locked, meta, read_range, read_value};
 use super::watch::SqlWatch;
 use super::{Shared, SqliteDb};
-use crate::store::buffer::{ReadConflicts, ReadVersion, TxnBuffer, Writes};
+use crate::store::buffer::{ReadConflicts, ReadVersion, Snapshot, TxnBuffer, Writes};
 use crate::store::errors;
 use crate::store::stats::TxnStats;
 use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
@@ -19,8 +19,10 @@ use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
 /// A transaction on a [`SqliteDb`], with FoundationDB's semantics (the same as
 /// [`MemTransaction`](crate::MemTransaction)'s, checked by the same conformance suite).
 ///
-/// - **Read version.** Taken at the first read (or watch): the transaction opens a SQLite read
-///   transaction on a connection of its own and reads the store's version. In write-ahead-log
+/// - **Read version.** Taken, as in MemDb, by the first read that reaches the store (or a
+///   watch, or [`ElectionTxn::read_version`]; never by a read served from the transaction's
+///   own writes or by an empty range): the transaction opens a SQLite read transaction on a
+///   connection of its own and reads the store's version. In write-ahead-log
 ///   mode that read transaction pins a snapshot of the file, so every later read observes the
 ///   store as committed at that version, overlaid with this transaction's own earlier sets and
 ///   clears (read-your-writes, for point and range reads alike). Writers are not blocked.
@@ -41,12 +43,14 @@ use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, Watch};
 ///   was taken, reads, watches and a writing commit fail with `transaction_too_old` (1007).
 ///   So does a commit whose read version the log no longer covers
 ///   ([`log_retention`](super::SqliteOptions::log_retention)).
-/// - **Limits.** FoundationDB's, as in MemDb: keys at most 10,000 bytes and below `\xff` (a
-///   longer key reads as absent), values at most 100,000 bytes, a writing transaction at most
-///   10,000,000 bytes counted with its conflict ranges.
+/// - **Limits and system keys.** FoundationDB's, at FoundationDB's step, as in
+///   [`MemTransaction`](crate::MemTransaction): an invalid write or conflict key fails the
+///   transaction's later reads, watches and commit; a writing transaction may be at most
+///   [`MAX_TRANSACTION_BYTES`](crate::MAX_TRANSACTION_BYTES), counted as FoundationDB counts it
+///   ([`size`](Self::size)).
 /// - **Watches** fire at once when their own transaction writes the key with another value;
 ///   beyond the handle's [limit](SqliteDb::set_max_watches) they fail through their future
-///   with `too_many_watches` (1032).
+///   with `too_many_watches` (1032). Every watch error comes through its future.
 ///
 /// The handle is a cheap `Clone` (clones are the same transaction). Once the commit has
 /// begun, reads and watches fail with `used_during_commit` (2017) and writes are discarded.
@@ -71,11 +75,27 @@ struct TxnState {
     conn: Option<Connection>,
 }
 
-impl TxnState {
-    /// Takes the read version (and the snapshot) if this is the first read, and checks the
+/// The store's committed data, as the transaction buffer reads it: the connection holding
+/// the transaction's snapshot, opened at the first read that needs it.
+struct SqlSnapshot<'a> {
+    conn: &'a mut Option<Connection>,
+    db: &'a Shared,
+}
+
+impl SqlSnapshot<'_> {
+    fn conn(&self) -> Result<&Connection, TxnError> {
+        self.conn
+            .as_ref()
+            .ok_or_else(|| malformed("a read without a snapshot"))
+    }
+}
+
+impl Snapshot for SqlSnapshot<'_> {
+    /// Takes the read version (and the snapshot) if no read has taken it yet, and checks the
     /// transaction's age.
-    fn read_version(&mut self, db: &Shared) -> Result<u64, TxnError> {
-        if let Some(rv) = self.buffer.read_version {
+    fn read_version(&mut self, slot: &mut Option<ReadVersion>) -> Result<u64, TxnError> {
+        let db = self.db;
+        if let Some(rv) = slot {
             return rv.check(db.options.clock.now());
         }
         let conn = db.checkout()?;
@@ -91,18 +111,26 @@ impl TxnState {
                 return Err(e);
             }
         };
-        self.buffer.read_version = Some(ReadVersion {
+        *slot = Some(ReadVersion {
             version,
             taken_at: db.options.clock.now(),
         });
-        self.conn = Some(conn);
+        *self.conn = Some(conn);
         Ok(version)
     }
-}
 
-/// The snapshot's connection (after [`TxnState::read_version`]).
-fn snapshot(conn: Option<&Connection>) -> Result<&Connection, TxnError> {
-    conn.ok_or_else(|| malformed("a read without a snapshot"))
+    fn get(&mut self, _version: u64, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
+        read_value(self.conn()?, key)
+    }
+
+    fn range(
+        &mut self,
+        _version: u64,
+        begin: &[u8],
+        end: &[u8],
+    ) -> Result<Vec<KeyValue>, TxnError> {
+        read_range(self.conn()?, begin, end)
+    }
 }
 
 impl SqliteTransaction {
@@ -122,7 +150,9 @@ impl SqliteTransaction {
         self.inner.id
     }
 
-    /// The read version, once the first read (or watch) has taken it.
+    /// The read version, once a read that reached the store (or a watch, or
+    /// [`ElectionTxn::read_version`]) has taken it. Only looks: unlike
+    /// [`ElectionTxn::read_version`], it never takes one.
     pub fn read_version(&self) -> Option<u64> {
         self.state().buffer.read_version.map(|rv| rv.version)
     }
@@ -130,6 +160,13 @@ impl SqliteTransaction {
     /// The I/O this transaction issued so far.
     pub fn stats(&self) -> TxnStats {
         self.state().buffer.stats()
+    }
+
+    /// The transaction's size as FoundationDB counts it at commit against
+    /// [`MAX_TRANSACTION_BYTES`](crate::MAX_TRANSACTION_BYTES) (see
+    /// [`MemTransaction::size`](crate::MemTransaction::size)).
+    pub fn size(&self) -> usize {
+        self.state().buffer.size()
     }
 
     /// The database handle this transaction belongs to.
@@ -275,43 +312,23 @@ impl SqliteTransaction {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn get_inner(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        errors::check_read_key(key)?;
-        let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
-        state.buffer.ensure_open()?;
-        state.read_version(db)?;
-        let conn = state.conn.as_ref();
-        state
-            .buffer
-            .point_read(&db.counters, key, mode, || read_value(snapshot(conn)?, key))
-    }
-
-    async fn get_range_inner(
+    /// Runs `f` on the buffer with the transaction's snapshot.
+    fn with_snapshot<T>(
         &self,
-        begin: &[u8],
-        end: &[u8],
-        mode: ReadMode,
-    ) -> Result<Vec<KeyValue>, TxnError> {
-        errors::check_range_end(end)?;
+        f: impl FnOnce(&mut TxnBuffer<SqlWatch>, &mut SqlSnapshot<'_>) -> T,
+    ) -> T {
         let db = &self.inner.db;
         let mut guard = self.state();
-        let state = &mut *guard;
-        state.buffer.ensure_open()?;
-        state.read_version(db)?;
-        let conn = state.conn.as_ref();
-        state.buffer.range_read(&db.counters, begin, end, mode, || {
-            read_range(snapshot(conn)?, begin, end)
-        })
+        let TxnState { buffer, conn } = &mut *guard;
+        let mut snapshot = SqlSnapshot { conn, db };
+        f(buffer, &mut snapshot)
     }
 }
 
 impl ElectionTxn for SqliteTransaction {
     async fn get(&self, key: &[u8], mode: ReadMode) -> Result<Option<Vec<u8>>, TxnError> {
-        self.get_inner(key, mode)
-            .await
-            .map_err(|e| self.state().buffer.read_failed(e))
+        let counters = &self.inner.db.counters;
+        self.with_snapshot(|buffer, snapshot| buffer.point_read(counters, key, mode, snapshot))
     }
 
     async fn get_range(
@@ -320,9 +337,10 @@ impl ElectionTxn for SqliteTransaction {
         end: &[u8],
         mode: ReadMode,
     ) -> Result<Vec<KeyValue>, TxnError> {
-        self.get_range_inner(begin, end, mode)
-            .await
-            .map_err(|e| self.state().buffer.read_failed(e))
+        let counters = &self.inner.db.counters;
+        self.with_snapshot(|buffer, snapshot| {
+            buffer.range_read(counters, begin, end, mode, snapshot)
+        })
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
@@ -337,14 +355,25 @@ impl ElectionTxn for SqliteTransaction {
             .write(&self.inner.db.counters, key, None);
     }
 
+    /// Never fails at once, as FoundationDB's `add_conflict_range`: a system key makes every
+    /// later read and the commit fail with 2004; a key longer than any key can be is dropped.
     fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError> {
         self.state()
             .buffer
-            .add_read_conflict_key(&self.inner.db.counters, key)
+            .add_read_conflict_key(&self.inner.db.counters, key);
+        Ok(())
     }
 
+    /// The read version, taken now (with the snapshot) if no read has taken it yet
+    /// (FoundationDB's `get_read_version`); always `Some`. Unlike the inherent
+    /// [`SqliteTransaction::read_version`], which only looks.
     fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
-        std::future::ready(Ok(SqliteTransaction::read_version(self)))
+        let version = self.with_snapshot(|buffer, snapshot| buffer.read_version(snapshot));
+        std::future::ready(version.map(Some))
+    }
+
+    fn approximate_size(&self) -> impl Future<Output = Result<Option<usize>, TxnError>> + Send {
+        std::future::ready(self.state().buffer.approximate_size().map(Some))
     }
 
     /// Watches `key`, as FoundationDB does: the key is read (serializably, so the commit
@@ -355,28 +384,27 @@ impl ElectionTxn for SqliteTransaction {
     ///
     /// The store notices changes by polling (see [`SqliteOptions`](super::SqliteOptions)), so
     /// a change is seen within one poll interval, and a change that is undone within one poll
-    /// interval may be missed (as FoundationDB may miss one, too).
+    /// interval may be missed (as FoundationDB may miss one, too). Inside a tokio runtime the
+    /// polling runs on a task of its own once the watch is armed, so a watch fires (and stops
+    /// counting against the limit) whether or not its future is polled.
     ///
-    /// The watch fails with the commit's error if the commit fails, with
-    /// `transaction_cancelled` (1025) if the transaction is dropped without committing, and
-    /// with a fatal error once every handle of the database has been dropped.
+    /// Never fails at once: every error comes through the future (a system key, 2004; a key
+    /// over 10,000 bytes, 2102; too many watches, 1032; the transaction's deferred error; a
+    /// failed read), as FoundationDB's. The watch fails with the commit's error if the commit
+    /// fails, with `transaction_cancelled` (1025) if the transaction is dropped without
+    /// committing, and with a fatal error once every handle of the database has been dropped.
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError> {
-        errors::check_key(key)?;
         let db = &self.inner.db;
-        let mut guard = self.state();
-        let state = &mut *guard;
-        state.buffer.ensure_open()?;
-        if let Err(e) = state.read_version(db) {
-            return Err(state.buffer.read_failed(e));
-        }
-        let conn = state.conn.as_ref();
-        state.buffer.watch(
-            &db.counters,
-            &db.watch_limit,
-            key,
-            || read_value(snapshot(conn)?, key),
-            |key, seen| SqlWatch::new(db, key.to_vec(), seen.map(<[u8]>::to_vec)),
-        )
+        Ok(self.with_snapshot(|buffer, snapshot| {
+            buffer.watch(
+                &db.counters,
+                &db.watch_limit,
+                true,
+                key,
+                snapshot,
+                |key, seen, slot| SqlWatch::new(db, key.to_vec(), seen.map(<[u8]>::to_vec), slot),
+            )
+        }))
     }
 }
 

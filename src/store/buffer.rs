@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use crate::clock::LocalInstant;
 use crate::store::errors;
+use crate::store::size::{self, MAX_TRANSACTION_BYTES};
 use crate::store::stats::{Counters, TxnStats, bump};
-use crate::store::txn::{KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
-use crate::store::watch::{PendingWatch, WatchHandle, WatchLimit};
+use crate::store::txn::{KeyValue, ReadMode, TxnError, Watch};
+use crate::store::watch::{self, PendingWatch, WatchHandle, WatchLimit, WatchSlot};
 
 /// How long a transaction may use its read version: reads and write commits fail with
 /// `transaction_too_old` (1007) once the store's clock shows this much time since the read
@@ -146,18 +147,52 @@ fn fail_all<W: WatchHandle>(watches: &mut Vec<PendingWatch<W>>, error: &TxnError
     }
 }
 
+/// What a store gives the buffer to read its committed data. The buffer asks for it only when a
+/// read cannot be served from the transaction's own writes, and the first time it asks, the
+/// read version is taken: as FoundationDB takes it at the first read that reaches the cluster
+/// (or at an explicit read version, a watch that reads, or a writing commit), never at a read
+/// served from the transaction's own writes or at an empty or inverted range.
+pub(crate) trait Snapshot {
+    /// The read version: `slot`'s, or one taken now into `slot`. Fails with
+    /// `transaction_too_old` (1007) once the transaction is too old.
+    fn read_version(&mut self, slot: &mut Option<ReadVersion>) -> Result<u64, TxnError>;
+
+    /// `key`'s committed value at `version`.
+    fn get(&mut self, version: u64, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError>;
+
+    /// The committed pairs in `[begin, end)` (`begin < end`) at `version`, in key order.
+    fn range(&mut self, version: u64, begin: &[u8], end: &[u8]) -> Result<Vec<KeyValue>, TxnError>;
+}
+
 /// One transaction's client-side state. `W` is the store's handle on a pending watch.
+///
+/// It follows FoundationDB's client (`ReadYourWritesTransaction`, and `ThreadSafeTransaction`
+/// before it) step by step:
+///
+/// - an invalid write or conflict key (a system key, a key or value over the limits) does not
+///   fail where it is made: it becomes the transaction's **deferred error**, which every later
+///   read, watch, read version, size and commit fails with, and every later write or conflict
+///   key is ignored (the first such error wins);
+/// - a read that reached the database and failed (too old, an injected fault) fails the
+///   commit with its error, read-only or not (FoundationDB's commit waits for the
+///   transaction's reads);
+/// - a read of a key the transaction wrote, or of a range whose every key it wrote, is served
+///   from its writes without the database: no read version is taken, no conflict range
+///   added.
 #[derive(Debug)]
 pub(crate) struct TxnBuffer<W> {
     phase: Phase,
-    /// Taken by the store at the first read (or watch, or commit).
+    /// Taken at the first read that reaches the database (or watch, or commit).
     pub(crate) read_version: Option<ReadVersion>,
     writes: Writes,
     conflicts: ReadConflicts,
     watches: Vec<PendingWatch<W>>,
-    /// The first invalid write, or the first read that found the transaction too old:
-    /// reported by the commit.
+    /// The first invalid write or conflict key.
     deferred: Option<TxnError>,
+    /// The first read that reached the database and failed.
+    failed_read: Option<TxnError>,
+    /// FoundationDB's running estimate of the transaction's size (`getApproximateSize`).
+    approximate_size: usize,
     stats: TxnStats,
 }
 
@@ -170,6 +205,8 @@ impl<W> Default for TxnBuffer<W> {
             conflicts: ReadConflicts::default(),
             watches: Vec::new(),
             deferred: None,
+            failed_read: None,
+            approximate_size: 0,
             stats: TxnStats::default(),
         }
     }
@@ -196,13 +233,12 @@ impl<W: WatchHandle> TxnBuffer<W> {
         !self.conflicts.is_empty()
     }
 
-    /// A read (or watch) of this transaction failed with `error`. If the transaction was too
-    /// old (1007), its commit fails with the same error even if it writes nothing, as
-    /// FoundationDB's does (a read-only transaction whose reads all succeeded still commits,
-    /// whatever its age). Returns `error`.
+    /// A read of this transaction that reached the database failed with `error` (an injected
+    /// fault, say): its commit fails with the first such error, even if it writes nothing,
+    /// as FoundationDB's does. Returns `error`.
     pub(crate) fn read_failed(&mut self, error: TxnError) -> TxnError {
-        if error.kind() == TxnErrorKind::TooOld && self.deferred.is_none() {
-            self.deferred = Some(errors::copy_of(&error));
+        if self.failed_read.is_none() {
+            self.failed_read = Some(errors::copy_of(&error));
         }
         error
     }
@@ -215,9 +251,114 @@ impl<W: WatchHandle> TxnBuffer<W> {
         }
     }
 
+    /// The deferred error, if an earlier write or conflict key was invalid.
+    fn check_deferred(&self) -> Result<(), TxnError> {
+        match &self.deferred {
+            Some(e) => Err(errors::copy_of(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a point read of `key` would reach the database (so a store may inject a fault
+    /// into it): not when it fails its checks, reads a key that cannot exist, or reads the
+    /// transaction's own write.
+    pub(crate) fn get_reaches_database(&self, key: &[u8]) -> bool {
+        self.phase == Phase::Open
+            && self.deferred.is_none()
+            && !errors::is_system(key)
+            && key.len() <= errors::READ_KEY_LIMIT
+            && !self.writes.contains_key(key)
+    }
+
+    /// Whether a range read of `[begin, end)` would reach the database (see
+    /// [`get_reaches_database`](Self::get_reaches_database)).
+    pub(crate) fn range_reaches_database(&self, begin: &[u8], end: &[u8]) -> bool {
+        self.phase == Phase::Open
+            && self.deferred.is_none()
+            && errors::check_range(begin, end).is_ok()
+            && begin < end
+            && !self.covered_by_writes(begin, end)
+    }
+
+    /// Whether the transaction wrote every key of `[begin, end)` (`begin < end`): a chain of
+    /// adjacent keys from `begin` on.
+    fn covered_by_writes(&self, begin: &[u8], end: &[u8]) -> bool {
+        let mut next: Vec<u8> = begin.to_vec();
+        for key in self
+            .writes
+            .range::<[u8], _>((Bound::Included(begin), Bound::Excluded(end)))
+            .map(|(k, _)| k)
+        {
+            if key.as_slice() != next.as_slice() {
+                return false;
+            }
+            next = key_after(key);
+        }
+        next.as_slice() >= end
+    }
+
+    /// The length of the first key of `[begin, end)` after the chain of adjacent keys from
+    /// `begin` on that the transaction set (not cleared): `begin`'s own length if it did not set
+    /// `begin`. FoundationDB's estimate of a range read starts there.
+    fn after_leading_sets(&self, begin: &[u8], end: &[u8]) -> usize {
+        let mut next = begin.to_vec();
+        for (key, value) in self
+            .writes
+            .range::<[u8], _>((Bound::Included(begin), Bound::Excluded(end)))
+        {
+            if *key != next || value.is_none() {
+                break;
+            }
+            next = key_after(key);
+        }
+        next.len()
+    }
+
+    /// Reads from the database through `snapshot`, taking the read version if needed; a
+    /// failure is remembered for the commit ([`read_failed`](Self::read_failed)).
+    fn read_database<S: Snapshot + ?Sized, T>(
+        &mut self,
+        snapshot: &mut S,
+        read: impl FnOnce(&mut S, u64) -> Result<T, TxnError>,
+    ) -> Result<T, TxnError> {
+        let outcome = snapshot
+            .read_version(&mut self.read_version)
+            .and_then(|version| read(snapshot, version));
+        outcome.map_err(|e| self.read_failed(e))
+    }
+
+    /// The read version, taken now through `snapshot` if no read has taken it yet, as
+    /// FoundationDB's `get_read_version` takes it. A version already taken is returned at any
+    /// age.
+    pub(crate) fn read_version(&mut self, snapshot: &mut impl Snapshot) -> Result<u64, TxnError> {
+        self.check_deferred()?;
+        if let Some(rv) = self.read_version {
+            return Ok(rv.version);
+        }
+        self.ensure_open()?;
+        snapshot.read_version(&mut self.read_version)
+    }
+
+    /// FoundationDB's running estimate of the transaction's size (`get_approximate_size`):
+    /// what each operation added so far (see [`size`](crate::store::size)), never merged.
+    pub(crate) fn approximate_size(&self) -> Result<usize, TxnError> {
+        self.check_deferred()?;
+        Ok(self.approximate_size)
+    }
+
+    /// The transaction's size as its commit would count it against
+    /// [`MAX_TRANSACTION_BYTES`](crate::store::size::MAX_TRANSACTION_BYTES).
+    pub(crate) fn size(&self) -> usize {
+        commit_size(&self.writes, &self.conflicts)
+    }
+
+    fn estimate(&mut self, bytes: usize) {
+        self.approximate_size = self.approximate_size.saturating_add(bytes);
+    }
+
     /// Buffers one write (`None` clears), counted whether or not it is accepted. After the
-    /// commit has begun the write is discarded. An invalid key or value is reported by the
-    /// commit (as FoundationDB reports invalid writes there).
+    /// commit has begun, or after a deferred error, the write is ignored. An invalid write
+    /// becomes the deferred error; a clear of a key that cannot exist is ignored.
     ///
     /// A pending watch of this transaction on `key` that saw another value fires at once, as
     /// FoundationDB's does: the transaction itself changed the key.
@@ -232,17 +373,27 @@ impl<W: WatchHandle> TxnBuffer<W> {
                 self.stats.clears = self.stats.clears.saturating_add(1);
             }
         }
-        if self.phase != Phase::Open {
+        if self.phase != Phase::Open || self.deferred.is_some() {
             return;
         }
-        let checked = errors::check_key(key).and_then(|()| match value {
-            Some(v) => errors::check_value(v),
-            None => Ok(()),
-        });
-        if let Err(e) = checked {
-            self.deferred.get_or_insert(e);
-            return;
-        }
+        let checked = match value {
+            Some(v) => {
+                errors::check_set(key, v).map(|()| Some(size::set_estimate(key.len(), v.len())))
+            }
+            None => errors::check_not_system(key).map(|()| {
+                (key.len() <= errors::READ_KEY_LIMIT).then(|| size::clear_estimate(key.len()))
+            }),
+        };
+        let estimate = match checked {
+            Ok(Some(estimate)) => estimate,
+            // A clear of a key longer than any key can be: nothing to do.
+            Ok(None) => return,
+            Err(e) => {
+                self.deferred = Some(e);
+                return;
+            }
+        };
+        self.estimate(estimate);
         self.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
         self.fire_watches_changed_by_own_write(counters, key, value);
     }
@@ -273,42 +424,55 @@ impl<W: WatchHandle> TxnBuffer<W> {
         bump(&counters.watches_fired, fired);
     }
 
-    /// Adds `key` to the read-conflict set, unless this transaction already set or cleared
-    /// it: like FoundationDB, which adds conflict ranges only over keys whose value does not
-    /// come from the transaction's own writes. Counted either way.
-    pub(crate) fn add_read_conflict_key(
-        &mut self,
-        counters: &Counters,
-        key: &[u8],
-    ) -> Result<(), TxnError> {
-        errors::check_key(key)?;
-        self.ensure_open()?;
-        if !self.writes.contains_key(key) {
-            self.conflicts.add_key(key);
-        }
+    /// Adds `key` to the read-conflict set, as FoundationDB's `add_conflict_range` does: never
+    /// failing at once. A system key becomes the deferred error; a key longer than any key can
+    /// be is dropped; a key this transaction already set or cleared adds nothing (conflict
+    /// ranges cover only keys whose value does not come from the transaction's own writes).
+    /// Counted either way.
+    pub(crate) fn add_read_conflict_key(&mut self, counters: &Counters, key: &[u8]) {
         self.stats.read_conflict_keys = self.stats.read_conflict_keys.saturating_add(1);
         bump(&counters.read_conflict_keys, 1);
-        Ok(())
+        if self.phase != Phase::Open || self.deferred.is_some() {
+            return;
+        }
+        if let Err(e) = errors::check_not_system(key) {
+            self.deferred = Some(e);
+            return;
+        }
+        if key.len() <= errors::READ_KEY_LIMIT {
+            self.add_conflict_key(key);
+        }
     }
 
-    /// A point read: the transaction's own write of `key` if there is one; otherwise
-    /// `committed()`, adding `key` to the read-conflict set for a serializable read. A key
-    /// longer than FoundationDB's limit cannot exist: it reads as absent, with no conflict.
-    /// Counted when served.
+    /// A serializable read of `key`: its conflict range, unless the transaction wrote it.
+    fn add_conflict_key(&mut self, key: &[u8]) {
+        if !self.writes.contains_key(key) {
+            self.conflicts.add_key(key);
+            self.estimate(size::read_key_estimate(key.len()));
+        }
+    }
+
+    /// A point read: the transaction's own write of `key` if there is one; otherwise the
+    /// committed value through `snapshot`, adding `key` to the read-conflict set for a
+    /// serializable read. A system key fails the read alone (2004); a key longer than any key
+    /// can be reads as absent without reaching the database. Counted when served.
     pub(crate) fn point_read(
         &mut self,
         counters: &Counters,
         key: &[u8],
         mode: ReadMode,
-        committed: impl FnOnce() -> Result<Option<Vec<u8>>, TxnError>,
+        snapshot: &mut impl Snapshot,
     ) -> Result<Option<Vec<u8>>, TxnError> {
+        self.check_deferred()?;
+        self.ensure_open()?;
+        errors::check_not_system(key)?;
         let value = match self.writes.get(key) {
-            _ if key.len() > errors::KEY_SIZE_LIMIT => None,
+            _ if key.len() > errors::READ_KEY_LIMIT => None,
             Some(own) => own.clone(),
             None => {
-                let value = committed()?;
+                let value = self.read_database(snapshot, |s, version| s.get(version, key))?;
                 if mode == ReadMode::Serializable {
-                    self.conflicts.add_key(key);
+                    self.add_conflict_key(key);
                 }
                 value
             }
@@ -318,29 +482,42 @@ impl<W: WatchHandle> TxnBuffer<W> {
         Ok(value)
     }
 
-    /// A range read of `[begin, end)`: `committed()` merged with the transaction's own writes
-    /// in the range (read-your-writes, clears included). A serializable read adds the range to
-    /// the read-conflict set, less the keys the transaction wrote itself (FoundationDB adds no
-    /// conflict for reading one's own writes). Counted when served.
+    /// A range read of `[begin, end)`: the committed pairs merged with the transaction's own
+    /// writes in the range (read-your-writes, clears included). A bound beyond `\xff` fails the
+    /// read alone (2004); an empty or inverted range, or one whose every key the transaction
+    /// wrote, is served without the database. A serializable read adds the range to the
+    /// read-conflict set, less the keys the transaction wrote itself. Counted when served.
     pub(crate) fn range_read(
         &mut self,
         counters: &Counters,
         begin: &[u8],
         end: &[u8],
         mode: ReadMode,
-        committed: impl FnOnce() -> Result<Vec<KeyValue>, TxnError>,
+        snapshot: &mut impl Snapshot,
     ) -> Result<Vec<KeyValue>, TxnError> {
-        let result = if begin < end {
-            overlay_range(
-                committed()?,
-                &self.writes,
-                &mut self.conflicts,
-                begin,
-                end,
-                mode,
-            )
-        } else {
+        self.check_deferred()?;
+        self.ensure_open()?;
+        errors::check_range(begin, end)?;
+        let result = if begin >= end {
             Vec::new()
+        } else if self.covered_by_writes(begin, end) {
+            overlay_range(Vec::new(), &self.writes, None, begin, end)
+        } else {
+            let committed =
+                self.read_database(snapshot, |s, version| s.range(version, begin, end))?;
+            let mut gaps = Vec::new();
+            let result = overlay_range(committed, &self.writes, Some(&mut gaps), begin, end);
+            if mode == ReadMode::Serializable {
+                // FoundationDB's estimate counts the whole range once per gap, from after the
+                // keys the transaction set at its very beginning.
+                let from = self.after_leading_sets(begin, end);
+                let estimate = size::read_range_estimate(from, end.len());
+                for (b, e) in gaps {
+                    self.conflicts.add_range(&b, &e);
+                    self.estimate(estimate);
+                }
+            }
+            result
         };
         let returned = u64::try_from(result.len()).unwrap_or(u64::MAX);
         self.stats.range_reads = self.stats.range_reads.saturating_add(1);
@@ -350,55 +527,87 @@ impl<W: WatchHandle> TxnBuffer<W> {
         Ok(result)
     }
 
-    /// Creates a watch on `key`, as FoundationDB does: the key is read (its own write, or
-    /// `committed()` with a read conflict) and the watch remembers the value seen. `make`
-    /// builds the store's handle and the future from the key and that value. Beyond the
-    /// database's `limit` on outstanding watches, the watch fails through its future with
-    /// `too_many_watches` (1032) and is never armed; the transaction is unaffected.
+    /// Creates a watch on `key`, as FoundationDB does. Every error comes through the returned
+    /// future, never at once, and leaves the transaction as it was: a deferred error, a commit
+    /// already begun (2017), watches disabled (`enabled == false`, 1034), a system key (2004),
+    /// a key over the limit (2102), a failed read, or the database's `limit` on outstanding
+    /// watches (1032). Otherwise the key is read (its own write, or through `snapshot` with a
+    /// read conflict) and the watch remembers the value seen; `make` builds the store's handle
+    /// and the future from the key, that value and the watch's slot under the limit.
     pub(crate) fn watch(
         &mut self,
         counters: &Counters,
         limit: &WatchLimit,
+        enabled: bool,
         key: &[u8],
-        committed: impl FnOnce() -> Result<Option<Vec<u8>>, TxnError>,
-        make: impl FnOnce(&[u8], Option<&[u8]>) -> (W, Watch),
-    ) -> Result<Watch, TxnError> {
+        snapshot: &mut impl Snapshot,
+        make: impl FnOnce(&[u8], Option<&[u8]>, WatchSlot) -> (W, Watch),
+    ) -> Watch {
+        let checked = self
+            .check_deferred()
+            .and_then(|()| self.ensure_open())
+            .and_then(|()| {
+                if enabled {
+                    Ok(())
+                } else {
+                    Err(errors::watches_disabled())
+                }
+            })
+            .and_then(|()| errors::check_watch(key));
+        if let Err(e) = checked {
+            return watch::failed(e);
+        }
         let seen = match self.writes.get(key) {
             Some(own) => own.clone(),
             None => {
-                let value = committed()?;
-                self.conflicts.add_key(key);
-                value
+                // A failed read fails the watch, not the transaction.
+                let read = snapshot
+                    .read_version(&mut self.read_version)
+                    .and_then(|version| snapshot.get(version, key));
+                match read {
+                    Ok(value) => {
+                        self.add_conflict_key(key);
+                        value
+                    }
+                    Err(e) => return watch::failed(e),
+                }
             }
         };
         self.stats.watches_created = self.stats.watches_created.saturating_add(1);
         bump(&counters.watches_created, 1);
         let Some(slot) = limit.acquire() else {
             bump(&counters.watches_refused, 1);
-            return Ok(limit.refused());
+            return limit.refused();
         };
-        let (handle, watch) = make(key, seen.as_deref());
+        let (handle, watch) = make(key, seen.as_deref(), slot.clone());
         self.watches.push(PendingWatch {
             key: key.to_vec(),
             seen,
             handle,
         });
-        Ok(slot.hold(watch))
+        slot.hold(watch)
     }
 
-    /// Begins the commit: from now on reads fail and writes are discarded. Returns what the
-    /// commit needs, or the first invalid write, or `transaction_too_large` (2101) for a
-    /// writing transaction over FoundationDB's limit by [`commit_size`] (the commit then ends
-    /// at once, failing the pending watches with it).
+    /// Begins the commit: from now on reads fail and writes are ignored. Returns what the
+    /// commit needs, or ends the commit at once with an error: the deferred error or the first
+    /// failed read's error (FoundationDB never starts such a commit, and the pending watches
+    /// are cancelled with the transaction, 1025), or `transaction_too_large` (2101) for a
+    /// writing transaction over FoundationDB's limit counted by [`size`](Self::size) (the
+    /// commit fails, and the pending watches with it).
     pub(crate) fn begin_commit(&mut self) -> Result<CommitParts<W>, TxnError> {
         self.ensure_open()?;
         self.phase = Phase::Committing;
-        let error = self.deferred.take().or_else(|| {
-            let size = commit_size(&self.writes, &self.conflicts);
-            (!self.writes.is_empty() && size > errors::TRANSACTION_SIZE_LIMIT)
-                .then(|| errors::transaction_too_large(size))
-        });
-        if let Some(error) = error {
+        let never_sent = self.deferred.take().or_else(|| self.failed_read.take());
+        if let Some(error) = never_sent {
+            self.phase = Phase::Done;
+            for w in self.watches.drain(..) {
+                w.handle.fail(errors::cancelled_with_transaction(&error));
+            }
+            return Err(error);
+        }
+        let size = self.size();
+        if !self.writes.is_empty() && size > MAX_TRANSACTION_BYTES {
+            let error = errors::transaction_too_large(size);
             self.phase = Phase::Done;
             fail_all(&mut self.watches, &error);
             return Err(error);
@@ -417,66 +626,87 @@ impl<W: WatchHandle> TxnBuffer<W> {
     }
 }
 
-/// What FoundationDB charges per mutation and per conflict range besides its keys and values:
-/// at least the size of a `MutationRef` (40 bytes) and of a `KeyRangeRef` (32 bytes) in its
-/// client.
-const MUTATION_OVERHEAD: usize = 40;
-const RANGE_OVERHEAD: usize = 32;
-
-/// A writing transaction's size as FoundationDB measures it at commit against its 10,000,000
-/// byte limit (`Transaction::getSize`): its mutations plus its write and read conflict
-/// ranges. A set of `k` to `v` costs about `3k + v` (the mutation, and the write conflict
-/// range `[k, k\x00)`), a clear of one key about `4k`, a read conflict on a key about `2k`, on
-/// a range its two bounds. FoundationDB merges overlapping conflict ranges, so it may count a
-/// little less.
+/// A transaction's size as FoundationDB's client counts it at commit (`Transaction::getSize`,
+/// see [`size`](crate::store::size)): its mutations (each set; each run of adjacent cleared
+/// keys as one clear range), its write conflict ranges (each run of adjacent written keys as
+/// one range) and its read conflict ranges (merged where they overlap or touch, keys clipped
+/// as FoundationDB clips them).
 pub(crate) fn commit_size(writes: &Writes, conflicts: &ReadConflicts) -> usize {
-    let single_key_range = |k: &[u8]| {
-        k.len()
-            .saturating_mul(2)
-            .saturating_add(1)
-            .saturating_add(RANGE_OVERHEAD)
-    };
-    let mutations = writes.iter().fold(0_usize, |total, (k, v)| {
-        let mutation = match v {
-            Some(v) => k.len().saturating_add(v.len()),
-            // A clear of one key is the clear of the range [k, k\x00).
-            None => k.len().saturating_mul(2).saturating_add(1),
+    /// A run of adjacent keys `first`, `first\x00`, ... `last`: the range `[first, last\x00)`.
+    fn run_bytes(first: &[u8], last: &[u8]) -> usize {
+        first.len().saturating_add(last.len()).saturating_add(1)
+    }
+    let mut total: usize = 0;
+    let mut clears: Option<(&[u8], &[u8])> = None;
+    let mut written: Option<(&[u8], &[u8])> = None;
+    fn close(run: Option<(&[u8], &[u8])>, overhead: usize, total: &mut usize) {
+        if let Some((first, last)) = run {
+            *total = total
+                .saturating_add(overhead)
+                .saturating_add(run_bytes(first, last));
+        }
+    }
+    for (key, value) in writes {
+        let key = key.as_slice();
+        written = match written {
+            Some((first, last)) if size::is_next(last, key) => Some((first, key)),
+            run => {
+                close(run, size::RANGE_OVERHEAD, &mut total);
+                Some((key, key))
+            }
         };
-        total
-            .saturating_add(mutation)
-            .saturating_add(MUTATION_OVERHEAD)
-            .saturating_add(single_key_range(k))
-    });
+        match value {
+            Some(v) => {
+                close(clears.take(), size::MUTATION_OVERHEAD, &mut total);
+                total = total
+                    .saturating_add(size::MUTATION_OVERHEAD)
+                    .saturating_add(key.len())
+                    .saturating_add(v.len());
+            }
+            None => {
+                clears = match clears {
+                    Some((first, last)) if size::is_next(last, key) => Some((first, key)),
+                    run => {
+                        close(run, size::MUTATION_OVERHEAD, &mut total);
+                        Some((key, key))
+                    }
+                };
+            }
+        }
+    }
+    close(clears, size::MUTATION_OVERHEAD, &mut total);
+    close(written, size::RANGE_OVERHEAD, &mut total);
+    let points: Vec<Vec<u8>> = conflicts.points.iter().map(|k| key_after(k)).collect();
     let reads = conflicts
         .points
         .iter()
-        .map(|k| single_key_range(k))
-        .chain(conflicts.ranges.iter().map(|(b, e)| {
-            b.len()
-                .saturating_add(e.len())
-                .saturating_add(RANGE_OVERHEAD)
-        }))
-        .fold(0_usize, usize::saturating_add);
-    mutations.saturating_add(reads)
+        .zip(&points)
+        .map(|(k, end)| (k.as_slice(), end.as_slice()))
+        .chain(
+            conflicts
+                .ranges
+                .iter()
+                .map(|(b, e)| (b.as_slice(), e.as_slice())),
+        )
+        .collect();
+    total.saturating_add(size::ranges_bytes(size::coalesce(reads)))
 }
 
 /// Merges a committed range read of `[begin, end)` with the transaction's own writes in that
-/// range (clears included), and, for a serializable read, adds the read conflict ranges: the
-/// whole range, less the keys the transaction wrote itself.
+/// range (clears included), and, if `gaps` is given, lists the parts of the range the
+/// transaction did not write (its read conflict ranges, were the read serializable).
 fn overlay_range(
     committed: Vec<KeyValue>,
     writes: &Writes,
-    conflicts: &mut ReadConflicts,
+    mut gaps: Option<&mut Vec<(Vec<u8>, Vec<u8>)>>,
     begin: &[u8],
     end: &[u8],
-    mode: ReadMode,
 ) -> Vec<KeyValue> {
-    let serializable = mode == ReadMode::Serializable;
     let bounds = (Bound::Included(begin), Bound::Excluded(end));
     let mut own = writes.range::<[u8], _>(bounds).peekable();
     if own.peek().is_none() {
-        if serializable {
-            conflicts.add_range(begin, end);
+        if let Some(gaps) = gaps {
+            gaps.push((begin.to_vec(), end.to_vec()));
         }
         return committed;
     }
@@ -487,13 +717,17 @@ fn overlay_range(
             Some(v) => merged.insert(key.clone(), v.clone()),
             None => merged.remove(key),
         };
-        if serializable {
-            conflicts.add_range(&gap_start, key);
+        if let Some(gaps) = gaps.as_deref_mut() {
+            if gap_start.as_slice() < key.as_slice() {
+                gaps.push((gap_start.clone(), key.clone()));
+            }
         }
         gap_start = key_after(key);
     }
-    if serializable {
-        conflicts.add_range(&gap_start, end);
+    if let Some(gaps) = gaps {
+        if gap_start.as_slice() < end {
+            gaps.push((gap_start, end.to_vec()));
+        }
     }
     merged.into_iter().collect()
 }

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::ElectionError;
+use crate::store::fdb_codes;
 use crate::store::retry::{RetryClassify, RunOptions, retry_loop};
 use crate::store::txn::{ElectionTxn, TxnError, TxnErrorKind};
 
@@ -25,7 +26,8 @@ use crate::store::txn::{ElectionTxn, TxnError, TxnErrorKind};
 ///
 /// - `body` may run several times (one per attempt); only the last attempt's result is
 ///   returned, and only after its commit succeeded.
-/// - Conflicts and `transaction_too_old` are retried inside; other failures (unavailability,
+/// - Conflicts and `transaction_too_old` are retried inside, when they carry a code
+///   FoundationDB's `on_error` retries (every store's own do); other failures (unavailability,
 ///   unknown commit results, fatal errors) are returned, and the runner backs off and tries
 ///   again later.
 /// - The whole call ends within `timeout`. A call that runs out of time returns a
@@ -87,18 +89,21 @@ impl From<TxnError> for Attempt {
 impl RetryClassify for Attempt {
     fn txn_error(&self) -> Option<&TxnError> {
         match &self.0 {
-            ElectionError::Database(e) if retried_in_transact(e.kind()) => Some(e),
+            ElectionError::Database(e) if retried_in_transact(e) => Some(e),
             _ => None,
         }
     }
 }
 
-/// Whether [`ElectionDatabase::transact`] retries an error of `kind` itself, in every store:
-/// conflicts and `transaction_too_old`, which are known not to have committed and which
-/// FoundationDB's `on_error` retries at once. Everything else (unknown results, timeouts,
-/// unavailability, throttling, fatal errors) is returned to the caller, who backs off.
-pub(crate) fn retried_in_transact(kind: TxnErrorKind) -> bool {
-    matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld)
+/// Whether [`ElectionDatabase::transact`] retries `error` itself, in every store: a conflict
+/// or a `transaction_too_old` (known not to have committed) that carries a code FoundationDB's
+/// `on_error` retries, which the FoundationDB adapter hands to `on_error`. Everything else
+/// (unknown results, timeouts, unavailability, throttling, fatal errors, and a conflict whose
+/// code `on_error` would not retry or that has no code to give it) is returned to the caller,
+/// who backs off.
+pub(crate) fn retried_in_transact(error: &TxnError) -> bool {
+    matches!(error.kind(), TxnErrorKind::Conflict | TxnErrorKind::TooOld)
+        && error.code().is_some_and(fdb_codes::retried_by_on_error)
 }
 
 /// [`ElectionDatabase::transact`] for a store with FoundationDB's retry loop (MemDb, SQLite):

@@ -1,14 +1,17 @@
-//! The errors MemDb and the SQLite store report, with FoundationDB's numeric codes, and
-//! FoundationDB's key, value and transaction size limits.
+//! The errors MemDb and the SQLite store report, with FoundationDB's numeric codes, and the
+//! checks of keys and values against FoundationDB's limits, in FoundationDB's order.
 
+use crate::keys::MAX_KEY_BYTES;
+use crate::record::MAX_VALUE_BYTES;
+use crate::store::size::MAX_TRANSACTION_BYTES;
 use crate::store::txn::{TxnError, TxnErrorKind};
 
-/// FoundationDB's largest key, in bytes.
-pub(crate) const KEY_SIZE_LIMIT: usize = 10_000;
-/// FoundationDB's largest value, in bytes.
-pub(crate) const VALUE_SIZE_LIMIT: usize = 100_000;
-/// FoundationDB's largest transaction (mutations), in bytes.
-pub(crate) const TRANSACTION_SIZE_LIMIT: usize = 10_000_000;
+/// The longest key a read, a clear or a conflict key hands to FoundationDB's cluster:
+/// [`MAX_KEY_BYTES`] plus the 8 bytes of a tenant prefix (`getMaxKeySize` in its client). A
+/// longer key cannot exist, so a read of it returns nothing, and a clear or a conflict key on
+/// it is dropped; keys of up to this length are read (taking the read version and a conflict
+/// range) and counted in the transaction's size, though only [`MAX_KEY_BYTES`] can be written.
+pub(crate) const READ_KEY_LIMIT: usize = MAX_KEY_BYTES + 8;
 
 /// `not_committed` (1020): a read key changed after the read version.
 pub(crate) fn conflict() -> TxnError {
@@ -56,6 +59,19 @@ pub(crate) fn too_many_watches(max: usize) -> TxnError {
     .with_code(1032)
 }
 
+/// `invalid_option_value` (2006): a limit on outstanding watches above FoundationDB's
+/// `ABSOLUTE_MAX_WATCHES`.
+pub(crate) fn invalid_max_watches(max: usize) -> TxnError {
+    TxnError::with_source(
+        TxnErrorKind::Fatal,
+        format!(
+            "a limit of {max} outstanding watches is above {}",
+            crate::store::watch::ABSOLUTE_MAX_WATCHES
+        ),
+    )
+    .with_code(2006)
+}
+
 /// `watches_disabled` (1034).
 pub(crate) fn watches_disabled() -> TxnError {
     TxnError::with_source(TxnErrorKind::Fatal, "watches are disabled").with_code(1034)
@@ -64,6 +80,17 @@ pub(crate) fn watches_disabled() -> TxnError {
 /// `transaction_cancelled` (1025), for the watches of a transaction dropped before committing.
 pub(crate) fn dropped_before_commit() -> TxnError {
     TxnError::with_source(TxnErrorKind::Fatal, "transaction dropped before commit").with_code(1025)
+}
+
+/// `transaction_cancelled` (1025), for the watches of a transaction whose commit failed before
+/// it was sent (`error`, a deferred error or a failed read): FoundationDB cancels them with the
+/// transaction.
+pub(crate) fn cancelled_with_transaction(error: &TxnError) -> TxnError {
+    TxnError::with_source(
+        TxnErrorKind::Fatal,
+        format!("the watching transaction was cancelled: its commit failed with {error}"),
+    )
+    .with_code(1025)
 }
 
 /// For armed watches whose database was dropped.
@@ -98,50 +125,31 @@ fn copy_with(e: &TxnError, source: String) -> TxnError {
     }
 }
 
-/// Checks a key that is read, written, watched or added as a conflict key: at most
-/// [`KEY_SIZE_LIMIT`] bytes (`key_too_large`, 2102) and below `\xff`
-/// (`key_outside_legal_range`, 2004; there is no system keyspace).
-pub(crate) fn check_key(key: &[u8]) -> Result<(), TxnError> {
-    if key.len() > KEY_SIZE_LIMIT {
+/// Whether `key` is in FoundationDB's system keys (at or after `\xff`), which a transaction
+/// without the system-keys option may not read, write or watch.
+pub(crate) fn is_system(key: &[u8]) -> bool {
+    key.first() == Some(&0xff)
+}
+
+/// `key_outside_legal_range` (2004) for a key in the system keys.
+pub(crate) fn check_not_system(key: &[u8]) -> Result<(), TxnError> {
+    if is_system(key) {
+        return Err(outside_legal_range());
+    }
+    Ok(())
+}
+
+/// Checks a set, as FoundationDB's client does (`ReadYourWritesTransaction::set`): a system
+/// key (2004), then a key over [`MAX_KEY_BYTES`] (`key_too_large`, 2102), then a value over
+/// [`MAX_VALUE_BYTES`] (`value_too_large`, 2103).
+pub(crate) fn check_set(key: &[u8], value: &[u8]) -> Result<(), TxnError> {
+    check_not_system(key)?;
+    check_key_size(key)?;
+    if value.len() > MAX_VALUE_BYTES {
         return Err(TxnError::with_source(
             TxnErrorKind::Fatal,
             format!(
-                "key of {} bytes exceeds the limit of {KEY_SIZE_LIMIT}",
-                key.len()
-            ),
-        )
-        .with_code(2102));
-    }
-    if key.first() == Some(&0xff) {
-        return Err(outside_legal_range());
-    }
-    Ok(())
-}
-
-/// Checks a key that is read: below `\xff` (`key_outside_legal_range`, 2004). A longer key
-/// than [`KEY_SIZE_LIMIT`] is not an error: no such key exists, so the read returns nothing.
-pub(crate) fn check_read_key(key: &[u8]) -> Result<(), TxnError> {
-    if key.first() == Some(&0xff) {
-        return Err(outside_legal_range());
-    }
-    Ok(())
-}
-
-/// Checks the end of a range read: at most `\xff`.
-pub(crate) fn check_range_end(end: &[u8]) -> Result<(), TxnError> {
-    if end > [0xff_u8].as_slice() {
-        return Err(outside_legal_range());
-    }
-    Ok(())
-}
-
-/// Checks a value that is written: at most [`VALUE_SIZE_LIMIT`] bytes (`value_too_large`, 2103).
-pub(crate) fn check_value(value: &[u8]) -> Result<(), TxnError> {
-    if value.len() > VALUE_SIZE_LIMIT {
-        return Err(TxnError::with_source(
-            TxnErrorKind::Fatal,
-            format!(
-                "value of {} bytes exceeds the limit of {VALUE_SIZE_LIMIT}",
+                "value of {} bytes exceeds the limit of {MAX_VALUE_BYTES}",
                 value.len()
             ),
         )
@@ -150,11 +158,41 @@ pub(crate) fn check_value(value: &[u8]) -> Result<(), TxnError> {
     Ok(())
 }
 
+/// Checks a watched key: a system key (2004), then a key over [`MAX_KEY_BYTES`] (2102).
+pub(crate) fn check_watch(key: &[u8]) -> Result<(), TxnError> {
+    check_not_system(key)?;
+    check_key_size(key)
+}
+
+fn check_key_size(key: &[u8]) -> Result<(), TxnError> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(TxnError::with_source(
+            TxnErrorKind::Fatal,
+            format!(
+                "key of {} bytes exceeds the limit of {MAX_KEY_BYTES}",
+                key.len()
+            ),
+        )
+        .with_code(2102));
+    }
+    Ok(())
+}
+
+/// Checks the bounds of a range read: neither may lie beyond `\xff` (2004); `\xff` itself is
+/// allowed as either bound. Checked before an empty or inverted range returns nothing.
+pub(crate) fn check_range(begin: &[u8], end: &[u8]) -> Result<(), TxnError> {
+    let max = [0xff_u8];
+    if begin > max.as_slice() || end > max.as_slice() {
+        return Err(outside_legal_range());
+    }
+    Ok(())
+}
+
 /// `transaction_too_large` (2101).
 pub(crate) fn transaction_too_large(size: usize) -> TxnError {
     TxnError::with_source(
         TxnErrorKind::Fatal,
-        format!("transaction of {size} bytes exceeds the limit of {TRANSACTION_SIZE_LIMIT}"),
+        format!("transaction of {size} bytes exceeds the limit of {MAX_TRANSACTION_BYTES}"),
     )
     .with_code(2101)
 }

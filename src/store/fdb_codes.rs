@@ -59,8 +59,10 @@ pub(crate) mod code {
     pub(crate) const TAG_THROTTLED: i32 = 1213;
     /// `proxy_tag_throttled`.
     pub(crate) const PROXY_TAG_THROTTLED: i32 = 1223;
-    /// `transaction_throttled_hot_shard`.
+    /// `transaction_throttled_hot_shard` (FoundationDB 7.4).
     pub(crate) const TRANSACTION_THROTTLED_HOT_SHARD: i32 = 1235;
+    /// `blob_granule_request_failed`.
+    pub(crate) const BLOB_GRANULE_REQUEST_FAILED: i32 = 1079;
 }
 
 /// Where an error arose.
@@ -128,16 +130,73 @@ pub(crate) fn kind_of(
     named_kind(code, phase).unwrap_or_else(|| unnamed_kind(predicates()))
 }
 
+/// Whether FoundationDB's `on_error` runs a transaction again after an error with `code`
+/// (`Transaction::onError` in `NativeAPI.actor.cpp` and `MultiVersionTransaction::onError`,
+/// 7.3.79): `not_committed` (1020), `commit_unknown_result` (1021), `database_locked`
+/// (1038), the proxies' memory limits (1042, 1078), `process_behind` (1037), throttling
+/// (1051, 1213, 1223), `blob_granule_request_failed` (1079), `transaction_too_old` (1007) and
+/// `future_version` (1009). Every other code ends `Database::run` with that error: timeouts
+/// (1004, 1031); `cluster_version_changed` (1039), which only the multi-version client retries
+/// (a client with external client libraries; without them, as the `foundationdb` crate starts
+/// it, the client bypasses it and `on_error` returns 1039, probed on 7.3.79); and
+/// `transaction_throttled_hot_shard` (1235), a code 7.3 does not know (7.4 adds and retries it).
+pub(crate) fn retried_by_on_error(code: i32) -> bool {
+    use code::*;
+    matches!(
+        code,
+        NOT_COMMITTED
+            | COMMIT_UNKNOWN_RESULT
+            | DATABASE_LOCKED
+            | COMMIT_PROXY_MEMORY_LIMIT_EXCEEDED
+            | GRV_PROXY_MEMORY_LIMIT_EXCEEDED
+            | PROCESS_BEHIND
+            | BATCH_TRANSACTION_THROTTLED
+            | TAG_THROTTLED
+            | BLOB_GRANULE_REQUEST_FAILED
+            | PROXY_TAG_THROTTLED
+            | TRANSACTION_TOO_OLD
+            | FUTURE_VERSION
+    )
+}
+
+/// Whether a retry loop with FoundationDB's policy (`MemDb::run`, `SqliteDb::run`) runs the
+/// transaction again after `error`: as `on_error` would ([`retried_by_on_error`]) when the
+/// error has a code. An error without one never comes from FoundationDB: the embedded stores'
+/// own (MemDb's injected unavailability, SQLite's lock wait, standing for a cluster that keeps
+/// a transaction waiting) are retried by their kind ([`TxnErrorKind::is_retryable`]); the
+/// FoundationDB adapter cannot hand such an error to `on_error`, so `Database::run` returns it
+/// (a declared difference).
+pub(crate) fn retried_by_run(error: &TxnError) -> bool {
+    match error.code() {
+        Some(code) => retried_by_on_error(code),
+        None => error.kind().is_retryable(),
+    }
+}
+
+/// Whether an error a retry loop retries may have committed, as FoundationDB's binding tells
+/// its next attempt (`FdbError::is_maybe_committed`): by its code when it has one (1021,
+/// 1039), by its kind otherwise.
+pub(crate) fn may_have_committed(error: Option<&TxnError>) -> bool {
+    match error.map(|e| (e.code(), e.kind())) {
+        Some((Some(code), _)) => {
+            matches!(
+                code,
+                code::COMMIT_UNKNOWN_RESULT | code::CLUSTER_VERSION_CHANGED
+            )
+        }
+        Some((None, kind)) => kind == TxnErrorKind::CommitUnknown,
+        None => false,
+    }
+}
+
 /// The code a failed attempt of the adapter's `transact` is retried with, through
-/// `on_error`: that of a conflict or `transaction_too_old` FoundationDB raised (so the attempt
-/// did not commit). `None` for every other error, which `transact` returns: unknown results,
-/// timeouts, unavailability, fatal errors, errors of the election itself, and database
-/// errors without a code (which `on_error` could not be given).
+/// `on_error`: see [`retried_in_transact`](crate::store::database::retried_in_transact).
+/// `None` for every other error, which `transact` returns.
 #[cfg(any(test, feature = "fdb"))]
 pub(crate) fn retry_code(error: &crate::error::ElectionError) -> Option<i32> {
     use crate::store::database::retried_in_transact;
     match error {
-        crate::error::ElectionError::Database(e) if retried_in_transact(e.kind()) => e.code(),
+        crate::error::ElectionError::Database(e) if retried_in_transact(e) => e.code(),
         _ => None,
     }
 }
@@ -243,14 +302,14 @@ mod tests {
         for phase in [Phase::Operation, Phase::Commit] {
             for code in NAMED {
                 let e = injected(code, phase);
-                let retried = retried_in_transact(e.kind());
+                let retried = retried_in_transact(&e);
                 assert_eq!(retried, matches!(code, 1020 | 1007), "{code} {phase:?}");
                 assert!(!(retried && e.is_maybe_committed()), "{code} {phase:?}");
             }
         }
         // The codes FoundationDB's own loop retries as maybe committed never are here.
         for code in [1021, 1039] {
-            assert!(!retried_in_transact(injected(code, Phase::Commit).kind()));
+            assert!(!retried_in_transact(&injected(code, Phase::Commit)));
         }
     }
 

@@ -13,6 +13,7 @@
 //! - [`buffer`]: buffered writes, the read-your-writes overlay, the read-conflict set, size
 //!   accounting, pending watches and per-transaction counts;
 //! - [`retry`]: FoundationDB's retry loop (`MemDb::run`, `SqliteDb::run`);
+//! - [`size`]: a transaction's size as FoundationDB counts it;
 //! - [`database`]: the attempt/timeout wrapper behind both stores' `ElectionDatabase`;
 //! - [`stats`]: the database-wide counters;
 //! - [`watch`]: the per-database limit on outstanding watches;
@@ -27,6 +28,7 @@ pub(crate) mod database;
 pub(crate) mod errors;
 pub(crate) mod fdb_codes;
 pub(crate) mod retry;
+pub(crate) mod size;
 pub(crate) mod stats;
 pub(crate) mod txn;
 pub(crate) mod watch;

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::ElectionError;
+use crate::store::fdb_codes;
 use crate::store::txn::{TxnError, TxnErrorKind};
 
 /// Whether an earlier attempt of a [`MemDb::run`](crate::MemDb::run) (or `SqliteDb::run`) loop
@@ -115,13 +116,13 @@ where
             Err(e) => e,
         };
         let kind = match error.txn_error() {
-            Some(e) if e.is_retryable() => e.kind(),
+            Some(e) if fdb_codes::retried_by_run(e) => e.kind(),
             _ => return Err(error),
         };
         if max_attempts.is_some_and(|max| attempts >= max) {
             return Err(error);
         }
-        maybe_committed |= kind == TxnErrorKind::CommitUnknown;
+        maybe_committed |= fdb_codes::may_have_committed(error.txn_error());
         if !matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld) {
             if !backoff.is_zero() {
                 tokio::time::sleep(backoff).await;

@@ -68,18 +68,24 @@ pub trait ElectionTxn: Send + Sync {
     ///
     /// # Errors
     ///
-    /// Whatever the database reports for an invalid key.
+    /// None from FoundationDB or the embedded stores, which defer an invalid key (one in the
+    /// system keys, at or after `\xff`) to the transaction's later reads and commit, and drop
+    /// a key longer than any key can be. Another implementation may report one here.
     fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), TxnError>;
 
     /// Watches `key`. The watch is armed when this transaction commits.
     ///
     /// # Errors
     ///
-    /// Whatever the database reports (for example, too many outstanding watches).
+    /// None from FoundationDB or the embedded stores, which report every watch error through
+    /// the returned future (too many outstanding watches, 1032; a system key, 2004; a key
+    /// over 10,000 bytes, 2102; the transaction failed to commit). Another implementation may
+    /// report one here.
     fn watch(&self, key: &[u8]) -> Result<Watch, TxnError>;
 
-    /// The read version this transaction's reads observe, once a read has taken it; `None`
-    /// where the store cannot say.
+    /// The read version this transaction's reads observe: taken now if no read has taken it
+    /// yet (FoundationDB's `get_read_version`), so a commit by another transaction after this
+    /// call is invisible to the later reads. `None` where the store cannot say.
     ///
     /// The election uses it to tell the leader record a transaction wrote itself, read back
     /// through read-your-writes, from the same record committed: a commit always lands at a
@@ -88,6 +94,15 @@ pub trait ElectionTxn: Send + Sync {
     /// that return `None` rely on the [`Cycle`](crate::Cycle) being alive until the
     /// transaction ends.
     fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {
+        std::future::ready(Ok(None))
+    }
+
+    /// FoundationDB's running estimate of this transaction's size
+    /// (`get_approximate_size`): what each of its operations adds to the size its commit is
+    /// held to ([`MAX_TRANSACTION_BYTES`](crate::MAX_TRANSACTION_BYTES)), before merging, so at
+    /// least that size unless the transaction read the same key serializably twice. `None`
+    /// where the store cannot say. MemDb and the SQLite store compute FoundationDB's estimate.
+    fn approximate_size(&self) -> impl Future<Output = Result<Option<usize>, TxnError>> + Send {
         std::future::ready(Ok(None))
     }
 }

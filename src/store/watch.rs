@@ -1,8 +1,11 @@
 //! Watches on the client side: pending ones (held by a transaction until its commit arms or
 //! fails them) and the per-database limit on outstanding watches.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 
 use crate::store::errors;
 use crate::store::txn::{TxnError, Watch};
@@ -10,6 +13,11 @@ use crate::store::txn::{TxnError, Watch};
 /// The default limit on a database's outstanding watches: 10,000, FoundationDB's default
 /// (`DatabaseOption::MaxWatches`).
 pub const DEFAULT_MAX_WATCHES: usize = 10_000;
+
+/// The highest limit on outstanding watches a database accepts: 1,000,000, FoundationDB's
+/// (`ABSOLUTE_MAX_WATCHES`; `DatabaseOption::MaxWatches` above it fails with
+/// `invalid_option_value`, 2006).
+pub const ABSOLUTE_MAX_WATCHES: usize = 1_000_000;
 
 /// A store's handle on a watch whose transaction has not committed yet.
 pub(crate) trait WatchHandle {
@@ -33,10 +41,11 @@ pub(crate) struct PendingWatch<W> {
     pub(crate) handle: W,
 }
 
-/// A database's limit on outstanding watches, as FoundationDB's client keeps it: a watch is
-/// outstanding from its creation until its future resolves or is dropped. A watch created
-/// beyond the limit fails through its future with `too_many_watches` (1032), while its
-/// transaction commits normally.
+/// A database's limit on outstanding watches, as FoundationDB's client keeps it
+/// (`DatabaseContext::increaseWatchCounter`): a watch is outstanding from its creation until it
+/// fires, fails or is dropped, whether or not anyone polls its future. A watch created beyond
+/// the limit fails through its future with `too_many_watches` (1032), while its transaction
+/// commits normally.
 #[derive(Debug)]
 pub(crate) struct WatchLimit {
     max: AtomicUsize,
@@ -58,9 +67,15 @@ impl WatchLimit {
         self.max.load(Ordering::SeqCst)
     }
 
-    /// Sets the limit. Watches already outstanding are unaffected.
-    pub(crate) fn set_max(&self, max: usize) {
+    /// Sets the limit. Watches already outstanding are unaffected. Above
+    /// [`ABSOLUTE_MAX_WATCHES`] it fails, as FoundationDB's option does, with
+    /// `invalid_option_value` (2006), and the limit is left as it was.
+    pub(crate) fn set_max(&self, max: usize) -> Result<(), TxnError> {
+        if max > ABSOLUTE_MAX_WATCHES {
+            return Err(errors::invalid_max_watches(max));
+        }
         self.max.store(max, Ordering::SeqCst);
+        Ok(())
     }
 
     /// How many watches are outstanding.
@@ -76,36 +91,82 @@ impl WatchLimit {
                 (n < max).then(|| n.saturating_add(1))
             })
             .ok()
-            .map(|_| WatchSlot(Arc::clone(&self.outstanding)))
+            .map(|_| {
+                WatchSlot(Arc::new(Slot {
+                    outstanding: Arc::clone(&self.outstanding),
+                    released: AtomicBool::new(false),
+                }))
+            })
     }
 
     /// The future of a watch refused at the limit: it fails at once with `too_many_watches`.
     pub(crate) fn refused(&self) -> Watch {
-        let error = errors::too_many_watches(self.max());
-        Box::pin(std::future::ready(Err(error)))
+        failed(errors::too_many_watches(self.max()))
     }
 }
 
-/// One outstanding watch's place under the limit, given back when dropped.
+/// The future of a watch that fails at once with `error` (and holds no slot), as
+/// FoundationDB's watch call reports every error through its future.
+pub(crate) fn failed(error: TxnError) -> Watch {
+    Box::pin(std::future::ready(Err(error)))
+}
+
+/// One outstanding watch's place under the limit. Clones share it: the store's handle keeps one
+/// until the watch fires or fails (or its transaction is dropped), the watch's future keeps one
+/// until it resolves or is dropped; the first clone to be dropped or
+/// [`release`](Self::release)d gives the place back.
+#[derive(Clone, Debug)]
+pub(crate) struct WatchSlot(Arc<Slot>);
+
 #[derive(Debug)]
-pub(crate) struct WatchSlot(Arc<AtomicUsize>);
+struct Slot {
+    outstanding: Arc<AtomicUsize>,
+    released: AtomicBool,
+}
+
+impl Slot {
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::SeqCst) {
+            // Never below zero: each slot added one.
+            let _ = self
+                .outstanding
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
+    }
+}
 
 impl WatchSlot {
-    /// `watch`, holding this slot until it resolves or is dropped.
+    /// The watch fired, failed or was dropped: its place is free.
+    pub(crate) fn release(&self) {
+        self.0.release();
+    }
+
+    /// `watch`, giving this slot back when it resolves or is dropped.
     pub(crate) fn hold(self, watch: Watch) -> Watch {
-        Box::pin(async move {
-            let outcome = watch.await;
-            drop(self);
-            outcome
-        })
+        Box::pin(Held { watch, slot: self })
     }
 }
 
 impl Drop for WatchSlot {
     fn drop(&mut self) {
-        // Never below zero: each slot added one.
-        let _ = self
-            .0
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        self.release();
+    }
+}
+
+/// A watch's future with its slot, released once the future resolves or is dropped.
+struct Held {
+    watch: Watch,
+    slot: WatchSlot,
+}
+
+impl Future for Held {
+    type Output = Result<(), TxnError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let outcome = self.watch.as_mut().poll(cx);
+        if outcome.is_ready() {
+            self.slot.release();
+        }
+        outcome
     }
 }

@@ -1,7 +1,10 @@
-//! Shared test code: the transaction conformance suite and the election scenarios, both
-//! written once and run against MemDb always and FoundationDB when a cluster is available.
+//! Shared test code: the transaction conformance suite, the differential test and the election
+//! scenarios, each written once and run against MemDb and SQLite always and FoundationDB when a
+//! cluster is available.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod backends;
 pub mod conformance;
+pub mod differential;
 pub mod scenarios;
 pub mod shard_limits;
