@@ -14,11 +14,12 @@
 use crate::codec;
 use crate::ids::CandidateId;
 use crate::record::shard::Inbox;
+use crate::store::size::{MAX_TRANSACTION_BYTES, TransactionSize};
 
 /// The bytes one transaction of a sharded election may count toward FoundationDB's limit on a
-/// transaction's size (10,000,000 bytes of mutations and conflict ranges): a tenth of it,
-/// FoundationDB's own advice for transactions that commit quickly.
-pub(crate) const TXN_BUDGET: usize = 1_000_000;
+/// transaction's size ([`MAX_TRANSACTION_BYTES`] of mutations and conflict ranges): a tenth of
+/// it, FoundationDB's own advice for transactions that commit quickly.
+pub(crate) const TXN_BUDGET: usize = MAX_TRANSACTION_BYTES / 10;
 
 /// The most bytes a member's inbox may take, encoded: nothing is added to an inbox past it
 /// (the coordinator reserves more once the member has acquired what its inbox holds). Well
@@ -56,18 +57,9 @@ impl KeyLens {
     }
 }
 
-/// What FoundationDB's client counts for each mutation beyond its key and value (the
-/// in-memory `MutationRef` it keeps).
-const MUTATION_OVERHEAD: usize = 40;
-
-/// What FoundationDB's client counts for each conflict range beyond its two keys (the
-/// in-memory `KeyRangeRef`).
-const RANGE_OVERHEAD: usize = 32;
-
-/// A transaction's running size, as FoundationDB counts it (`get_approximate_size`, and the
-/// limit it checks at commit): every mutation's key and value, every conflict range's two
-/// keys (a write adds a write conflict range from its key to the key after it), and the
-/// client's own overhead for each.
+/// A transaction's running size, as FoundationDB counts it at commit ([`TransactionSize`]'s
+/// costs, the one place that count is written: every mutation's key and value, every conflict
+/// range's two keys, and the client's overhead for each), as an upper bound (nothing merged).
 #[derive(Clone, Debug)]
 pub(crate) struct Budget {
     left: usize,
@@ -82,24 +74,17 @@ impl Budget {
     /// What setting a key of `key` bytes to a value of `value` bytes counts: the mutation and
     /// its write conflict range.
     pub(crate) fn set_cost(key: usize, value: usize) -> usize {
-        key.saturating_add(value)
-            .saturating_add(MUTATION_OVERHEAD)
-            .saturating_add(Self::conflict_cost(key))
+        TransactionSize::new().set(key, value).bytes()
     }
 
-    /// What clearing one key counts: the clear (the key and the key after it) and its write
-    /// conflict range.
+    /// What clearing one key counts: the clear and its write conflict range.
     pub(crate) fn clear_cost(key: usize) -> usize {
-        Self::conflict_cost(key)
-            .saturating_mul(2)
-            .saturating_add(MUTATION_OVERHEAD)
+        TransactionSize::new().clear(key).bytes()
     }
 
-    /// What a conflict range on one key counts: the key and the key after it.
+    /// What a conflict range on one key counts (a serializable read, or an added conflict).
     pub(crate) fn conflict_cost(key: usize) -> usize {
-        key.saturating_mul(2)
-            .saturating_add(1)
-            .saturating_add(RANGE_OVERHEAD)
+        TransactionSize::new().read_key(key).bytes()
     }
 
     /// Takes `bytes` if they fit, else nothing: `false` leaves the write to a later
@@ -179,8 +164,9 @@ mod tests {
         assert_eq!(b.left(), 0);
         b.force(5);
         assert_eq!(b.left(), 0);
-        assert_eq!(Budget::set_cost(10, 100), 10 + 100 + 40 + 21 + 32);
-        assert_eq!(Budget::clear_cost(10), 2 * (21 + 32) + 40);
+        assert_eq!(Budget::set_cost(10, 100), 44 + 24 + 3 * 10 + 100 + 1);
+        assert_eq!(Budget::clear_cost(10), 44 + 24 + 4 * 10 + 2);
+        assert_eq!(Budget::conflict_cost(10), 24 + 2 * 10 + 1);
         let id = CandidateId::parse("abc").unwrap_or_else(|_| unreachable!());
         assert_eq!(keys.member(&id), 36);
     }
