@@ -46,6 +46,8 @@ pub(crate) struct Local {
     pub(crate) eligibility: Eligibility,
     /// What it does when it leads, is not eligible, and nobody live is.
     pub(crate) unhealthy: UnhealthyPolicy,
+    /// The version it registers (DESIGN §14.1).
+    pub(crate) version: Option<semver::Version>,
 }
 
 impl fmt::Debug for Candidate {
@@ -88,6 +90,7 @@ impl Candidate {
                     metadata: None,
                     eligibility: Eligibility::Eligible,
                     unhealthy: UnhealthyPolicy::Hold,
+                    version: None,
                 }),
                 id,
                 clock,
@@ -170,6 +173,18 @@ impl Candidate {
         };
         self.lock().eligibility = e;
         Ok(())
+    }
+
+    /// Sets the version this candidate registers (DESIGN §14.1), written at its next heartbeat
+    /// or cycle: the election's [`VersionPolicy`](crate::VersionPolicy) ranks candidates by it
+    /// before their priority. A candidate without one ranks as the oldest.
+    pub fn set_version(&self, version: Option<semver::Version>) {
+        self.lock().version = version;
+    }
+
+    /// The version this candidate registers.
+    pub fn version(&self) -> Option<semver::Version> {
+        self.lock().version.clone()
     }
 
     /// What this candidate does when it leads, is not eligible, and no live candidate is

@@ -160,7 +160,10 @@ pub use keys::MAX_KEY_BYTES;
 pub use record::{
     AttemptId, CandidateInfo, CandidateRecord, Eligibility, LeaderRecord, LeaderState,
     MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named, ResignRefusal,
+    UnknownVersionPolicy, VersionPolicy,
 };
+/// The semantic version candidates register (DESIGN §14.1): the `semver` crate's.
+pub use semver::Version;
 
 // The store layer and the stores.
 pub use memdb::{

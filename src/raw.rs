@@ -77,6 +77,7 @@ pub fn owned_record(
             seq,
         }),
         handover_to: None,
+        leader_version: None,
     })
 }
 
@@ -106,6 +107,7 @@ pub fn vacancy_record(
             seq: writer.1,
         }),
         handover_to: None,
+        leader_version: None,
     })
 }
 

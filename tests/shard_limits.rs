@@ -2,7 +2,12 @@
 //! FoundationDB's size limits (the same scenario runs on a cluster in
 //! `tests/fdb_integration.rs`): see `tests/common/shard_limits.rs`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
 
 mod common;
 

@@ -31,7 +31,7 @@ use crate::error::{DecodeError, ElectionError, printable_key};
 use crate::ids::{Ballot, CandidateId, Priority};
 use crate::record::{
     AttemptId, CandidateRecord, Eligibility, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named,
-    Party, ResignRefusal,
+    Party, ResignRefusal, VersionPolicy,
 };
 
 mod shard;
@@ -238,6 +238,7 @@ fn party(w: PartyWire) -> Party {
 struct LeaderWireV3 {
     base: LeaderWire,
     handover_to: Option<String>,
+    leader_version: Option<String>,
 }
 
 /// Encodes a leader record: version 2's body unless an operator directed its request
@@ -253,28 +254,32 @@ pub(crate) fn encode_leader(r: &LeaderRecord) -> Result<Vec<u8>, ElectionError> 
         payload: r.payload.clone(),
         writer: r.writer.as_ref().map(attempt_wire),
     };
-    match &r.handover_to {
-        None => encode("leader record", &base),
-        Some(to) => encode_at(
-            "leader record",
-            3,
-            &LeaderWireV3 {
-                base,
-                handover_to: Some(to.clone()),
-            },
-        ),
+    if r.handover_to.is_none() && r.leader_version.is_none() {
+        return encode("leader record", &base);
     }
+    encode_at(
+        "leader record",
+        3,
+        &LeaderWireV3 {
+            base,
+            handover_to: r.handover_to.clone(),
+            leader_version: r.leader_version.as_ref().map(ToString::to_string),
+        },
+    )
 }
 
 /// Decodes a leader record stored at `key`.
 pub(crate) fn decode_leader(key: &[u8], bytes: &[u8]) -> Result<LeaderRecord, ElectionError> {
-    let (w, handover_to) = split_version(bytes)
+    let (w, handover_to, leader_version) = split_version(bytes)
         .and_then(|(version, body)| match version {
-            1 => decode_wire::<LeaderWireV1>(body).map(|w| (LeaderWire::from(w), None)),
-            2 => decode_wire::<LeaderWire>(body).map(|w| (w, None)),
-            _ => decode_wire::<LeaderWireV3>(body).map(|w| (w.base, w.handover_to)),
+            1 => decode_wire::<LeaderWireV1>(body).map(|w| (LeaderWire::from(w), None, None)),
+            2 => decode_wire::<LeaderWire>(body).map(|w| (w, None, None)),
+            _ => {
+                decode_wire::<LeaderWireV3>(body).map(|w| (w.base, w.handover_to, w.leader_version))
+            }
         })
         .map_err(|e| ElectionError::corrupt(key, e))?;
+    let leader_version = parse_version(key, leader_version)?;
     let r = LeaderRecord {
         ballot: w.ballot,
         owner: w.owner.map(named),
@@ -285,6 +290,7 @@ pub(crate) fn decode_leader(key: &[u8], bytes: &[u8]) -> Result<LeaderRecord, El
         payload: w.payload,
         writer: w.writer.map(attempt),
         handover_to,
+        leader_version,
     };
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
@@ -306,6 +312,7 @@ struct CandidateWire {
 struct CandidateWireV3 {
     base: CandidateWire,
     ineligible: Option<String>,
+    version: Option<String>,
 }
 
 /// Encodes a candidate record: version 2's body while it is eligible (a build of the previous
@@ -319,27 +326,41 @@ pub(crate) fn encode_candidate(r: &CandidateRecord) -> Result<Vec<u8>, ElectionE
         seen_renewal: r.seen_renewal,
         metadata: r.metadata.clone(),
     };
-    match r.eligibility.reason() {
-        None => encode("candidate record", &base),
-        Some(reason) => encode_at(
-            "candidate record",
-            3,
-            &CandidateWireV3 {
-                base,
-                ineligible: Some(reason.to_owned()),
-            },
-        ),
+    if r.eligibility.is_eligible() && r.version.is_none() {
+        return encode("candidate record", &base);
     }
+    encode_at(
+        "candidate record",
+        3,
+        &CandidateWireV3 {
+            base,
+            ineligible: r.eligibility.reason().map(str::to_owned),
+            version: r.version.as_ref().map(ToString::to_string),
+        },
+    )
+}
+
+/// A version as stored: its text, parsed strictly.
+fn parse_version(
+    key: &[u8],
+    text: Option<String>,
+) -> Result<Option<semver::Version>, ElectionError> {
+    text.map(|t| {
+        semver::Version::parse(&t)
+            .map_err(|_| ElectionError::corrupt(key, DecodeError::Impossible("invalid version")))
+    })
+    .transpose()
 }
 
 /// Decodes a candidate record stored at `key`.
 pub(crate) fn decode_candidate(key: &[u8], bytes: &[u8]) -> Result<CandidateRecord, ElectionError> {
-    let (w, ineligible) = split_version(bytes)
+    let (w, ineligible, version) = split_version(bytes)
         .and_then(|(version, body)| match version {
-            1 | 2 => decode_wire::<CandidateWire>(body).map(|w| (w, None)),
-            _ => decode_wire::<CandidateWireV3>(body).map(|w| (w.base, w.ineligible)),
+            1 | 2 => decode_wire::<CandidateWire>(body).map(|w| (w, None, None)),
+            _ => decode_wire::<CandidateWireV3>(body).map(|w| (w.base, w.ineligible, w.version)),
         })
         .map_err(|e| ElectionError::corrupt(key, e))?;
+    let version = parse_version(key, version)?;
     let r = CandidateRecord {
         priority: w.priority,
         registration: w.registration,
@@ -350,6 +371,7 @@ pub(crate) fn decode_candidate(key: &[u8], bytes: &[u8]) -> Result<CandidateReco
             None => Eligibility::Eligible,
             Some(reason) => Eligibility::Ineligible { reason },
         },
+        version,
     };
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
@@ -370,11 +392,13 @@ struct ConfigWire {
     transaction_timeout_nanos: u64,
 }
 
-/// A configuration, format version 3: version 2's, and the reservation timeout if set.
+/// A configuration, format version 3: version 2's, the reservation timeout if set, and the
+/// version policy.
 #[derive(Serialize, Deserialize)]
 struct ConfigWireV3 {
     base: ConfigWire,
     reservation_timeout_nanos: Option<u64>,
+    version_policy: u8,
 }
 
 /// Encodes a configuration: version 2's body unless it sets what version 2 cannot say.
@@ -391,28 +415,34 @@ pub(crate) fn encode_config(c: &ElectionConfig) -> Result<Vec<u8>, ElectionError
         takeover_stagger_nanos: nanos(c.takeover_stagger),
         transaction_timeout_nanos: nanos(c.transaction_timeout),
     };
-    match c.reservation_timeout_setting() {
-        None => encode("configuration", &base),
-        Some(t) => encode_at(
-            "configuration",
-            3,
-            &ConfigWireV3 {
-                base,
-                reservation_timeout_nanos: Some(nanos(t)),
-            },
-        ),
+    let reservation = c.reservation_timeout_setting();
+    if reservation.is_none() && c.version_policy == VersionPolicy::Ignore {
+        return encode("configuration", &base);
     }
+    encode_at(
+        "configuration",
+        3,
+        &ConfigWireV3 {
+            base,
+            reservation_timeout_nanos: reservation.map(nanos),
+            version_policy: c.version_policy.code(),
+        },
+    )
 }
 
 /// Decodes a configuration stored at `key`, validating it like a freshly built one.
 pub(crate) fn decode_config(key: &[u8], bytes: &[u8]) -> Result<ElectionConfig, ElectionError> {
-    let (w, reservation) = split_version(bytes)
+    let (w, reservation, policy) = split_version(bytes)
         .and_then(|(version, body)| match version {
-            1 | 2 => decode_wire::<ConfigWire>(body).map(|w| (w, None)),
-            _ => decode_wire::<ConfigWireV3>(body).map(|w| (w.base, w.reservation_timeout_nanos)),
+            1 | 2 => decode_wire::<ConfigWire>(body).map(|w| (w, None, 0)),
+            _ => decode_wire::<ConfigWireV3>(body)
+                .map(|w| (w.base, w.reservation_timeout_nanos, w.version_policy)),
         })
         .map_err(|e| ElectionError::corrupt(key, e))?;
-    let mut b = ElectionConfig::builder();
+    let policy = VersionPolicy::of_code(policy).ok_or_else(|| {
+        ElectionError::corrupt(key, DecodeError::Impossible("unknown version policy"))
+    })?;
+    let mut b = ElectionConfig::builder().version_policy(policy);
     if let Some(t) = reservation {
         b = b.reservation_timeout(Duration::from_nanos(t));
     }

@@ -22,6 +22,7 @@ fn owned() -> LeaderRecord {
             seq: 9,
         }),
         handover_to: None,
+        leader_version: None,
     }
 }
 
@@ -38,6 +39,7 @@ fn records_round_trip() -> Result<(), ElectionError> {
         seen_renewal: 40,
         metadata: Some(vec![0, 255]),
         eligibility: Eligibility::Eligible,
+        version: None,
     };
     assert_eq!(decode_candidate(b"k", &encode_candidate(&c)?)?, c);
     let cfg = ElectionConfig::default();
@@ -319,6 +321,7 @@ fn version_1_leader_records_still_decode() -> Result<(), ElectionError> {
         seen_renewal: 4,
         metadata: None,
         eligibility: Eligibility::Eligible,
+        version: None,
     };
     let mut old = encode_candidate(&c)?;
     old[0] = 1;
@@ -349,6 +352,7 @@ fn oversized_values_are_rejected_before_writing() {
         seen_renewal: 0,
         metadata: Some(vec![1; MAX_VALUE_BYTES]),
         eligibility: Eligibility::Eligible,
+        version: None,
     };
     assert!(matches!(
         encode_candidate(&c),

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::record::VersionPolicy;
+
 /// One million: clock rate errors are configured in parts per million.
 const PPM: u64 = 1_000_000;
 
@@ -44,6 +46,7 @@ pub struct ElectionConfig {
     pub(crate) transaction_timeout: Duration,
     /// `None`: two heartbeats (derived, so that it follows a change of heartbeat).
     pub(crate) reservation_timeout: Option<Duration>,
+    pub(crate) version_policy: VersionPolicy,
 }
 
 /// Default lease: 10 s (as in the v0.11 recipe).
@@ -69,6 +72,7 @@ impl Default for ElectionConfig {
             takeover_stagger: Duration::from_millis(300),
             transaction_timeout: Duration::from_secs(1),
             reservation_timeout: None,
+            version_policy: VersionPolicy::Ignore,
         }
     }
 }
@@ -174,6 +178,13 @@ impl ElectionConfig {
     pub fn reservation_timeout(&self) -> Duration {
         self.reservation_timeout
             .unwrap_or_else(|| self.heartbeat_interval.saturating_mul(2))
+    }
+
+    /// How candidates' versions rank them for leadership, before their priority (DESIGN
+    /// §14.2): [`VersionPolicy::Ignore`] unless set. Safe to change at any moment: leadership
+    /// then moves by the ordinary cooperative handover.
+    pub fn version_policy(&self) -> VersionPolicy {
+        self.version_policy
     }
 
     /// The reservation timeout as set, if it was (`None`: two heartbeats, whatever the
@@ -410,6 +421,11 @@ impl ElectionConfigBuilder {
     /// and at most the lease.
     pub fn reservation_timeout(mut self, d: Duration) -> Self {
         self.config.reservation_timeout = Some(d);
+        self
+    }
+    /// See [`ElectionConfig::version_policy`]. Default [`VersionPolicy::Ignore`].
+    pub fn version_policy(mut self, policy: VersionPolicy) -> Self {
+        self.config.version_policy = policy;
         self
     }
     /// See [`ElectionConfig::transaction_timeout`]. Default 1 s; shorter than the heartbeat.

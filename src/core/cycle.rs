@@ -1,6 +1,6 @@
 //! One election cycle decided, as the leader (renew, hand over, step down) or as a follower.
 
-use super::rank::{best_live, rank_among};
+use super::rank::{Ranking, Standing, best_live, rank_among};
 use super::write::{Owned, step_down, write_owned};
 use super::{
     Action, CycleInput, Decision, Ineligible, LocalState, Lookup, Mode, Plan, Tenure,
@@ -54,17 +54,37 @@ fn live(input: &CycleInput<'_>, reg: Option<&CandidateRecord>) -> bool {
     reg.is_some_and(|r| r.is_live(input.leader.renewal, input.config.renewals_before_dead()))
 }
 
-/// A candidate's handover request, if this leader must honour it: preemption is on, the
-/// requester outranks this leader (in its request and in its registration), and it is
-/// registered, live and eligible. `Err` asks for the requester's registration first.
+/// The ranking of this election's candidates (DESIGN §14.3): its version policy, against the
+/// version of its current (or last) leader.
+fn ranking<'a>(input: &CycleInput<'a>) -> Ranking<'a> {
+    Ranking {
+        policy: input.config.version_policy,
+        leader_version: input.leader.leader_version.as_ref(),
+    }
+}
+
+/// This candidate's standing, as it registers in this transaction.
+fn my_standing<'a>(input: &CycleInput<'a>) -> Standing<'a> {
+    Standing {
+        eligible: input.eligible,
+        version: input.version,
+        priority: input.priority,
+    }
+}
+
+/// A candidate's handover request, if this leader must honour it: preemption is on, and the
+/// requester is registered, live, eligible and outranks this leader by its registration (the
+/// ranking of DESIGN §14.3: version under the policy, then priority). `Err` asks for the
+/// requester's registration first.
 fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Party>, Lookup> {
-    if !input.config.allow_preemption || req.priority <= input.priority {
+    if !input.config.allow_preemption {
         return Ok(None);
     }
     let Some(reg) = input.lookups.requester else {
         return Err(Lookup::Requester(req.id.clone()));
     };
-    let outranks = reg.is_some_and(|r| r.priority > input.priority && r.is_eligible());
+    let outranks =
+        reg.is_some_and(|r| ranking(input).outranks(&Standing::of(r), &my_standing(input)));
     Ok((outranks && live(input, reg)).then(|| Party::Candidate(req.clone())))
 }
 
@@ -77,6 +97,7 @@ fn best_live_reservation(st: &LocalState, input: &CycleInput<'_>) -> Result<Opti
         rows,
         input.leader.renewal,
         input.config.renewals_before_dead(),
+        ranking(input),
     )
     .map(Party::Candidate))
 }
@@ -247,6 +268,7 @@ fn directed_reservation(
         &named,
         input.leader.renewal,
         input.config.renewals_before_dead(),
+        ranking(input),
     )
     .map(Party::Candidate))
 }
@@ -379,12 +401,13 @@ fn decide_as_follower(
                     .collect();
                     let rank = rank_among(
                         st.id(),
-                        input.priority,
+                        my_standing(input),
                         input.registration,
                         rows,
                         rec.renewal,
                         cfg.renewals_before_dead(),
                         &exclude,
+                        ranking(input),
                     );
                     st.set_rank(rank);
                     rank
@@ -405,14 +428,34 @@ fn decide_as_follower(
         Some(at)
     };
 
-    // Not taking over now: ask a lower-priority leader to hand over?
+    // Not taking over now: ask a leader this candidate outranks to hand over? (The ranking of
+    // DESIGN §14.3: the leader's version is the record's, its priority the one it renewed
+    // with; equal standings never preempt.)
     if let Some(owner) = rec.owner.as_ref() {
-        let outranks_owner = input.priority > owner.priority && &owner.id != st.id();
-        // A candidate's request is replaced only by a strictly higher one; an operator's
-        // request is never replaced.
+        let r = ranking(input);
+        let owner_standing = Standing {
+            eligible: true,
+            version: rec.leader_version.as_ref(),
+            priority: owner.priority,
+        };
+        let outranks_owner =
+            &owner.id != st.id() && r.outranks(&my_standing(input), &owner_standing);
+        // A candidate's request is replaced only by one that strictly outranks it (by its
+        // registration); an operator's request is never replaced.
         let outranks_request = match rec.handover.as_ref() {
             None => true,
-            Some(Party::Candidate(h)) => input.priority > h.priority && &h.id != st.id(),
+            Some(Party::Candidate(h)) if &h.id == st.id() => false,
+            Some(Party::Candidate(h)) => {
+                if !outranks_owner {
+                    false
+                } else {
+                    match input.lookups.requester {
+                        None => return Ok(Decision::Need(Lookup::Requester(h.id.clone()))),
+                        Some(None) => true,
+                        Some(Some(reg)) => r.outranks(&my_standing(input), &Standing::of(reg)),
+                    }
+                }
+            }
             Some(Party::Operator(_)) => false,
         };
         if cfg.allow_preemption && outranks_owner && outranks_request {

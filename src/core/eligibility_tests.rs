@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::cycle::decide_cycle;
 use super::rank::{best_live, rank_among};
-use super::tests::{Registry, at, cand, cfg, id, lead, owned, plan, vacant};
+use super::tests::{FLAT, Registry, at, cand, cfg, id, lead, owned, plan, standing, vacant};
 use super::*;
 use crate::record::{CandidateRecord, Eligibility, Named};
 
@@ -45,6 +45,7 @@ fn decide(
             priority: Priority::new(prio),
             eligible,
             when_ineligible: policy,
+            version: None,
             registration: 0,
             payload: None,
             started_at: at(t0_ms),
@@ -70,11 +71,11 @@ fn ranks_and_the_best_live_candidate_count_only_the_eligible() {
         (id("mid"), cand(5, 2, 10)),
         (id("low"), cand(1, 3, 10)),
     ];
-    let best = best_live(&id("me"), &rows, 10, 3).map(|n| n.id);
+    let best = best_live(&id("me"), &rows, 10, 3, FLAT).map(|n| n.id);
     assert_eq!(best, Some(id("mid")), "the sick top is never the best");
     // "low" ranks behind "mid" only: the sick one counts in no rank.
     assert_eq!(
-        rank_among(&id("low"), Priority::new(1), 3, &rows, 10, 3, &[]),
+        rank_among(&id("low"), standing(1), 3, &rows, 10, 3, &[], FLAT),
         1
     );
     // Nobody eligible: no best.
@@ -82,7 +83,7 @@ fn ranks_and_the_best_live_candidate_count_only_the_eligible() {
         .iter()
         .map(|(i, c)| (i.clone(), sick(c.clone())))
         .collect();
-    assert_eq!(best_live(&id("me"), &all_sick, 10, 3), None);
+    assert_eq!(best_live(&id("me"), &all_sick, 10, 3, FLAT), None);
 }
 
 #[test]

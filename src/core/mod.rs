@@ -21,6 +21,8 @@ pub(crate) mod shard;
 mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod version_tests;
 mod write;
 
 #[cfg(test)]
@@ -56,6 +58,8 @@ pub(crate) struct CycleInput<'a> {
     pub(crate) eligible: bool,
     /// What this candidate does when it leads, is not eligible, and no live candidate is.
     pub(crate) when_ineligible: UnhealthyPolicy,
+    /// The version this candidate registers in this same transaction.
+    pub(crate) version: Option<&'a semver::Version>,
     /// This candidate's registration number (its own record, read in this transaction).
     pub(crate) registration: u64,
     /// The payload to publish while leading.

@@ -49,6 +49,7 @@ pub(crate) fn force_vacate(
         payload: None,
         writer: operator_attempt(operator),
         handover_to: None,
+        leader_version: rec.leader_version.clone(),
     }))
 }
 
@@ -108,6 +109,7 @@ mod tests {
                 seq: 3,
             }),
             handover_to: None,
+            leader_version: None,
         }
     }
 

@@ -1,21 +1,107 @@
-//! The registered candidates ranked: a candidate's rank among the live ones, the best live one.
-//! Only eligible candidates rank (DESIGN §13.2): an ineligible one counts in no rank and is
-//! never the best.
+//! The one ranking of candidates for leadership (DESIGN §13.2, §14.3): eligibility first, then
+//! the version under the election's policy, then priority, then registration order (earlier
+//! first). Preemption, handover targets, resignations, the takeover stagger and every
+//! reservation use it, and nothing else ranks candidates.
+//!
+//! Only eligible candidates rank: an ineligible one counts in no rank and is never the best.
+//! Candidates that registered no version rank as the oldest under every version policy.
+
+use std::cmp::{Ordering, Reverse};
+
+use semver::Version;
 
 use crate::ids::{CandidateId, Priority};
-use crate::record::{CandidateRecord, Named};
+use crate::record::{CandidateRecord, Named, VersionPolicy};
+
+/// How a candidate stands for leadership: what the ranking compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Standing<'a> {
+    pub(crate) eligible: bool,
+    pub(crate) version: Option<&'a Version>,
+    pub(crate) priority: Priority,
+}
+
+impl<'a> Standing<'a> {
+    /// The standing a registration gives.
+    pub(crate) fn of(rec: &'a CandidateRecord) -> Self {
+        Standing {
+            eligible: rec.is_eligible(),
+            version: rec.version.as_ref(),
+            priority: rec.priority,
+        }
+    }
+}
+
+/// What the ranking knows of the election: its version policy, and the version of its
+/// current (or last) leader, which `no-downgrade` ranks against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ranking<'a> {
+    pub(crate) policy: VersionPolicy,
+    pub(crate) leader_version: Option<&'a Version>,
+}
+
+/// A version's place under a policy: greater ranks higher. Only values of one policy are
+/// ever compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum VersionClass<'a> {
+    /// `ignore`: every version alike.
+    Flat,
+    /// `prefer-newest`: newer first; no version is the oldest (`None` sorts first).
+    Newer(Option<&'a Version>),
+    /// `prefer-oldest`: older first; no version is the oldest, so first of all.
+    Older(Reverse<Option<&'a Version>>),
+    /// `no-downgrade`: whether the version is at least the leader's.
+    NotOlder(bool),
+}
+
+impl<'a> Ranking<'a> {
+    fn class(&self, version: Option<&'a Version>) -> VersionClass<'a> {
+        match self.policy {
+            VersionPolicy::PreferNewest => VersionClass::Newer(version),
+            VersionPolicy::PreferOldest => VersionClass::Older(Reverse(version)),
+            VersionPolicy::NoDowngrade => VersionClass::NotOlder(match self.leader_version {
+                None => true,
+                Some(l) => version.is_some_and(|v| v >= l),
+            }),
+            _ => VersionClass::Flat,
+        }
+    }
+
+    /// How `a` compares with `b` (eligibility, version class, priority; not registration).
+    pub(crate) fn compare(&self, a: &Standing<'a>, b: &Standing<'a>) -> Ordering {
+        (a.eligible, self.class(a.version), a.priority).cmp(&(
+            b.eligible,
+            self.class(b.version),
+            b.priority,
+        ))
+    }
+
+    /// Whether `a` ranks strictly above `b`: what preemption requires (equal standings
+    /// never preempt).
+    pub(crate) fn outranks(&self, a: &Standing<'a>, b: &Standing<'a>) -> bool {
+        self.compare(a, b) == Ordering::Greater
+    }
+
+    /// The total order of registrations: standing, then the earlier registration.
+    fn total(&self, a: &(&'a CandidateRecord, u64), b: &(&'a CandidateRecord, u64)) -> Ordering {
+        self.compare(&Standing::of(a.0), &Standing::of(b.0))
+            .then(b.1.cmp(&a.1))
+    }
+}
 
 /// This candidate's rank among the live eligible candidates that could take over: how many of
-/// them have a higher priority, or the same priority and an earlier registration. Candidates
-/// in `exclude` (the lapsed owner, the reservation holder) are not counted.
-pub(crate) fn rank_among(
+/// them rank above it. Candidates in `exclude` (the lapsed owner, the reservation holder) are
+/// not counted.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rank_among<'a>(
     me: &CandidateId,
-    my_priority: Priority,
+    mine: Standing<'a>,
     my_registration: u64,
-    candidates: &[(CandidateId, CandidateRecord)],
+    candidates: &'a [(CandidateId, CandidateRecord)],
     current_renewal: u64,
     max_lag: u64,
     exclude: &[&CandidateId],
+    ranking: Ranking<'a>,
 ) -> u32 {
     let ahead = candidates
         .iter()
@@ -24,28 +110,26 @@ pub(crate) fn rank_among(
                 && !exclude.contains(&id)
                 && c.is_eligible()
                 && c.is_live(current_renewal, max_lag)
-                && (c.priority > my_priority
-                    || (c.priority == my_priority && c.registration < my_registration))
+                && ranking
+                    .compare(&Standing::of(c), &mine)
+                    .then(my_registration.cmp(&c.registration))
+                    == Ordering::Greater
         })
         .count();
     u32::try_from(ahead).unwrap_or(u32::MAX)
 }
 
-/// The best live eligible candidate other than `me`: highest priority, then earliest
-/// registration.
-pub(crate) fn best_live(
+/// The best live eligible candidate other than `me`, by the ranking.
+pub(crate) fn best_live<'a>(
     me: &CandidateId,
-    candidates: &[(CandidateId, CandidateRecord)],
+    candidates: &'a [(CandidateId, CandidateRecord)],
     current_renewal: u64,
     max_lag: u64,
+    ranking: Ranking<'a>,
 ) -> Option<Named> {
     candidates
         .iter()
         .filter(|(id, c)| id != me && c.is_eligible() && c.is_live(current_renewal, max_lag))
-        .max_by(|(_, a), (_, b)| {
-            a.priority
-                .cmp(&b.priority)
-                .then(b.registration.cmp(&a.registration))
-        })
+        .max_by(|(_, a), (_, b)| ranking.total(&(a, a.registration), &(b, b.registration)))
         .map(|(id, c)| Named::new(id.clone(), c.priority))
 }

@@ -10,13 +10,28 @@
 use std::time::Duration;
 
 use super::cycle::decide_cycle;
-use super::rank::{best_live, rank_among};
+use super::rank::{Ranking, Standing, best_live, rank_among};
 use super::resign::{ResignRejected, decide_resign};
 use super::*;
 use crate::ids::Ballot;
 use crate::record::{AttemptId, Eligibility, Named};
 
 pub(super) const LEASE: Duration = Duration::from_secs(10);
+
+/// The ranking with versions ignored.
+pub(super) const FLAT: Ranking<'static> = Ranking {
+    policy: crate::record::VersionPolicy::Ignore,
+    leader_version: None,
+};
+
+/// The standing of an eligible candidate without a version, of priority `p`.
+pub(super) fn standing(p: i32) -> Standing<'static> {
+    Standing {
+        eligible: true,
+        version: None,
+        priority: Priority::new(p),
+    }
+}
 
 pub(super) fn id(s: &str) -> CandidateId {
     CandidateId::parse(s).unwrap()
@@ -47,6 +62,7 @@ pub(super) fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> Leader
             seq: 1,
         }),
         handover_to: None,
+        leader_version: None,
     }
 }
 
@@ -64,6 +80,7 @@ pub(super) fn vacant(ballot: u64, renewal: u64, reserved: Option<(&str, i32)>) -
             seq: 1,
         }),
         handover_to: None,
+        leader_version: None,
     }
 }
 
@@ -83,6 +100,7 @@ pub(super) fn cand(prio: i32, reg: u64, seen: u64) -> CandidateRecord {
         seen_renewal: seen,
         metadata: None,
         eligibility: Eligibility::Eligible,
+        version: None,
     }
 }
 
@@ -117,6 +135,7 @@ pub(super) fn input<'a>(
         priority: Priority::new(prio),
         eligible: true,
         when_ineligible: UnhealthyPolicy::Hold,
+        version: None,
         registration: 0,
         payload: Some(b"addr"),
         started_at: at(t0_ms),
@@ -824,27 +843,40 @@ fn rank_counts_live_higher_or_earlier_equal_candidates_only() {
     ];
     let old_owner = id("old-owner");
     assert_eq!(
-        rank_among(&id("me"), Priority::new(5), 3, &rows, 100, 5, &[&old_owner]),
+        rank_among(
+            &id("me"),
+            standing(5),
+            3,
+            &rows,
+            100,
+            5,
+            &[&old_owner],
+            FLAT
+        ),
         2
     );
     assert_eq!(
         rank_among(
             &id("higher"),
-            Priority::new(7),
+            standing(7),
             9,
             &rows,
             100,
             5,
-            &[&old_owner]
+            &[&old_owner],
+            FLAT
         ),
         0
     );
-    let best = best_live(&id("old-owner"), &rows, 100, 5).unwrap();
+    let best = best_live(&id("old-owner"), &rows, 100, 5, FLAT).unwrap();
     assert_eq!(best, Named::new(id("higher"), Priority::new(7)));
     // Ties go to the earlier registration.
     let tie = vec![(id("b"), cand(5, 2, 0)), (id("a"), cand(5, 1, 0))];
-    assert_eq!(best_live(&id("x"), &tie, 0, 5).map(|n| n.id), Some(id("a")));
-    assert_eq!(best_live(&id("x"), &[], 0, 5), None);
+    assert_eq!(
+        best_live(&id("x"), &tie, 0, 5, FLAT).map(|n| n.id),
+        Some(id("a"))
+    );
+    assert_eq!(best_live(&id("x"), &[], 0, 5, FLAT), None);
 }
 
 #[test]
@@ -1159,11 +1191,11 @@ fn a_release_that_never_landed_under_an_operator_request_is_written_again_as_a_h
 fn rank_counts_equal_priorities_only_if_registered_strictly_earlier() {
     let rows = vec![(id("twin"), cand(5, 3, 100))];
     assert_eq!(
-        rank_among(&id("me"), Priority::new(5), 3, &rows, 100, 5, &[]),
+        rank_among(&id("me"), standing(5), 3, &rows, 100, 5, &[], FLAT),
         0
     );
     assert_eq!(
-        rank_among(&id("me"), Priority::new(5), 4, &rows, 100, 5, &[]),
+        rank_among(&id("me"), standing(5), 4, &rows, 100, 5, &[], FLAT),
         1
     );
 }

@@ -49,6 +49,7 @@ pub(super) fn write_owned(
             seq,
         }),
         handover_to: owned.handover_to,
+        leader_version: input.version.cloned(),
     };
     let tenure = Tenure {
         ballot: write.ballot,
@@ -122,6 +123,7 @@ pub(super) fn release(
             seq,
         }),
         handover_to: None,
+        leader_version: rec.leader_version.clone(),
     };
     st.push_pending(PendingAttempt {
         seq,

@@ -174,6 +174,7 @@ impl LeaderElection {
                     priority: local.priority,
                     eligible: eligibility.is_eligible(),
                     when_ineligible: local.unhealthy,
+                    version: local.version.as_ref(),
                     registration: me.registration,
                     payload: local.payload.as_deref(),
                     started_at,
@@ -277,6 +278,10 @@ impl LeaderElection {
                 &rows,
                 leader.renewal,
                 config.renewals_before_dead(),
+                core::rank::Ranking {
+                    policy: config.version_policy(),
+                    leader_version: leader.leader_version.as_ref(),
+                },
             )
         } else {
             None

@@ -94,6 +94,7 @@ impl LeaderElection {
             seen_renewal: leader.renewal,
             metadata: local.metadata.clone(),
             eligibility,
+            version: local.version.clone(),
         };
         drop(local);
         txn.set(&key, &codec::encode_candidate(&rec)?);
@@ -142,6 +143,7 @@ impl LeaderElection {
             seen_renewal,
             metadata: local.metadata.clone(),
             eligibility,
+            version: local.version.clone(),
         };
         drop(local);
         txn.set(key, &codec::encode_candidate(&rec)?);

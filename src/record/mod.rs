@@ -3,8 +3,10 @@
 
 mod eligibility;
 pub mod shard;
+mod version;
 
 pub use eligibility::{Eligibility, MAX_REASON_BYTES};
+pub use version::{UnknownVersionPolicy, VersionPolicy};
 
 use std::time::Duration;
 
@@ -121,6 +123,9 @@ pub struct LeaderRecord {
     /// With an operator's request: the stable name ([`CandidateId::name`]) of the candidate
     /// it asks the vacancy to be reserved for (`resign --to NAME`).
     pub(crate) handover_to: Option<String>,
+    /// The version of the candidate that acquired this ballot (kept while it is vacant): the
+    /// leader's version, which `no-downgrade` ranks against (DESIGN §14.2).
+    pub(crate) leader_version: Option<semver::Version>,
 }
 
 impl LeaderRecord {
@@ -136,6 +141,7 @@ impl LeaderRecord {
             payload: None,
             writer: None,
             handover_to: None,
+            leader_version: None,
         }
     }
 
@@ -174,6 +180,12 @@ impl LeaderRecord {
     /// the best live candidate.
     pub fn operator_request(&self) -> Option<&CandidateId> {
         self.handover.as_ref().and_then(Party::operator)
+    }
+
+    /// The version of the candidate that acquired this ballot, if it registered one (kept
+    /// while the leadership is vacant).
+    pub fn leader_version(&self) -> Option<&semver::Version> {
+        self.leader_version.as_ref()
     }
 
     /// With an [`operator_request`](Self::operator_request): the name of the candidate the
@@ -355,6 +367,8 @@ pub struct CandidateRecord {
     pub(crate) metadata: Option<Vec<u8>>,
     /// Whether it may lead (records written before this field read as eligible).
     pub(crate) eligibility: Eligibility,
+    /// The version it runs (DESIGN §14.1), if it registered one.
+    pub(crate) version: Option<semver::Version>,
 }
 
 impl CandidateRecord {
@@ -392,6 +406,12 @@ impl CandidateRecord {
     /// Whether it may lead.
     pub fn is_eligible(&self) -> bool {
         self.eligibility.is_eligible()
+    }
+
+    /// The version it runs, if it registered one (the oldest of all under every version
+    /// policy, if not).
+    pub fn version(&self) -> Option<&semver::Version> {
+        self.version.as_ref()
     }
 
     pub(crate) fn check(&self) -> Result<(), &'static str> {

@@ -50,6 +50,7 @@ fn owned(owner: &str, ballot: u64, renewal: u64) -> LeaderRecord {
             seq: 1,
         }),
         handover_to: None,
+        leader_version: None,
     }
 }
 

@@ -49,6 +49,7 @@ fn record_by(me: &str, ballot: u64, renewal: u64, seq: u64, owned: bool) -> Lead
             seq,
         }),
         handover_to: None,
+        leader_version: None,
     }
 }
 
