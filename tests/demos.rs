@@ -13,6 +13,8 @@ mod job_scheduler;
 mod observer;
 #[path = "../examples/runner_demos/rolling_deploy.rs"]
 mod rolling_deploy;
+#[path = "../examples/runner_demos/rolling_upgrade.rs"]
+mod rolling_upgrade;
 #[path = "../examples/runner_demos/sharded_scheduler.rs"]
 mod sharded_scheduler;
 
@@ -58,4 +60,51 @@ async fn the_sharded_scheduler_demo_runs_clean() {
     sharded_scheduler::run(MemDb::new(), Subspace::from("demo"), config())
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rolling_upgrade_demo_keeps_the_policy_with_no_overlap() {
+    use fdb_leader_election::{Version, VersionPolicy};
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (old, new) = (Version::new(1, 4, 0), Version::new(1, 5, 0));
+    // prefer-oldest: every leader is 1.4.0 until the last 1.4.0 instance left, then 1.5.0.
+    let up = rolling_upgrade::run(
+        MemDb::new(),
+        Subspace::from("upgrade-oldest"),
+        config(),
+        VersionPolicy::PreferOldest,
+    )
+    .await
+    .unwrap();
+    let first_new = up.leader_versions.iter().position(|v| *v == new).unwrap();
+    assert!(
+        up.leader_versions[..first_new].iter().all(|v| *v == old),
+        "{up:?}"
+    );
+    assert!(
+        up.leader_versions[first_new..].iter().all(|v| *v == new),
+        "{up:?}"
+    );
+    assert_eq!(up.overlaps, 0);
+    // prefer-newest: once a 1.5.0 instance leads, no 1.4.0 one ever leads again.
+    let up = rolling_upgrade::run(
+        MemDb::new(),
+        Subspace::from("upgrade-newest"),
+        config(),
+        VersionPolicy::PreferNewest,
+    )
+    .await
+    .unwrap();
+    let first_new = up.leader_versions.iter().position(|v| *v == new).unwrap();
+    assert!(
+        up.leader_versions[first_new..].iter().all(|v| *v == new),
+        "{up:?}"
+    );
+    assert_eq!(up.overlaps, 0);
+    // Graceful restarts and handovers: no lease (300 ms) is ever waited for.
+    assert!(
+        up.without_leader_ms < 300,
+        "{} ms without a leader: a lease was waited for",
+        up.without_leader_ms
+    );
 }
