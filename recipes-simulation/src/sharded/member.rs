@@ -25,6 +25,8 @@ pub(crate) struct MemberProc {
     pub(crate) generation: u32,
     pub(crate) label: String,
     pub(crate) member: Member,
+    /// The key of its member record (the oracles follow every commit that writes it).
+    pub(crate) record_key: Vec<u8>,
     pub(crate) clock: SimClock,
     pub(crate) machine: ShardMachine,
     /// Running (not crashed, not stopped).
@@ -110,6 +112,7 @@ impl World {
             ));
             return;
         };
+        let record_key = self.election.member_key(&id);
         let member = Member::with_clock(
             id,
             Priority::new(priority),
@@ -127,6 +130,7 @@ impl World {
             generation,
             label: label.clone(),
             member,
+            record_key,
             clock,
             machine,
             alive: true,
