@@ -96,11 +96,13 @@ impl World {
         let fast = matches!(p.kind, PKind::Work { .. } | PKind::Operator(_));
         let (delay, slow) = self.commit_delay(fast);
         p.queued_at = self.now;
-        if slow && matches!(p.who, Who::Coord(_)) {
-            // S9: a slow coordinator commit may delay a fencing.
-            self.oracles
-                .off
-                .disturb(self.now, self.now.saturating_add(delay));
+        if let (true, Who::Coord(cid)) = (slow, p.who) {
+            if self.coordinator_leads(cid) {
+                // S9: the leading coordinator's slow commit delays a fencing.
+                let end = self.now.saturating_add(delay);
+                let extra = self.p.delay_after(delay);
+                self.oracles.off.delay(self.now, end, extra);
+            }
         }
         let token = self.token();
         self.pending.insert(token, p);
@@ -141,13 +143,16 @@ impl World {
         } else {
             draw_commit_fault(&mut self.rng, &mut self.stats.faults)
         };
-        if drawn.is_some() && matches!(p.who, Who::Coord(_)) {
-            // S9: a coordinator commit that fails, lands late or replies late may delay a
-            // fencing (a slow reply up to 1.5 transaction timeouts).
-            let late = self.p.txn_timeout.saturating_mul(3) / 2;
-            self.oracles
-                .off
-                .disturb(p.queued_at, self.now.saturating_add(late));
+        if let (true, Who::Coord(cid)) = (drawn.is_some(), p.who) {
+            // S9: the leading coordinator's commit that fails, lands later or replies late (up
+            // to 1.5 transaction timeouts) delays a fencing.
+            let end = self
+                .now
+                .saturating_add(self.p.txn_timeout.saturating_mul(3) / 2);
+            if self.coordinator_leads(cid) {
+                let extra = self.p.delay_after(end.saturating_sub(p.queued_at));
+                self.oracles.off.delay(p.queued_at, end, extra);
+            }
         }
         let mut fault = match drawn {
             Some(Drawn::Db(f)) => Some(f),

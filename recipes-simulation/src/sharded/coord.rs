@@ -28,7 +28,14 @@ pub(crate) struct CoordProc {
     epoch: u64,
     op: Option<u64>,
     next_op: u64,
-    incarnation: u32,
+    pub(crate) incarnation: u32,
+}
+
+impl CoordProc {
+    /// Whether it believes it leads the coordinator election now.
+    pub(crate) fn leads(&self) -> bool {
+        self.candidate.leadership().is_some()
+    }
 }
 
 impl World {

@@ -331,6 +331,7 @@ impl World {
     fn check(&mut self) {
         self.check_beliefs();
         self.check_quiet_bounds();
+        self.note_coordinator();
         self.check_failover();
         self.check_forgotten_beliefs();
         if self.found.is_empty() {

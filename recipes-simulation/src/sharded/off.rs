@@ -57,8 +57,20 @@ pub(crate) struct OffState {
     /// The stored configuration's `election_enabled` at each change, by commit version, in
     /// order (from version 0, enabled).
     log: Vec<(u64, bool)>,
-    /// True-time intervals of coordinators' faults (S9 (2) excuses windows near them).
+    /// True-time intervals of faults that may stop the coordinator for a while: a crash,
+    /// pause or partition of a coordinator candidate, an outage, and every change of the
+    /// coordinator election's believer (a gap with nobody believing it leads, or another
+    /// process believing it): S9 (2) excuses the windows near them.
     disturbances: Vec<(Nanos, Nanos)>,
+    /// The leading coordinator's commits that failed, were slow or answered late (the
+    /// operation's true-time interval, and how much later than otherwise its next attempt
+    /// may come): S9 (2) extends its bound by each in the window. One that costs the
+    /// coordinator its leadership shows as a change of believer.
+    delays: Vec<(Nanos, Nanos, Nanos)>,
+    /// The coordinator candidate (index, incarnation) that believed it led at the last step,
+    /// and that step's true time.
+    leader: Option<(usize, u32)>,
+    last_step: Nanos,
     /// The failover probe's member, once its fault began.
     pub(crate) probe: Option<Probe>,
 }
@@ -80,6 +92,9 @@ impl Default for OffState {
         OffState {
             log: vec![(0, true)],
             disturbances: Vec::new(),
+            delays: Vec::new(),
+            leader: None,
+            last_step: 0,
             probe: None,
         }
     }
@@ -113,15 +128,58 @@ impl OffState {
         self.disturbances.push((from, to.max(from)));
     }
 
-    /// Whether a coordinator's fault may have delayed the fencing of a record last written at
-    /// `since`, due `bound` later: one overlapping the window, or ending less than `after`
-    /// before it.
-    pub(crate) fn excused(&self, since: Nanos, bound: Nanos, after: Nanos) -> bool {
-        let due = since.saturating_add(bound);
-        self.disturbances
-            .iter()
-            .any(|(a, b)| *a <= due && b.saturating_add(after) >= since)
+    /// A coordinator operation over `[from, to]` failed or was late: the next attempt may come
+    /// `extra` later than otherwise.
+    pub(crate) fn delay(&mut self, from: Nanos, to: Nanos, extra: Nanos) {
+        self.delays.push((from, to.max(from), extra));
     }
+
+    /// The coordinator election's believer at this step (`now`): a change since the last
+    /// step is a disturbance from that step (the belief changed in between) to now.
+    pub(crate) fn note_leader(&mut self, leader: Option<(usize, u32)>, now: Nanos) {
+        if leader != self.leader {
+            self.disturbances.push((self.last_step, now));
+            self.leader = leader;
+        }
+        self.last_step = now;
+    }
+
+    /// When the fencing of a record last written at `since` is due: `bound` later, plus the
+    /// delays of the coordinator's failed or late operations in the window (or ending less
+    /// than `slack` before it); `None` (excused) when a fault that may stop the coordinator
+    /// for a while overlaps the window or ends less than `after` before it.
+    pub(crate) fn due(&self, since: Nanos, w: &Window) -> Option<Nanos> {
+        let mut due = since.saturating_add(w.bound);
+        loop {
+            if self
+                .disturbances
+                .iter()
+                .any(|(a, b)| *a <= due && b.saturating_add(w.after) >= since)
+            {
+                return None;
+            }
+            let extra = self
+                .delays
+                .iter()
+                .filter(|(a, b, _)| *a <= due && b.saturating_add(w.slack) >= since)
+                .fold(0, |sum: Nanos, (_, _, x)| sum.saturating_add(*x));
+            let next = since.saturating_add(w.bound).saturating_add(extra);
+            if next <= due {
+                return Some(due);
+            }
+            due = next;
+        }
+    }
+}
+
+/// S9 (2)'s window around a record's last write: the failover bound, how long a
+/// coordinator's fault may still delay a fencing after it ended, and how long before the
+/// write a failed or late operation still counts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub(crate) bound: Nanos,
+    pub(crate) after: Nanos,
+    pub(crate) slack: Nanos,
 }
 
 /// S9 (1) on one shard record a commit wrote: `before_owner` is the owner before the commit,
@@ -169,8 +227,8 @@ impl World {
     /// S9 (2) after every step: a member record unchanged and not fenced out past the
     /// failover bound is a violation unless a coordinator's fault excuses it.
     pub(super) fn check_failover(&mut self) {
-        let bound = self.p.failover_bound();
-        let after = self.p.disturbance_after();
+        let w = self.p.failover_window();
+        let bound = w.bound;
         let now = self.now;
         let due: Vec<String> = self
             .oracles
@@ -182,20 +240,25 @@ impl World {
             .map(|(id, _)| id.clone())
             .collect();
         for id in due {
-            let Some(v) = self.oracles.member_views.get_mut(&id) else {
+            let Some(v) = self.oracles.member_views.get(&id) else {
                 continue;
             };
-            v.judged = true;
-            let since = v.since;
-            let epoch = v.epoch;
-            if !self.oracles.off.excused(since, bound, after) {
+            let (since, epoch) = (v.since, v.epoch);
+            let deadline = self.oracles.off.due(since, &w);
+            if deadline.is_some_and(|d| now <= d) {
+                continue; // not yet: the coordinator's failed or late operations delay it
+            }
+            if let Some(v) = self.oracles.member_views.get_mut(&id) {
+                v.judged = true;
+            }
+            if let Some(d) = deadline {
                 self.found.push(Violation::new(
                     OracleId::ShardElectionsOff,
                     format!(
                         "{id}'s record (epoch {epoch}) unchanged since {} is not fenced out \
                          within {} (elections {}): failover stopped",
                         secs(since),
-                        secs(bound),
+                        secs(d.saturating_sub(since)),
                         if self.oracles.off.enabled_now() {
                             "on"
                         } else {
@@ -207,20 +270,33 @@ impl World {
         }
     }
 
+    /// S9 (2) after every step, first: which coordinator candidate believes it leads the
+    /// coordinator election now.
+    pub(super) fn note_coordinator(&mut self) {
+        let leader = self
+            .coords
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.alive && c.leads())
+            .map(|(cid, c)| (cid, c.incarnation));
+        self.oracles.off.note_leader(leader, self.now);
+    }
+
+    /// Whether coordinator candidate `cid` believes it leads now (S9 (2) follows only the
+    /// leading coordinator's failed or late operations).
+    pub(super) fn coordinator_leads(&self, cid: usize) -> bool {
+        self.coords.get(cid).is_some_and(|c| c.alive && c.leads())
+    }
+
     /// S9 (2) on a fencing that landed now, of a record last written at `view.since`.
     pub(super) fn judge_fencing(&mut self, id: &str, view: &MemberView, commit_on: bool) {
         if view.judged {
             return;
         }
-        let bound = self.p.failover_bound();
-        if self
-            .oracles
-            .off
-            .excused(view.since, bound, self.p.disturbance_after())
-        {
+        let Some(due) = self.oracles.off.due(view.since, &self.p.failover_window()) else {
             return;
-        }
-        if self.now > view.since.saturating_add(bound) {
+        };
+        if self.now > due {
             self.found.push(Violation::new(
                 OracleId::ShardElectionsOff,
                 format!(
@@ -229,11 +305,16 @@ impl World {
                     view.epoch,
                     secs(view.since),
                     secs(self.now.saturating_sub(view.since)),
-                    secs(bound)
+                    secs(due.saturating_sub(view.since))
                 ),
             ));
             return;
         }
+        self.log(format!(
+            "  {id} fenced out {} after its last write (due within {})",
+            secs(self.now.saturating_sub(view.since)),
+            secs(due.saturating_sub(view.since))
+        ));
         let s = &mut self.stats.sharded;
         s.failover_checked = s.failover_checked.saturating_add(1);
         if !commit_on {
@@ -488,16 +569,51 @@ mod tests {
     }
 
     #[test]
-    fn a_fault_near_the_window_excuses_it() {
+    fn a_fault_near_the_window_excuses_it_and_failed_attempts_extend_it() {
+        let w = Window {
+            bound: 10,
+            after: 5,
+            slack: 2,
+        };
         let mut o = OffState::default();
-        assert!(!o.excused(100, 10, 5));
+        assert_eq!(o.due(100, &w), Some(110));
         o.disturb(80, 94);
-        assert!(!o.excused(100, 10, 5));
+        assert_eq!(o.due(100, &w), Some(110));
         o.disturb(80, 96);
-        assert!(o.excused(100, 10, 5));
+        assert_eq!(o.due(100, &w), None);
         let mut o = OffState::default();
         o.disturb(110, 200);
-        assert!(o.excused(100, 10, 5));
-        assert!(!o.excused(100, 9, 5));
+        assert_eq!(o.due(100, &w), None);
+        assert_eq!(o.due(101, &w), None);
+        let mut o = OffState::default();
+        o.disturb(111, 200);
+        assert_eq!(o.due(100, &w), Some(110));
+        // A failed attempt in the window (or ending within the slack before it) moves the
+        // deadline.
+        let mut o = OffState::default();
+        o.delay(96, 97, 4);
+        assert_eq!(o.due(100, &w), Some(110));
+        o.delay(97, 98, 4);
+        assert_eq!(o.due(100, &w), Some(114));
+        o.delay(101, 102, 1);
+        assert_eq!(o.due(100, &w), Some(115));
+        let mut o = OffState::default();
+        o.delay(104, 105, 3);
+        o.delay(112, 113, 3);
+        assert_eq!(
+            o.due(100, &w),
+            Some(116),
+            "the second reached by the first's extension"
+        );
+        // ... until the extended window reaches a fault that may stop placement.
+        o.disturb(115, 120);
+        assert_eq!(o.due(100, &w), None);
+        // A change of the coordinator's believer is a fault from the step before it.
+        let mut o = OffState::default();
+        o.note_leader(Some((0, 0)), 1);
+        o.note_leader(Some((0, 0)), 50);
+        o.note_leader(None, 120);
+        assert_eq!(o.due(100, &w), None, "the belief ended after step 50");
+        assert_eq!(o.due(30, &w), Some(40));
     }
 }

@@ -24,6 +24,8 @@ pub(crate) struct ShardParams {
     pub(crate) heartbeat: Nanos,
     pub(crate) grace: Nanos,
     pub(crate) txn_timeout: Nanos,
+    /// The takeover stagger.
+    pub(crate) stagger: Nanos,
     pub(crate) rho_ppm: u32,
     /// Each node's base priority.
     pub(crate) node_bias: Vec<i32>,
@@ -50,6 +52,7 @@ impl ShardParams {
         let lease = rng.random_range(1_000..=2_000u64).saturating_mul(MS);
         let heartbeat = lease / 4;
         let txn_timeout = heartbeat / 3;
+        let stagger = lease / 30;
         let rho_ppm: u32 = match rng.random_range(0..4u8) {
             0 => 1_000,
             3 => 50_000,
@@ -60,7 +63,7 @@ impl ShardParams {
             .heartbeat_interval(dur(heartbeat))
             .candidate_timeout(dur(lease.saturating_mul(2)))
             .transaction_timeout(dur(txn_timeout))
-            .takeover_stagger(dur(lease / 30))
+            .takeover_stagger(dur(stagger))
             .handover_grace(dur(heartbeat))
             .max_clock_rate_error_ppm(rho_ppm)
             .build()?;
@@ -76,6 +79,7 @@ impl ShardParams {
             heartbeat,
             grace: heartbeat,
             txn_timeout,
+            stagger,
             rho_ppm,
             node_bias,
             quiet_from: 0,
@@ -146,16 +150,37 @@ impl ShardParams {
             .saturating_add(COMMIT_LATENCY_MAX.saturating_mul(10))
     }
 
-    /// How long after a coordinator's fault (a crash, a pause, a partition, an outage, a
-    /// failed or slow commit) it may still delay a fencing: its leadership of the coordinator
-    /// election may have lapsed, and a successor takes over after the full lease of the
-    /// lapse rule, its stagger and a heartbeat; twice that, on the slowest clock.
+    /// How long after a fault that stopped the coordinator (a crash, pause or partition of a
+    /// coordinator candidate, an outage, a change of the coordinator election's believer) it
+    /// may still delay a fencing: a successor takes over the coordinator election a lease
+    /// (on its clock) and its stagger after its first reading of the lapsed record, a
+    /// heartbeat after the fault at most, and times the members from its next reading; on the
+    /// slowest clock, with a heartbeat to spare.
     pub(crate) fn disturbance_after(&self) -> Nanos {
         self.slow(
             self.lease
-                .saturating_mul(2)
-                .saturating_add(self.heartbeat.saturating_mul(3)),
+                .saturating_add(self.heartbeat.saturating_mul(3))
+                .saturating_add(self.stagger),
         )
+    }
+
+    /// S9 (2)'s window: the failover bound; how long a coordinator's fault may delay a fencing
+    /// after it ended; a heartbeat before the record's write, a failed or late coordinator
+    /// operation still counts (the coordinator's next attempt after the write is its first
+    /// reading of it).
+    pub(crate) fn failover_window(&self) -> super::off::Window {
+        super::off::Window {
+            bound: self.failover_bound(),
+            after: self.disturbance_after(),
+            slack: self.slow(self.heartbeat),
+        }
+    }
+
+    /// How much later than otherwise a coordinator's next attempt may come after one of its
+    /// operations that took `took` failed or answered late: that, and two heartbeats (the
+    /// next tick, and one renewal of its leadership missed), on the slowest clock.
+    pub(crate) fn delay_after(&self, took: Nanos) -> Nanos {
+        took.saturating_add(self.slow(self.heartbeat.saturating_mul(2)))
     }
 
     /// The failover probe: the member crashes this long after elections are turned off (the
