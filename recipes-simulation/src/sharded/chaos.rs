@@ -408,8 +408,8 @@ impl World {
         });
     }
 
-    /// Operator actions retried until they commit: the quiet phase's restore and the failover
-    /// probe's configuration writes.
+    /// Operator actions retried until they commit: the quiet phase's restore, elections
+    /// turned on again, and the failover probe's configuration writes.
     fn retried(name: &str) -> Option<Chaos> {
         match name {
             "restore" => Some(Chaos::Restore),
@@ -454,8 +454,7 @@ impl World {
         }
     }
 
-    /// An operator transaction's result (the restore and the probe's configuration writes
-    /// are retried until they commit).
+    /// An operator transaction's result (some are retried until they commit: `retried`).
     pub(super) fn operator_result(&mut self, kind: PKind, ok: bool) {
         if ok {
             self.stats.sharded.operator_actions =
