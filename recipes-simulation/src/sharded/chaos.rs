@@ -222,9 +222,17 @@ impl World {
         }
     }
 
+    /// The node's next incarnation starts, unless a deploy started one meanwhile; if the
+    /// incarnation that left gracefully has not stopped yet (its drain and leave take a
+    /// while), a heartbeat later.
     fn restart(&mut self, node: usize) {
-        if self.nodes.get(node).is_some_and(|n| n.0.is_none()) {
-            self.spawn_member(node, 0);
+        match self.nodes.get(node).map(|n| n.0) {
+            Some(None) => self.spawn_member(node, 0),
+            Some(Some(pid)) if self.members.get(pid).is_some_and(|m| m.leaving) => {
+                let at = self.now.saturating_add(self.p.heartbeat);
+                self.queue.push(at, Ev::Chaos(Chaos::Restart { node }));
+            }
+            _ => {}
         }
     }
 

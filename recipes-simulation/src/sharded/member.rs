@@ -31,6 +31,8 @@ pub(crate) struct MemberProc {
     pub(crate) machine: ShardMachine,
     /// Running (not crashed, not stopped).
     pub(crate) alive: bool,
+    /// Asked to shut down gracefully (it stops once its machine has left).
+    pub(crate) leaving: bool,
     pub(crate) paused_until: Nanos,
     /// The epoch of the current sleep (older wake-ups are stale).
     pub(crate) wake: u64,
@@ -134,6 +136,7 @@ impl World {
             clock,
             machine,
             alive: true,
+            leaving: false,
             paused_until: 0,
             wake: 0,
             op: None,
@@ -364,7 +367,8 @@ impl World {
 
     /// Graceful shutdown: the machine hands every shard over and leaves.
     pub(super) fn request_shutdown(&mut self, pid: usize) {
-        if self.members.get(pid).is_some_and(|m| m.alive) {
+        if let Some(m) = self.members.get_mut(pid).filter(|m| m.alive) {
+            m.leaving = true;
             let label = self.label(pid);
             self.log(format!("{label} shuts down gracefully"));
             self.note_shutdown(pid);

@@ -71,6 +71,9 @@ pub(crate) struct OffState {
     /// and that step's true time.
     leader: Option<(usize, u32)>,
     last_step: Nanos,
+    /// Since when (the last step a process believed it) nobody believes it leads the
+    /// coordinator election, while that lasts.
+    gap_from: Option<Nanos>,
     /// The failover probe's member, once its fault began.
     pub(crate) probe: Option<Probe>,
 }
@@ -95,6 +98,7 @@ impl Default for OffState {
             delays: Vec::new(),
             leader: None,
             last_step: 0,
+            gap_from: Some(0),
             probe: None,
         }
     }
@@ -138,7 +142,15 @@ impl OffState {
     /// step is a disturbance from that step (the belief changed in between) to now.
     pub(crate) fn note_leader(&mut self, leader: Option<(usize, u32)>, now: Nanos) {
         if leader != self.leader {
-            self.disturbances.push((self.last_step, now));
+            match (self.leader, leader) {
+                // A gap begins: it lasts until someone believes again.
+                (Some(_), None) => self.gap_from = Some(self.last_step),
+                (None, Some(_)) => {
+                    let from = self.gap_from.take().unwrap_or(self.last_step);
+                    self.disturbances.push((from, now));
+                }
+                _ => self.disturbances.push((self.last_step, now)),
+            }
             self.leader = leader;
         }
         self.last_step = now;
@@ -151,9 +163,11 @@ impl OffState {
     pub(crate) fn due(&self, since: Nanos, w: &Window) -> Option<Nanos> {
         let mut due = since.saturating_add(w.bound);
         loop {
+            let ongoing = self.gap_from.map(|a| (a, Nanos::MAX));
             if self
                 .disturbances
                 .iter()
+                .chain(&ongoing)
                 .any(|(a, b)| *a <= due && b.saturating_add(w.after) >= since)
             {
                 return None;
@@ -568,6 +582,13 @@ mod tests {
         );
     }
 
+    /// S9's state once a coordinator believes it leads (from time 0).
+    fn led() -> OffState {
+        let mut o = OffState::default();
+        o.note_leader(Some((0, 0)), 0);
+        o
+    }
+
     #[test]
     fn a_fault_near_the_window_excuses_it_and_failed_attempts_extend_it() {
         let w = Window {
@@ -575,29 +596,29 @@ mod tests {
             after: 5,
             slack: 2,
         };
-        let mut o = OffState::default();
+        let mut o = led();
         assert_eq!(o.due(100, &w), Some(110));
         o.disturb(80, 94);
         assert_eq!(o.due(100, &w), Some(110));
         o.disturb(80, 96);
         assert_eq!(o.due(100, &w), None);
-        let mut o = OffState::default();
+        let mut o = led();
         o.disturb(110, 200);
         assert_eq!(o.due(100, &w), None);
         assert_eq!(o.due(101, &w), None);
-        let mut o = OffState::default();
+        let mut o = led();
         o.disturb(111, 200);
         assert_eq!(o.due(100, &w), Some(110));
         // A failed attempt in the window (or ending within the slack before it) moves the
         // deadline.
-        let mut o = OffState::default();
+        let mut o = led();
         o.delay(96, 97, 4);
         assert_eq!(o.due(100, &w), Some(110));
         o.delay(97, 98, 4);
         assert_eq!(o.due(100, &w), Some(114));
         o.delay(101, 102, 1);
         assert_eq!(o.due(100, &w), Some(115));
-        let mut o = OffState::default();
+        let mut o = led();
         o.delay(104, 105, 3);
         o.delay(112, 113, 3);
         assert_eq!(
@@ -608,12 +629,21 @@ mod tests {
         // ... until the extended window reaches a fault that may stop placement.
         o.disturb(115, 120);
         assert_eq!(o.due(100, &w), None);
-        // A change of the coordinator's believer is a fault from the step before it.
+        // A change of the coordinator's believer is a fault from the step before it; a gap
+        // with nobody believing lasts until someone does.
         let mut o = OffState::default();
+        assert_eq!(o.due(100, &w), None, "nobody leads yet");
         o.note_leader(Some((0, 0)), 1);
+        assert_eq!(o.due(100, &w), Some(110));
         o.note_leader(Some((0, 0)), 50);
         o.note_leader(None, 120);
         assert_eq!(o.due(100, &w), None, "the belief ended after step 50");
         assert_eq!(o.due(30, &w), Some(40));
+        assert_eq!(o.due(500, &w), None, "nobody leads since");
+        o.note_leader(Some((1, 0)), 300);
+        assert_eq!(o.due(500, &w), Some(510));
+        assert_eq!(o.due(298, &w), None, "the gap ended at 300");
+        o.note_leader(Some((0, 1)), 700);
+        assert_eq!(o.due(650, &w), None, "another process believes from 700");
     }
 }
