@@ -289,7 +289,8 @@ impl CampaignReport {
             format!(
                 "workload: cycles={} coordinations={} leaves={} joins={} deploys={} \
                  operator_actions={} priority_changes={} composed_cycles={} \
-                 refused_second_cycles={} guarded_tasks={}",
+                 refused_second_cycles={} guarded_tasks={} elections_off={} forgotten={} \
+                 failover_checked={} failover_checked_off={} late_acquisitions={}",
                 s.cycles,
                 s.coordinations,
                 s.leaves,
@@ -299,7 +300,12 @@ impl CampaignReport {
                 t.priority_changes,
                 t.composed_cycles,
                 s.refused_second_cycles,
-                t.guarded_tasks
+                t.guarded_tasks,
+                s.elections_off,
+                s.forgotten,
+                s.failover_checked,
+                s.failover_checked_off,
+                s.late_acquisitions
             ),
             format!(
                 "fenced_shard_work: fenced_writes={} fenced_lost={} fenced_rejected_stale={}",
@@ -314,12 +320,13 @@ impl CampaignReport {
         let t = &self.totals;
         format!(
             "sharded seeds={} violations={} acquisitions={} handovers={} takeovers={} \
-             fenced_writes={} faults={} sim_seconds={} wall_s={:.2}",
+             forgotten={} fenced_writes={} faults={} sim_seconds={} wall_s={:.2}",
             self.seeds_run,
             self.failures.len(),
             t.sharded.acquisitions,
             t.sharded.handovers,
             t.sharded.takeovers,
+            t.sharded.forgotten,
             t.fenced_committed,
             t.faults.total(),
             t.sim_ns / SEC,

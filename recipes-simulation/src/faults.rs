@@ -99,7 +99,10 @@ pub(crate) fn commit_delay(
     } else if r < 35 {
         between(rng, 100, 1_000)
     } else {
-        return (between(rng, 500_000, 15_000_000), false);
+        return (
+            between(rng, 500_000, crate::params::COMMIT_LATENCY_MAX),
+            false,
+        );
     };
     counts.slow_commits = counts.slow_commits.saturating_add(1);
     (crate::time::scale(lease, milli, 1_000), true)

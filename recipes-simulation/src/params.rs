@@ -42,6 +42,8 @@ impl Default for Options {
 
 /// The slowest a commit is in the quiet phase (its latency is drawn up to this).
 pub const QUIET_LATENCY_MAX: Nanos = 5 * MS;
+/// The slowest a commit is outside the quiet phase unless it is drawn slow (a fault).
+pub const COMMIT_LATENCY_MAX: Nanos = 15 * MS;
 /// The longest single fault, in leases (pauses, slow commits).
 pub const MAX_FAULT_LEASES: u64 = 4;
 

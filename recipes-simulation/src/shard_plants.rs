@@ -38,11 +38,21 @@ pub enum ShardPlant {
     /// A graceful leave gives back every shard but one: the executor writes one shard record
     /// the member owns back into the leave's transaction, as it was before the leave.
     LeaveKeepsAShard,
+    /// While the stored configuration disables elections, the executor adds a reservation
+    /// write into a coordinator attempt's transaction: a reservation the oracles saw written
+    /// earlier, written again on its shard, vacant at the same ballot.
+    ElectionsOffStillPlaces,
+    /// The coordinator candidates skip their attempts (fencing included) while the stored
+    /// configuration disables elections: a member that dies meanwhile keeps its shards.
+    NoFailoverWhenElectionsOff,
+    /// Now and then the executor also clears a live member's record, epoch mark and inbox in
+    /// a coordinator attempt's transaction (forgets a member that is not fenced).
+    ForgetALiveMember,
 }
 
 impl ShardPlant {
     /// Every plant, in listing order.
-    pub const ALL: [ShardPlant; 9] = [
+    pub const ALL: [ShardPlant; 12] = [
         ShardPlant::RenewalIgnoresEpoch,
         ShardPlant::ReleaseBeforeWorkStops,
         ShardPlant::TakeoverBeforeFullLease,
@@ -52,6 +62,9 @@ impl ShardPlant {
         ShardPlant::MoveStorm,
         ShardPlant::RetryWithoutBackOff,
         ShardPlant::LeaveKeepsAShard,
+        ShardPlant::ElectionsOffStillPlaces,
+        ShardPlant::NoFailoverWhenElectionsOff,
+        ShardPlant::ForgetALiveMember,
     ];
 
     /// The name used on the command line.
@@ -66,6 +79,9 @@ impl ShardPlant {
             ShardPlant::MoveStorm => "move-storm",
             ShardPlant::RetryWithoutBackOff => "retry-without-back-off",
             ShardPlant::LeaveKeepsAShard => "leave-keeps-a-shard",
+            ShardPlant::ElectionsOffStillPlaces => "elections-off-still-places",
+            ShardPlant::NoFailoverWhenElectionsOff => "no-failover-when-elections-off",
+            ShardPlant::ForgetALiveMember => "forget-a-live-member",
         }
     }
 
@@ -83,6 +99,10 @@ impl ShardPlant {
             ShardPlant::LostWakeup => OracleId::ShardLiveness,
             ShardPlant::MoveStorm => OracleId::ShardMoves,
             ShardPlant::RetryWithoutBackOff => OracleId::ShardCadence,
+            ShardPlant::ElectionsOffStillPlaces | ShardPlant::NoFailoverWhenElectionsOff => {
+                OracleId::ShardElectionsOff
+            }
+            ShardPlant::ForgetALiveMember => OracleId::ShardForgotten,
         }
     }
 }

@@ -109,11 +109,22 @@ pub struct ShardStats {
     pub operator_actions: u64,
     /// Second member cycles in one transaction, refused as they must be.
     pub refused_second_cycles: u64,
+    /// Operator writes that turned elections off (committed).
+    pub elections_off: u64,
+    /// Member records removed (forgotten members), as the oracles saw the commits.
+    pub forgotten: u64,
+    /// Fencings S9 timed against its failover bound (windows no coordinator fault excused).
+    pub failover_checked: u64,
+    /// Of those, fencings while the stored configuration disabled elections.
+    pub failover_checked_off: u64,
+    /// Acquisitions decided on a configuration that enabled elections whose commit landed
+    /// after one that disabled them (a member cycle reads the configuration as a snapshot).
+    pub late_acquisitions: u64,
 }
 
 impl ShardStats {
     fn add(&mut self, o: &ShardStats) {
-        let pairs: [(&mut u64, u64); 10] = [
+        let pairs: [(&mut u64, u64); 15] = [
             (&mut self.cycles, o.cycles),
             (&mut self.acquisitions, o.acquisitions),
             (&mut self.handovers, o.handovers),
@@ -124,6 +135,11 @@ impl ShardStats {
             (&mut self.deploys, o.deploys),
             (&mut self.operator_actions, o.operator_actions),
             (&mut self.refused_second_cycles, o.refused_second_cycles),
+            (&mut self.elections_off, o.elections_off),
+            (&mut self.forgotten, o.forgotten),
+            (&mut self.failover_checked, o.failover_checked),
+            (&mut self.failover_checked_off, o.failover_checked_off),
+            (&mut self.late_acquisitions, o.late_acquisitions),
         ];
         for (mine, theirs) in pairs {
             *mine = mine.saturating_add(theirs);

@@ -92,7 +92,7 @@ fn a_retry_without_back_off_is_caught_by_shard_cadence() {
 
 #[test]
 fn every_plant_has_a_test_and_a_sharded_oracle() {
-    assert_eq!(ShardPlant::ALL.len(), 9);
+    assert_eq!(ShardPlant::ALL.len(), 12);
     for p in ShardPlant::ALL {
         assert!(fdb_leader_election_simulation::oracles::OracleId::SHARDED.contains(&p.target()));
     }
@@ -116,4 +116,19 @@ fn clean_seeds_pass_and_replay_byte_for_byte() {
 #[test]
 fn a_leave_that_keeps_a_shard_is_caught_by_shard_deploy() {
     check(ShardPlant::LeaveKeepsAShard);
+}
+
+#[test]
+fn placing_while_elections_are_off_is_caught_by_shard_elections_off() {
+    check(ShardPlant::ElectionsOffStillPlaces);
+}
+
+#[test]
+fn no_failover_while_elections_are_off_is_caught_by_shard_elections_off() {
+    check(ShardPlant::NoFailoverWhenElectionsOff);
+}
+
+#[test]
+fn forgetting_a_live_member_is_caught_by_shard_forgotten() {
+    check(ShardPlant::ForgetALiveMember);
 }

@@ -88,6 +88,15 @@ pub enum OracleId {
     /// S8 (sharded, 18). A member whose cycle failed starts its next one within its back-off:
     ///     not sooner than the least delay (no retries back to back), not later than the cap.
     ShardCadence,
+    /// S9 (sharded, 19). Elections off: no commit acquires a shard and no coordinator or
+    ///     member commit writes a reservation or a move request on a configuration that
+    ///     disables elections; and failover never stops (a member record unchanged for a lease
+    ///     is fenced out within a bound, whatever the configuration).
+    ShardElectionsOff,
+    /// S10 (sharded, 20). A member's record is removed only once fenced and named by no
+    ///     shard record, with its epoch mark and inbox; afterwards nothing names it, nor does
+    ///     it believe it owns a shard, at an epoch its fencing ended.
+    ShardForgotten,
 }
 
 impl OracleId {
@@ -106,7 +115,7 @@ impl OracleId {
     ];
 
     /// The sharded simulation's oracles (`sim --sharded`), in order.
-    pub const SHARDED: [OracleId; 8] = [
+    pub const SHARDED: [OracleId; 10] = [
         OracleId::ShardBelief,
         OracleId::ShardFencing,
         OracleId::ShardBallots,
@@ -115,6 +124,8 @@ impl OracleId {
         OracleId::ShardMoves,
         OracleId::ShardGuard,
         OracleId::ShardCadence,
+        OracleId::ShardElectionsOff,
+        OracleId::ShardForgotten,
     ];
 
     /// The oracle's name in reports.
@@ -138,6 +149,8 @@ impl OracleId {
             OracleId::ShardMoves => "shard-moves",
             OracleId::ShardGuard => "shard-guard",
             OracleId::ShardCadence => "shard-cadence",
+            OracleId::ShardElectionsOff => "shard-elections-off",
+            OracleId::ShardForgotten => "shard-forgotten",
         }
     }
 
@@ -162,6 +175,8 @@ impl OracleId {
             OracleId::ShardMoves => 16,
             OracleId::ShardGuard => 17,
             OracleId::ShardCadence => 18,
+            OracleId::ShardElectionsOff => 19,
+            OracleId::ShardForgotten => 20,
         }
     }
 }

@@ -49,6 +49,16 @@ pub(crate) enum Chaos {
     Restore,
     /// The move-storm plant's operator.
     Storm,
+    /// The operator turns elections off (`write_config` with `election_enabled(false)`) and
+    /// back on after a while.
+    ElectionsOff,
+    ElectionsOn,
+    /// The quiet phase's failover probe: elections off, then a member stops renewing (S9).
+    Probe,
+    ProbeFault,
+    /// The failover probe's configuration writes, retried until they commit.
+    ProbeOff,
+    ProbeOn,
 }
 
 /// Mean gap between two actions of a kind, milliseconds.
@@ -59,11 +69,12 @@ fn mean_ms(c: Chaos) -> u64 {
         Chaos::Outage => 30_000,
         Chaos::Deploy => 45_000,
         Chaos::MoveShard | Chaos::Drain | Chaos::Freeze => 9_000,
+        Chaos::ElectionsOff => 15_000,
         _ => 0,
     }
 }
 
-const RECURRING: [Chaos; 11] = [
+const RECURRING: [Chaos; 12] = [
     Chaos::Crash,
     Chaos::Pause,
     Chaos::Partition,
@@ -75,6 +86,7 @@ const RECURRING: [Chaos; 11] = [
     Chaos::MoveShard,
     Chaos::Drain,
     Chaos::Freeze,
+    Chaos::ElectionsOff,
 ];
 
 impl World {
@@ -90,7 +102,7 @@ impl World {
         self.queue.push(self.now.saturating_add(d), Ev::Chaos(c));
     }
 
-    fn pick(&mut self, from: &[usize]) -> Option<usize> {
+    pub(super) fn pick(&mut self, from: &[usize]) -> Option<usize> {
         if from.is_empty() {
             return None;
         }
@@ -116,6 +128,9 @@ impl World {
             Chaos::Outage => {
                 let d = self.leases(200, 2_000);
                 self.faults.set_outage(true);
+                self.oracles
+                    .off
+                    .disturb(self.now, self.now.saturating_add(d));
                 self.stats.faults.outages = self.stats.faults.outages.saturating_add(1);
                 self.note_fault_end(self.now.saturating_add(d));
                 self.queue
@@ -150,6 +165,18 @@ impl World {
                 });
             }
             Chaos::Restore => self.restore(),
+            Chaos::ElectionsOff => {
+                // Off for a fraction of a lease to a few leases.
+                let d = self.leases(200, 4_000);
+                self.set_elections("elections-off", false);
+                self.queue
+                    .push(self.now.saturating_add(d), Ev::Chaos(Chaos::ElectionsOn));
+            }
+            Chaos::ElectionsOn => self.set_elections("elections-on", true),
+            Chaos::Probe => self.probe_begin(),
+            Chaos::ProbeFault => self.probe_fault(),
+            Chaos::ProbeOff => self.set_elections("probe-off", false),
+            Chaos::ProbeOn => self.set_elections("probe-on", true),
         }
     }
 
@@ -159,6 +186,9 @@ impl World {
                 self.stats.faults.crashes = self.stats.faults.crashes.saturating_add(1);
                 self.crash_coord(cid);
                 let d = self.leases(500, 3_000);
+                self.oracles
+                    .off
+                    .disturb(self.now, self.now.saturating_add(d));
                 self.note_fault_end(self.now.saturating_add(d));
                 self.queue.push(
                     self.now.saturating_add(d),
@@ -192,9 +222,17 @@ impl World {
         }
     }
 
+    /// The node's next incarnation starts, unless a deploy started one meanwhile; if the
+    /// incarnation that left gracefully has not stopped yet (its drain and leave take a
+    /// while), a heartbeat later.
     fn restart(&mut self, node: usize) {
-        if self.nodes.get(node).is_some_and(|n| n.0.is_none()) {
-            self.spawn_member(node, 0);
+        match self.nodes.get(node).map(|n| n.0) {
+            Some(None) => self.spawn_member(node, 0),
+            Some(Some(pid)) if self.members.get(pid).is_some_and(|m| m.leaving) => {
+                let at = self.now.saturating_add(self.p.heartbeat);
+                self.queue.push(at, Ev::Chaos(Chaos::Restart { node }));
+            }
+            _ => {}
         }
     }
 
@@ -232,6 +270,11 @@ impl World {
             return;
         };
         let d = self.leases(500, 3_000);
+        if fpid >= coord_fpid(0) {
+            self.oracles
+                .off
+                .disturb(self.now, self.now.saturating_add(d));
+        }
         self.faults.set_partitioned(fpid, true);
         self.stats.faults.partitions = self.stats.faults.partitions.saturating_add(1);
         self.note_fault_end(self.now.saturating_add(d));
@@ -355,7 +398,8 @@ impl World {
         });
     }
 
-    /// The quiet phase: placement unfrozen and every member undrained, retried until done.
+    /// The quiet phase: placement unfrozen, every member undrained and elections enabled,
+    /// retried until done.
     fn restore(&mut self) {
         let ids: Vec<CandidateId> = self.members.iter().map(|m| m.member.id().clone()).collect();
         self.operate("restore", move |e, txn| {
@@ -365,13 +409,35 @@ impl World {
                 for id in &ids {
                     e.set_drained(&txn, id, false).await?;
                 }
-                Ok(())
+                let config = e.read_config(&txn).await?;
+                let config = config.to_builder().election_enabled(true).build()?;
+                e.write_config(&txn, &config).await
             })
         });
     }
 
+    /// Operator actions retried until they commit: the quiet phase's restore, elections
+    /// turned on again, and the failover probe's configuration writes.
+    fn retried(name: &str) -> Option<Chaos> {
+        match name {
+            "restore" => Some(Chaos::Restore),
+            "probe-off" => Some(Chaos::ProbeOff),
+            "probe-on" => Some(Chaos::ProbeOn),
+            "elections-on" => Some(Chaos::ElectionsOn),
+            _ => None,
+        }
+    }
+
+    /// Runs `name` again a heartbeat from now if it is retried until it commits.
+    fn retry_operator(&mut self, name: &str) {
+        if let Some(c) = Self::retried(name) {
+            self.queue
+                .push(self.now.saturating_add(self.p.heartbeat), Ev::Chaos(c));
+        }
+    }
+
     /// Runs an operator action in a transaction committed after a (short) delay.
-    fn operate<F>(&mut self, name: &'static str, body: F)
+    pub(super) fn operate<F>(&mut self, name: &'static str, body: F)
     where
         F: FnOnce(
             fdb_leader_election::shard::ShardedElection,
@@ -391,26 +457,18 @@ impl World {
             )),
             Err(e) => {
                 self.log(format!("operator {name} refused: {e}"));
-                if name == "restore" {
-                    self.queue.push(
-                        self.now.saturating_add(self.p.heartbeat),
-                        Ev::Chaos(Chaos::Restore),
-                    );
-                }
+                self.retry_operator(name);
             }
         }
     }
 
-    /// An operator transaction's result (the restore is retried until it commits).
+    /// An operator transaction's result (some are retried until they commit: `retried`).
     pub(super) fn operator_result(&mut self, kind: PKind, ok: bool) {
         if ok {
             self.stats.sharded.operator_actions =
                 self.stats.sharded.operator_actions.saturating_add(1);
-        } else if matches!(kind, PKind::Operator("restore")) {
-            self.queue.push(
-                self.now.saturating_add(self.p.heartbeat),
-                Ev::Chaos(Chaos::Restore),
-            );
+        } else if let PKind::Operator(name) = kind {
+            self.retry_operator(name);
         }
     }
 
@@ -422,6 +480,7 @@ impl World {
     }
 
     pub(super) fn final_deploy(&mut self) {
+        self.probe_verdict();
         self.log("final rolling deploy".to_owned());
         self.oracles.quiet.final_deploy = true;
         self.deploy(true);

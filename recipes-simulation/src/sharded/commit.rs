@@ -29,8 +29,9 @@ pub(crate) enum PKind {
     Leave,
     /// A coordinator candidate's election cycle.
     CoordCycle(Box<Cycle>),
-    /// A coordinator attempt (`fenced`: members it fences out).
-    Coordinate { fenced: u64 },
+    /// A coordinator attempt (`fenced`: members it fences out; `forgotten`: the members it
+    /// reports forgotten).
+    Coordinate { fenced: u64, forgotten: Vec<String> },
     /// Fenced shard work: the register written with `ballot`, the counter plus one.
     Work { shard: u32, ballot: u64 },
     /// An operator action (named for the trace).
@@ -50,6 +51,8 @@ pub(crate) struct Pending {
     pub(crate) zombie: bool,
     /// A commit whose reply was lost while in flight: it lands now, with no fault of its own.
     landing: bool,
+    /// When it was queued for commit (true time).
+    queued_at: Nanos,
 }
 
 impl Pending {
@@ -61,6 +64,7 @@ impl Pending {
             op,
             zombie: false,
             landing: false,
+            queued_at: 0,
         }
     }
 }
@@ -77,20 +81,29 @@ pub(crate) struct Reply {
 impl World {
     /// How long until a commit: milliseconds, sometimes a tenth of a lease to a lease, rarely
     /// up to four leases (`transaction_too_old`); shard work and operators are never slow.
-    fn commit_delay(&mut self, fast: bool) -> Nanos {
+    fn commit_delay(&mut self, fast: bool) -> (Nanos, bool) {
         let quiet = self.quiet || fast;
         let (d, slow) =
             crate::faults::commit_delay(&mut self.rng, self.p.lease, quiet, &mut self.stats.faults);
         if slow {
             self.note_fault_end(self.now.saturating_add(d));
         }
-        d
+        (d, slow)
     }
 
     /// Queues `p` for commit after a drawn delay.
-    pub(super) fn schedule_commit(&mut self, p: Pending) {
+    pub(super) fn schedule_commit(&mut self, mut p: Pending) {
         let fast = matches!(p.kind, PKind::Work { .. } | PKind::Operator(_));
-        let delay = self.commit_delay(fast);
+        let (delay, slow) = self.commit_delay(fast);
+        p.queued_at = self.now;
+        if let (true, Who::Coord(cid)) = (slow, p.who) {
+            if self.coordinator_leads(cid) {
+                // S9: the leading coordinator's slow commit delays a fencing.
+                let end = self.now.saturating_add(delay);
+                let extra = self.p.delay_after(delay);
+                self.oracles.off.delay(self.now, end, extra);
+            }
+        }
         let token = self.token();
         self.pending.insert(token, p);
         self.queue
@@ -130,6 +143,17 @@ impl World {
         } else {
             draw_commit_fault(&mut self.rng, &mut self.stats.faults)
         };
+        if let (true, Who::Coord(cid)) = (drawn.is_some(), p.who) {
+            // S9: the leading coordinator's commit that fails, lands later or replies late (up
+            // to 1.5 transaction timeouts) delays a fencing.
+            let end = self
+                .now
+                .saturating_add(self.p.txn_timeout.saturating_mul(3) / 2);
+            if self.coordinator_leads(cid) {
+                let extra = self.p.delay_after(end.saturating_sub(p.queued_at));
+                self.oracles.off.delay(p.queued_at, end, extra);
+            }
+        }
         let mut fault = match drawn {
             Some(Drawn::Db(f)) => Some(f),
             _ => None,
@@ -313,7 +337,9 @@ fn kind_name(k: &PKind) -> String {
         PKind::Cycle(c) => format!("cycle(acquires {:?})", c.acquired()),
         PKind::Leave => "leave".to_owned(),
         PKind::CoordCycle(_) => "coordinator-cycle".to_owned(),
-        PKind::Coordinate { fenced } => format!("coordinate(fences {fenced})"),
+        PKind::Coordinate { fenced, forgotten } => {
+            format!("coordinate(fences {fenced}, forgets {})", forgotten.len())
+        }
         PKind::Work { shard, ballot } => format!("work(shard {shard} ballot {ballot})"),
         PKind::Operator(name) => format!("operator({name})"),
         PKind::Abandoned => "abandoned".to_owned(),

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use fdb_leader_election::shard::Coordinator;
-use fdb_leader_election::{Candidate, CandidateId, ElectionError, Priority, TxnError};
+use fdb_leader_election::{
+    Candidate, CandidateId, ElectionError, ElectionTxn, Priority, ShardId, TxnError,
+};
 
 use super::commit::{PKind, Pending, Who};
 use super::member::MemberProc;
@@ -26,7 +28,14 @@ pub(crate) struct CoordProc {
     epoch: u64,
     op: Option<u64>,
     next_op: u64,
-    incarnation: u32,
+    pub(crate) incarnation: u32,
+}
+
+impl CoordProc {
+    /// Whether it believes it leads the coordinator election now.
+    pub(crate) fn leads(&self) -> bool {
+        self.candidate.leadership().is_some()
+    }
 }
 
 impl World {
@@ -160,7 +169,11 @@ impl World {
         };
         let (candidate, coordinator) = (c.candidate.clone(), c.coordinator.clone());
         let txn = self.open(coord_fpid(cid));
-        let Some(lead) = candidate.leadership() else {
+        let lead = candidate.leadership();
+        let skip = self.plant == Some(ShardPlant::NoFailoverWhenElectionsOff)
+            && lead.is_some()
+            && self.elections_off_in(&txn);
+        let Some(lead) = lead.filter(|_| !skip) else {
             let _ = self
                 .rt
                 .block_on(self.election.time_members(&txn, &coordinator));
@@ -173,20 +186,29 @@ impl World {
         {
             Ok(done) => {
                 let fenced = u64::try_from(done.fenced.len()).unwrap_or(0);
+                let forgotten: Vec<String> = done
+                    .forgotten
+                    .iter()
+                    .map(|id| id.as_str().to_owned())
+                    .collect();
                 let label = self
                     .coords
                     .get(cid)
                     .map(|c| c.label.clone())
                     .unwrap_or_default();
                 self.log(format!(
-                    "{label} coordinates: fences {:?}, steps {:?}, deferred {}",
-                    done.fenced, done.placement.steps, done.placement.deferred_moves
+                    "{label} coordinates: fences {:?}, forgets {:?}, steps {:?}, deferred {}",
+                    done.fenced,
+                    done.forgotten,
+                    done.placement.steps,
+                    done.placement.deferred_moves
                 ));
+                self.planted_coordination(&txn, candidate.id());
                 let op = self.coord_op(cid);
                 self.schedule_commit(Pending::new(
                     Who::Coord(cid),
                     txn,
-                    PKind::Coordinate { fenced },
+                    PKind::Coordinate { fenced, forgotten },
                     Some(op),
                 ));
             }
@@ -194,6 +216,83 @@ impl World {
                 self.faults.close(txn.id());
                 self.count_error(&e);
             }
+        }
+    }
+
+    /// Whether the configuration as `txn` reads it disables elections (a read error: no).
+    fn elections_off_in(&self, txn: &fdb_leader_election::MemTransaction) -> bool {
+        self.rt
+            .block_on(self.election.read_config(txn))
+            .is_ok_and(|c| !c.election_enabled())
+    }
+
+    /// The plants that add writes to a coordinator attempt's transaction: a reservation or
+    /// move request while elections are off (`elections-off-still-places`), or the removal of
+    /// a live member's record, epoch mark and inbox (`forget-a-live-member`).
+    fn planted_coordination(
+        &mut self,
+        txn: &fdb_leader_election::MemTransaction,
+        me: &CandidateId,
+    ) {
+        let plant = self.plant;
+        match plant {
+            Some(ShardPlant::ElectionsOffStillPlaces) if self.elections_off_in(txn) => {
+                // The operator's move by hand, in the coordinator's transaction (under a
+                // freeze it lifts again): a reservation of a vacant shard, or a move request.
+                let Some(pid) = self.pick(&live(&self.members)) else {
+                    return;
+                };
+                let Some(to) = self.members.get(pid).map(|m| m.member.id().clone()) else {
+                    return;
+                };
+                let last = u64::from(self.p.shards.saturating_sub(1));
+                let shard = ShardId::new(u32::try_from(self.between(0, last)).unwrap_or(0));
+                let e = self.election.clone();
+                let moved = self.rt.block_on(async {
+                    let frozen = e.layout(txn).await?.is_frozen();
+                    e.set_frozen(txn, true).await?;
+                    let moved = e.move_shard(txn, shard, &to, me).await;
+                    if !frozen {
+                        e.set_frozen(txn, false).await?;
+                    }
+                    moved
+                });
+                self.log(format!(
+                    "planted: the coordinator moves shard {} to {to} while elections are off: {moved:?}",
+                    shard.get()
+                ));
+            }
+            Some(ShardPlant::ForgetALiveMember) if self.chance(1, 10) => {
+                let ids: Vec<CandidateId> = self
+                    .members
+                    .iter()
+                    .filter(|m| m.alive)
+                    .filter(|m| {
+                        self.oracles
+                            .member_views
+                            .get(m.member.id().as_str())
+                            .is_some_and(|v| !v.fenced && !v.gone)
+                    })
+                    .map(|m| m.member.id().clone())
+                    .collect();
+                let n = u64::try_from(ids.len()).unwrap_or(0);
+                if n == 0 {
+                    return;
+                }
+                let i = usize::try_from(self.between(0, n.saturating_sub(1))).unwrap_or(0);
+                let Some(id) = ids.get(i) else {
+                    return;
+                };
+                for key in [
+                    self.election.member_key(id),
+                    self.election.epoch_key(id),
+                    self.election.inbox_key(id),
+                ] {
+                    txn.clear(&key);
+                }
+                self.log(format!("planted: the coordinator also forgets {id}, live"));
+            }
+            _ => {}
         }
     }
 
@@ -221,7 +320,7 @@ impl World {
                 drop(cycle);
                 self.coordinate(cid);
             }
-            (PKind::Coordinate { fenced }, Ok(())) => {
+            (PKind::Coordinate { fenced, .. }, Ok(())) => {
                 let s = &mut self.stats.sharded;
                 s.coordinations = s.coordinations.saturating_add(1);
                 s.takeovers = s.takeovers.saturating_add(fenced);
@@ -256,6 +355,7 @@ impl World {
         if let Some(c) = self.coords.get_mut(cid) {
             c.paused_until = c.paused_until.max(until);
         }
+        self.oracles.off.disturb(self.now, until);
         self.note_fault_end(until);
     }
 

@@ -25,10 +25,14 @@ pub(crate) struct MemberProc {
     pub(crate) generation: u32,
     pub(crate) label: String,
     pub(crate) member: Member,
+    /// The key of its member record (the oracles follow every commit that writes it).
+    pub(crate) record_key: Vec<u8>,
     pub(crate) clock: SimClock,
     pub(crate) machine: ShardMachine,
     /// Running (not crashed, not stopped).
     pub(crate) alive: bool,
+    /// Asked to shut down gracefully (it stops once its machine has left).
+    pub(crate) leaving: bool,
     pub(crate) paused_until: Nanos,
     /// The epoch of the current sleep (older wake-ups are stale).
     pub(crate) wake: u64,
@@ -110,6 +114,7 @@ impl World {
             ));
             return;
         };
+        let record_key = self.election.member_key(&id);
         let member = Member::with_clock(
             id,
             Priority::new(priority),
@@ -127,9 +132,11 @@ impl World {
             generation,
             label: label.clone(),
             member,
+            record_key,
             clock,
             machine,
             alive: true,
+            leaving: false,
             paused_until: 0,
             wake: 0,
             op: None,
@@ -363,7 +370,8 @@ impl World {
 
     /// Graceful shutdown: the machine hands every shard over and leaves.
     pub(super) fn request_shutdown(&mut self, pid: usize) {
-        if self.members.get(pid).is_some_and(|m| m.alive) {
+        if let Some(m) = self.members.get_mut(pid).filter(|m| m.alive) {
+            m.leaving = true;
             let label = self.label(pid);
             self.log(format!("{label} shuts down gracefully"));
             self.note_shutdown(pid);

@@ -11,7 +11,9 @@
 mod chaos;
 mod commit;
 mod coord;
+mod forget;
 mod member;
+mod off;
 mod ops;
 mod oracles;
 mod pacing;
@@ -194,7 +196,7 @@ impl World {
         self.rt.block_on(txn.commit()).map_err(|e| e.to_string())?;
         self.log(format!(
             "world seed={} nodes={} shards={} max_moves={} lease={} heartbeat={} rho_ppm={} \
-             quiet_from={} final_deploy_at={}",
+             quiet_from={} probe_at={} final_deploy_at={}",
             self.seed,
             self.p.nodes,
             self.p.shards,
@@ -203,6 +205,7 @@ impl World {
             secs(self.p.heartbeat),
             self.p.rho_ppm,
             secs(self.p.quiet_from),
+            secs(self.p.probe_at),
             secs(self.p.final_deploy_at),
         ));
         for cid in 0..self.p.coordinators {
@@ -214,6 +217,8 @@ impl World {
         }
         self.chaos_start();
         self.queue.push(self.p.quiet_from, Ev::Quiet);
+        self.queue
+            .push(self.p.probe_at, Ev::Chaos(chaos::Chaos::Probe));
         self.queue.push(self.p.final_deploy_at, Ev::FinalDeploy);
         self.queue.push(self.p.duration, Ev::End);
         Ok(())
@@ -326,6 +331,9 @@ impl World {
     fn check(&mut self) {
         self.check_beliefs();
         self.check_quiet_bounds();
+        self.note_coordinator();
+        self.check_failover();
+        self.check_forgotten_beliefs();
         if self.found.is_empty() {
             return;
         }

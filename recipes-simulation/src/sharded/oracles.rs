@@ -14,6 +14,8 @@ use fdb_leader_election::{ElectionError, MemTransaction, ShardId};
 use foundationdb_tuple::Subspace;
 
 use super::commit::{PKind, Pending, Who};
+use super::forget::ForgetState;
+use super::off::{MemberView, OffState, Written, placed_while_off};
 use super::quiet::{QuietState, Rec};
 use super::work::{be_u64, counter_key};
 use super::{SUBSPACE, World};
@@ -41,6 +43,12 @@ pub(crate) struct ShardOracles {
     left: BTreeSet<(String, u64)>,
     /// The quiet phase's oracles (S4–S6).
     pub(crate) quiet: QuietState,
+    /// Every member's record as last read, by member id (S9, S10).
+    pub(crate) member_views: BTreeMap<String, MemberView>,
+    /// S9: the configuration's history and coordinators' faults.
+    pub(crate) off: OffState,
+    /// S10: the members forgotten.
+    pub(crate) forget: ForgetState,
 }
 
 impl ShardOracles {
@@ -56,6 +64,9 @@ impl ShardOracles {
             written: vec![(0, 0); n],
             left: BTreeSet::new(),
             quiet: QuietState::default(),
+            member_views: BTreeMap::new(),
+            off: OffState::default(),
+            forget: ForgetState::default(),
         }
     }
 
@@ -191,6 +202,10 @@ impl World {
             }
             return;
         }
+        // S9: the configuration as of this commit's read version and just before it.
+        let version = self.db.committed_version();
+        let read_on = p.txn.read_version().map(|v| self.oracles.off.enabled_at(v));
+        let commit_on = self.oracles.off.enabled_at(version.saturating_sub(1));
         let shards: Vec<u32> = (0..self.p.shards)
             .filter(|s| {
                 usize::try_from(*s)
@@ -204,21 +219,15 @@ impl World {
         }
         for s in shards {
             let rec = self.read_bypass(async |e, txn| e.shard_record(txn, ShardId::new(s)).await);
-            let rec = match rec {
-                Ok(r) => {
-                    if let Some(slot) = self
-                        .oracles
-                        .reserved
-                        .get_mut(usize::try_from(s).unwrap_or(0))
-                    {
-                        *slot = r.reserved_for().map(|h| h.as_str().to_owned());
-                    }
-                    (
-                        r.ballot().get(),
-                        r.owner()
-                            .map(|o| (o.member().as_str().to_owned(), o.epoch())),
-                    )
-                }
+            let full = match rec {
+                Ok(r) => Written {
+                    ballot: r.ballot().get(),
+                    owner: r
+                        .owner()
+                        .map(|o| (o.member().as_str().to_owned(), o.epoch())),
+                    move_to: r.move_to().map(|m| m.as_str().to_owned()),
+                    reserved_for: r.reserved_for().map(|h| h.as_str().to_owned()),
+                },
                 Err(e) => {
                     self.found.push(Violation::new(
                         OracleId::ShardBallots,
@@ -227,11 +236,38 @@ impl World {
                     continue;
                 }
             };
+            if let Some(slot) = self
+                .oracles
+                .reserved
+                .get_mut(usize::try_from(s).unwrap_or(0))
+            {
+                slot.clone_from(&full.reserved_for);
+            }
+            let rec: Rec = (full.ballot, full.owner.clone());
             let before = self
                 .oracles
                 .records
                 .get(usize::try_from(s).unwrap_or(0))
                 .cloned();
+            let before_owner = before.as_ref().and_then(|b| b.1.as_ref());
+            let (placed, late) =
+                placed_while_off(p.who, s, before_owner, &full, read_on, commit_on);
+            if let Some(m) = placed {
+                self.found
+                    .push(Violation::new(OracleId::ShardElectionsOff, m));
+            }
+            if late {
+                self.stats.sharded.late_acquisitions =
+                    self.stats.sharded.late_acquisitions.saturating_add(1);
+                self.log(format!(
+                    "  shard {s} acquired on a configuration read before elections were disabled"
+                ));
+            }
+            if let Some(owner) = &full.owner {
+                if let Some(m) = self.oracles.forget.names_forgotten(s, full.ballot, owner) {
+                    self.found.push(Violation::new(OracleId::ShardForgotten, m));
+                }
+            }
             if let Some(m) = self.oracles.on_record(s, rec.clone()) {
                 self.found.push(Violation::new(OracleId::ShardBallots, m));
             }
@@ -239,6 +275,16 @@ impl World {
                 self.found.push(Violation::new(OracleId::ShardDeploy, m));
             }
             self.quiet_on_record(s, before.as_ref(), &rec);
+        }
+        self.on_member_writes(p, written, commit_on);
+        // The configuration this commit leaves (only operators write it; read after every
+        // commit all the same).
+        match self.read_bypass(async |e, txn| e.read_config(txn).await) {
+            Ok(c) => self.note_config(version, c.election_enabled()),
+            Err(e) => self.found.push(Violation::new(
+                OracleId::ShardElectionsOff,
+                format!("the configuration cannot be read: {e}"),
+            )),
         }
         if matches!(p.who, Who::Member(_)) {
             self.on_member_records(written);

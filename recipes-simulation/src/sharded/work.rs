@@ -18,6 +18,8 @@ use crate::time::Nanos;
 #[derive(Clone, Debug)]
 pub(crate) struct Guard {
     pub(crate) ballot: u64,
+    /// The member's epoch when it was issued.
+    pub(crate) epoch: u64,
     /// Its deadline, on the member's clock.
     pub(crate) deadline: Nanos,
     /// A move was requested: no new work.
@@ -68,10 +70,12 @@ impl World {
         };
         let guard_gen = m.next_gen;
         m.next_gen = guard_gen.saturating_add(1);
+        let epoch = m.member.epoch().unwrap_or(0);
         m.guards.insert(
             shard,
             Guard {
                 ballot,
+                epoch,
                 deadline,
                 closed: false,
                 guard_gen,
