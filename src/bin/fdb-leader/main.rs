@@ -5,6 +5,7 @@
 //! only".
 
 mod backoff;
+mod checks;
 mod child_env;
 mod classify;
 mod cli;
@@ -249,6 +250,7 @@ async fn execute<D: ElectionDatabase>(
         }
         Command::Status(args) => done(status::status(&db, ctx, args.json).await),
         Command::Resign(args) => done(operator::resign(&db, ctx, args.expected_ballot).await),
+        Command::Eligible(args) => done(operator::eligible(&db, ctx, &args).await),
         Command::ForceVacate(args) => {
             done(operator::force_vacate(&db, ctx, args.expected_ballot).await)
         }

@@ -73,6 +73,35 @@ pub(super) fn health_note(member: &ShardedRunner) -> String {
     )
 }
 
+/// `/shards` (this member's shards, as JSON) and `/shard/N` (200 while it owns shard N),
+/// judged now against each shard's deadline.
+pub(super) fn role(member: &ShardedRunner, role: crate::serve::Role) -> Result<String, String> {
+    match role {
+        crate::serve::Role::Shard(n) => match member.guard(fdb_leader_election::ShardId::new(n)) {
+            Some(guard) => Ok(format!(
+                "owner of shard {n}, ballot {}",
+                guard.fencing_token()
+            )),
+            None => Err(format!("not the owner of shard {n}")),
+        },
+        _ => {
+            let owned: Vec<serde_json::Value> = member
+                .owned()
+                .iter()
+                .map(|(shard, guard)| {
+                    serde_json::json!({ "shard": shard.get(), "ballot": guard.fencing_token().get() })
+                })
+                .collect();
+            Ok(serde_json::json!({
+                "member": member.id().as_str(),
+                "coordinator": member.is_coordinator(),
+                "owned": owned,
+            })
+            .to_string())
+        }
+    }
+}
+
 /// What the sharded election holds, as this process found (or created) it.
 #[derive(Clone, Debug)]
 struct Stored {
