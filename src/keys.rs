@@ -7,6 +7,7 @@
 //! S + ("registrations",)       -> u64 registration counter (v1 + bincode)
 //! S + ("candidates", <id>)     -> CandidateRecord      (v1 + bincode)
 //! S + ("marks", <name>)        -> an operator's ineligibility mark (v2 + bincode: the reason)
+//! S + ("resign_refusal",)      -> the last directed resign a leader refused (v2 + bincode)
 //! ```
 
 use foundationdb_tuple::{Subspace, TuplePack};
@@ -24,6 +25,7 @@ pub(crate) struct Keys {
     pub(crate) leader: Vec<u8>,
     pub(crate) fence: Vec<u8>,
     pub(crate) registrations: Vec<u8>,
+    pub(crate) resign_refusal: Vec<u8>,
     candidates: Subspace,
     marks: Subspace,
 }
@@ -35,6 +37,7 @@ impl Keys {
             leader: subspace.pack(&("leader",)),
             fence: Self::fence_of(subspace),
             registrations: subspace.pack(&("registrations",)),
+            resign_refusal: subspace.pack(&("resign_refusal",)),
             candidates: subspace.subspace(&("candidates",)),
             marks: subspace.subspace(&("marks",)),
         }

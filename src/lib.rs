@@ -159,7 +159,7 @@ pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority, ShardId, We
 pub use keys::MAX_KEY_BYTES;
 pub use record::{
     AttemptId, CandidateInfo, CandidateRecord, Eligibility, LeaderRecord, LeaderState,
-    MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named,
+    MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named, ResignRefusal,
 };
 
 // The store layer and the stores.

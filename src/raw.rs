@@ -76,6 +76,7 @@ pub fn owned_record(
             candidate: owner.clone(),
             seq,
         }),
+        handover_to: None,
     })
 }
 
@@ -104,6 +105,7 @@ pub fn vacancy_record(
             candidate: writer.0.clone(),
             seq: writer.1,
         }),
+        handover_to: None,
     })
 }
 

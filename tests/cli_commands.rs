@@ -221,6 +221,59 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
 }
 
 #[test]
+fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
+    let mut world = World::new();
+    let mut a = world.start_run("a", &["--priority", "5"]);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .expect("a leads");
+    let mut b = world.start_run("b", &["--priority", "3"]);
+    let mut c = world.start_run("c", &["--priority", "1"]);
+    // Both followers registered (status lists them).
+    let started = std::time::Instant::now();
+    loop {
+        let out = text(&world.cli(&["status", "--json"]).stdout);
+        if out.contains("\"b-") && out.contains("\"c-") {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "b and c never registered: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let ballot = first.ballot.to_string();
+    // Nobody named "nobody": refused, nothing written, and the command it names works.
+    let out = world.cli(&["resign", "--expected-ballot", &ballot, "--to", "nobody"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--to nobody: refused, nothing was written"),
+        "{err}"
+    );
+    assert!(world.cli(&["status"]).status.success());
+    assert_eq!(world.active(), vec![first.clone()]);
+    // "c", the lowest priority: the leader hands over to it, not to the better "b".
+    let out = world.cli(&["resign", "--expected-ballot", &ballot, "--to", "c"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("named c"),
+        "{}",
+        text(&out.stdout)
+    );
+    let (next, _) = world
+        .wait_event(PATIENCE, |e| {
+            e.kind == "start" && e.ballot == first.ballot + 1
+        })
+        .expect("the next ballot leads");
+    assert!(is_label(&next.id, "c"), "{next:?}");
+    for child in [&mut a, &mut b, &mut c] {
+        signal(child, Signal::SIGTERM);
+        assert!(wait_exit(child, PATIENCE).is_some_and(|s| s.success()));
+    }
+}
+
+#[test]
 fn config_set_and_get_round_trip_and_the_stored_config_wins() {
     let mut world = World::new();
     let out = world.cli(&[

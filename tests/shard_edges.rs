@@ -136,3 +136,54 @@ async fn forty_crashed_incarnations_are_forgotten() {
     assert_eq!(exclusive_guards(&[&steady]), 4);
     steady.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_ineligible_members_shards_move_away_without_a_gap_and_stay_when_nobody_else_may_take_them()
+ {
+    let db = MemDb::with_clock(Arc::new(TokioClock::new()));
+    let config = runner_config(30);
+    let a = runner(&db, "a", 12, &config);
+    let b = runner(&db, "bb", 12, &config);
+    let c = runner(&db, "ccc", 12, &config);
+    let all = [&a, &b, &c];
+    until(&all, Duration::from_secs(3), || {
+        exclusive_guards(&all) == 12
+    })
+    .await;
+    until(&all, Duration::from_secs(3), || a.owned().len() == 4).await;
+    a.set_eligible(false, "disk full").unwrap();
+    // Every shard stays owned (a move keeps the shard until it lands) while a's move away.
+    let started = tokio::time::Instant::now();
+    while !a.owned().is_empty() {
+        assert!(
+            started.elapsed() < LEASE * 10,
+            "a kept {:?}",
+            a.owned().keys()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(exclusive_guards(&all), 12, "a gap while moving away");
+    }
+    let rec = a
+        .election()
+        .member_record(&db.create_transaction(), a.id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.eligibility().reason(), Some("disk full"));
+    // Nor does it coordinate (its candidate in the coordinator election is ineligible too).
+    until(&all, LEASE * 3, || !a.is_coordinator()).await;
+    // Nobody else may take shards: b and c ineligible too; they keep what they have.
+    b.set_eligible(false, "maintenance").unwrap();
+    c.set_eligible(false, "maintenance").unwrap();
+    tokio::time::sleep(LEASE * 3).await;
+    assert_eq!(exclusive_guards(&all), 12, "held, not dropped");
+    assert!(a.owned().is_empty());
+    // Eligible again: a takes its share back.
+    a.set_eligible(true, "").unwrap();
+    b.set_eligible(true, "").unwrap();
+    c.set_eligible(true, "").unwrap();
+    until(&all, LEASE * 10, || a.owned().len() == 4).await;
+    for r in all {
+        r.shutdown().await;
+    }
+}

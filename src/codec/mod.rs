@@ -31,7 +31,7 @@ use crate::error::{DecodeError, ElectionError, printable_key};
 use crate::ids::{Ballot, CandidateId, Priority};
 use crate::record::{
     AttemptId, CandidateRecord, Eligibility, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named,
-    Party,
+    Party, ResignRefusal,
 };
 
 mod shard;
@@ -232,29 +232,47 @@ fn party(w: PartyWire) -> Party {
     }
 }
 
-/// Encodes a leader record.
+/// The leader record, format version 3: version 2's, and the name an operator's request asks
+/// the vacancy to be reserved for.
+#[derive(Serialize, Deserialize)]
+struct LeaderWireV3 {
+    base: LeaderWire,
+    handover_to: Option<String>,
+}
+
+/// Encodes a leader record: version 2's body unless an operator directed its request
+/// (version 3, which a build of the previous version refuses rather than ignore the target).
 pub(crate) fn encode_leader(r: &LeaderRecord) -> Result<Vec<u8>, ElectionError> {
-    encode(
-        "leader record",
-        &LeaderWire {
-            ballot: r.ballot,
-            owner: r.owner.as_ref().map(named_wire),
-            renewal: r.renewal,
-            lease_nanos: nanos(r.lease),
-            handover: r.handover.as_ref().map(party_wire),
-            reservation: r.reservation.as_ref().map(party_wire),
-            payload: r.payload.clone(),
-            writer: r.writer.as_ref().map(attempt_wire),
-        },
-    )
+    let base = LeaderWire {
+        ballot: r.ballot,
+        owner: r.owner.as_ref().map(named_wire),
+        renewal: r.renewal,
+        lease_nanos: nanos(r.lease),
+        handover: r.handover.as_ref().map(party_wire),
+        reservation: r.reservation.as_ref().map(party_wire),
+        payload: r.payload.clone(),
+        writer: r.writer.as_ref().map(attempt_wire),
+    };
+    match &r.handover_to {
+        None => encode("leader record", &base),
+        Some(to) => encode_at(
+            "leader record",
+            3,
+            &LeaderWireV3 {
+                base,
+                handover_to: Some(to.clone()),
+            },
+        ),
+    }
 }
 
 /// Decodes a leader record stored at `key`.
 pub(crate) fn decode_leader(key: &[u8], bytes: &[u8]) -> Result<LeaderRecord, ElectionError> {
-    let w = split_version(bytes)
+    let (w, handover_to) = split_version(bytes)
         .and_then(|(version, body)| match version {
-            1 => decode_wire::<LeaderWireV1>(body).map(LeaderWire::from),
-            _ => decode_wire::<LeaderWire>(body),
+            1 => decode_wire::<LeaderWireV1>(body).map(|w| (LeaderWire::from(w), None)),
+            2 => decode_wire::<LeaderWire>(body).map(|w| (w, None)),
+            _ => decode_wire::<LeaderWireV3>(body).map(|w| (w.base, w.handover_to)),
         })
         .map_err(|e| ElectionError::corrupt(key, e))?;
     let r = LeaderRecord {
@@ -266,6 +284,7 @@ pub(crate) fn decode_leader(key: &[u8], bytes: &[u8]) -> Result<LeaderRecord, El
         reservation: w.reservation.map(party),
         payload: w.payload,
         writer: w.writer.map(attempt),
+        handover_to,
     };
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
@@ -475,6 +494,44 @@ pub(crate) fn encode_fence_v2(f: &FenceRecord) -> Result<Vec<u8>, ElectionError>
             vacant: f.vacant,
         },
     )
+}
+
+#[derive(Serialize, Deserialize)]
+struct RefusalWire {
+    ballot: Ballot,
+    operator: CandidateId,
+    to: String,
+    reason: String,
+}
+
+/// Encodes a refused directed resign.
+pub(crate) fn encode_refusal(r: &ResignRefusal) -> Result<Vec<u8>, ElectionError> {
+    encode(
+        "resign refusal",
+        &RefusalWire {
+            ballot: r.ballot,
+            operator: r.operator.clone(),
+            to: r.to.clone(),
+            reason: r.reason.clone(),
+        },
+    )
+}
+
+/// Decodes the refused directed resign stored at `key`.
+pub(crate) fn decode_refusal(key: &[u8], bytes: &[u8]) -> Result<ResignRefusal, ElectionError> {
+    let w: RefusalWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    if !w.operator.is_valid() {
+        return Err(ElectionError::corrupt(
+            key,
+            DecodeError::Impossible("invalid operator id in a resign refusal"),
+        ));
+    }
+    Ok(ResignRefusal {
+        ballot: w.ballot,
+        operator: w.operator,
+        to: w.to,
+        reason: w.reason,
+    })
 }
 
 /// Encodes an operator's ineligibility mark: its reason.

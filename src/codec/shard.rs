@@ -5,9 +5,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AttemptWire, attempt, attempt_wire, decode_body, encode, nanos};
+use super::{
+    AttemptWire, attempt, attempt_wire, decode_body, decode_wire, encode, encode_at, nanos,
+    split_version,
+};
 use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
+use crate::record::Eligibility;
 use crate::record::shard::{
     EpochMark, Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord,
 };
@@ -23,25 +27,46 @@ struct MemberWire {
     writer: Option<AttemptWire>,
 }
 
-/// Encodes a member record.
+/// A member record, format version 3: version 2's, and why it may not own shards, if not.
+#[derive(Serialize, Deserialize)]
+struct MemberWireV3 {
+    base: MemberWire,
+    ineligible: Option<String>,
+}
+
+/// Encodes a member record: version 2's body while it is eligible, version 3's when not (a
+/// build of the previous version refuses it rather than place shards on it).
 pub(crate) fn encode_member(r: &MemberRecord) -> Result<Vec<u8>, ElectionError> {
-    encode(
-        "member record",
-        &MemberWire {
-            epoch: r.epoch,
-            renewal: r.renewal,
-            lease_nanos: nanos(r.lease),
-            priority: r.priority,
-            weight: r.weight,
-            fenced: r.fenced,
-            writer: r.writer.as_ref().map(attempt_wire),
-        },
-    )
+    let base = MemberWire {
+        epoch: r.epoch,
+        renewal: r.renewal,
+        lease_nanos: nanos(r.lease),
+        priority: r.priority,
+        weight: r.weight,
+        fenced: r.fenced,
+        writer: r.writer.as_ref().map(attempt_wire),
+    };
+    match r.eligibility.reason() {
+        None => encode("member record", &base),
+        Some(reason) => encode_at(
+            "member record",
+            3,
+            &MemberWireV3 {
+                base,
+                ineligible: Some(reason.to_owned()),
+            },
+        ),
+    }
 }
 
 /// Decodes the member record stored at `key`.
 pub(crate) fn decode_member(key: &[u8], bytes: &[u8]) -> Result<MemberRecord, ElectionError> {
-    let w: MemberWire = decode_body(bytes).map_err(|e| ElectionError::corrupt(key, e))?;
+    let (w, ineligible) = split_version(bytes)
+        .and_then(|(version, body)| match version {
+            1 | 2 => decode_wire::<MemberWire>(body).map(|w| (w, None)),
+            _ => decode_wire::<MemberWireV3>(body).map(|w| (w.base, w.ineligible)),
+        })
+        .map_err(|e| ElectionError::corrupt(key, e))?;
     let r = MemberRecord {
         epoch: w.epoch,
         renewal: w.renewal,
@@ -50,6 +75,10 @@ pub(crate) fn decode_member(key: &[u8], bytes: &[u8]) -> Result<MemberRecord, El
         weight: w.weight,
         fenced: w.fenced,
         writer: w.writer.map(attempt),
+        eligibility: match ineligible {
+            None => Eligibility::Eligible,
+            Some(reason) => Eligibility::Ineligible { reason },
+        },
     };
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
@@ -238,6 +267,13 @@ pub(crate) fn member_len(r: &MemberRecord) -> usize {
         option_len(r.writer.as_ref(), |w| {
             id_len(&w.candidate).saturating_add(varint_len(w.seq))
         }),
+        // Version 3: the reason, as an option after the base.
+        r.eligibility.reason().map_or(0, |reason| {
+            let n = reason.len();
+            1usize
+                .saturating_add(varint_len(len_u64(n)))
+                .saturating_add(n)
+        }),
     ]
     .into_iter()
     .fold(0usize, usize::saturating_add)
@@ -367,6 +403,11 @@ mod tests {
                 weight: Weight::new(weight),
                 fenced: writer.is_none(),
                 writer: writer.map(|(candidate, seq)| AttemptId { candidate, seq }),
+                eligibility: if priority % 2 == 0 {
+                    Eligibility::Eligible
+                } else {
+                    Eligibility::Ineligible { reason: "sick".repeat(usize::try_from(weight % 60).unwrap_or(0)) }
+                },
             };
             prop_assert_eq!(member_len(&member), encode_member(&member)?.len());
             let mark = EpochMark { epoch, fenced: true };
@@ -436,8 +477,20 @@ mod tests {
             weight: Weight::new(2),
             fenced: false,
             writer: writer.clone(),
+            eligibility: Eligibility::Eligible,
         };
         assert_eq!(decode_member(b"k", &encode_member(&member)?)?, member);
+        let sick = MemberRecord {
+            eligibility: Eligibility::ineligible("disk full")?,
+            ..member.clone()
+        };
+        let bytes = encode_member(&sick)?;
+        assert_eq!(
+            bytes.first(),
+            Some(&3),
+            "an ineligible member needs format 3"
+        );
+        assert_eq!(decode_member(b"k", &bytes)?, sick);
         let owned = ShardRecord {
             ballot: Ballot::new(4),
             owner: Some(ShardOwner {

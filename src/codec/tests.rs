@@ -21,6 +21,7 @@ fn owned() -> LeaderRecord {
             candidate: id("a"),
             seq: 9,
         }),
+        handover_to: None,
     }
 }
 

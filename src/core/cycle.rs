@@ -112,6 +112,7 @@ fn decide_as_leader(
             let owned = Owned {
                 ballot: rec.ballot,
                 handover: rec.handover.clone(),
+                handover_to: rec.handover_to.clone(),
                 acquired_at: tenure.acquired_at,
                 handover_seen_at: st.tenure().and_then(|t| t.handover_seen_at),
             };
@@ -127,6 +128,7 @@ fn decide_as_leader(
 
     let mut next_action_at = None;
     let mut keep_request = None;
+    let mut refused = None;
     match rec.handover.as_ref() {
         None => {}
         Some(Party::Candidate(req)) => {
@@ -154,18 +156,50 @@ fn decide_as_leader(
         Some(Party::Operator(_)) => {
             // An operator's request: step down whatever the priorities and the preemption
             // setting, after draining in-flight work within the grace, and reserve for the
-            // best live candidate so leadership moves in one commit.
-            let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
-            if !st.busy() || t0 >= grace_end {
-                let reserve = match best_live_reservation(st, input) {
-                    Ok(reserve) => reserve,
+            // best live eligible candidate (or the one of the name the request directs it to)
+            // so leadership moves in one commit.
+            let first_sight = tenure.handover_seen_at.is_none();
+            if let (Some(to), true) = (rec.handover_to.as_deref(), first_sight) {
+                // A directed request whose target is not live and eligible now is refused
+                // before the guard closes: the leader keeps leading, the request is cleared,
+                // and the reason is published (DESIGN §13.6).
+                match directed_reservation(st, input, to) {
                     Err(need) => return Ok(Decision::Need(need)),
-                };
-                return step_down(st, input, reserve, Action::HandedOver)
-                    .map(|d| honouring(d, rec.handover.clone()));
+                    Ok(None) => {
+                        refused = Some(format!(
+                            "no live eligible candidate named {to:?} when the leader read the \
+                             request"
+                        ));
+                    }
+                    Ok(Some(_)) => {}
+                }
             }
-            next_action_at = Some(grace_end);
-            keep_request = rec.handover.clone();
+            if refused.is_none() {
+                let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
+                if !st.busy() || t0 >= grace_end {
+                    // The directed target, if it is still live and eligible; else (it died or
+                    // became ineligible while the work drained, the guard closed already) the
+                    // best live eligible candidate.
+                    let directed = match rec.handover_to.as_deref() {
+                        Some(to) => match directed_reservation(st, input, to) {
+                            Ok(found) => found,
+                            Err(need) => return Ok(Decision::Need(need)),
+                        },
+                        None => None,
+                    };
+                    let reserve = match directed {
+                        Some(found) => Some(found),
+                        None => match best_live_reservation(st, input) {
+                            Ok(reserve) => reserve,
+                            Err(need) => return Ok(Decision::Need(need)),
+                        },
+                    };
+                    return step_down(st, input, reserve, Action::HandedOver)
+                        .map(|d| honouring(d, rec.handover.clone()));
+                }
+                next_action_at = Some(grace_end);
+                keep_request = rec.handover.clone();
+            }
         }
     }
 
@@ -173,9 +207,14 @@ fn decide_as_leader(
     let handover_seen_at = keep_request
         .as_ref()
         .and_then(|_| st.tenure().and_then(|t| t.handover_seen_at));
+    let handover_to = keep_request
+        .as_ref()
+        .and_then(Party::operator)
+        .and_then(|_| rec.handover_to.clone());
     let owned = Owned {
         ballot: rec.ballot,
         handover: keep_request,
+        handover_to,
         acquired_at: tenure.acquired_at,
         // Read back after noting the request, so the grace is not restarted by renewals.
         handover_seen_at,
@@ -186,7 +225,30 @@ fn decide_as_leader(
     plan.next_action_at = next_action_at;
     plan.honoured = honoured;
     plan.ineligible = ineligible;
+    plan.refused = refused;
     Ok(Decision::Plan(plan))
+}
+
+/// The best live eligible candidate named `name` ([`CandidateId::name`]) other than this one,
+/// for an operator's directed request. `Err` asks for the registry first.
+fn directed_reservation(
+    st: &LocalState,
+    input: &CycleInput<'_>,
+    name: &str,
+) -> Result<Option<Party>, Lookup> {
+    let rows = input.lookups.registry.ok_or(Lookup::Registry)?;
+    let named: Vec<(CandidateId, CandidateRecord)> = rows
+        .iter()
+        .filter(|(id, _)| id.name() == name)
+        .cloned()
+        .collect();
+    Ok(best_live(
+        st.id(),
+        &named,
+        input.leader.renewal,
+        input.config.renewals_before_dead(),
+    )
+    .map(Party::Candidate))
 }
 
 /// The decision, noting that this leader steps down because it is not eligible.
@@ -362,6 +424,7 @@ fn decide_as_follower(
                 st.id().clone(),
                 input.priority,
             )));
+            write.handover_to = None;
             return Ok(Decision::Plan(Plan {
                 action: Action::RequestedHandover,
                 write: Some(write),
@@ -370,6 +433,7 @@ fn decide_as_follower(
                 next_action_at: takeover_at,
                 honoured: None,
                 ineligible: None,
+                refused: None,
             }));
         }
     }
@@ -381,6 +445,7 @@ fn acquire(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, Elec
     let owned = Owned {
         ballot: input.leader.ballot.next()?,
         handover: None,
+        handover_to: None,
         acquired_at: input.started_at,
         handover_seen_at: None,
     };

@@ -393,3 +393,126 @@ fn the_reservation_timeout_is_two_heartbeats_unless_set_and_at_most_the_lease() 
         ));
     }
 }
+
+/// A record led by `st` carrying an operator's request directed at `to`.
+fn directed(rec: &LeaderRecord, to: &str) -> LeaderRecord {
+    let mut r = rec.clone();
+    r.handover = Some(Party::Operator(id("ops")));
+    r.handover_to = Some(to.to_owned());
+    r
+}
+
+fn named(label: &str) -> CandidateId {
+    CandidateId::with_nonce(label, 7).unwrap()
+}
+
+#[test]
+fn a_directed_request_reserves_for_the_named_candidate_not_the_best() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &c, 5, 0);
+    let rows: Registry = vec![
+        (named("best"), cand(9, 1, rec.renewal)),
+        (named("chosen"), cand(1, 2, rec.renewal)),
+    ];
+    let p = decide(
+        &mut st,
+        &c,
+        &directed(&rec, "chosen"),
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::HandedOver);
+    assert_eq!(
+        p.write.unwrap().reservation().map(Named::id),
+        Some(&named("chosen"))
+    );
+}
+
+#[test]
+fn a_directed_request_for_nobody_live_and_eligible_is_refused_and_the_leader_keeps_leading() {
+    let c = cfg();
+    for rows in [
+        Registry::new(),
+        vec![(named("chosen"), sick(cand(1, 2, 0)))],
+        vec![(named("chosen"), cand(1, 2, 0))], // dead: renewals far behind
+    ] {
+        let mut st = LocalState::new(id("me"));
+        let rec = lead(&mut st, &c, 5, 0);
+        assert!(
+            rec.renewal > c.renewals_before_dead(),
+            "the third row counts as dead"
+        );
+        let p = decide(
+            &mut st,
+            &c,
+            &directed(&rec, "chosen"),
+            5,
+            true,
+            UnhealthyPolicy::Hold,
+            100,
+            &rows,
+        );
+        assert_eq!(p.action, Action::Renewed, "{rows:?}");
+        assert_eq!(p.honoured, None, "its guard stays open");
+        assert!(p.refused.as_deref().is_some_and(|r| r.contains("chosen")));
+        let w = p.write.unwrap();
+        assert_eq!(
+            (w.handover, w.handover_to),
+            (None, None),
+            "the request is cleared"
+        );
+        assert!(st.valid_tenure(at(200)).is_some());
+    }
+}
+
+#[test]
+fn a_directed_target_lost_while_the_work_drained_gives_way_to_the_best_live_eligible() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &c, 5, 0);
+    let rows: Registry = vec![
+        (named("chosen"), cand(1, 2, rec.renewal)),
+        (named("other"), cand(3, 3, rec.renewal)),
+    ];
+    st.set_busy(true);
+    let p = decide(
+        &mut st,
+        &c,
+        &directed(&rec, "chosen"),
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::Renewed);
+    assert_eq!(p.honoured, Some(Party::Operator(id("ops"))), "draining");
+    let kept = p.write.unwrap();
+    assert_eq!(
+        kept.handover_to.as_deref(),
+        Some("chosen"),
+        "the renewal keeps it"
+    );
+    // The target left; the work is done: the best live eligible one takes it.
+    let gone: Registry = vec![(named("other"), cand(3, 3, kept.renewal))];
+    st.set_busy(false);
+    let p = decide(
+        &mut st,
+        &c,
+        &kept,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        200,
+        &gone,
+    );
+    assert_eq!(p.action, Action::HandedOver);
+    assert_eq!(
+        p.write.unwrap().reservation().map(Named::id),
+        Some(&named("other"))
+    );
+}

@@ -174,6 +174,9 @@ pub(crate) struct Plan {
     pub(crate) honoured: Option<Party>,
     /// This leader is not eligible: it holds, or steps down (now, or once its work drained).
     pub(crate) ineligible: Option<Ineligible>,
+    /// This leader refused an operator's directed request (its target not live and eligible),
+    /// clearing it: why, to publish.
+    pub(crate) refused: Option<String>,
 }
 
 /// Leadership prepared by an attempt, to adopt only after its commit is confirmed.
@@ -192,6 +195,7 @@ fn nothing(next_action_at: Option<LocalInstant>) -> Decision {
         next_action_at,
         honoured: None,
         ineligible: None,
+        refused: None,
     })
 }
 

@@ -48,6 +48,7 @@ pub(crate) fn force_vacate(
         reservation: Some(Party::Operator(operator.clone())),
         payload: None,
         writer: operator_attempt(operator),
+        handover_to: None,
     }))
 }
 
@@ -61,6 +62,7 @@ pub(crate) fn request_resign(
     rec: &LeaderRecord,
     operator: &CandidateId,
     expected: Ballot,
+    to: Option<&str>,
 ) -> Result<LeaderRecord, ResignRejected> {
     if rec.owner.is_none() {
         return Err(ResignRejected::NotLeader { current: None });
@@ -73,6 +75,7 @@ pub(crate) fn request_resign(
     }
     let mut write = rec.clone();
     write.handover = Some(Party::Operator(operator.clone()));
+    write.handover_to = to.map(str::to_owned);
     Ok(write)
 }
 
@@ -104,6 +107,7 @@ mod tests {
                 candidate: id("old"),
                 seq: 3,
             }),
+            handover_to: None,
         }
     }
 
@@ -137,7 +141,7 @@ mod tests {
     #[test]
     fn request_resign_keeps_the_observation_and_outranks_everyone() {
         let rec = owned(Duration::from_secs(10));
-        let w = request_resign(&rec, &id("ops"), Ballot::new(4)).unwrap();
+        let w = request_resign(&rec, &id("ops"), Ballot::new(4), None).unwrap();
         assert_eq!(
             (w.ballot, w.renewal, w.owner.clone()),
             (rec.ballot, rec.renewal, rec.owner.clone())
@@ -146,12 +150,12 @@ mod tests {
         assert_eq!(w.handover_request(), None);
         // The owner's attempt id is kept: its unknown commit stays recognisable.
         assert_eq!(w.writer, rec.writer);
-        assert!(request_resign(&rec, &id("ops"), Ballot::new(5)).is_err());
+        assert!(request_resign(&rec, &id("ops"), Ballot::new(5), None).is_err());
         let mut vacant = rec.clone();
         vacant.owner = None;
         vacant.payload = None;
         assert!(matches!(
-            request_resign(&vacant, &id("ops"), Ballot::new(4)),
+            request_resign(&vacant, &id("ops"), Ballot::new(4), None),
             Err(ResignRejected::NotLeader { .. })
         ));
     }

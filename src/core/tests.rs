@@ -46,6 +46,7 @@ pub(super) fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> Leader
             candidate: id(owner),
             seq: 1,
         }),
+        handover_to: None,
     }
 }
 
@@ -62,6 +63,7 @@ pub(super) fn vacant(ballot: u64, renewal: u64, reserved: Option<(&str, i32)>) -
             candidate: id("someone"),
             seq: 1,
         }),
+        handover_to: None,
     }
 }
 

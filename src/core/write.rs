@@ -13,6 +13,8 @@ use crate::record::{AttemptId, FenceRecord, LeaderRecord, Named, Party};
 pub(super) struct Owned {
     pub(super) ballot: crate::ids::Ballot,
     pub(super) handover: Option<Party>,
+    /// With an operator's request kept: the name it directs the vacancy to.
+    pub(super) handover_to: Option<String>,
     pub(super) acquired_at: LocalInstant,
     pub(super) handover_seen_at: Option<LocalInstant>,
 }
@@ -46,6 +48,7 @@ pub(super) fn write_owned(
             candidate: st.id().clone(),
             seq,
         }),
+        handover_to: owned.handover_to,
     };
     let tenure = Tenure {
         ballot: write.ballot,
@@ -69,6 +72,7 @@ pub(super) fn write_owned(
         next_action_at: None,
         honoured: None,
         ineligible: None,
+        refused: None,
     })
 }
 
@@ -117,6 +121,7 @@ pub(super) fn release(
             candidate: st.id().clone(),
             seq,
         }),
+        handover_to: None,
     };
     st.push_pending(PendingAttempt {
         seq,
@@ -134,5 +139,6 @@ pub(super) fn release(
         next_action_at: None,
         honoured: None,
         ineligible: None,
+        refused: None,
     })
 }

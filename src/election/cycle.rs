@@ -1,12 +1,13 @@
 //! Election cycles (run, claim, refresh) and resignation, adopted only after their commit.
 
 use crate::candidate::{Candidate, Cycle, CycleOutcome};
+use crate::codec;
 use crate::config::ElectionConfig;
 use crate::core::resign::ResignRejected;
 use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
-use crate::record::CandidateRecord;
+use crate::record::{CandidateRecord, ResignRefusal};
 use crate::store::database::ElectionDatabase;
 use crate::store::txn::{ElectionTxn, ReadMode};
 
@@ -207,6 +208,7 @@ impl LeaderElection {
                         next_action_at: None,
                         honoured: None,
                         ineligible: None,
+                        refused: None,
                     };
                 }
             }
@@ -214,6 +216,16 @@ impl LeaderElection {
 
         if let Some(fence) = plan.fence.as_ref() {
             self.replace_fence(txn, &leader, fence).await?;
+        }
+        if let (Some(reason), Some(operator)) = (&plan.refused, leader.operator_request()) {
+            // The directed request cleared by this renewal: why, for `status` (DESIGN §13.6).
+            let refusal = ResignRefusal {
+                ballot: leader.ballot,
+                operator: operator.clone(),
+                to: leader.handover_to.clone().unwrap_or_default(),
+                reason: reason.clone(),
+            };
+            txn.set(&self.keys.resign_refusal, &codec::encode_refusal(&refusal)?);
         }
         let record = match plan.write {
             Some(write) => {

@@ -6,7 +6,7 @@ use crate::codec;
 use crate::core::{self};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
-use crate::record::{Eligibility, FenceRecord};
+use crate::record::{Eligibility, FenceRecord, ResignRefusal};
 use crate::store::txn::{ElectionTxn, ReadMode};
 
 use super::{LeaderElection, OperatorOutcome};
@@ -69,7 +69,7 @@ impl LeaderElection {
         expected: Ballot,
     ) -> Result<OperatorOutcome, ElectionError> {
         let leader = self.leader_with(txn, ReadMode::Serializable).await?;
-        match core::operator::request_resign(&leader, operator, expected) {
+        match core::operator::request_resign(&leader, operator, expected, None) {
             Err(rejected) => Ok(OperatorOutcome::Rejected(rejected)),
             Ok(write) => {
                 self.write_leader(txn, &write)?;
@@ -82,6 +82,78 @@ impl LeaderElection {
 }
 
 impl LeaderElection {
+    /// Operator request directed at a candidate (DESIGN §13.6, `resign --to NAME`): asks the
+    /// leader of ballot `expected` to step down and reserve its vacancy for the best live
+    /// eligible candidate named `to` ([`CandidateId::name`]), which takes over in one commit.
+    /// Refused here (nothing written) when the registry this transaction reads has no live
+    /// eligible candidate of that name other than the leader. The leader checks again when
+    /// it reads the request, before it stops its work: if none is there then, it keeps
+    /// leading and clears the request, publishing why ([`resign_refusal`](Self::resign_refusal)).
+    /// If the target dies or becomes ineligible while the leader drains its work (its guard
+    /// already closed), the vacancy goes to the best live eligible candidate instead.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::OperatorRefused`] (no such candidate), [`ElectionError::InvalidId`]
+    /// (an empty name); corrupt values; database errors. No leader or a ballot mismatch is
+    /// [`OperatorOutcome::Rejected`].
+    pub async fn request_resign_to<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        operator: &CandidateId,
+        expected: Ballot,
+        to: &str,
+    ) -> Result<OperatorOutcome, ElectionError> {
+        if to.is_empty() || to.len() > crate::ids::MAX_CANDIDATE_ID_BYTES {
+            return Err(ElectionError::InvalidId {
+                reason: "the name to hand over to is empty or too long",
+            });
+        }
+        let (config, leader, rows) = tokio::join!(
+            self.read_config(txn),
+            self.leader_with(txn, ReadMode::Serializable),
+            self.scan(txn, ReadMode::Snapshot, true),
+        );
+        let (config, leader, rows) = (config?, leader?, rows?);
+        let found = rows.iter().any(|(id, c)| {
+            id.name() == to
+                && !leader.is_owned_by(id)
+                && c.is_eligible()
+                && c.is_live(leader.renewal, config.renewals_before_dead())
+        });
+        if !found {
+            return Err(ElectionError::OperatorRefused {
+                reason: "no live eligible candidate of that name (other than the leader)",
+            });
+        }
+        match core::operator::request_resign(&leader, operator, expected, Some(to)) {
+            Err(rejected) => Ok(OperatorOutcome::Rejected(rejected)),
+            Ok(write) => {
+                self.write_leader(txn, &write)?;
+                Ok(OperatorOutcome::Done {
+                    ballot: write.ballot,
+                })
+            }
+        }
+    }
+
+    /// The last directed resign a leader refused, if any (a query). It belongs to the current
+    /// leadership only if its [`ballot`](ResignRefusal::ballot) is the leader's.
+    ///
+    /// # Errors
+    ///
+    /// Corrupt values; database errors.
+    pub async fn resign_refusal<T: ElectionTxn>(
+        &self,
+        txn: &T,
+    ) -> Result<Option<ResignRefusal>, ElectionError> {
+        let key = &self.keys.resign_refusal;
+        txn.get(key, ReadMode::Snapshot)
+            .await?
+            .map(|bytes| codec::decode_refusal(key, &bytes))
+            .transpose()
+    }
+
     /// Operator mark (DESIGN §13.6): excludes every candidate named `name` from leading
     /// (`eligible == false`, with `reason`), or lifts the mark (`true`). `name` is a
     /// candidate's stable name ([`CandidateId::name`]), so the mark outlives its restarts

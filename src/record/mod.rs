@@ -118,6 +118,9 @@ pub struct LeaderRecord {
     pub(crate) reservation: Option<Party>,
     pub(crate) payload: Option<Vec<u8>>,
     pub(crate) writer: Option<AttemptId>,
+    /// With an operator's request: the stable name ([`CandidateId::name`]) of the candidate
+    /// it asks the vacancy to be reserved for (`resign --to NAME`).
+    pub(crate) handover_to: Option<String>,
 }
 
 impl LeaderRecord {
@@ -132,6 +135,7 @@ impl LeaderRecord {
             reservation: None,
             payload: None,
             writer: None,
+            handover_to: None,
         }
     }
 
@@ -172,8 +176,15 @@ impl LeaderRecord {
         self.handover.as_ref().and_then(Party::operator)
     }
 
-    /// While vacant: the candidate the vacancy is reserved for. It takes over at once; every
-    /// other candidate waits a full lease of unchanged observation first.
+    /// With an [`operator_request`](Self::operator_request): the name of the candidate the
+    /// operator asked the leader to hand over to
+    /// ([`LeaderElection::request_resign_to`](crate::LeaderElection::request_resign_to)).
+    pub fn operator_request_to(&self) -> Option<&str> {
+        self.handover_to.as_deref()
+    }
+
+    /// While vacant: the candidate the vacancy is reserved for. It takes over at once; the
+    /// others once it has not for the reservation timeout.
     pub fn reservation(&self) -> Option<&Named> {
         self.reservation.as_ref().and_then(Party::candidate)
     }
@@ -227,6 +238,14 @@ impl LeaderRecord {
         }
         if self.owner.is_none() && self.handover.is_some() {
             return Err("handover request without owner");
+        }
+        if let Some(to) = &self.handover_to {
+            if self.operator_request().is_none() {
+                return Err("a handover target without an operator's request");
+            }
+            if to.is_empty() || to.len() > crate::ids::MAX_CANDIDATE_ID_BYTES {
+                return Err("invalid handover target name");
+            }
         }
         if self.owner.is_none() && self.payload.is_some() {
             return Err("payload without owner");
@@ -290,6 +309,39 @@ impl LeaderState {
             operator_request: r.operator_request().cloned(),
             payload: r.payload.clone(),
         })
+    }
+}
+
+/// A directed resign (`resign --to NAME`) its leader refused, and why: the leader keeps
+/// leading and clears the request when no live eligible candidate of that name is there
+/// (DESIGN §13.6). Kept until the next refusal; compare its ballot with the leader's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResignRefusal {
+    pub(crate) ballot: Ballot,
+    pub(crate) operator: CandidateId,
+    pub(crate) to: String,
+    pub(crate) reason: String,
+}
+
+impl ResignRefusal {
+    /// The ballot of the leader that refused.
+    pub fn ballot(&self) -> Ballot {
+        self.ballot
+    }
+
+    /// The operator's id, as its request gave it.
+    pub fn operator(&self) -> &CandidateId {
+        &self.operator
+    }
+
+    /// The name the request directed the vacancy to.
+    pub fn to(&self) -> &str {
+        &self.to
+    }
+
+    /// Why it was refused.
+    pub fn reason(&self) -> &str {
+        &self.reason
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::config::MAX_DURATION;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::record::AttemptId;
+use crate::record::{AttemptId, Eligibility};
 
 /// The most shards a sharded election may have: 65,536, the largest count proven on
 /// FoundationDB. The coordinator reads every shard record at each attempt, and a lone member
@@ -31,6 +31,10 @@ pub struct MemberRecord {
     pub(crate) weight: Weight,
     pub(crate) fenced: bool,
     pub(crate) writer: Option<AttemptId>,
+    /// Whether it may own shards (DESIGN §13.8): an ineligible member counts with weight 0,
+    /// so its shards move away cooperatively (records written before this field read as
+    /// eligible).
+    pub(crate) eligibility: Eligibility,
 }
 
 impl MemberRecord {
@@ -65,6 +69,13 @@ impl MemberRecord {
         self.fenced
     }
 
+    /// Whether it may own shards, as it last renewed: an ineligible member is placed as if
+    /// drained (its shards move away at the move limit; it keeps them while nobody else may
+    /// take them).
+    pub fn eligibility(&self) -> &Eligibility {
+        &self.eligibility
+    }
+
     /// The attempt that last wrote it.
     pub fn writer(&self) -> Option<&AttemptId> {
         self.writer.as_ref()
@@ -81,7 +92,7 @@ impl MemberRecord {
         if !self.fenced && self.writer.is_none() {
             return Err("live member record without its writer");
         }
-        Ok(())
+        self.eligibility.check()
     }
 }
 

@@ -57,6 +57,7 @@ impl ShardedElection {
                     inbox: &inbox,
                     priority: local.priority,
                     weight: local.weight,
+                    eligibility: &local.eligibility,
                     ready,
                     started_at,
                     read_version,

@@ -12,6 +12,7 @@ use crate::core::shard::coordinator::CoordinatorState;
 use crate::core::shard::member::{MemberAdoption, MemberState};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
+use crate::record::Eligibility;
 
 /// One member of a sharded election: one process incarnation (its id is fresh per start, as a
 /// [`Candidate`](crate::Candidate)'s). A cheap `Clone` handle: clones share the local state.
@@ -36,6 +37,7 @@ pub(crate) struct MemberLocal {
     pub(crate) core: MemberState,
     pub(crate) priority: Priority,
     pub(crate) weight: Weight,
+    pub(crate) eligibility: Eligibility,
 }
 
 impl Member {
@@ -57,6 +59,7 @@ impl Member {
                     core: MemberState::new(id.clone()),
                     priority,
                     weight,
+                    eligibility: Eligibility::Eligible,
                 }),
                 id,
                 clock,
@@ -92,6 +95,30 @@ impl Member {
     /// Changes its weight (published at its next renewal; weight 0 drains the member).
     pub fn set_weight(&self, weight: Weight) {
         self.lock().weight = weight;
+    }
+
+    /// Says whether this member may own shards (DESIGN §13.8), published at its next renewal:
+    /// an ineligible member is placed as if its weight were 0, so the coordinator moves its
+    /// shards away cooperatively, at the move limit, and it keeps each until the move lands
+    /// (no gap); with no eligible member to take them, it keeps them (`hold`). `reason` (at
+    /// most [`MAX_REASON_BYTES`](crate::MAX_REASON_BYTES)) is shown by `shards status`.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::TooLarge`] for a longer reason; nothing changes.
+    pub fn set_eligible(&self, eligible: bool, reason: &str) -> Result<(), ElectionError> {
+        let e = if eligible {
+            Eligibility::Eligible
+        } else {
+            Eligibility::ineligible(reason)?
+        };
+        self.lock().eligibility = e;
+        Ok(())
+    }
+
+    /// Whether this member may own shards, as its next renewal publishes it.
+    pub fn eligibility(&self) -> Eligibility {
+        self.lock().eligibility.clone()
     }
 
     /// The shards this member owns now, with their fencing tokens (none once its lease ended).

@@ -249,7 +249,9 @@ async fn execute<D: ElectionDatabase>(
             watch::watch(db, ctx, &args, &mut signals).await
         }
         Command::Status(args) => done(status::status(&db, ctx, args.json).await),
-        Command::Resign(args) => done(operator::resign(&db, ctx, args.expected_ballot).await),
+        Command::Resign(args) => {
+            done(operator::resign(&db, ctx, args.op.expected_ballot, args.to.as_deref()).await)
+        }
         Command::Eligible(args) => done(operator::eligible(&db, ctx, &args).await),
         Command::ForceVacate(args) => {
             done(operator::force_vacate(&db, ctx, args.expected_ballot).await)

@@ -2,7 +2,9 @@
 //! leader out at once).
 
 use fdb_leader_election::runner::ElectionDatabase;
-use fdb_leader_election::{Ballot, CandidateId, MAX_REASON_BYTES, OperatorOutcome, ResignRejected};
+use fdb_leader_election::{
+    Ballot, CandidateId, ElectionError, MAX_REASON_BYTES, OperatorOutcome, ResignRejected,
+};
 
 use crate::cli::EligibleArgs;
 use crate::durations::show;
@@ -156,37 +158,68 @@ pub(crate) async fn eligible<D: ElectionDatabase>(
     output::line(&message)
 }
 
-/// `resign --expected-ballot B`.
+/// `resign --expected-ballot B [--to NAME]`.
 pub(crate) async fn resign<D: ElectionDatabase>(
     db: &D,
     ctx: &Ctx,
     expected: u64,
+    to: Option<&str>,
 ) -> Result<(), Failure> {
     let operator = operator_id()?;
     let election = ctx.election.clone();
     let expected = Ballot::new(expected);
+    let target = to.map(str::to_owned);
     // Writing the same request twice is harmless: retry freely.
     let (config, record, outcome) = once(db, ctx, Retry::Idempotent, move |txn| {
-        let (election, operator) = (election.clone(), operator.clone());
+        let (election, operator, target) = (election.clone(), operator.clone(), target.clone());
         async move {
             let (config, record) =
                 tokio::join!(election.read_config(&txn), election.leader_record(&txn));
             let (config, record) = (config?, record?);
-            let outcome = election.request_resign(&txn, &operator, expected).await?;
-            Ok((config, record, outcome))
+            let outcome = match target.as_deref() {
+                Some(to) => {
+                    match election
+                        .request_resign_to(&txn, &operator, expected, to)
+                        .await
+                    {
+                        Err(ElectionError::OperatorRefused { reason }) => {
+                            return Ok(Err(reason));
+                        }
+                        other => other?,
+                    }
+                }
+                None => election.request_resign(&txn, &operator, expected).await?,
+            };
+            Ok(Ok((config, record, outcome)))
         }
     })
-    .await?;
+    .await?
+    .map_err(|reason| {
+        Failure::rejected(format!(
+            "--to {}: refused, nothing was written: {reason}; see the candidates, their \
+             eligibility and liveness in {}",
+            to.unwrap_or_default(),
+            ctx.suggest(&["status"])
+        ))
+    })?;
     match outcome {
         OperatorOutcome::Done { ballot } => {
             let leader = record
                 .owner()
                 .map_or_else(|| "?".to_owned(), |o| o.id().to_string());
+            let heir = match to {
+                Some(name) => format!(
+                    "the live eligible candidate named {name} (if none is there when the \
+                     leader reads the request, it keeps leading and `status` says why)"
+                ),
+                None => "the best live eligible candidate (with none, any eligible \
+                         candidate may take it, the old leader too)"
+                    .to_owned(),
+            };
             output::line(&format!(
                 "resign requested: leader {leader} (ballot {ballot}) steps down at its next cycle \
                  (within a heartbeat, {}, plus at most the handover grace, {}) and reserves the \
-                 leadership for the best live candidate, which takes over in one commit (with \
-                 no other live candidate, any candidate may take it, the old leader too)",
+                 leadership for {heir}, which takes over in one commit",
                 show(config.heartbeat_interval()),
                 show(config.handover_grace()),
             ))
@@ -276,6 +309,9 @@ mod tests {
         );
         assert!(refused(&args("", false, None)).starts_with("NAME is empty"));
         let long = "x".repeat(MAX_REASON_BYTES + 1);
-        assert!(refused(&args("a", false, Some(&long))).starts_with("--reason is 257 bytes, more than 256"));
+        assert!(
+            refused(&args("a", false, Some(&long)))
+                .starts_with("--reason is 257 bytes, more than 256")
+        );
     }
 }

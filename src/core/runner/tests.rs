@@ -49,6 +49,7 @@ fn owned(owner: &str, ballot: u64, renewal: u64) -> LeaderRecord {
             candidate: id(owner),
             seq: 1,
         }),
+        handover_to: None,
     }
 }
 

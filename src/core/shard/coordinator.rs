@@ -581,14 +581,14 @@ fn balance(
     placement
 }
 
-/// The weight placement gives a member: 0 once an operator drained it (DESIGN §12.5), its
-/// own otherwise.
+/// The weight placement gives a member: 0 once an operator drained it (DESIGN §12.5) or
+/// while it is not eligible (§13.8), its own otherwise.
 pub(crate) fn effective_weight(
     id: &CandidateId,
     rec: &MemberRecord,
     drained: &BTreeSet<CandidateId>,
 ) -> Weight {
-    if drained.contains(id) {
+    if drained.contains(id) || !rec.eligibility.is_eligible() {
         Weight::DRAINED
     } else {
         rec.weight

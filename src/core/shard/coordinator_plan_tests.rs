@@ -19,8 +19,8 @@ use super::member_tests::{KEYS, at, id};
 use super::placement::PlacementStep;
 use crate::codec;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::record::AttemptId;
 use crate::record::shard::{Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord};
+use crate::record::{AttemptId, Eligibility};
 
 fn live(name: &str, epoch: u64, renewal: u64) -> MemberRecord {
     MemberRecord {
@@ -34,6 +34,7 @@ fn live(name: &str, epoch: u64, renewal: u64) -> MemberRecord {
             candidate: id(name),
             seq: renewal,
         }),
+        eligibility: Eligibility::Eligible,
     }
 }
 
@@ -46,6 +47,7 @@ fn fenced(epoch: u64) -> MemberRecord {
         weight: Weight::ONE,
         fenced: true,
         writer: None,
+        eligibility: Eligibility::Eligible,
     }
 }
 
@@ -400,4 +402,40 @@ fn the_assignments_digest_is_the_same_on_every_build() {
     });
     let digest = super::coordinator::assignments_digest(&a.members, &a.shards);
     assert_eq!(digest, 0xf081_519a_dd5f_1775, "{digest:#018x}");
+}
+
+#[test]
+fn an_ineligible_member_is_placed_as_drained_and_keeps_its_shards_until_each_move_lands() {
+    let mut a = Attempt::new(4, &[("a", live("a", 1, 1)), ("b", live("b", 1, 1))]);
+    for s in 0..2 {
+        a.shards[s] = Some(owned("a", 1));
+    }
+    for s in 2..4 {
+        a.shards[s] = Some(owned("b", 1));
+    }
+    a.members.get_mut(&id("a")).unwrap().0.eligibility =
+        crate::record::Eligibility::ineligible("disk full").unwrap();
+    let plan = a.decide(&mut CoordinatorState::default(), 0);
+    let placement = plan.placement.unwrap();
+    assert_eq!(placement.quotas.get(&id("a")), Some(&0));
+    assert_eq!(placement.quotas.get(&id("b")), Some(&4));
+    // Cooperative moves (asked of a, which keeps each shard until it hands it over).
+    assert_eq!(plan.shards.len(), 2);
+    for (_, r) in &plan.shards {
+        assert_eq!(r.owner, owned("a", 1).owner, "still a's");
+        assert_eq!(r.move_to, Some(id("b")));
+    }
+    // Nobody eligible to take them: nothing moves.
+    a.members.get_mut(&id("b")).unwrap().0.eligibility =
+        crate::record::Eligibility::ineligible("maintenance").unwrap();
+    let mut a2 = Attempt::new(
+        4,
+        &[
+            ("a", a.members[&id("a")].0.clone()),
+            ("b", a.members[&id("b")].0.clone()),
+        ],
+    );
+    a2.shards = a.shards.clone();
+    let plan = a2.decide(&mut CoordinatorState::default(), 0);
+    assert!(plan.shards.is_empty(), "{:?}", plan.shards);
 }

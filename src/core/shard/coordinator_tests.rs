@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::coordinator::{CoordinatorState, time_members};
 use super::member_tests::{at, id};
 use crate::ids::{CandidateId, Priority, Weight};
+use crate::record::Eligibility;
 use crate::record::shard::{Inbox, MemberRecord};
 
 fn rec(renewal: u64, lease_ms: u64) -> MemberRecord {
@@ -21,6 +22,7 @@ fn rec(renewal: u64, lease_ms: u64) -> MemberRecord {
         weight: Weight::new(1),
         fenced: false,
         writer: None,
+        eligibility: Eligibility::Eligible,
     }
 }
 

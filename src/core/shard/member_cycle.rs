@@ -11,8 +11,8 @@ use crate::codec;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
-use crate::record::AttemptId;
 use crate::record::shard::{Inbox, MemberRecord, ShardOwner, ShardRecord};
+use crate::record::{AttemptId, Eligibility};
 
 /// The inputs of one member attempt, besides the local state.
 #[derive(Debug)]
@@ -24,6 +24,8 @@ pub(crate) struct MemberInput<'a> {
     pub(crate) inbox: &'a Inbox,
     pub(crate) priority: Priority,
     pub(crate) weight: Weight,
+    /// Whether this member may own shards (its health; placement gives it weight 0 if not).
+    pub(crate) eligibility: &'a Eligibility,
     /// Shards whose work has stopped: they may be handed over now.
     pub(crate) ready: &'a BTreeSet<ShardId>,
     /// A clock reading taken before the attempt's reads.
@@ -199,6 +201,7 @@ pub(crate) fn decide_member(
         weight: input.weight,
         fenced: false,
         writer: Some(writer.clone()),
+        eligibility: input.eligibility.clone(),
     };
 
     // The transaction's budget: first what it cannot do without (its record, epoch mark and

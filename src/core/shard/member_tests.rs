@@ -19,6 +19,7 @@ use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
+use crate::record::Eligibility;
 use crate::record::shard::{Inbox, MemberRecord, ShardOwner, ShardRecord};
 
 /// Key lengths of a small election (a short subspace).
@@ -92,6 +93,7 @@ impl World {
                 inbox: &self.inbox,
                 priority: Priority::new(0),
                 weight: Weight::ONE,
+                eligibility: &Eligibility::Eligible,
                 ready: &ready,
                 started_at: at(ms),
                 read_version: None,
@@ -501,6 +503,7 @@ fn an_inbox_naming_a_shard_beyond_the_layout_is_refused_and_nothing_is_acquired(
         inbox: &w.inbox,
         priority: Priority::new(0),
         weight: Weight::ONE,
+        eligibility: &Eligibility::Eligible,
         ready: &input_ready,
         started_at: at(20),
         read_version: None,

@@ -48,6 +48,7 @@ fn record_by(me: &str, ballot: u64, renewal: u64, seq: u64, owned: bool) -> Lead
             candidate: id(me),
             seq,
         }),
+        handover_to: None,
     }
 }
 

@@ -184,6 +184,25 @@ impl ShardedRunner {
         &self.member
     }
 
+    /// Says whether this member may own shards (DESIGN §13.8): published at its next
+    /// renewal, after which the coordinator places it as if its weight were 0 (its shards
+    /// move away cooperatively, at the move limit, each kept until its move lands; with no
+    /// eligible member to take them, it keeps them). The same goes for the coordinator
+    /// election: an ineligible member does not coordinate (it hands coordination over). Its
+    /// readiness check, if it has one, sets this too.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::TooLarge`](crate::ElectionError::TooLarge) for a reason longer than
+    /// [`MAX_REASON_BYTES`](crate::MAX_REASON_BYTES); nothing changes.
+    pub fn set_eligible(&self, eligible: bool, reason: &str) -> Result<(), crate::ElectionError> {
+        self.member.set_eligible(eligible, reason)?;
+        if let Some(c) = self.coordinator.candidate() {
+            c.set_eligible(eligible, reason)?;
+        }
+        Ok(())
+    }
+
     /// Whether this process currently coordinates placement.
     pub fn is_coordinator(&self) -> bool {
         self.coordinator.is_leader()

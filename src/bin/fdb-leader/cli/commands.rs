@@ -36,6 +36,18 @@ pub(crate) struct OperatorArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct ResignArgs {
+    #[command(flatten)]
+    pub(crate) op: OperatorArgs,
+    /// Reserve the leadership for the live, eligible candidate of this name (its `--name`,
+    /// the id without its random suffix) rather than the best live one. Refused (exit 1,
+    /// nothing written) when none is live and eligible; the leader checks again when it reads
+    /// the request, and if none is there then it keeps leading and `status` says why.
+    #[arg(long, value_name = "NAME", env = "FDB_LEADER_RESIGN_TO")]
+    pub(crate) to: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct EligibleArgs {
     /// The candidate's name: its `--name` (the id `status` lists without its last `-` and 16
     /// hexadecimal digits), which every restart of it keeps.

@@ -155,12 +155,17 @@ pub(super) const RESIGN_AFTER_HELP: &str = "\
 Writes an operator's request that the leader of ballot B step down. The leader honours it at
 its next cycle (at once if it watches the store), whatever the priorities and the preemption
 setting: it stops its work (waiting at most the handover grace), stops believing it leads,
-then writes a vacancy reserved for the best live candidate other than itself, which takes
-over in one commit. With no other live candidate the vacancy is unreserved and any candidate,
-the old leader too, may take it with a new ballot. A leader that no longer cycles never
-honours it: use force-vacate then.
+then writes a vacancy reserved for the best live eligible candidate other than itself (with
+--to NAME, the one of that name), which takes over in one commit. With no other live eligible
+candidate the vacancy is unreserved and any eligible candidate, the old leader too, may take
+it with a new ballot. A leader that no longer cycles never honours it: use force-vacate then.
 
-Exit codes: 0 requested; 1 rejected (no leader, ballot mismatch).";
+With --to NAME: refused at once (exit 1, nothing written) unless a candidate of that name is
+live and eligible; if it is gone when the leader reads the request, the leader keeps leading,
+clears the request, and `status` shows why.
+
+Exit codes: 0 requested; 1 rejected (no leader, ballot mismatch, no such live eligible
+candidate).";
 
 /// After the flags of `force-vacate --help`.
 pub(super) const FORCE_VACATE_AFTER_HELP: &str = "\

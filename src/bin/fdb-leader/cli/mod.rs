@@ -14,8 +14,8 @@ mod sharded;
 #[cfg(test)]
 pub(crate) use commands::Switch;
 pub(crate) use commands::{
-    ConfigCommand, ConfigSetArgs, EligibleArgs, OperatorArgs, ShardsCommand, ShardsMoveArgs,
-    StatusArgs, WatchArgs,
+    ConfigCommand, ConfigSetArgs, EligibleArgs, OperatorArgs, ResignArgs, ShardsCommand,
+    ShardsMoveArgs, StatusArgs, WatchArgs,
 };
 pub(crate) use run_args::{OnChildExit, RunArgs, Unhealthy};
 pub(crate) use sharded::{MAX_CONCURRENT_MOVES, MAX_RUN_SHARDS};
@@ -311,9 +311,10 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Follow the election: one line per leader change, until interrupted.
     Watch(WatchArgs),
-    /// Ask the leader of a ballot to step down and hand over to the best live candidate.
+    /// Ask the leader of a ballot to step down and hand over to the best live eligible
+    /// candidate, or to the one named by --to.
     #[command(after_help = RESIGN_AFTER_HELP)]
-    Resign(OperatorArgs),
+    Resign(ResignArgs),
     /// Fence the leader of a ballot out at once (operator override).
     #[command(name = "force-vacate", after_help = FORCE_VACATE_AFTER_HELP)]
     ForceVacate(OperatorArgs),

@@ -1,0 +1,266 @@
+//! Eligibility through the public API (DESIGN §13.1–3, §13.6): a candidate that says it is
+//! not eligible, or that an operator marks by name, never leads and hands over when it does;
+//! a directed resign reserves for the named candidate or is refused, visibly, changing
+//! nothing; a vacancy reserved for a candidate that died opens after the reservation timeout.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fdb_leader_election::{
+    Action, Candidate, CandidateId, ElectionConfig, ElectionError, LeaderElection, ManualClock,
+    MemDb, OperatorOutcome, Priority, UnhealthyPolicy,
+};
+use foundationdb_tuple::Subspace;
+
+struct World {
+    db: MemDb,
+    election: LeaderElection,
+    clock: ManualClock,
+}
+
+impl World {
+    async fn new() -> World {
+        let w = World {
+            db: MemDb::new(),
+            election: LeaderElection::new(Subspace::from("health")),
+            clock: ManualClock::new(),
+        };
+        let e = w.election.clone();
+        w.db.run(|txn, _| {
+            let e = e.clone();
+            async move {
+                // No rank stagger: whoever cycles first fills an unreserved vacancy.
+                let config = ElectionConfig::builder()
+                    .takeover_stagger(Duration::ZERO)
+                    .build()?;
+                e.initialize_with_config(&txn, &config).await
+            }
+        })
+        .await
+        .unwrap();
+        w
+    }
+
+    async fn join(&self, label: &str, priority: i32) -> Candidate {
+        let c = Candidate::with_clock(
+            CandidateId::random(label).unwrap(),
+            Priority::new(priority),
+            Arc::new(self.clock.clone()),
+        );
+        let (e, c2) = (self.election.clone(), c.clone());
+        self.db
+            .run(|txn, _| {
+                let (e, c2) = (e.clone(), c2.clone());
+                async move { e.register_candidate(&txn, &c2).await }
+            })
+            .await
+            .unwrap();
+        c
+    }
+
+    async fn cycle(&self, c: &Candidate) -> Action {
+        self.election.run_cycle(&self.db, c).await.unwrap().action
+    }
+
+    async fn mark(&self, name: &str, eligible: bool, reason: &str) {
+        let e = self.election.clone();
+        let name = name.to_owned();
+        let reason = reason.to_owned();
+        self.db
+            .run(|txn, _| {
+                let (e, name, reason) = (e.clone(), name.clone(), reason.clone());
+                async move { e.set_eligible(&txn, &name, eligible, &reason).await }
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn resign_to(&self, to: &str) -> Result<OperatorOutcome, ElectionError> {
+        let e = self.election.clone();
+        let ballot = self.record().await.ballot();
+        let to = to.to_owned();
+        self.db
+            .run(|txn, _| {
+                let (e, to) = (e.clone(), to.clone());
+                async move {
+                    e.request_resign_to(&txn, &CandidateId::parse("ops")?, ballot, &to)
+                        .await
+                }
+            })
+            .await
+    }
+
+    async fn record(&self) -> fdb_leader_election::LeaderRecord {
+        let e = self.election.clone();
+        self.db
+            .run(|txn, _| {
+                let e = e.clone();
+                async move { e.leader_record(&txn).await }
+            })
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn an_ineligible_candidate_never_leads_and_an_ineligible_leader_hands_over() {
+    let w = World::new().await;
+    let sick = w.join("sick", 9).await;
+    let fit = w.join("fit", 1).await;
+    sick.set_eligible(false, "database unreachable").unwrap();
+    assert_eq!(w.cycle(&sick).await, Action::None, "never acquires");
+    assert_eq!(w.cycle(&fit).await, Action::Acquired);
+    // Its registration says why; it never asks the lower-priority leader to hand over.
+    assert_eq!(w.cycle(&sick).await, Action::None);
+    let list =
+        w.db.run(|txn, _| {
+            let e = w.election.clone();
+            async move { e.list_candidates(&txn).await }
+        })
+        .await
+        .unwrap();
+    let sick_row = list.iter().find(|c| c.id == *sick.id()).unwrap();
+    assert_eq!(
+        sick_row.record.eligibility().reason(),
+        Some("database unreachable")
+    );
+    // Healthy again, it outranks the leader: the usual handover.
+    sick.set_eligible(true, "").unwrap();
+    assert_eq!(w.cycle(&sick).await, Action::RequestedHandover);
+    assert_eq!(w.cycle(&fit).await, Action::HandedOver);
+    assert_eq!(w.cycle(&sick).await, Action::Acquired);
+    // Now the leader falls ill: it hands over in one commit to the best live eligible one.
+    sick.set_eligible(false, "disk full").unwrap();
+    assert_eq!(w.cycle(&sick).await, Action::SteppedDownIneligible);
+    let rec = w.record().await;
+    assert_eq!(rec.reservation().map(|r| r.id()), Some(fit.id()));
+    assert_eq!(w.cycle(&fit).await, Action::Acquired);
+    // The fit leader falls ill too, nobody else eligible: it holds (the default policy)...
+    fit.set_eligible(false, "disk full").unwrap();
+    assert_eq!(w.cycle(&fit).await, Action::Renewed);
+    assert!(fit.believes_it_leads());
+    // ... or lets go under the release policy.
+    fit.set_unhealthy_policy(UnhealthyPolicy::Release);
+    assert_eq!(w.cycle(&fit).await, Action::SteppedDownIneligible);
+    let rec = w.record().await;
+    assert_eq!((rec.owner(), rec.reservation()), (None, None));
+}
+
+#[tokio::test]
+async fn an_operators_mark_outlives_restarts_and_excludes_a_leader() {
+    let w = World::new().await;
+    let first = w.join("db-host-3", 9).await;
+    let other = w.join("other", 1).await;
+    assert_eq!(w.cycle(&first).await, Action::Acquired);
+    w.mark("db-host-3", false, "disk replacement").await;
+    // The marked leader hands over to the best live eligible candidate.
+    assert_eq!(w.cycle(&first).await, Action::SteppedDownIneligible);
+    assert_eq!(w.cycle(&other).await, Action::Acquired);
+    // A restart (a new id, the same name) is marked as well.
+    let restarted = w.join("db-host-3", 9).await;
+    assert_eq!(w.cycle(&restarted).await, Action::None);
+    w.mark("db-host-3", true, "").await;
+    assert_eq!(w.cycle(&restarted).await, Action::RequestedHandover);
+}
+
+#[tokio::test]
+async fn a_directed_resign_reserves_for_the_named_candidate_or_is_refused_changing_nothing() {
+    let w = World::new().await;
+    let leader = w.join("leader", 5).await;
+    let best = w.join("best", 9).await;
+    let chosen = w.join("chosen", 1).await;
+    best.set_eligible(false, "warming up").unwrap();
+    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    for c in [&best, &chosen] {
+        w.cycle(c).await;
+    }
+    // Unknown names are refused, and so is an ineligible one; nothing is written.
+    let before = w.record().await;
+    for name in ["nobody", "best"] {
+        let r = w.resign_to(name).await;
+        assert!(
+            matches!(r, Err(ElectionError::OperatorRefused { .. })),
+            "{name}: {r:?}"
+        );
+    }
+    assert_eq!(w.record().await, before);
+    // A live eligible name: the leader reserves for it, though "best" has a higher priority.
+    assert!(matches!(
+        w.resign_to("chosen").await,
+        Ok(OperatorOutcome::Done { .. })
+    ));
+    assert_eq!(w.record().await.operator_request_to(), Some("chosen"));
+    assert_eq!(w.cycle(&leader).await, Action::HandedOver);
+    assert_eq!(w.cycle(&chosen).await, Action::Acquired);
+    // Directed at a name that left before the leader read the request: the leader keeps
+    // leading, the request is cleared, and why is published.
+    let late = w.join("late", 1).await;
+    w.cycle(&late).await;
+    assert!(matches!(
+        w.resign_to("late").await,
+        Ok(OperatorOutcome::Done { .. })
+    ));
+    let e = w.election.clone();
+    let l = late.clone();
+    w.db.run(|txn, _| {
+        let (e, l) = (e.clone(), l.clone());
+        async move { e.unregister_candidate(&txn, &l).await }
+    })
+    .await
+    .unwrap();
+    assert_eq!(w.cycle(&chosen).await, Action::Renewed);
+    assert!(chosen.believes_it_leads());
+    let rec = w.record().await;
+    assert_eq!(
+        (rec.operator_request(), rec.operator_request_to()),
+        (None, None)
+    );
+    let refusal =
+        w.db.run(|txn, _| {
+            let e = w.election.clone();
+            async move { e.resign_refusal(&txn).await }
+        })
+        .await
+        .unwrap()
+        .expect("the refusal is published");
+    assert_eq!((refusal.to(), refusal.ballot()), ("late", rec.ballot()));
+    assert!(refusal.reason().contains("late"), "{}", refusal.reason());
+}
+
+#[tokio::test]
+async fn a_vacancy_reserved_for_a_candidate_that_died_opens_after_the_reservation_timeout() {
+    let w = World::new().await;
+    let leader = w.join("leader", 1).await;
+    let heir = w.join("heir", 9).await;
+    let other = w.join("other", 5).await;
+    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    w.cycle(&heir).await;
+    w.cycle(&other).await;
+    // The heir dies (it stops cycling, still registered and "live"); the leader resigns for it.
+    let e = w.election.clone();
+    let l = leader.clone();
+    w.db.run(|txn, _| {
+        let (e, l) = (e.clone(), l.clone());
+        async move { e.resign_leadership(&txn, &l, None).await }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        w.record().await.reservation().map(|r| r.id()),
+        Some(heir.id())
+    );
+    let timeout = ElectionConfig::default().reservation_timeout();
+    assert_eq!(w.cycle(&other).await, Action::None);
+    w.clock.advance(timeout - Duration::from_millis(10));
+    assert_eq!(w.cycle(&other).await, Action::None);
+    // Two heartbeats (6 s), not the lease (10 s).
+    w.clock.advance(Duration::from_millis(20));
+    assert_eq!(w.cycle(&other).await, Action::Acquired);
+}
