@@ -435,3 +435,70 @@ fn check_flags_are_refused_naming_the_flag_before_anything_is_created() {
         assert!(!world.db().exists(), "{flags:?} created the store");
     }
 }
+
+#[test]
+fn a_member_that_is_not_ready_hands_its_shards_to_a_ready_one() {
+    let mut world = World::new();
+    let dir = world.path("");
+    let ready = |name: &str| format!("test ! -e {}/broken.{name}", dir.display());
+    let flags = |name: &str| {
+        vec![
+            "--shards".to_owned(),
+            "4".to_owned(),
+            "--ready-command".to_owned(),
+            ready(name),
+            "--health-interval".to_owned(),
+            "100ms".to_owned(),
+            "--health-fall".to_owned(),
+            "1".to_owned(),
+            "--health-rise".to_owned(),
+            "1".to_owned(),
+        ]
+    };
+    let (fa, fb) = (flags("a"), flags("b"));
+    let mut a = world.start_run("a", &fa.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut b = world.start_run("b", &fb.iter().map(String::as_str).collect::<Vec<_>>());
+    let both = poll(PATIENCE, || {
+        let active = world.active();
+        (active.iter().any(|e| is_label(&e.id, "a"))
+            && active.iter().any(|e| is_label(&e.id, "b"))
+            && active.len() == 4)
+            .then_some(active)
+    });
+    assert!(
+        both.is_some(),
+        "{:?}\n{}",
+        world.active(),
+        world.stderr_of("a")
+    );
+    // a is not ready any more: its shards move to b, which then runs all four.
+    std::fs::write(world.path("broken.a"), "").unwrap();
+    let moved = poll(PATIENCE, || {
+        let active = world.active();
+        (active.len() == 4 && active.iter().all(|e| is_label(&e.id, "b"))).then_some(())
+    });
+    assert!(
+        moved.is_some(),
+        "{:?}\n{}",
+        world.active(),
+        world.stderr_of("a")
+    );
+    // --health-command has no meaning for a member: refused before anything is created.
+    let out = world.cli(&[
+        "run",
+        "--shards",
+        "2",
+        "--health-command",
+        "true",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--health-command checks a leader's child")
+    );
+    for p in [&a, &b] {
+        signal(p, Signal::SIGTERM);
+    }
+    assert!(wait_exit(&mut a, PATIENCE).is_some() && wait_exit(&mut b, PATIENCE).is_some());
+}

@@ -320,6 +320,13 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
+    /// A readiness check already built (the sharded runner gives its coordinator runner the
+    /// member's).
+    pub(crate) fn with_readiness(mut self, check: Check) -> Self {
+        self.checks.readiness = Some(check);
+        self
+    }
+
     /// How long a leader that stepped down while its [leader health
     /// check](Self::leader_health_check) failed stays ineligible, so leadership does not flap
     /// between two sick processes (default: one lease of the stored configuration). At most

@@ -88,7 +88,7 @@
 //! [`Cycle::next_action_at`]: crate::Cycle::next_action_at
 
 mod builder;
-mod checks;
+pub(crate) mod checks;
 mod events;
 mod executor;
 mod guard;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use fdb_leader_election::UnhealthyPolicy;
 use fdb_leader_election::runner::{CheckSettings, ElectionDatabase, RunnerBuilder};
+use fdb_leader_election::shard::ShardedRunnerBuilder;
 use http_body_util::Empty;
 use hyper::Uri;
 use hyper::body::Bytes;
@@ -84,9 +85,18 @@ impl HealthChecks {
         })
     }
 
-    /// Whether any check was asked for.
-    pub(crate) fn any(&self) -> bool {
-        self.readiness.is_some() || self.leader.is_some()
+    /// `builder` of a member of a sharded election, with the readiness check (a member has no
+    /// leader health check: `preflight` refuses one).
+    pub(crate) fn apply_sharded<D: ElectionDatabase>(
+        &self,
+        mut builder: ShardedRunnerBuilder<D>,
+        env: &EnvSource,
+    ) -> ShardedRunnerBuilder<D> {
+        if let Some(probe) = &self.readiness {
+            let check = checker(probe.clone(), "ready-command", Arc::clone(env));
+            builder = builder.readiness_check(self.settings, check);
+        }
+        builder
     }
 
     /// `builder` with these checks (each command with the environment `env` gives when it

@@ -122,11 +122,17 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
         ],
     )?;
     let checks = HealthChecks::of(args)?;
-    if args.shards.is_some() && checks.any() {
-        // A member's eligibility (its weight counted as 0) is not in the sharded election yet.
-        return Err(Failure::usage(
-            "--ready-command, --ready-url, --health-command and --health-url are not supported              with --shards yet: run without them (drain a member by hand with `fdb-leader              shards drain --member ID`); nothing was created, no ballot used",
-        ));
+    if args.shards.is_some() && (args.health_command.is_some() || args.health_url.is_some()) {
+        let flag = if args.health_command.is_some() {
+            "--health-command"
+        } else {
+            "--health-url"
+        };
+        return Err(Failure::usage(format!(
+            "{flag} checks a leader's child, and --shards has one per owned shard: check this \
+             member's readiness with --ready-command or --ready-url instead (an ineligible \
+             member's shards move away); nothing was created, no ballot used"
+        )));
     }
     let current = watch::Sender::new(None::<Runner>);
     let member = watch::Sender::new(None::<ShardedRunner>);

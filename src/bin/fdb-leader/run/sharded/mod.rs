@@ -150,6 +150,7 @@ pub(super) async fn run<D: ElectionDatabase>(
         label,
         stored,
         current: prepared.member,
+        checks: prepared.checks,
         runner: None,
         changes: None,
         children: Children::default(),
@@ -333,6 +334,8 @@ struct Session<'a, D: ElectionDatabase> {
     stored: Stored,
     /// The current member, for `/healthz`.
     current: watch::Sender<Option<ShardedRunner>>,
+    /// The readiness check.
+    checks: crate::checks::HealthChecks,
     /// The member, while it is one.
     runner: Option<ShardedRunner>,
     /// Its ownership changes (the children are reconciled at each).
@@ -351,6 +354,25 @@ impl<D: ElectionDatabase> Session<'_, D> {
             .priority(Priority::new(self.args.priority))
             .weight(weight)
             .config(self.stored.config.clone());
+        // The readiness command's environment: the child's, less its shard and ballot.
+        let (members, name, count) = (
+            self.current.subscribe(),
+            self.ctx.name.clone(),
+            self.stored.layout.shards().to_string(),
+        );
+        let env: crate::checks::EnvSource = std::sync::Arc::new(move || {
+            let id = members
+                .borrow()
+                .as_ref()
+                .map(|r| r.id().to_string())
+                .unwrap_or_default();
+            vec![
+                (child_env::SHARD_COUNT, count.clone()),
+                (child_env::ID, id),
+                (child_env::ELECTION_NAME, name.clone()),
+            ]
+        });
+        let builder = self.checks.apply_sharded(builder, &env);
         let runner = builder
             .start()
             .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;
