@@ -117,6 +117,11 @@ impl HealthTask {
         let mut leases = self.shared.lease_tx.subscribe();
         let mut current: Option<Ballot> = None;
         let mut written = self.candidate.eligibility();
+        // What happened before this task first ran (the runner may have been elected, or read
+        // the stored lease, already) counts as a change too.
+        guards.mark_changed();
+        leases.mark_changed();
+        states.mark_changed();
         loop {
             let now = self.shared.clock.now();
             let wake = self
@@ -124,6 +129,7 @@ impl HealthTask {
                 .next_change_at(now)
                 .map(|at| tokio_instant(self.shared.clock.as_ref(), at));
             tokio::select! {
+                biased;
                 changed = states.changed() => {
                     if changed.is_err() || *states.borrow_and_update() == RunnerState::Stopped {
                         break;
@@ -248,4 +254,74 @@ pub(crate) fn effective(own: Eligibility, mark: &Eligibility) -> Eligibility {
 /// `t + d`, or `t` past the end of time (never: settings are at most a year).
 fn after(t: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
     t.checked_add(d).unwrap_or(t)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::clock::{Clock, TokioClock};
+    use crate::ids::{CandidateId, Priority};
+    use crate::runner::guard::LeadershipGuard;
+
+    /// The runner was elected (and read the stored lease) before the checks' task first ran:
+    /// that leadership is checked, and the lease is the cool-down. Before, the task waited
+    /// for the next change of either, so the first leadership was never checked (measured by
+    /// the perf report on a release build: a failing leader kept leading).
+    #[tokio::test(start_paused = true)]
+    async fn what_happened_before_the_task_ran_counts() {
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+        let me = Candidate::with_clock(
+            CandidateId::parse("me").unwrap(),
+            Priority::new(0),
+            Arc::clone(&clock),
+        );
+        let lease = Duration::from_secs(3);
+        let (shared, _parts) =
+            Shared::new("t", Some(me.clone()), Arc::clone(&clock), lease, 8, None);
+        // Elected, and the stored lease read, before the task starts.
+        let work = shared.work.clone().unwrap();
+        let guard = LeadershipGuard::new(Ballot::new(1), me.clone(), clock.now(), work);
+        shared.guard_tx.send_replace(Some(guard));
+        shared.lease_tx.send_replace(Duration::from_secs(7));
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&calls);
+        let settings =
+            CheckSettings::new(Duration::from_millis(10), Duration::from_millis(5), 1, 1).unwrap();
+        let checks = Checks {
+            readiness: None,
+            leader: Some(Check::new(settings, move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                std::future::ready(Err::<(), _>("down".to_owned()))
+            })),
+            cool_down: None,
+        };
+        let task = HealthTask {
+            health: checks.health(lease),
+            checks,
+            candidate: me.clone(),
+            shared: Arc::clone(&shared),
+        };
+        let handle = tokio::spawn(task.run());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            calls.load(Ordering::SeqCst) >= 3,
+            "the leadership was not checked"
+        );
+        assert_eq!(
+            me.eligibility().reason(),
+            Some("leader health check failed: down")
+        );
+        // It steps down: the cool-down is the stored lease (7 s), not the one it started with.
+        shared.guard_tx.send_replace(None);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(6_980)).await;
+        assert!(!me.eligibility().is_eligible());
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(me.eligibility().is_eligible());
+        shared.status.set(RunnerState::Stopped);
+        handle.await.unwrap();
+    }
 }
