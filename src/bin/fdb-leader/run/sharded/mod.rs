@@ -66,8 +66,12 @@ pub(super) fn health_note(member: &ShardedRunner) -> String {
     } else {
         ""
     };
+    let eligible = match member.member().eligibility().reason() {
+        None => String::new(),
+        Some(why) => format!(", not eligible: {why}"),
+    };
     format!(
-        "member {}, owns {} shards{role}",
+        "member {}, owns {} shards{role}{eligible}",
         member.id(),
         member.owned().len()
     )
