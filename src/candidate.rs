@@ -368,9 +368,20 @@ pub struct Cycle {
     /// This leader is not eligible: it holds, or steps down (now, or once drained).
     pub(crate) ineligible: Option<Ineligible>,
     pub(crate) config: ElectionConfig,
+    /// Whether the candidate was eligible, as this attempt judged it.
+    pub(crate) eligibility: Eligibility,
+    /// The operator's mark this attempt read (eligible: none).
+    pub(crate) mark: Eligibility,
 }
 
 impl Cycle {
+    /// Whether the candidate was eligible to lead, as this attempt judged it: its own
+    /// eligibility ([`Candidate::set_eligible`]) unless an operator's mark excluded it
+    /// ([`LeaderElection::set_eligible`](crate::LeaderElection::set_eligible)).
+    pub fn eligibility(&self) -> &Eligibility {
+        &self.eligibility
+    }
+
     /// What the attempt did to the leader record.
     pub fn action(&self) -> Action {
         self.action

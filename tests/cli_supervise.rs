@@ -637,6 +637,7 @@ const STATUS_FIELDS: &[&str] = &[
     "candidates",
     "config",
     "election",
+    "eligibility_marks",
     "handover_requested_by",
     "leader",
     "leader_priority",
@@ -652,6 +653,8 @@ const STATUS_FIELDS: &[&str] = &[
     "store",
 ];
 const CANDIDATE_FIELDS: &[&str] = &[
+    "eligibility_reason",
+    "eligible",
     "heartbeat",
     "id",
     "leader",
@@ -687,6 +690,16 @@ const WATCH_FIELDS: &[&str] = &[
     "time",
 ];
 
+/// A `watch --json` line about a candidate's eligibility.
+const WATCH_ELIGIBILITY_FIELDS: &[&str] = &[
+    "candidate",
+    "eligibility_reason",
+    "eligible",
+    "reason",
+    "time",
+];
+const MARK_FIELDS: &[&str] = &["name", "reason"];
+
 fn keys(v: &Value) -> Vec<&str> {
     v.as_object()
         .map(|o| o.keys().map(String::as_str).collect())
@@ -720,6 +733,26 @@ fn status_and_watch_json_keep_their_documented_fields() {
     assert_eq!(keys(candidate), CANDIDATE_FIELDS);
     assert!(status["ballot"].is_u64() && status["lease_ms"].is_u64());
     assert!(candidate["live"].is_boolean() && candidate["renewal_lag"].is_u64());
+    assert!(candidate["eligible"].is_boolean() && candidate["eligibility_reason"].is_null());
+
+    // An operator excludes a: status lists the mark, watch prints the change of eligibility.
+    assert!(
+        world
+            .cli(&["eligible", "a", "false", "--reason", "maintenance"])
+            .status
+            .success()
+    );
+    let status = status_json(&world).unwrap();
+    assert_eq!(keys(&status["eligibility_marks"][0]), MARK_FIELDS);
+    let line = poll(PATIENCE, || {
+        let line = lines.recv_timeout(PATIENCE).ok()?;
+        let v: Value = serde_json::from_str(&line).ok()?;
+        (v["reason"] == "eligibility").then_some(v)
+    })
+    .expect("an eligibility line");
+    assert_eq!(keys(&line), WATCH_ELIGIBILITY_FIELDS, "{line}");
+    assert_eq!(line["eligible"], false);
+    assert_eq!(line["eligibility_reason"], "maintenance");
 
     signal(&a, Signal::SIGTERM);
     assert!(wait_exit(&mut a, PATIENCE).is_some());

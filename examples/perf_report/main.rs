@@ -52,6 +52,7 @@ use serde::Serialize;
 mod clocks;
 #[cfg(feature = "fdb")]
 mod fdb;
+mod health;
 mod probe;
 mod sharded;
 mod sim;
@@ -97,6 +98,9 @@ struct Report {
     v011_overlap_instants_skew: u64,
     ballot_regressions: u64,
     v011_ballot_regressions: u64,
+    /// Leadership following health on MemDb (`health.rs`), as `health_*` keys.
+    #[serde(flatten)]
+    health: health::HealthFigures,
     /// Sharded leadership's figures on MemDb (`sharded.rs`), as `shard_*` keys.
     #[serde(flatten)]
     sharded: sharded::ShardFigures,
@@ -961,6 +965,7 @@ async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
     failover(r, &cfg, &mon).await?;
     handovers(r, &cfg, &mon).await?;
     sampler.abort();
+    r.health = health::measure().await?;
     r.overlap_instants = mon.overlaps.load(Ordering::Relaxed);
     let samples = mon.samples.load(Ordering::Relaxed);
     v011_failover(r, cfg.lease_duration()).await?;
@@ -1081,6 +1086,7 @@ async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
         "<= 20",
         r.preempt_handover_ms <= 20.0,
     );
+    health_rows(&r.health);
     row(
         "preempt handover / heartbeat (no watches)",
         format!("{:.3}", r.preempt_handover_no_watch_over_heartbeat),
@@ -1236,11 +1242,11 @@ struct MemDbTimes {
     follower_cycle: f64,
 }
 
-const USAGE: &str = "usage: perf_report [--cluster-file FILE]\n\
+const USAGE: &str = "usage: perf_report [--cluster-file FILE | --health-only]\n\
     \n\
     Without arguments: the MemDb report. With --cluster-file (feature `fdb`): the MemDb report,\n\
     then the same figures on the FoundationDB cluster FILE names, the JSON line gaining an\n\
-    `fdb` object.";
+    `fdb` object. With --health-only: only the figures of leadership following health (MemDb).";
 
 /// What `--cluster-file` says in a build without the FoundationDB adapter.
 #[cfg(not(feature = "fdb"))]
@@ -1253,6 +1259,8 @@ const NO_FDB: &str = "--cluster-file needs the FoundationDB mode, which this bui
 struct Args {
     /// `--help`: print the usage and stop.
     help: bool,
+    /// `--health-only`: only the health figures (`health.rs`).
+    health_only: bool,
     /// `--cluster-file FILE`: the FoundationDB mode's cluster.
     #[cfg(feature = "fdb")]
     cluster_file: Option<String>,
@@ -1267,6 +1275,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Res<Args> {
             file.to_owned()
         } else if arg == "-h" || arg == "--help" {
             parsed.help = true;
+            continue;
+        } else if arg == "--health-only" {
+            parsed.health_only = true;
             continue;
         } else {
             return Err(format!("unknown argument {arg:?}\n{USAGE}").into());
@@ -1290,8 +1301,44 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Res<Args> {
     Ok(parsed)
 }
 
+/// The health figures' rows.
+fn health_rows(h: &health::HealthFigures) {
+    let goal = h.health_handover_heartbeat_ms + 2.0;
+    row(
+        "health handover ms, median (unhealthy -> guard)",
+        format!("{:.2}", h.health_handover_ms),
+        &format!("<= {goal:.0} (hb + 2 commits)"),
+        h.health_handover_ms <= goal,
+    );
+    row(
+        "health handover ms, max of 21",
+        format!("{:.2}", h.health_handover_max_ms),
+        &format!("<= {goal:.0}"),
+        h.health_handover_max_ms <= goal,
+    );
+    row(
+        "flapping check: changes / cool-down (fall 3)",
+        format!("{:.3}", h.health_flap_changes_per_cool_down),
+        "<= 1",
+        h.health_flap_changes_per_cool_down <= 1.0,
+    );
+    row(
+        "flapping check: changes / cool-down (fall 1)",
+        format!("{:.3}", h.health_flap_changes_per_cool_down_fall1),
+        "<= 1",
+        h.health_flap_changes_per_cool_down_fall1 <= 1.0,
+    );
+}
+
 /// Runs the MemDb report and, in cluster mode, the FoundationDB one; prints the JSON line.
 async fn report(args: &Args) -> Res<()> {
+    if args.health_only {
+        let h = health::measure().await?;
+        println!("{:<44} {:>12}  {:<14}", "figure", "value", "target");
+        health_rows(&h);
+        println!("{}", serde_json::to_string(&h)?);
+        return Ok(());
+    }
     let mut r = Report::default();
     let memdb_times = memdb_report(&mut r).await?;
     #[cfg(feature = "fdb")]

@@ -44,7 +44,7 @@ pub(crate) use shard::{
 /// The newest format version this build reads (it reads every older one, down to 1). It writes
 /// it only for the values whose body this version changed, and only when the value needs it
 /// (a candidate's eligibility, a configuration's reservation timeout); every other value is
-/// written at [`BASE_VERSION`], so that a build of the previous version keeps reading it during
+/// written at version 2 (`BASE_VERSION`), so that a build of the previous version keeps reading it during
 /// a rolling upgrade, and refuses (as an unknown version) only what it could not represent.
 pub const FORMAT_VERSION: u8 = 3;
 

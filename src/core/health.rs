@@ -1,7 +1,3 @@
-#![allow(
-    dead_code,
-    reason = "the runner's health task carries it out (issue 31 item 2, in progress)"
-)]
 //! Health checks decided (DESIGN §13.4, §13.5): what their results make of a candidate's
 //! eligibility. Pure: check results and leadership changes, each with a clock reading, in; the
 //! eligibility out. The runner runs the checks beside the election (never inside its
@@ -234,6 +230,11 @@ impl Health {
         }
     }
 
+    /// The cool-down from now on (the runner's default follows the stored lease).
+    pub(crate) fn set_cool_down(&mut self, cool_down: Duration) {
+        self.cool_down = cool_down;
+    }
+
     /// A readiness answer.
     pub(crate) fn readiness_answer(&mut self, answer: Result<(), String>) {
         if let Some(r) = &mut self.readiness {
@@ -418,6 +419,13 @@ mod tests {
         // Stepping down while passing: no cool-down.
         h.leading(false, at(21_000));
         assert!(h.eligibility(at(21_000)).is_eligible());
+        // A cool-down set later (the stored lease read) applies to the next step-down.
+        h.set_cool_down(Duration::from_secs(2));
+        h.leading(true, at(30_000));
+        h.leader_answer(fail());
+        h.leader_answer(fail());
+        h.leading(false, at(31_000));
+        assert_eq!(h.next_change_at(at(31_000)), Some(at(33_000)));
     }
 
     #[test]

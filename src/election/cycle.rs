@@ -151,7 +151,8 @@ impl LeaderElection {
         let read_at = candidate.now();
         let config = config?.ok_or(ElectionError::NotInitialized)?;
         let leader = leader?;
-        let eligibility = Self::eligibility_of(candidate, mark?);
+        let mark = mark?;
+        let eligibility = Self::eligibility_of(candidate, mark.clone());
         let Some(me) = me? else {
             candidate.step_down_locally();
             return Err(ElectionError::NotRegistered {
@@ -235,7 +236,14 @@ impl LeaderElection {
             None => leader,
         };
         if heartbeat {
-            self.write_heartbeat(txn, candidate, &key, &me, record.renewal, eligibility)?;
+            self.write_heartbeat(
+                txn,
+                candidate,
+                &key,
+                &me,
+                record.renewal,
+                eligibility.clone(),
+            )?;
         }
         Ok(Cycle {
             candidate: candidate.id().clone(),
@@ -247,6 +255,8 @@ impl LeaderElection {
             honoured: plan.honoured,
             ineligible: plan.ineligible,
             config,
+            eligibility,
+            mark,
         })
     }
 

@@ -1,5 +1,6 @@
 //! [`RunnerBuilder`]: the validated settings of a runner, and how it starts.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use foundationdb_tuple::Subspace;
 use rand::TryRngCore;
 use tracing::Instrument;
 
+use super::checks::{Check, Checks, HealthTask};
 use super::events::ElectionCallbacks;
 use super::executor::{Executor, Setup};
 use super::handle::Runner;
@@ -14,6 +16,8 @@ use super::shared::Shared;
 use crate::candidate::Candidate;
 use crate::clock::{Clock, TokioClock};
 use crate::config::{ElectionConfig, MAX_DURATION};
+use crate::core::UnhealthyPolicy;
+use crate::core::health::CheckSettings;
 use crate::core::runner::{Machine, OnLoss, Settings};
 use crate::election::LeaderElection;
 use crate::error::{ElectionError, printable_key};
@@ -42,6 +46,9 @@ pub enum BuildError {
     /// The stop timeout must be between zero and [`MAX_DURATION`].
     #[error("stop_timeout ({0:?}) must be at most {MAX_DURATION:?}")]
     StopTimeoutTooLong(Duration),
+    /// The health checks' cool-down must be at most [`MAX_DURATION`].
+    #[error("health_cool_down ({0:?}) must be at most {MAX_DURATION:?}")]
+    CoolDownTooLong(Duration),
     /// `start` was called outside a tokio runtime.
     #[error("the runner must be started within a tokio runtime")]
     NoRuntime(#[source] tokio::runtime::TryCurrentError),
@@ -68,6 +75,8 @@ pub struct RunnerBuilder<D: ElectionDatabase> {
     stop_timeout: Option<Duration>,
     event_capacity: usize,
     name: Option<String>,
+    checks: Checks,
+    unhealthy: Option<UnhealthyPolicy>,
 }
 
 impl<D: ElectionDatabase> std::fmt::Debug for RunnerBuilder<D> {
@@ -107,6 +116,8 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             stop_timeout: None,
             event_capacity: DEFAULT_EVENT_CAPACITY,
             name: None,
+            checks: Checks::default(),
+            unhealthy: None,
         }
     }
 
@@ -214,6 +225,125 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
+    /// A **readiness** check (DESIGN §13.5): can this host lead (its database reachable, its
+    /// disk writable). It runs on every candidate, leader and followers alike, every
+    /// `settings.interval()`, beside the election (never inside its transactions); an answer
+    /// later than `settings.timeout()` is a failure (the check's future is dropped). The
+    /// candidate is not eligible until its first answer passes, nor after `fall` consecutive
+    /// failures, until `rise` consecutive passes: an ineligible candidate never campaigns,
+    /// and an ineligible leader hands over to the best live eligible candidate (see
+    /// [`unhealthy_policy`](Self::unhealthy_policy) for when none is).
+    ///
+    /// The check must not block its thread: wrap blocking work in
+    /// `tokio::task::spawn_blocking`. Do not check the leader's work here (followers have
+    /// none, and would all be ineligible): that is [`leader_health_check`](Self::leader_health_check).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fdb_leader_election::runner::{CheckSettings, Runner};
+    /// use fdb_leader_election::{ElectionConfig, MemDb};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = ElectionConfig::with_lease_duration(Duration::from_millis(600))?;
+    /// let every_100ms = CheckSettings::new(Duration::from_millis(100), Duration::from_millis(50), 2, 1)?;
+    /// let runner = Runner::builder(MemDb::new(), Subspace::from("jobs"))
+    ///     .config(config)
+    ///     .readiness_check(every_100ms, || async {
+    ///         // e.g. a ping of this host's database
+    ///         Err::<(), _>("database unreachable".to_owned())
+    ///     })
+    ///     .start()?;
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert!(!runner.is_leader());
+    /// assert_eq!(runner.eligibility().reason(), Some("not ready: database unreachable"));
+    /// # runner.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn readiness_check<F, Fut>(mut self, settings: CheckSettings, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        self.checks.readiness = Some(Check::new(settings, check));
+        self
+    }
+
+    /// A **leader health** check (DESIGN §13.5): is the leader's work healthy (the service
+    /// it runs while leading answers). It runs only while this candidate leads, first one
+    /// `settings.interval()` after the leadership began, beside the election; an answer later
+    /// than `settings.timeout()` is a failure. After `fall` consecutive failures the leader is
+    /// not eligible: it stops its guarded work (the guard is closed, then cancelled, at most
+    /// the handover grace) and hands over in one commit to the best live eligible candidate,
+    /// then stays ineligible for the [cool-down](Self::health_cool_down). A follower is never
+    /// judged by it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fdb_leader_election::runner::{CheckSettings, Runner, StopReason};
+    /// use fdb_leader_election::{ElectionConfig, MemDb};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let db = MemDb::new();
+    /// let config = ElectionConfig::with_lease_duration(Duration::from_millis(600))?;
+    /// let settings = CheckSettings::new(Duration::from_millis(100), Duration::from_millis(50), 2, 1)?;
+    /// let start = |name: &str, healthy: bool| {
+    ///     Runner::builder(db.clone(), Subspace::from("jobs"))
+    ///         .label(name)
+    ///         .config(config.clone())
+    ///         .leader_health_check(settings, move || async move {
+    ///             if healthy { Ok(()) } else { Err("the service does not answer".to_owned()) }
+    ///         })
+    ///         .start()
+    /// };
+    /// let sick = start("sick", false)?;
+    /// let guard = sick.elected().await.ok_or("stopped")?;
+    /// let well = start("well", true)?;
+    /// let guard_well = well.elected().await.ok_or("stopped")?; // handed over to it
+    /// assert!(matches!(guard.stop_reason(), Some(StopReason::Ineligible { .. })));
+    /// assert!(guard_well.ballot() > guard.ballot());
+    /// # well.shutdown().await;
+    /// # sick.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn leader_health_check<F, Fut>(mut self, settings: CheckSettings, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        self.checks.leader = Some(Check::new(settings, check));
+        self
+    }
+
+    /// A readiness check already built (the sharded runner gives its coordinator runner the
+    /// member's).
+    pub(crate) fn with_readiness(mut self, check: Check) -> Self {
+        self.checks.readiness = Some(check);
+        self
+    }
+
+    /// How long a leader that stepped down while its [leader health
+    /// check](Self::leader_health_check) failed stays ineligible, so leadership does not flap
+    /// between two sick processes (default: one lease of the stored configuration). At most
+    /// [`MAX_DURATION`].
+    pub fn health_cool_down(mut self, cool_down: Duration) -> Self {
+        self.checks.cool_down = Some(cool_down);
+        self
+    }
+
+    /// What this candidate does when it leads, is not eligible, and no live candidate is
+    /// (default [`UnhealthyPolicy::Hold`]: keep leading and hand over once one is; `Release`
+    /// writes an unreserved vacancy anyway). See [`Candidate::set_unhealthy_policy`].
+    pub fn unhealthy_policy(mut self, policy: UnhealthyPolicy) -> Self {
+        self.unhealthy = Some(policy);
+        self
+    }
+
     fn check(&self) -> Result<(), BuildError> {
         let conflict = |setting, with| Err(BuildError::Conflicting { setting, with });
         if self.observe_only {
@@ -224,6 +354,10 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
                 (self.priority.is_some(), "priority"),
                 (self.payload.is_some(), "payload"),
                 (self.metadata.is_some(), "metadata"),
+                (self.checks.readiness.is_some(), "readiness_check"),
+                (self.checks.leader.is_some(), "leader_health_check"),
+                (self.checks.cool_down.is_some(), "health_cool_down"),
+                (self.unhealthy.is_some(), "unhealthy_policy"),
             ] {
                 if set {
                     return conflict(name, "an observer");
@@ -252,6 +386,9 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         }
         if let Some(t) = self.stop_timeout.filter(|t| *t > MAX_DURATION) {
             return Err(BuildError::StopTimeoutTooLong(t));
+        }
+        if let Some(t) = self.checks.cool_down.filter(|t| *t > MAX_DURATION) {
+            return Err(BuildError::CoolDownTooLong(t));
         }
         Ok(())
     }
@@ -311,6 +448,19 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         if let Some(c) = &candidate {
             election.bind(c).map_err(BuildError::Candidate)?;
         }
+        // The checks decide the eligibility from the start: a candidate whose readiness has
+        // not answered yet is not eligible in its first registration.
+        let health = self.checks.health(config.lease_duration());
+        if let Some(c) = &candidate {
+            if let Some(policy) = self.unhealthy {
+                c.set_unhealthy_policy(policy);
+            }
+            if !self.checks.is_empty() {
+                let e = health.eligibility(c.now());
+                c.set_eligible(e.is_eligible(), e.reason().unwrap_or_default())
+                    .map_err(BuildError::Candidate)?;
+            }
+        }
         let (shared, parts) = Shared::new(
             &name,
             candidate.clone(),
@@ -345,6 +495,15 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             requests: parts.requests_rx,
             shutdown: parts.shutdown.clone(),
         });
+        if let (Some(c), false) = (&candidate, self.checks.is_empty()) {
+            let task = HealthTask {
+                checks: std::mem::take(&mut self.checks),
+                health,
+                candidate: c.clone(),
+                shared: Arc::clone(&shared),
+            };
+            runtime.spawn(task.run().instrument(span.clone()));
+        }
         let task = runtime.spawn(executor.run().instrument(span));
         Ok(Runner::new(
             shared,

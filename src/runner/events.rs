@@ -10,7 +10,7 @@ use super::guard::LeadershipGuard;
 use super::metrics::Metrics;
 use crate::core::runner::{LeaderChange, LeaderInfo, StopReason};
 use crate::ids::{Ballot, CandidateId};
-use crate::record::Named;
+use crate::record::{Eligibility, Named};
 
 /// Callbacks for one runner. Every method has an empty default.
 ///
@@ -52,6 +52,15 @@ pub trait ElectionCallbacks: Send + Sync + 'static {
     fn on_operator_request(&self, operator: &CandidateId, guard: &LeadershipGuard) {
         let _ = (operator, guard);
     }
+
+    /// This candidate's eligibility to lead changed (DESIGN §13): its health checks
+    /// ([`RunnerBuilder::readiness_check`](super::RunnerBuilder::readiness_check),
+    /// [`leader_health_check`](super::RunnerBuilder::leader_health_check)) or an operator's
+    /// mark. An ineligible leader hands over to the best live eligible candidate (its guard is
+    /// closed, then cancelled, as for a handover); an ineligible follower never campaigns.
+    fn on_eligibility_changed(&self, eligibility: &Eligibility) {
+        let _ = eligibility;
+    }
 }
 
 /// One callback to deliver.
@@ -61,6 +70,7 @@ pub(crate) enum Notice {
     Changed(LeaderChange),
     HandoverRequested(Named, LeadershipGuard),
     OperatorRequest(CandidateId, LeadershipGuard),
+    EligibilityChanged(Eligibility),
 }
 
 /// Starts the task that delivers callbacks, in order. It ends when the sender is dropped.
@@ -77,6 +87,7 @@ pub(crate) fn spawn_dispatcher(
                 Notice::Changed(change) => cb.on_leader_changed(change),
                 Notice::HandoverRequested(by, guard) => cb.on_handover_requested(by, guard),
                 Notice::OperatorRequest(by, guard) => cb.on_operator_request(by, guard),
+                Notice::EligibilityChanged(e) => cb.on_eligibility_changed(e),
             }));
             if outcome.is_err() {
                 tracing::error!(

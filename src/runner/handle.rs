@@ -15,6 +15,7 @@ use crate::core::runner::{LeaderChange, LeaderInfo, RunnerState, StopReason};
 use crate::election::{LeaderElection, ResignOutcome};
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
+use crate::record::Eligibility;
 
 /// Why a runner request failed.
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +162,19 @@ impl Runner {
     pub fn health(&self) -> Result<(), HealthProblem> {
         let shared = &self.inner.shared;
         shared.status.check(shared.clock.now())
+    }
+
+    /// Whether this candidate is eligible to lead now, and if not why (DESIGN §13): its
+    /// [health checks](super::RunnerBuilder::readiness_check) (or
+    /// [`Candidate::set_eligible`]), unless an operator's mark read by its last cycle
+    /// excludes it. Always eligible for an observer.
+    pub fn eligibility(&self) -> Eligibility {
+        self.inner.shared.eligibility_tx.borrow().clone()
+    }
+
+    /// The eligibility, as a channel that reports every change.
+    pub fn eligibility_updates(&self) -> watch::Receiver<Eligibility> {
+        self.inner.shared.eligibility_tx.subscribe()
     }
 
     /// The leader as this runner knows it now (`None`: vacant, unknown, or lapsed).

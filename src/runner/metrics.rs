@@ -28,6 +28,10 @@ pub const CYCLE_FAILURES: &str = "fdb_leader_cycle_failures_total";
 pub const LEASE_REMAINING: &str = "fdb_leader_lease_remaining_seconds";
 /// Gauge: live registered candidates, refreshed when the leader changes.
 pub const CANDIDATES: &str = "fdb_leader_candidates";
+/// Gauge: 1 while this candidate is eligible to lead (its health checks pass and no operator
+/// excludes it), 0 otherwise (the reason is in the log and
+/// [`Runner::eligibility`](super::Runner::eligibility)).
+pub const ELIGIBLE: &str = "fdb_leader_eligible";
 
 /// The runner's metric handles.
 #[derive(Clone, Debug)]
@@ -38,6 +42,7 @@ pub(crate) struct Metrics {
     pub(crate) renew_duration: Histogram,
     pub(crate) lease_remaining: Gauge,
     pub(crate) candidates: Gauge,
+    pub(crate) eligible: Gauge,
 }
 
 fn describe() {
@@ -67,6 +72,10 @@ fn describe() {
         "local time left on this process's lease"
     );
     metrics::describe_gauge!(CANDIDATES, "live registered candidates");
+    metrics::describe_gauge!(
+        ELIGIBLE,
+        "1 while this candidate is eligible to lead, else 0"
+    );
 }
 
 impl Metrics {
@@ -79,7 +88,8 @@ impl Metrics {
             ballot: metrics::gauge!(BALLOT, "election" => e.clone()),
             renew_duration: metrics::histogram!(RENEW_DURATION, "election" => e.clone()),
             lease_remaining: metrics::gauge!(LEASE_REMAINING, "election" => e.clone()),
-            candidates: metrics::gauge!(CANDIDATES, "election" => e),
+            candidates: metrics::gauge!(CANDIDATES, "election" => e.clone()),
+            eligible: metrics::gauge!(ELIGIBLE, "election" => e),
             election,
         }
     }

@@ -88,6 +88,7 @@
 //! [`Cycle::next_action_at`]: crate::Cycle::next_action_at
 
 mod builder;
+pub(crate) mod checks;
 mod events;
 mod executor;
 mod guard;

@@ -14,6 +14,7 @@ use crate::clock::Clock;
 use crate::core::runner::{LeaderChange, LeaderInfo};
 use crate::election::ResignOutcome;
 use crate::error::ElectionError;
+use crate::record::Eligibility;
 
 /// What a runner reports when it has left the election.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,6 +54,14 @@ pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     /// Set by [`Runner::abort`](super::Runner::abort): the task's end is deliberate.
     pub(crate) aborted: std::sync::atomic::AtomicBool,
+    /// Whether the candidate may lead, as the runner last published it (its own eligibility,
+    /// unless an operator's mark excludes it).
+    pub(crate) eligibility_tx: watch::Sender<Eligibility>,
+    /// Notified by the health checks' task when the candidate's own eligibility changed: the
+    /// runner cycles at once.
+    pub(crate) eligibility_changed: Notify,
+    /// The stored configuration's lease (the default cool-down of the health checks).
+    pub(crate) lease_tx: watch::Sender<std::time::Duration>,
 }
 
 /// The ends of the channels between a handle and the task.
@@ -93,6 +102,14 @@ impl Shared {
             metrics,
             clock,
             aborted: std::sync::atomic::AtomicBool::new(false),
+            eligibility_tx: watch::Sender::new(
+                candidate
+                    .as_ref()
+                    .map(Candidate::eligibility)
+                    .unwrap_or_default(),
+            ),
+            eligibility_changed: Notify::new(),
+            lease_tx: watch::Sender::new(lease),
         });
         let parts = Parts {
             requests_tx,

@@ -5,7 +5,7 @@
 //! each child `FDB_LEADER_SHARDS`, the variable of `run --shards`, and a nested
 //! `fdb-leader --election solo run --try -- true` was refused (or, without `--try`, joined a
 //! sharded election). The command line's unit tests check every flag's variable against
-//! [`ALL`].
+//! `ALL` (in test builds).
 
 /// The ballot: the fencing token of the leadership (of the shard's ownership, per shard).
 pub(crate) const BALLOT: &str = "FDB_LEADER_BALLOT";

@@ -5,6 +5,7 @@
 //! only".
 
 mod backoff;
+mod checks;
 mod child_env;
 mod classify;
 mod cli;
@@ -251,6 +252,7 @@ async fn execute<D: ElectionDatabase>(
         Command::Resign(args) => {
             done(operator::resign(&db, ctx, args.op.expected_ballot, args.to.as_deref()).await)
         }
+        Command::Eligible(args) => done(operator::eligible(&db, ctx, &args).await),
         Command::ForceVacate(args) => {
             done(operator::force_vacate(&db, ctx, args.expected_ballot).await)
         }

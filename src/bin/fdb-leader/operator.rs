@@ -2,8 +2,11 @@
 //! leader out at once).
 
 use fdb_leader_election::runner::ElectionDatabase;
-use fdb_leader_election::{Ballot, CandidateId, ElectionError, OperatorOutcome, ResignRejected};
+use fdb_leader_election::{
+    Ballot, CandidateId, ElectionError, MAX_REASON_BYTES, OperatorOutcome, ResignRejected,
+};
 
+use crate::cli::EligibleArgs;
 use crate::durations::show;
 use crate::exit::{Failure, chain};
 use crate::output;
@@ -26,6 +29,133 @@ fn rejected(ctx: &Ctx, r: &ResignRejected) -> String {
         }
         _ => "rejected by the election".to_owned(),
     }
+}
+
+/// The reason an `eligible NAME false` without `--reason` gives.
+const DEFAULT_REASON: &str = "excluded by an operator";
+
+/// Why `eligible` refused, before anything was written.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EligibleRefused {
+    /// `--reason` with `true`.
+    #[error(
+        "--reason is for `false` (it says why the candidate is excluded); `true` lifts the mark: \
+         {suggest} (nothing was changed)"
+    )]
+    ReasonWithTrue { suggest: String },
+    /// A candidate's id rather than its name.
+    #[error(
+        "{given} is a candidate's id; marks are by its name, {name}, which its restarts keep: \
+         {suggest} (nothing was changed)"
+    )]
+    IdGiven {
+        given: String,
+        name: String,
+        suggest: String,
+    },
+    /// An empty name.
+    #[error("NAME is empty: give a candidate's name as `status` lists it (nothing was changed)")]
+    EmptyName,
+    /// A reason past the limit.
+    #[error("--reason is {len} bytes, more than {max}: shorten it (nothing was changed)")]
+    ReasonTooLong { len: usize, max: usize },
+}
+
+/// Checks `eligible`'s arguments; the reason to write (`None`: lift the mark).
+fn eligible_mark(ctx: &Ctx, args: &EligibleArgs) -> Result<Option<String>, EligibleRefused> {
+    let name = args.name.as_str();
+    if name.is_empty() {
+        return Err(EligibleRefused::EmptyName);
+    }
+    if let Ok(id) = CandidateId::parse(name) {
+        if id.name() != name {
+            let fixed = id.name().to_owned();
+            let mut words = vec![
+                "eligible",
+                fixed.as_str(),
+                if args.eligible { "true" } else { "false" },
+            ];
+            if let Some(reason) = &args.reason {
+                words.extend(["--reason", reason.as_str()]);
+            }
+            return Err(EligibleRefused::IdGiven {
+                given: name.to_owned(),
+                suggest: ctx.suggest(&words),
+                name: fixed,
+            });
+        }
+    }
+    if args.eligible {
+        if args.reason.is_some() {
+            return Err(EligibleRefused::ReasonWithTrue {
+                suggest: ctx.suggest(&["eligible", name, "true"]),
+            });
+        }
+        return Ok(None);
+    }
+    let reason = args
+        .reason
+        .clone()
+        .unwrap_or_else(|| DEFAULT_REASON.to_owned());
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(EligibleRefused::ReasonTooLong {
+            len: reason.len(),
+            max: MAX_REASON_BYTES,
+        });
+    }
+    Ok(Some(reason))
+}
+
+/// `eligible NAME true|false [--reason TEXT]`.
+pub(crate) async fn eligible<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    args: &EligibleArgs,
+) -> Result<(), Failure> {
+    let mark = eligible_mark(ctx, args).map_err(|e| Failure::usage(e.to_string()))?;
+    let election = ctx.election.clone();
+    let name = args.name.clone();
+    let (before, candidates, record) = once(db, ctx, Retry::Idempotent, move |txn| {
+        let (election, name, mark) = (election.clone(), name.clone(), mark.clone());
+        async move {
+            let before = election
+                .set_eligible(&txn, &name, mark.is_none(), mark.as_deref().unwrap_or(""))
+                .await?;
+            let (candidates, record) =
+                tokio::join!(election.list_candidates(&txn), election.leader_record(&txn));
+            Ok((before, candidates?, record?))
+        }
+    })
+    .await?;
+    let name = args.name.as_str();
+    let registered: Vec<_> = candidates.iter().filter(|c| c.id.name() == name).collect();
+    let leads = record.owner().is_some_and(|o| o.id().name() == name);
+    let message = match (args.eligible, before.is_eligible()) {
+        (true, true) => format!("{name} was not excluded: nothing changed"),
+        (true, false) => format!("{name} may lead again (the mark is lifted)"),
+        (false, _) => {
+            let reason = args.reason.as_deref().unwrap_or(DEFAULT_REASON);
+            let what = if leads {
+                "; it leads now, and hands over to the best live eligible candidate at its next \
+                 cycle"
+            } else {
+                "; it does not campaign"
+            };
+            format!(
+                "{name} is excluded from leading ({reason}), across its restarts{what} (lift it \
+                 with {})",
+                ctx.suggest(&["eligible", name, "true"])
+            )
+        }
+    };
+    if registered.is_empty() {
+        tracing::warn!(
+            "no candidate named {name} is registered now: the mark applies to any that \
+             registers under that name (see {})",
+            ctx.suggest(&["status"])
+        );
+    }
+    output::line(&message)
 }
 
 /// `resign --expected-ballot B [--to NAME]`.
@@ -136,5 +266,52 @@ pub(crate) async fn force_vacate<D: ElectionDatabase>(
         _ => Err(Failure::rejected(
             "rejected: the election did not accept the request",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::StoreChoice;
+
+    fn args(name: &str, eligible: bool, reason: Option<&str>) -> EligibleArgs {
+        EligibleArgs {
+            name: name.to_owned(),
+            eligible,
+            reason: reason.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn eligible_refuses_what_it_cannot_mean_naming_the_fix() {
+        let ctx = Ctx::new("jobs", &StoreChoice::Memory);
+        let ok = |a: &EligibleArgs| eligible_mark(&ctx, a);
+        assert_eq!(
+            ok(&args("db-3", false, None)),
+            Ok(Some(DEFAULT_REASON.to_owned()))
+        );
+        assert_eq!(
+            ok(&args("db-3", false, Some("disk"))),
+            Ok(Some("disk".to_owned()))
+        );
+        assert_eq!(ok(&args("db-3", true, None)), Ok(None));
+        let refused = |a: &EligibleArgs| ok(a).err().map(|e| e.to_string()).unwrap_or_default();
+        let m = refused(&args("db-3", true, Some("x")));
+        assert!(
+            m.starts_with("--reason is for `false`") && m.contains("eligible db-3 true`"),
+            "{m}"
+        );
+        let m = refused(&args("db-3-00000000c0ffee00", false, Some("disk x")));
+        assert!(
+            m.contains("marks are by its name, db-3,")
+                && m.contains("eligible db-3 false --reason 'disk x'`"),
+            "{m}"
+        );
+        assert!(refused(&args("", false, None)).starts_with("NAME is empty"));
+        let long = "x".repeat(MAX_REASON_BYTES + 1);
+        assert!(
+            refused(&args("a", false, Some(&long)))
+                .starts_with("--reason is 257 bytes, more than 256")
+        );
     }
 }

@@ -100,14 +100,20 @@ impl Proc {
     /// stopped), standard output and error inherited. The watchdog kills the group if this
     /// process dies; for the end-command, which runs after the leadership.
     pub(crate) fn spawn(spec: &Spec, what: &'static str) -> io::Result<Proc> {
-        Self::launch(spec, what, true, None)
+        Self::launch(spec, what, true, None, false)
+    }
+
+    /// As [`spawn`](Self::spawn), with standard output discarded: for health checks, which
+    /// run every few seconds (standard error is kept: it says why one fails).
+    pub(crate) fn spawn_quiet(spec: &Spec, what: &'static str) -> io::Result<Proc> {
+        Self::launch(spec, what, true, None, true)
     }
 
     /// As [`spawn`](Self::spawn), with a watchdog that also holds `lease`: it kills the group
     /// when the leadership's deadline passes without a renewal (see [`crate::watchdog`]); for
     /// the child and the begin-command.
     pub(crate) fn spawn_leased(spec: &Spec, what: &'static str, lease: &Lease) -> io::Result<Proc> {
-        Self::launch(spec, what, true, Some(lease))
+        Self::launch(spec, what, true, Some(lease), false)
     }
 
     /// Starts `spec` under a watchdog, or (in this module's unit tests, whose executable is
@@ -117,6 +123,7 @@ impl Proc {
         what: &'static str,
         under_watchdog: bool,
         lease: Option<&Lease>,
+        quiet: bool,
     ) -> io::Result<Proc> {
         let mut lifeline = Lifeline::new(&spec.program, &spec.args, lease)?;
         let read = lifeline
@@ -140,6 +147,9 @@ impl Proc {
             .process_group(0)
             // If fdb-leader unwinds without stopping it, the child does not outlive the handle.
             .kill_on_drop(true);
+        if quiet {
+            command.stdout(Stdio::null());
+        }
         let child = command.spawn()?;
         let group = child
             .id()
@@ -291,6 +301,11 @@ impl Proc {
         self.wait().await
     }
 
+    /// Sends SIGKILL to the whole group (the child, and whatever it left behind), at once.
+    pub(crate) fn kill_group(&mut self) {
+        self.kill();
+    }
+
     fn kill(&mut self) {
         if !self.signal_group(Signal::SIGKILL) && self.status.is_none() {
             // The group is gone but the child is not reaped yet: kill it directly.
@@ -406,7 +421,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_environment_reaches_the_child_and_codes_come_back() {
-        let mut p = Proc::launch(&spec("exit $FDB_LEADER_BALLOT"), "test", false, None).unwrap();
+        let mut p =
+            Proc::launch(&spec("exit $FDB_LEADER_BALLOT"), "test", false, None, false).unwrap();
         let status = p.wait().await.unwrap();
         assert_eq!(exit_code(status), 7);
         let stopped = p.stop(Duration::from_secs(1), None).await;
@@ -428,6 +444,7 @@ mod tests {
             "test",
             false,
             None,
+            false,
         )
         .unwrap();
         let group = p.group.unwrap();
@@ -459,7 +476,14 @@ mod tests {
 
     #[tokio::test]
     async fn stop_returns_once_a_polite_group_has_exited() {
-        let mut p = Proc::launch(&spec("sleep 30 & sleep 30; wait"), "test", false, None).unwrap();
+        let mut p = Proc::launch(
+            &spec("sleep 30 & sleep 30; wait"),
+            "test",
+            false,
+            None,
+            false,
+        )
+        .unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let start = std::time::Instant::now();
         let status = p.stop(Duration::from_secs(20), None).await.status.unwrap();

@@ -1,6 +1,9 @@
 //! `--metrics-listen`: one plain HTTP/1.1 listener serving `/metrics` (Prometheus text format,
 //! from `metrics-exporter-prometheus`'s recorder) and `/healthz` (the runner's health check),
-//! like Kubernetes' leader-election health adaptor.
+//! like Kubernetes' leader-election health adaptor; and, for load balancers (DESIGN §13.7),
+//! `/leader` (200 while this process leads, judged at each request against the belief's
+//! deadline), `/follower` (200 while a registered, eligible non-leader), and with `--shards`
+//! `/shards` (JSON) and `/shard/N` (200 while this member owns shard N).
 //!
 //! The exporter's own listener serves metrics only (and brings hyper); two GET routes need
 //! no more than this: one request per connection, bounded in size and time.
@@ -29,6 +32,30 @@ const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// The health as `/healthz` reports it: `Ok(note)` is 200, `Err(problem)` 503.
 pub(crate) type HealthCheck = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
 
+/// A role's answer (`/leader`, `/follower`, `/shard/N`): `Ok(note)` is 200, `Err(why)` 503;
+/// `None`: no such route for this run (404).
+pub(crate) type RoleCheck = Arc<dyn Fn(Role) -> Option<Result<String, String>> + Send + Sync>;
+
+/// What a request asks about this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// `/leader`.
+    Leader,
+    /// `/follower`.
+    Follower,
+    /// `/shards`: `Ok(json)`.
+    Shards,
+    /// `/shard/N`.
+    Shard(u32),
+}
+
+/// What the listener answers from.
+#[derive(Clone)]
+pub(crate) struct Sources {
+    pub(crate) health: HealthCheck,
+    pub(crate) role: RoleCheck,
+}
+
 /// An HTTP answer.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Answer {
@@ -37,11 +64,12 @@ pub(crate) struct Answer {
     pub(crate) body: String,
 }
 
-/// Routes one request head: a pure function of the request line and the two sources.
+/// Routes one request head: a pure function of the request line and the sources.
 pub(crate) fn route(
     head: &str,
     metrics: impl FnOnce() -> String,
     health: impl FnOnce() -> Result<String, String>,
+    role: impl FnOnce(Role) -> Option<Result<String, String>>,
 ) -> Answer {
     let text = "text/plain; charset=utf-8";
     let answer = |status, body: String| Answer {
@@ -65,7 +93,32 @@ pub(crate) fn route(
             Ok(note) => answer(200, format!("ok: {note}\n")),
             Err(problem) => answer(503, format!("unhealthy: {problem}\n")),
         },
-        _ => answer(404, "not found: try /metrics or /healthz\n".to_owned()),
+        _ => {
+            let asked = match path {
+                "/leader" => Some(Role::Leader),
+                "/follower" => Some(Role::Follower),
+                "/shards" => Some(Role::Shards),
+                _ => path
+                    .strip_prefix("/shard/")
+                    .and_then(|n| n.parse().ok())
+                    .map(Role::Shard),
+            };
+            match asked.and_then(|asked| role(asked).map(|a| (asked, a))) {
+                Some((Role::Shards, Ok(json))) => Answer {
+                    status: 200,
+                    content_type: "application/json",
+                    body: format!("{json}\n"),
+                },
+                Some((_, Ok(note))) => answer(200, format!("{note}\n")),
+                Some((_, Err(why))) => answer(503, format!("{why}\n")),
+                None => answer(
+                    404,
+                    "not found: try /metrics, /healthz, /leader, /follower, and with --shards \
+                     /shards or /shard/N\n"
+                        .to_owned(),
+                ),
+            }
+        }
     }
 }
 
@@ -82,7 +135,7 @@ fn reason(status: u16) -> &'static str {
 /// Binds `addr`, installs the Prometheus recorder (before any runner records a metric), and
 /// serves from a thread of its own (named `fdb-leader-http`) with a runtime of its own. Needs
 /// no runtime of the caller's: it is called before the store is opened.
-pub(crate) fn start(addr: SocketAddr, health: HealthCheck) -> Result<(), Failure> {
+pub(crate) fn start(addr: SocketAddr, sources: Sources) -> Result<(), Failure> {
     let listener = std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .map_err(|e| {
@@ -115,7 +168,7 @@ pub(crate) fn start(addr: SocketAddr, health: HealthCheck) -> Result<(), Failure
                 match TcpListener::from_std(listener) {
                     Ok(listener) => {
                         let _ = started.send(Ok(()));
-                        accept(listener, handle, health).await;
+                        accept(listener, handle, sources).await;
                     }
                     Err(e) => {
                         let _ = started.send(Err(e));
@@ -137,11 +190,11 @@ pub(crate) fn start(addr: SocketAddr, health: HealthCheck) -> Result<(), Failure
             )));
         }
     }
-    tracing::info!(address = %addr, "serving /metrics and /healthz");
+    tracing::info!(address = %addr, "serving /metrics, /healthz, /leader and /follower");
     Ok(())
 }
 
-async fn accept(listener: TcpListener, handle: PrometheusHandle, health: HealthCheck) {
+async fn accept(listener: TcpListener, handle: PrometheusHandle, sources: Sources) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(conn) => conn,
@@ -151,9 +204,9 @@ async fn accept(listener: TcpListener, handle: PrometheusHandle, health: HealthC
                 continue;
             }
         };
-        let (handle, health) = (handle.clone(), Arc::clone(&health));
+        let (handle, sources) = (handle.clone(), sources.clone());
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(IO_TIMEOUT, answer(stream, &handle, &health)).await;
+            let _ = tokio::time::timeout(IO_TIMEOUT, answer(stream, &handle, &sources)).await;
         });
     }
 }
@@ -161,7 +214,7 @@ async fn accept(listener: TcpListener, handle: PrometheusHandle, health: HealthC
 async fn answer(
     mut stream: TcpStream,
     handle: &PrometheusHandle,
-    health: &HealthCheck,
+    sources: &Sources,
 ) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
@@ -179,7 +232,8 @@ async fn answer(
             handle.run_upkeep();
             handle.render()
         },
-        || health(),
+        || (sources.health)(),
+        |role| (sources.role)(role),
     );
     let body = if head.starts_with("HEAD ") {
         ""
@@ -201,26 +255,83 @@ async fn answer(
 mod tests {
     use super::*;
 
+    /// A single run's roles: leading.
+    fn leading(role: Role) -> Option<Result<String, String>> {
+        match role {
+            Role::Leader => Some(Ok("leader, ballot 3".to_owned())),
+            Role::Follower => Some(Err("not a follower: this process leads".to_owned())),
+            Role::Shards | Role::Shard(_) => None,
+        }
+    }
+
+    #[test]
+    fn routes_the_roles_for_load_balancers() {
+        let metrics = String::new;
+        let healthy = || Ok("leader".to_owned());
+        let a = route("GET /leader HTTP/1.1\r\n", metrics, healthy, leading);
+        assert_eq!((a.status, a.body.as_str()), (200, "leader, ballot 3\n"));
+        let a = route("HEAD /follower HTTP/1.1\r\n", metrics, healthy, leading);
+        assert_eq!(a.status, 503);
+        // Not sharded: /shards and /shard/N are not routes of this run.
+        for path in ["/shards", "/shard/0", "/shard/x", "/shard/"] {
+            let a = route(&format!("GET {path} HTTP/1.1"), metrics, healthy, leading);
+            assert_eq!(a.status, 404, "{path}");
+        }
+        let sharded = |role: Role| match role {
+            Role::Shards => Some(Ok(r#"{"owned":[1]}"#.to_owned())),
+            Role::Shard(1) => Some(Ok("owner of shard 1".to_owned())),
+            Role::Shard(n) => Some(Err(format!("not the owner of shard {n}"))),
+            _ => None,
+        };
+        let a = route("GET /shards HTTP/1.1", metrics, healthy, sharded);
+        assert_eq!(
+            (a.status, a.content_type, a.body.as_str()),
+            (200, "application/json", "{\"owned\":[1]}\n")
+        );
+        assert_eq!(
+            route("GET /shard/1 HTTP/1.1", metrics, healthy, sharded).status,
+            200
+        );
+        let a = route("GET /shard/2?x HTTP/1.1", metrics, healthy, sharded);
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (503, "not the owner of shard 2\n")
+        );
+    }
+
     #[test]
     fn routes_metrics_health_and_the_rest() {
         let metrics = || "fdb_leader_is_leader 1\n".to_owned();
         let healthy = || Ok("leader".to_owned());
         let wedged = || Err("wedged".to_owned());
-        let a = route("GET /metrics HTTP/1.1\r\nHost: x\r\n", metrics, healthy);
+        let a = route(
+            "GET /metrics HTTP/1.1\r\nHost: x\r\n",
+            metrics,
+            healthy,
+            leading,
+        );
         assert_eq!(
             (a.status, a.body.as_str()),
             (200, "fdb_leader_is_leader 1\n")
         );
         assert!(a.content_type.contains("version=0.0.4"));
-        let a = route("GET /healthz?verbose HTTP/1.1\r\n", metrics, healthy);
+        let a = route(
+            "GET /healthz?verbose HTTP/1.1\r\n",
+            metrics,
+            healthy,
+            leading,
+        );
         assert_eq!((a.status, a.body.as_str()), (200, "ok: leader\n"));
-        let a = route("GET /healthz HTTP/1.1\r\n", metrics, wedged);
+        let a = route("GET /healthz HTTP/1.1\r\n", metrics, wedged, leading);
         assert_eq!((a.status, a.body.as_str()), (503, "unhealthy: wedged\n"));
-        assert_eq!(route("GET / HTTP/1.1", metrics, healthy).status, 404);
         assert_eq!(
-            route("POST /metrics HTTP/1.1", metrics, healthy).status,
+            route("GET / HTTP/1.1", metrics, healthy, leading).status,
+            404
+        );
+        assert_eq!(
+            route("POST /metrics HTTP/1.1", metrics, healthy, leading).status,
             405
         );
-        assert_eq!(route("", metrics, healthy).status, 405);
+        assert_eq!(route("", metrics, healthy, leading).status, 405);
     }
 }

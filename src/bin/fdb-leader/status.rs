@@ -1,7 +1,9 @@
 //! `status`: the election as one observation shows it.
 
 use fdb_leader_election::runner::ElectionDatabase;
-use fdb_leader_election::{CandidateInfo, ElectionConfig, ElectionError, LeaderRecord, Named};
+use fdb_leader_election::{
+    CandidateInfo, ElectionConfig, ElectionError, Eligibility, LeaderRecord, Named,
+};
 use serde_json::{Value, json};
 
 use crate::config_cmd;
@@ -54,6 +56,7 @@ pub(crate) fn to_json(
     config: &ElectionConfig,
     record: &LeaderRecord,
     candidates: &[CandidateInfo],
+    marks: &Marks,
 ) -> Value {
     let owner = record.owner();
     let list: Vec<Value> = candidates
@@ -68,6 +71,8 @@ pub(crate) fn to_json(
                 "renewal_lag": renewal_lag(record, c),
                 "registration": c.record.registration(),
                 "leader": owner.is_some_and(|o| o.id() == &c.id),
+                "eligible": c.record.is_eligible(),
+                "eligibility_reason": c.record.eligibility().reason(),
             })
         })
         .collect();
@@ -89,6 +94,10 @@ pub(crate) fn to_json(
         "renewals_before_dead": config.renewals_before_dead(),
         "config": config_cmd::json(config),
         "candidates": list,
+        "eligibility_marks": marks
+            .iter()
+            .map(|(name, e)| json!({ "name": name, "reason": e.reason() }))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -98,6 +107,7 @@ pub(crate) fn to_text(
     config: &ElectionConfig,
     record: &LeaderRecord,
     candidates: &[CandidateInfo],
+    marks: &Marks,
 ) -> String {
     let mut out = Vec::new();
     out.push(format!("election   {} ({})", ctx.name, ctx.store));
@@ -168,8 +178,8 @@ pub(crate) fn to_text(
             .unwrap_or(0)
             .max(2);
         out.push(format!(
-            "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}",
-            "ID", "PRIORITY", "LIVE", "HEARTBEAT", "LAG"
+            "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}  {:<8}",
+            "ID", "PRIORITY", "LIVE", "HEARTBEAT", "LAG", "ELIGIBLE"
         ));
         for c in candidates {
             let leader = if record.owner().is_some_and(|o| o.id() == &c.id) {
@@ -177,19 +187,35 @@ pub(crate) fn to_text(
             } else {
                 ""
             };
+            let eligible = match c.record.eligibility().reason() {
+                None => "yes".to_owned(),
+                Some(reason) => format!("no ({reason})"),
+            };
             out.push(format!(
-                "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}{leader}",
+                "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}  {:<8}{leader}",
                 c.id.as_str(),
                 c.record.priority().get(),
                 if c.live { "yes" } else { "no" },
                 c.record.heartbeat(),
                 renewal_lag(record, c),
+                eligible,
             ));
         }
         out.push(format!(
             "LAG: leader renewals since the candidate's last heartbeat (no clocks compared); live means at most {}",
             config.renewals_before_dead()
         ));
+    }
+    if !marks.is_empty() {
+        out.push(String::new());
+        out.push(format!("excluded by operators ({})", marks.len()));
+        for (name, e) in marks {
+            out.push(format!(
+                "  {name}: {} (lift with {})",
+                e.reason().unwrap_or("excluded"),
+                ctx.suggest(&["eligible", name, "true"])
+            ));
+        }
     }
     out.join("\n")
 }
@@ -200,8 +226,12 @@ struct Found {
     config: ElectionConfig,
     record: LeaderRecord,
     candidates: Vec<CandidateInfo>,
+    marks: Marks,
     sharded: bool,
 }
+
+/// The operators' eligibility marks, by the name they exclude.
+pub(crate) type Marks = std::collections::BTreeMap<String, Eligibility>;
 
 /// `status`. For a name whose only election is a sharded one (`run --shards`), the placement
 /// as `shards status` shows it; with both, the single election and a line pointing to
@@ -220,10 +250,11 @@ pub(crate) async fn status<D: ElectionDatabase>(
                 Err(ElectionError::NotInitialized) => false,
                 Err(e) => return Err(e),
             };
-            let (config, record, candidates) = tokio::join!(
+            let (config, record, candidates, marks) = tokio::join!(
                 election.read_config(&txn),
                 election.leader_record(&txn),
-                election.list_candidates(&txn)
+                election.list_candidates(&txn),
+                election.eligibility_marks(&txn)
             );
             let config = match config {
                 // Only a sharded election of that name.
@@ -234,6 +265,7 @@ pub(crate) async fn status<D: ElectionDatabase>(
                 config,
                 record: record?,
                 candidates: candidates?,
+                marks: marks?.into_iter().collect(),
                 sharded: has_sharded,
             }))
         }
@@ -243,6 +275,7 @@ pub(crate) async fn status<D: ElectionDatabase>(
         config,
         record,
         candidates,
+        marks,
         sharded,
     }) = found
     else {
@@ -257,9 +290,9 @@ pub(crate) async fn status<D: ElectionDatabase>(
         return crate::shards::status(db, &shards, as_json).await;
     };
     if as_json {
-        output::line(&to_json(ctx, &config, &record, &candidates).to_string())
+        output::line(&to_json(ctx, &config, &record, &candidates, &marks).to_string())
     } else {
-        let mut text = to_text(ctx, &config, &record, &candidates);
+        let mut text = to_text(ctx, &config, &record, &candidates, &marks);
         if sharded {
             let shards = ctx.clone().for_shards();
             text.push_str(&format!(
@@ -287,12 +320,17 @@ mod tests {
         let a = Candidate::new(CandidateId::random("a")?, Priority::new(5));
         a.set_payload(Some(b"10.0.0.1:7000".to_vec()))?;
         let b = Candidate::new(CandidateId::random("b")?, Priority::new(1));
+        b.set_eligible(false, "not ready: db down")?;
         db.run(|txn, _| {
             let (election, a, b) = (election.clone(), a.clone(), b.clone());
             async move {
                 election.initialize(&txn).await?;
                 election.register_candidate(&txn, &a).await?;
-                election.register_candidate(&txn, &b).await
+                election.register_candidate(&txn, &b).await?;
+                election
+                    .set_eligible(&txn, "gone", false, "disk replacement")
+                    .await
+                    .map(|_| ())
             }
         })
         .await?;
@@ -303,7 +341,7 @@ mod tests {
             })
             .await?;
         assert!(a.adopt(cycle).is_leader());
-        let (config, record, candidates) = db
+        let (config, record, candidates, marks) = db
             .run(|txn, _| {
                 let election = election.clone();
                 async move {
@@ -311,12 +349,14 @@ mod tests {
                         election.read_config(&txn).await?,
                         election.leader_record(&txn).await?,
                         election.list_candidates(&txn).await?,
+                        election.eligibility_marks(&txn).await?,
                     ))
                 }
             })
             .await?;
+        let marks: Marks = marks.into_iter().collect();
 
-        let j = to_json(&ctx, &config, &record, &candidates);
+        let j = to_json(&ctx, &config, &record, &candidates, &marks);
         assert_eq!(j["leader"], json!(a.id().as_str()));
         assert_eq!(j["ballot"], json!(1));
         assert_eq!(j["lease_state"], json!("owned"));
@@ -332,8 +372,22 @@ mod tests {
         assert_eq!(list[1]["live"], json!(true));
         // b registered before the renewal a's cycle wrote: one renewal behind.
         assert_eq!(list[1]["renewal_lag"], json!(1));
+        // Each candidate's eligibility and reason; the operators' marks by name.
+        assert_eq!(list[0]["eligible"], json!(true));
+        assert_eq!(list[0]["eligibility_reason"], Value::Null);
+        assert_eq!(list[1]["eligible"], json!(false));
+        assert_eq!(list[1]["eligibility_reason"], json!("not ready: db down"));
+        assert_eq!(
+            j["eligibility_marks"],
+            json!([{ "name": "gone", "reason": "disk replacement" }])
+        );
 
-        let t = to_text(&ctx, &config, &record, &candidates);
+        let t = to_text(&ctx, &config, &record, &candidates, &marks);
+        assert!(t.contains("no (not ready: db down)"), "{t}");
+        assert!(
+            t.contains("excluded by operators (1)\n  gone: disk replacement (lift with `fdb-leader --memory --election jobs eligible gone true`)"),
+            "{t}"
+        );
         assert!(
             t.contains(&format!("leader     {} (priority 5)", a.id())),
             "{t}"

@@ -2,10 +2,13 @@
 
 use std::process::ExitCode;
 
-use fdb_leader_election::ElectionError;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use fdb_leader_election::runner::{
     ChangeReason, ElectionDatabase, LeaderChange, LeaderInfo, Runner,
 };
+use fdb_leader_election::{ElectionError, Eligibility};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -114,6 +117,93 @@ impl<'a> Line<'a> {
     }
 }
 
+/// A candidate's eligibility changed (or was first seen ineligible), as printed.
+#[derive(Debug)]
+pub(crate) struct EligibilityLine<'a> {
+    pub(crate) candidate: &'a str,
+    pub(crate) eligibility: &'a Eligibility,
+}
+
+impl EligibilityLine<'_> {
+    pub(crate) fn text(&self, time: &str) -> String {
+        match self.eligibility.reason() {
+            None => format!("{time} candidate {} eligible", self.candidate),
+            Some(reason) => format!("{time} candidate {} not eligible: {reason}", self.candidate),
+        }
+    }
+
+    pub(crate) fn json(&self, time: &str) -> Value {
+        json!({
+            "time": time,
+            "reason": "eligibility",
+            "candidate": self.candidate,
+            "eligible": self.eligibility.is_eligible(),
+            "eligibility_reason": self.eligibility.reason(),
+        })
+    }
+
+    fn print(&self, as_json: bool) -> Result<(), Failure> {
+        let time = now_rfc3339();
+        if as_json {
+            output::line(&self.json(&time).to_string())
+        } else {
+            output::line(&self.text(&time))
+        }
+    }
+}
+
+/// The candidates' eligibility as last printed, by id.
+type Seen = BTreeMap<String, Eligibility>;
+
+/// Reads the registry and prints each candidate whose eligibility changed since `seen` (at
+/// the first read, each one that is not eligible). A failed read is skipped: the next one
+/// reports what changed.
+async fn eligibility_changes<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    seen: &mut Option<Seen>,
+    as_json: bool,
+) -> Result<(), Failure> {
+    let election = ctx.election.clone();
+    let listed = db
+        .transact(LIST_TIMEOUT, move |txn| {
+            let election = election.clone();
+            async move { election.list_candidates(&txn).await }
+        })
+        .await;
+    let candidates = match listed {
+        Ok(candidates) => candidates,
+        Err(e) => {
+            tracing::debug!(error = %chain(&e), "could not read the candidates");
+            return Ok(());
+        }
+    };
+    let now: Seen = candidates
+        .into_iter()
+        .map(|c| (c.id.to_string(), c.record.eligibility().clone()))
+        .collect();
+    for (id, e) in &now {
+        let before = seen.as_ref().map(|s| s.get(id));
+        let changed = match before {
+            None => !e.is_eligible(),
+            Some(None) => !e.is_eligible(),
+            Some(Some(b)) => b != e,
+        };
+        if changed {
+            EligibilityLine {
+                candidate: id,
+                eligibility: e,
+            }
+            .print(as_json)?;
+        }
+    }
+    *seen = Some(now);
+    Ok(())
+}
+
+/// The longest a registry read of `watch` may take.
+const LIST_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// `watch`.
 pub(crate) async fn watch<D: ElectionDatabase>(
     db: D,
@@ -129,19 +219,21 @@ pub(crate) async fn watch<D: ElectionDatabase>(
     let exists = until_done(&db, ctx, move |txn| {
         let election = election.clone();
         async move {
-            match election.leader_record(&txn).await {
-                Ok(_) => Ok(true),
-                Err(ElectionError::NotInitialized) => Ok(false),
+            let (config, record) =
+                tokio::join!(election.read_config(&txn), election.leader_record(&txn));
+            match record.and(config) {
+                Ok(config) => Ok(Some(config.heartbeat_interval())),
+                Err(ElectionError::NotInitialized) => Ok(None),
                 Err(e) => Err(e),
             }
         }
     });
-    let exists = tokio::select! {
+    let heartbeat = tokio::select! {
         biased;
         stop = signals.recv() => return signals.stopped(stop, "before watching"),
         exists = exists => exists?,
     };
-    if !exists {
+    if heartbeat.is_none() {
         if !args.wait {
             return Err(ctx.no_election());
         }
@@ -151,16 +243,27 @@ pub(crate) async fn watch<D: ElectionDatabase>(
             "no such election yet: waiting for a run or config set to create it (--wait)"
         );
     }
-    let runner = Runner::observer(db, ctx.election.subspace().clone())
+    let runner = Runner::observer(db.clone(), ctx.election.subspace().clone())
         .election_name(ctx.name.clone())
         .start()
         .map_err(|e| Failure::usage(chain(&e)))?;
     let mut changes = runner.subscribe();
     tracing::info!(election = %ctx.name, store = %ctx.store, "watching");
+    // The candidates' eligibility, read every heartbeat of the stored configuration (every
+    // second for an election created later).
+    let mut seen = None;
+    let mut polls = tokio::time::interval(heartbeat.unwrap_or(Duration::from_secs(1)));
+    polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
         let change = tokio::select! {
             stop = signals.recv() => break signals.stopped(stop, "watching"),
             change = changes.recv() => change,
+            _ = polls.tick() => {
+                if let Err(e) = eligibility_changes(&db, ctx, &mut seen, as_json).await {
+                    break Err(e);
+                }
+                continue;
+            }
         };
         let printed = match change {
             Ok(change) => Line::of(&change).print(as_json),

@@ -263,6 +263,13 @@ impl Machine {
                     self.run_now = true;
                 }
             }
+            Event::EligibilityChanged => {
+                // A candidate's next cycle carries it (an observer has none); before the
+                // registration, the registration's first cycle does.
+                if self.me.is_some() && self.registered {
+                    self.run_now = true;
+                }
+            }
             Event::ResignRequested => self.resign_requested(&ctx, &mut out),
             Event::ResignDecided => {
                 self.revoke_unless_believed(&ctx, StopReason::Resigned, &mut out)

@@ -1560,3 +1560,48 @@ fn a_resignation_rejected_while_waiting_for_busy_work_leaves_the_candidate_cycli
 
 mod schedule;
 mod walk;
+
+#[test]
+fn an_eligibility_change_runs_the_next_cycle_at_once() {
+    // A follower asleep (watch armed) until its next heartbeat: a cycle now.
+    let mut r = Run::registered();
+    r.feed(Event::CycleCommitted(report(
+        Action::None,
+        owned("other", 3, 9),
+        None,
+    )));
+    let out = r.at(5).watching(owned("other", 3, 9));
+    assert!(sleeps(&out).is_some_and(|t| t > at(50)), "{out:?}");
+    assert_eq!(
+        r.at(6).feed(Event::EligibilityChanged),
+        vec![Command::RunCycle]
+    );
+    // A leader asleep until its renewal: a cycle now (an ineligible leader steps down within
+    // a cycle, not a heartbeat).
+    let mut r = Run::leader();
+    assert_eq!(
+        r.at(10).feed(Event::EligibilityChanged),
+        vec![Command::RunCycle]
+    );
+    // While a cycle is in flight: nothing at once, and the next cycle follows its end at once
+    // (the one in flight may have read the old eligibility).
+    let mut r = Run::leader();
+    assert_eq!(r.at(10).cycling().feed(Event::EligibilityChanged), vec![]);
+    r.believe(1, 304);
+    let out = r.at(20).feed(Event::CycleCommitted(report(
+        Action::Renewed,
+        owned("me", 1, 2),
+        Some(1),
+    )));
+    assert_eq!(out.last(), Some(&Command::RunCycle), "{out:?}");
+    // Not registered yet: the registration's first cycle carries it; nothing more.
+    let mut r = Run::candidate();
+    assert_eq!(r.feed(Event::Start), vec![Command::Register]);
+    assert_eq!(r.feed(Event::EligibilityChanged), vec![]);
+    // An observer has no eligibility: it keeps sleeping.
+    let mut r = Run::new(None, OnLoss::Recampaign);
+    let out = r.feed(Event::Start);
+    assert!(!has(&out, |c| *c == Command::RunCycle), "{out:?}");
+    let out = r.feed(Event::EligibilityChanged);
+    assert!(!has(&out, |c| *c == Command::RunCycle), "{out:?}");
+}

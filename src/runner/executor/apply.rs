@@ -124,7 +124,14 @@ impl<D: ElectionDatabase> Executor<D> {
                 shared.status.set(state);
                 self.update_gauges();
             }
-            Command::ConfigChanged(config) => log_config(&config),
+            Command::ConfigChanged(config) => {
+                shared.lease_tx.send_if_modified(|lease| {
+                    let changed = *lease != config.lease_duration();
+                    *lease = config.lease_duration();
+                    changed
+                });
+                log_config(&config);
+            }
             Command::Failed {
                 what,
                 kind,
@@ -190,6 +197,37 @@ impl<D: ElectionDatabase> Executor<D> {
             | Command::Leave
             | Command::DrainTasks { .. }
             | Command::SleepUntil(_) => {}
+        }
+    }
+
+    /// Publishes the candidate's eligibility (its own, unless the operator's mark the last
+    /// cycle read excludes it): the handles, the gauge, the callbacks and the log.
+    pub(super) fn publish_eligibility(&mut self) {
+        let Some(me) = self.me() else {
+            return;
+        };
+        let now = super::super::checks::effective(me.eligibility(), &self.mark);
+        let first = !std::mem::replace(&mut self.eligibility_logged, true);
+        let shared = self.shared();
+        shared
+            .metrics
+            .eligible
+            .set(if now.is_eligible() { 1.0 } else { 0.0 });
+        let changed = shared.eligibility_tx.send_if_modified(|e| {
+            let changed = *e != now;
+            *e = now.clone();
+            changed
+        });
+        let ineligible_start = first && !now.is_eligible();
+        if !changed && !ineligible_start {
+            return;
+        }
+        match now.reason() {
+            None => tracing::info!("eligible to lead"),
+            Some(reason) => tracing::info!(reason, "not eligible to lead"),
+        }
+        if changed {
+            shared.channels().notify(Notice::EligibilityChanged(now));
         }
     }
 

@@ -155,6 +155,10 @@ pub(crate) struct Executor<D: ElectionDatabase> {
     resign_replies: VecDeque<oneshot::Sender<Result<ResignOutcome, ElectionError>>>,
     report: ShutdownReport,
     last_error: Option<String>,
+    /// The operator's mark the last committed cycle read (eligible: none).
+    mark: crate::record::Eligibility,
+    /// Whether the eligibility was logged once (an ineligible start is logged).
+    eligibility_logged: bool,
 }
 
 impl<D: ElectionDatabase> Executor<D> {
@@ -196,6 +200,8 @@ impl<D: ElectionDatabase> Executor<D> {
                 ..ShutdownReport::default()
             },
             last_error: None,
+            mark: crate::record::Eligibility::Eligible,
+            eligibility_logged: false,
         }
     }
 
@@ -212,6 +218,7 @@ impl<D: ElectionDatabase> Executor<D> {
             Some(me) => tracing::info!(priority = %me.priority(), "election runner started"),
             None => tracing::info!("election observer started"),
         }
+        self.publish_eligibility();
         let mut queue: VecDeque<Command> = self.brain.feed(Event::Start).into();
         while let Some(command) = queue.pop_front() {
             let more = self.carry(command).await;
@@ -290,9 +297,11 @@ impl<D: ElectionDatabase> Executor<D> {
             Deadline,
             DeadlineMoved,
             Request(Option<Request>),
+            Eligibility,
         }
         tokio::pin!(op);
         let moved = Arc::clone(&self.brain.deadline_moved);
+        let shared = Arc::clone(self.shared());
         loop {
             let deadline = self.guard_deadline();
             let shutdown = self.shutdown.clone();
@@ -305,6 +314,7 @@ impl<D: ElectionDatabase> Executor<D> {
                 () = sleep_until_opt(deadline) => Woke::Deadline,
                 () = moved.notified() => Woke::DeadlineMoved,
                 request = requests.recv(), if open => Woke::Request(request),
+                () = shared.eligibility_changed.notified() => Woke::Eligibility,
             };
             match woke {
                 Woke::Shutdown => {
@@ -328,6 +338,13 @@ impl<D: ElectionDatabase> Executor<D> {
                     let commands = self.request(request);
                     self.apply_all(commands);
                 }
+                // The cycle in flight may have read the old eligibility: the machine runs
+                // the next one as soon as this operation ends.
+                Woke::Eligibility => {
+                    self.publish_eligibility();
+                    let commands = self.brain.feed(Event::EligibilityChanged);
+                    self.apply_all(commands);
+                }
             }
         }
     }
@@ -340,6 +357,7 @@ impl<D: ElectionDatabase> Executor<D> {
         let deadline = self.guard_deadline();
         let shutdown = self.shutdown.clone();
         let wake = Arc::clone(&self.shared().wake);
+        let shared = Arc::clone(self.shared());
         /// What ended the sleep (short-lived: matched at once).
         #[expect(clippy::large_enum_variant, reason = "matched at once, never stored")]
         enum Woke {
@@ -361,6 +379,7 @@ impl<D: ElectionDatabase> Executor<D> {
                 }
             } => Woke::Watch(fired),
             () = wake.notified() => Woke::Event(Event::WorkIdle),
+            () = shared.eligibility_changed.notified() => Woke::Event(Event::EligibilityChanged),
             () = tokio::time::sleep_until(due) => Woke::Event(Event::Tick),
         };
         let event = match woke {
@@ -376,6 +395,9 @@ impl<D: ElectionDatabase> Executor<D> {
         };
         if matches!(event, Event::ShutdownRequested) {
             self.shutdown_fed = true;
+        }
+        if matches!(event, Event::EligibilityChanged) {
+            self.publish_eligibility();
         }
         self.brain.feed(event)
     }

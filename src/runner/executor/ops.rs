@@ -63,7 +63,7 @@ impl<D: ElectionDatabase> Executor<D> {
             match result {
                 Ok(cycle) => {
                     let adopted = me.adopt(cycle.clone());
-                    Outcome::Cycled(CycleReport::new(&cycle, &adopted))
+                    Outcome::Cycled(CycleReport::new(&cycle, &adopted), cycle.mark.clone())
                 }
                 Err(e) => Outcome::CycleFailed(e),
             }
@@ -157,8 +157,12 @@ impl<D: ElectionDatabase> Executor<D> {
                 Event::Registered(Ok(config))
             }
             Outcome::Registered(Err(e)) => Event::Registered(Err(self.failure(&e))),
-            Outcome::Cycled(report) => {
+            Outcome::Cycled(report, mark) => {
                 log_action(&report);
+                if mark != self.mark {
+                    self.mark = mark;
+                    self.publish_eligibility();
+                }
                 Event::CycleCommitted(report)
             }
             Outcome::CycleFailed(e) => Event::CycleFailed(self.failure(&e)),
@@ -241,7 +245,8 @@ impl<D: ElectionDatabase> Executor<D> {
 pub(super) enum Outcome {
     Event(Event),
     Registered(Result<ElectionConfig, ElectionError>),
-    Cycled(CycleReport),
+    /// With the operator's mark the cycle read.
+    Cycled(CycleReport, crate::record::Eligibility),
     CycleFailed(ElectionError),
     #[expect(
         clippy::type_complexity,

@@ -13,9 +13,11 @@ use super::task::MemberTask;
 use super::{ShardedRunner, Shared};
 use crate::clock::{Clock, TokioClock};
 use crate::config::ElectionConfig;
+use crate::core::health::CheckSettings;
 use crate::core::shard::machine::ShardMachine;
 use crate::ids::{CandidateId, Priority, Weight};
 use crate::record::shard::Layout;
+use crate::runner::checks::Check;
 use crate::runner::health::Status;
 use crate::runner::{BuildError, Runner};
 use crate::shard::election::ShardedElection;
@@ -35,6 +37,7 @@ pub struct ShardedRunnerBuilder<D: ElectionDatabase> {
     config: Option<ElectionConfig>,
     clock: Option<Arc<dyn Clock>>,
     seed: Option<u64>,
+    readiness: Option<Check>,
 }
 
 impl<D: ElectionDatabase> std::fmt::Debug for ShardedRunnerBuilder<D> {
@@ -61,6 +64,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             config: None,
             clock: None,
             seed: None,
+            readiness: None,
         }
     }
 
@@ -113,6 +117,47 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         self
     }
 
+    /// A readiness check (DESIGN §13.5, §13.8): can this member own shards. It runs every
+    /// `settings.interval()`, beside the member and its coordinator (never inside their
+    /// transactions), an answer later than `settings.timeout()` failing. The member is not
+    /// eligible until its first answer passes, nor after `fall` consecutive failures, until
+    /// `rise` passes: an ineligible member is placed as if its weight were 0 (its shards move
+    /// away cooperatively, each kept until its move lands; with nobody else eligible it keeps
+    /// them) and does not coordinate. See
+    /// [`RunnerBuilder::readiness_check`](crate::runner::RunnerBuilder::readiness_check).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fdb_leader_election::runner::CheckSettings;
+    /// use fdb_leader_election::shard::ShardedRunner;
+    /// use fdb_leader_election::{ElectionConfig, MemDb};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = ElectionConfig::with_lease_duration(Duration::from_millis(600))?;
+    /// let settings = CheckSettings::new(Duration::from_millis(100), Duration::from_millis(50), 1, 1)?;
+    /// let member = ShardedRunner::builder(MemDb::new(), Subspace::from("jobs"))
+    ///     .shards(4)
+    ///     .config(config)
+    ///     .readiness_check(settings, || async { Err::<(), _>("disk full".to_owned()) })
+    ///     .start()?;
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert!(member.owned().is_empty()); // nobody eligible: nobody owns a shard
+    /// assert_eq!(member.member().eligibility().reason(), Some("not ready: disk full"));
+    /// # member.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn readiness_check<F, Fut>(mut self, settings: CheckSettings, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+    {
+        self.readiness = Some(Check::new(settings, check));
+        self
+    }
+
     /// Starts the member (and its bid for the coordinator election) on the current tokio
     /// runtime.
     ///
@@ -120,6 +165,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
     ///
     /// [`BuildError`] for an invalid label or layout, or outside a runtime.
     pub fn start(self) -> Result<ShardedRunner, BuildError> {
+        let readiness = self.readiness.clone();
         let _ = tokio::runtime::Handle::try_current().map_err(BuildError::NoRuntime)?;
         let layout =
             Layout::new(self.shards, self.max_concurrent_moves).map_err(BuildError::Candidate)?;
@@ -129,13 +175,32 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         let member = Member::with_clock(id.clone(), self.priority, self.weight, Arc::clone(&clock));
         let config = self.config.unwrap_or_default();
         let election = ShardedElection::new(self.subspace.clone());
-        let coordinator =
+        let mut coordinator =
             Runner::builder(self.db.clone(), self.subspace.subspace(&("coordinator",)))
                 .candidate_id(id.clone())
                 .priority(self.priority)
                 .config(config.clone())
-                .clock(Arc::clone(&clock))
-                .start()?;
+                .clock(Arc::clone(&clock));
+        if let Some(check) = readiness {
+            coordinator = coordinator.with_readiness(check);
+        }
+        let coordinator = coordinator.start()?;
+        // The readiness check runs once, in the coordinator runner: the member follows its
+        // candidate's eligibility from the start (not ready before the first answer).
+        if let Some(candidate) = coordinator.candidate().cloned() {
+            let own = candidate.eligibility();
+            member
+                .set_eligible(own.is_eligible(), own.reason().unwrap_or_default())
+                .map_err(BuildError::Candidate)?;
+            let (member, mut updates) = (member.clone(), coordinator.eligibility_updates());
+            tokio::spawn(async move {
+                while updates.changed().await.is_ok() {
+                    let own = candidate.eligibility();
+                    let _ =
+                        member.set_eligible(own.is_eligible(), own.reason().unwrap_or_default());
+                }
+            });
+        }
         let (changes, _) = broadcast::channel(1024);
         let shared = Arc::new(Shared {
             guards: Mutex::new(BTreeMap::new()),

@@ -47,6 +47,24 @@ pub(crate) struct ResignArgs {
     pub(crate) to: Option<String>,
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct EligibleArgs {
+    /// The candidate's name: its `--name` (the id `status` lists without its last `-` and 16
+    /// hexadecimal digits), which every restart of it keeps.
+    #[arg(value_name = "NAME")]
+    pub(crate) name: String,
+
+    /// false: the candidate may not lead (it never campaigns; leading, it hands over to the
+    /// best live eligible candidate); true: it may again.
+    #[arg(value_name = "true|false", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) eligible: bool,
+
+    /// With false: why, as `status` shows it (at most 256 bytes). Default: "excluded by an
+    /// operator".
+    #[arg(long, value_name = "TEXT", env = "FDB_LEADER_ELIGIBLE_REASON")]
+    pub(crate) reason: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum ConfigCommand {
     /// Print the stored configuration.

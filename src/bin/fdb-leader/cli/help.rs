@@ -91,7 +91,20 @@ one lease otherwise. Both apply to the first election only.
 
 --metrics-listen ADDR serves, over plain HTTP on one listener, /metrics (Prometheus text:
 the runner's fdb_leader_* metrics) and /healthz (200 `ok`, or 503 naming the problem when
-the runner is wedged or dead; a follower is healthy). Prefer a loopback address.
+the runner is wedged or dead; a follower is healthy). Prefer a loopback address. For load
+balancers it also answers /leader (200 while this process leads, judged against its lease
+at each request, so it turns 503 at the deadline even if this process is blocked),
+/follower (200 while an eligible follower), and with --shards /shards (JSON) and /shard/N
+(200 while this member owns shard N). Point HAProxy's `option httpchk GET /leader` at it.
+
+Health checks: --ready-command/--ready-url run on every candidate (can this host lead?);
+while they fail this process is not eligible: it does not campaign and, leading, hands over.
+--health-command/--health-url run only while leading, against the child; after --health-fall
+failures the leader hands over and stays ineligible for a lease (not with --shards: one
+child per shard). A command runs as sh -c with the child's environment, in a process group of
+its own that is killed at --health-timeout; exit 0 passes. A URL passes on a 2xx answer to
+GET. --unhealthy hold (default) keeps an ineligible leader leading while nobody else is
+eligible; release lets go. `status` shows each candidate's eligibility and why.
 
 With --shards M, this process joins the sharded election of --election NAME instead (under
 (\"fdb-leader\", NAME, \"shards\"); M shards if it creates it, the stored count otherwise, and
@@ -144,8 +157,9 @@ While no leader renews, lags stop growing.
 
 --json prints one object: leader (id or null), ballot, lease_state, renewal, lease_ms,
 leader_priority, handover_requested_by, operator_request, reserved_for, operator_hold,
-payload, payload_hex, config, and candidates (id, priority, live, heartbeat, seen_renewal,
-renewal_lag, registration, leader).
+payload, payload_hex, config, candidates (id, priority, live, heartbeat, seen_renewal,
+renewal_lag, registration, leader, eligible, eligibility_reason), and eligibility_marks (the
+operators' exclusions: name, reason; lift one with `eligible NAME true`).
 
 For a name whose only election is a sharded one (`run --shards`), status shows its placement
 as `shards status` does (and --json prints that command's object).";

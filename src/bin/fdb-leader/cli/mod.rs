@@ -14,10 +14,10 @@ mod sharded;
 #[cfg(test)]
 pub(crate) use commands::Switch;
 pub(crate) use commands::{
-    ConfigCommand, ConfigSetArgs, OperatorArgs, ResignArgs, ShardsCommand, ShardsMoveArgs,
-    StatusArgs, WatchArgs,
+    ConfigCommand, ConfigSetArgs, EligibleArgs, OperatorArgs, ResignArgs, ShardsCommand,
+    ShardsMoveArgs, StatusArgs, WatchArgs,
 };
-pub(crate) use run_args::{OnChildExit, RunArgs};
+pub(crate) use run_args::{OnChildExit, RunArgs, Unhealthy};
 pub(crate) use sharded::{MAX_CONCURRENT_MOVES, MAX_RUN_SHARDS};
 
 use help::{
@@ -298,6 +298,10 @@ impl StoreArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; `run`'s arguments are read everywhere by reference"
+)]
 pub(crate) enum Command {
     /// Campaign, and run CMD while (and only while) this process leads.
     #[command(after_help = RUN_AFTER_HELP)]
@@ -314,6 +318,9 @@ pub(crate) enum Command {
     /// Fence the leader of a ballot out at once (operator override).
     #[command(name = "force-vacate", after_help = FORCE_VACATE_AFTER_HELP)]
     ForceVacate(OperatorArgs),
+    /// Exclude a candidate from leading by its name (false), durably across its restarts, or
+    /// lift that (true). An excluded leader hands over to the best live eligible candidate.
+    Eligible(EligibleArgs),
     /// Read or change the election's stored configuration.
     #[command(subcommand, after_help = CONFIG_AFTER_HELP)]
     Config(ConfigCommand),

@@ -33,6 +33,16 @@ impl OnChildExit {
     }
 }
 
+/// `--unhealthy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Unhealthy {
+    /// Keep leading, and hand over once another candidate is eligible.
+    #[default]
+    Hold,
+    /// Write an unreserved vacancy anyway.
+    Release,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// The candidate's label (random bits are appended: each start is a new candidate).
@@ -126,10 +136,81 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_ERROR_TIMEOUT")]
     pub(crate) error_timeout: Option<Duration>,
 
-    /// Serve /metrics (Prometheus) and /healthz over HTTP on this address, e.g.
-    /// 127.0.0.1:9464.
+    /// Serve /metrics (Prometheus), /healthz, and for load balancers /leader (200 while this
+    /// process leads), /follower (200 while an eligible follower), /shards and /shard/N (with
+    /// --shards) over HTTP on this address, e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR", env = "FDB_LEADER_METRICS_LISTEN")]
     pub(crate) metrics_listen: Option<SocketAddr>,
+
+    /// Readiness check, on every candidate (can this host lead?): runs CMD (sh -c, the child's
+    /// environment, a process group of its own, killed at --health-timeout) every
+    /// --health-interval; exit 0 passes. While it fails this process is not eligible: it does
+    /// not campaign, and hands the leadership over if it leads. Not for checking the child
+    /// (followers run none): use --health-command.
+    #[arg(
+        long,
+        value_name = "CMD",
+        conflicts_with = "ready_url",
+        env = "FDB_LEADER_READY_COMMAND"
+    )]
+    pub(crate) ready_command: Option<String>,
+
+    /// Readiness check by HTTP: a 2xx answer to GET URL (http:// only) passes.
+    #[arg(long, value_name = "URL", env = "FDB_LEADER_READY_URL")]
+    pub(crate) ready_url: Option<String>,
+
+    /// Leader health check, only while this process leads (is the child healthy?): runs CMD as
+    /// --ready-command does; after --health-fall failures the leader hands over to an eligible
+    /// candidate and stays ineligible for a lease.
+    #[arg(
+        long,
+        value_name = "CMD",
+        conflicts_with = "health_url",
+        env = "FDB_LEADER_HEALTH_COMMAND"
+    )]
+    pub(crate) health_command: Option<String>,
+
+    /// Leader health check by HTTP: a 2xx answer to GET URL (http:// only), e.g. the child's
+    /// own health endpoint.
+    #[arg(long, value_name = "URL", env = "FDB_LEADER_HEALTH_URL")]
+    pub(crate) health_url: Option<String>,
+
+    /// How often the checks run.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, default_value = "2s", env = "FDB_LEADER_HEALTH_INTERVAL")]
+    pub(crate) health_interval: Duration,
+
+    /// How long a check may take; past it, it is killed and has failed.
+    #[arg(long, value_name = "DUR", value_parser = durations::parse, default_value = "1s", env = "FDB_LEADER_HEALTH_TIMEOUT")]
+    pub(crate) health_timeout: Duration,
+
+    /// Consecutive failures that make a check fail.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 3,
+        env = "FDB_LEADER_HEALTH_FALL"
+    )]
+    pub(crate) health_fall: u32,
+
+    /// Consecutive passes that make a failed check pass again.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 2,
+        env = "FDB_LEADER_HEALTH_RISE"
+    )]
+    pub(crate) health_rise: u32,
+
+    /// What a leader that is not eligible does when no other live candidate is: hold (keep
+    /// leading, and hand over once one is) or release (let go anyway).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        default_value = "hold",
+        env = "FDB_LEADER_UNHEALTHY"
+    )]
+    pub(crate) unhealthy: Unhealthy,
 
     /// The command to run while leader (with --shards: one per owned shard), and its arguments
     /// (after `--`).

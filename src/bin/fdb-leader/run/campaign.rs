@@ -4,12 +4,17 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use fdb_leader_election::runner::{ElectionDatabase, Runner};
-use fdb_leader_election::{LeaderRecord, ResignOutcome};
+use std::sync::Arc;
+
+use fdb_leader_election::runner::{BuildError, ElectionDatabase, Runner};
+use fdb_leader_election::{Candidate, ElectionConfig, LeaderRecord, ResignOutcome};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{Ended, Prepared, Session, end_of};
 use crate::backoff::ChildBackoff;
+use crate::checks::{EnvSource, HealthChecks};
+use crate::child_env;
 use crate::cli::{OnChildExit, RunArgs};
 use crate::durations::show;
 use crate::exit::{Failure, RunEnd, chain, run_exit_code};
@@ -29,6 +34,7 @@ pub(super) async fn run<D: ElectionDatabase>(
         candidate,
         current,
         member: _,
+        checks,
     } = prepared;
     let election = ctx.election.clone();
     let wanted = desired.clone();
@@ -98,14 +104,10 @@ pub(super) async fn run<D: ElectionDatabase>(
             ctx.suggest(&["config", "set", "--handover-grace", &longer]),
         );
     }
-    let runner = Runner::builder(db.clone(), ctx.election.subspace().clone())
-        .candidate(candidate.clone())
-        .config(desired.clone())
-        .election_name(ctx.name.clone())
-        .start()
+    let id = candidate.id().to_string();
+    let runner = start_runner(&db, ctx, &candidate, &desired, &checks, &current)
         .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;
     current.send_replace(Some(runner.clone()));
-    let id = candidate.id().to_string();
     tracing::info!(
         candidate = %id,
         election = %ctx.name,
@@ -130,8 +132,46 @@ pub(super) async fn run<D: ElectionDatabase>(
         signals,
         id,
         backoff: ChildBackoff::default(),
+        checks,
     };
     session.campaign(deadline).await
+}
+
+/// A runner for `candidate`, with the health checks; their commands get the child's
+/// environment (the ballot while the current runner leads).
+fn start_runner<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    candidate: &Candidate,
+    desired: &ElectionConfig,
+    checks: &HealthChecks,
+    current: &watch::Sender<Option<Runner>>,
+) -> Result<Runner, BuildError> {
+    let builder = Runner::builder(db.clone(), ctx.election.subspace().clone())
+        .candidate(candidate.clone())
+        .config(desired.clone())
+        .election_name(ctx.name.clone());
+    let (id, name, runners) = (
+        candidate.id().to_string(),
+        ctx.name.clone(),
+        current.subscribe(),
+    );
+    let env: EnvSource = Arc::new(move || {
+        let mut env = vec![
+            (child_env::ID, id.clone()),
+            (child_env::ELECTION_NAME, name.clone()),
+        ];
+        let ballot = runners
+            .borrow()
+            .as_ref()
+            .and_then(Runner::leadership)
+            .map(|g| g.ballot());
+        if let Some(ballot) = ballot {
+            env.push((child_env::BALLOT, ballot.to_string()));
+        }
+        env
+    });
+    checks.apply(builder, &env).start()
 }
 
 /// Tests cannot make a bug block the runner's runtime: debug builds block it (the whole
@@ -295,11 +335,14 @@ impl<D: ElectionDatabase> Session<'_, D> {
         if stop.is_some() {
             return stop;
         }
-        let runner = Runner::builder(self.db.clone(), self.ctx.election.subspace().clone())
-            .candidate(self.candidate.clone())
-            .config(self.desired.clone())
-            .election_name(self.ctx.name.clone())
-            .start();
+        let runner = start_runner(
+            &self.db,
+            self.ctx,
+            &self.candidate,
+            &self.desired,
+            &self.checks,
+            &self.current,
+        );
         match runner {
             Ok(runner) => {
                 self.current.send_replace(Some(runner.clone()));

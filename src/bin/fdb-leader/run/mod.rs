@@ -16,6 +16,7 @@ use fdb_leader_election::{Candidate, CandidateId, ElectionConfig, Priority, Toki
 use tokio::sync::watch;
 
 use crate::backoff::ChildBackoff;
+use crate::checks::HealthChecks;
 use crate::cli::RunArgs;
 use crate::durations::show;
 use crate::exit::{Failure, RunEnd, chain};
@@ -96,6 +97,8 @@ pub(crate) struct Prepared {
     /// With `--shards`: the current member of the sharded election, for `/healthz` (`None`
     /// while not a member).
     pub(crate) member: watch::Sender<Option<ShardedRunner>>,
+    /// The health checks and the `--unhealthy` policy.
+    pub(crate) checks: HealthChecks,
 }
 
 /// The checks `run` makes before it opens the store: its settings (timings, `--name`,
@@ -114,38 +117,107 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
         &[
             ("--begin-command", args.begin_command.as_ref()),
             ("--end-command", args.end_command.as_ref()),
+            ("--ready-command", args.ready_command.as_ref()),
+            ("--health-command", args.health_command.as_ref()),
         ],
     )?;
+    let checks = HealthChecks::of(args)?;
+    if args.shards.is_some() && (args.health_command.is_some() || args.health_url.is_some()) {
+        let flag = if args.health_command.is_some() {
+            "--health-command"
+        } else {
+            "--health-url"
+        };
+        return Err(Failure::usage(format!(
+            "{flag} checks a leader's child, and --shards has one per owned shard: check this \
+             member's readiness with --ready-command or --ready-url instead (an ineligible \
+             member's shards move away); nothing was created, no ballot used"
+        )));
+    }
     let current = watch::Sender::new(None::<Runner>);
     let member = watch::Sender::new(None::<ShardedRunner>);
     if let Some(addr) = args.metrics_listen {
-        let (runners, members) = (current.subscribe(), member.subscribe());
-        let health: serve::HealthCheck = std::sync::Arc::new(move || {
-            if let Some(member) = &*members.borrow() {
-                return member
-                    .health()
-                    .map(|()| sharded::health_note(member))
-                    .map_err(|p| health_text(&p));
-            }
-            match &*runners.borrow() {
-                Some(runner) => runner
-                    .health()
-                    .map(|()| runner.state().to_string())
-                    .map_err(|p| health_text(&p)),
-                None => Ok(
-                    "not campaigning now (starting, or waiting before the next campaign)"
-                        .to_owned(),
-                ),
-            }
-        });
-        serve::start(addr, health)?;
+        serve::start(addr, sources(&current, &member, args.shards.is_some()))?;
     }
     Ok(Prepared {
         desired,
         candidate,
         current,
         member,
+        checks,
     })
+}
+
+/// What `--metrics-listen` answers from: the current runner (or member), read at each
+/// request from the listener's own thread (the runner's runtime may be blocked).
+fn sources(
+    current: &watch::Sender<Option<Runner>>,
+    member: &watch::Sender<Option<ShardedRunner>>,
+    is_sharded: bool,
+) -> serve::Sources {
+    let (runners, members) = (current.subscribe(), member.subscribe());
+    let health: serve::HealthCheck = std::sync::Arc::new(move || {
+        if let Some(member) = &*members.borrow() {
+            return member
+                .health()
+                .map(|()| sharded::health_note(member))
+                .map_err(|p| health_text(&p));
+        }
+        match &*runners.borrow() {
+            Some(runner) => runner
+                .health()
+                .map(|()| match runner.eligibility().reason() {
+                    None => runner.state().to_string(),
+                    Some(why) => format!("{}, not eligible to lead: {why}", runner.state()),
+                })
+                .map_err(|p| health_text(&p)),
+            None => Ok(NOT_CAMPAIGNING.to_owned()),
+        }
+    });
+    let (runners, members) = (current.subscribe(), member.subscribe());
+    let role: serve::RoleCheck = std::sync::Arc::new(move |role| match role {
+        serve::Role::Shards | serve::Role::Shard(_) if is_sharded => {
+            Some(match &*members.borrow() {
+                Some(member) => sharded::role(member, role),
+                None => Err(NOT_CAMPAIGNING.to_owned()),
+            })
+        }
+        serve::Role::Leader | serve::Role::Follower if !is_sharded => {
+            Some(match &*runners.borrow() {
+                Some(runner) => single_role(runner, role),
+                None => Err(NOT_CAMPAIGNING.to_owned()),
+            })
+        }
+        _ => None,
+    });
+    serve::Sources { health, role }
+}
+
+/// What a process between two runners answers.
+const NOT_CAMPAIGNING: &str = "not campaigning now (starting, or waiting before the next campaign)";
+
+/// `/leader` and `/follower` of the single election: judged now, against the belief's
+/// deadline (a blocked runner's leadership ends at its deadline here too).
+fn single_role(runner: &Runner, role: serve::Role) -> Result<String, String> {
+    let leading = runner.leadership();
+    match (role, leading) {
+        (serve::Role::Leader, Some(guard)) => Ok(format!("leader, ballot {}", guard.ballot())),
+        (serve::Role::Leader, None) => Err(format!("not the leader ({})", runner.state())),
+        (_, Some(guard)) => Err(format!(
+            "the leader (ballot {}), not a follower",
+            guard.ballot()
+        )),
+        (_, None) => {
+            let state = runner.state();
+            if state != fdb_leader_election::runner::RunnerState::Follower {
+                return Err(format!("not a follower ({state})"));
+            }
+            match runner.eligibility().reason() {
+                None => Ok("follower, eligible".to_owned()),
+                Some(why) => Err(format!("follower, not eligible: {why}")),
+            }
+        }
+    }
 }
 
 /// The candidate of `--name` (default: the host name), `--priority` and `--payload`, on the
@@ -232,6 +304,7 @@ struct Session<'a, D: ElectionDatabase> {
     signals: &'a mut Signals,
     id: String,
     backoff: ChildBackoff,
+    checks: HealthChecks,
 }
 
 /// `run`, with what [`preflight()`] prepared: on the single election, or with `--shards` on

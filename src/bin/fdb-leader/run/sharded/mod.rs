@@ -66,11 +66,44 @@ pub(super) fn health_note(member: &ShardedRunner) -> String {
     } else {
         ""
     };
+    let eligible = match member.member().eligibility().reason() {
+        None => String::new(),
+        Some(why) => format!(", not eligible: {why}"),
+    };
     format!(
-        "member {}, owns {} shards{role}",
+        "member {}, owns {} shards{role}{eligible}",
         member.id(),
         member.owned().len()
     )
+}
+
+/// `/shards` (this member's shards, as JSON) and `/shard/N` (200 while it owns shard N),
+/// judged now against each shard's deadline.
+pub(super) fn role(member: &ShardedRunner, role: crate::serve::Role) -> Result<String, String> {
+    match role {
+        crate::serve::Role::Shard(n) => match member.guard(fdb_leader_election::ShardId::new(n)) {
+            Some(guard) => Ok(format!(
+                "owner of shard {n}, ballot {}",
+                guard.fencing_token()
+            )),
+            None => Err(format!("not the owner of shard {n}")),
+        },
+        _ => {
+            let owned: Vec<serde_json::Value> = member
+                .owned()
+                .iter()
+                .map(|(shard, guard)| {
+                    serde_json::json!({ "shard": shard.get(), "ballot": guard.fencing_token().get() })
+                })
+                .collect();
+            Ok(serde_json::json!({
+                "member": member.id().as_str(),
+                "coordinator": member.is_coordinator(),
+                "owned": owned,
+            })
+            .to_string())
+        }
+    }
 }
 
 /// What the sharded election holds, as this process found (or created) it.
@@ -121,6 +154,7 @@ pub(super) async fn run<D: ElectionDatabase>(
         label,
         stored,
         current: prepared.member,
+        checks: prepared.checks,
         runner: None,
         changes: None,
         children: Children::default(),
@@ -304,6 +338,8 @@ struct Session<'a, D: ElectionDatabase> {
     stored: Stored,
     /// The current member, for `/healthz`.
     current: watch::Sender<Option<ShardedRunner>>,
+    /// The readiness check.
+    checks: crate::checks::HealthChecks,
     /// The member, while it is one.
     runner: Option<ShardedRunner>,
     /// Its ownership changes (the children are reconciled at each).
@@ -322,6 +358,25 @@ impl<D: ElectionDatabase> Session<'_, D> {
             .priority(Priority::new(self.args.priority))
             .weight(weight)
             .config(self.stored.config.clone());
+        // The readiness command's environment: the child's, less its shard and ballot.
+        let (members, name, count) = (
+            self.current.subscribe(),
+            self.ctx.name.clone(),
+            self.stored.layout.shards().to_string(),
+        );
+        let env: crate::checks::EnvSource = std::sync::Arc::new(move || {
+            let id = members
+                .borrow()
+                .as_ref()
+                .map(|r| r.id().to_string())
+                .unwrap_or_default();
+            vec![
+                (child_env::SHARD_COUNT, count.clone()),
+                (child_env::ID, id),
+                (child_env::ELECTION_NAME, name.clone()),
+            ]
+        });
+        let builder = self.checks.apply_sharded(builder, &env);
         let runner = builder
             .start()
             .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;

@@ -1,0 +1,324 @@
+//! Traffic follows leadership (DESIGN §13.7), against the real HAProxy of Debian's packages
+//! (`.ci/run` installs it): two `fdb-leader run` supervisors, each serving a tiny HTTP child
+//! while it leads, behind HAProxy with the README's `option httpchk GET /leader`. A handover
+//! (the leader stopped with SIGTERM) moves the traffic; the test counts the requests that did
+//! not reach the leader's child, and requires none from the handover's commit plus one check
+//! interval on.
+//!
+//! Without `haproxy` on the PATH it says SKIPPED on stderr and passes, except under CI
+//! (`CI=true`), where it fails: there `.ci/run` has installed it.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+mod cli_support;
+
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cli_support::*;
+use nix::sys::signal::Signal;
+
+/// The tiny HTTP child: answers every GET with its name.
+const CHILD: &str = r#"
+import http.server, sys
+name, port = sys.argv[1].encode(), int(sys.argv[2])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(name)))
+        self.end_headers()
+        self.wfile.write(name)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+/// HAProxy's check interval in the test (the README uses 1s).
+const INTER: Duration = Duration::from_millis(100);
+
+/// The README's configuration (the test below checks that the README shows exactly this),
+/// with these ports, check interval and servers (`name`, traffic `host:port`, check port).
+fn config(front: u16, inter: Duration, servers: &[(&str, String, u16)]) -> String {
+    let mut c = format!(
+        "global\n    maxconn 256\n\ndefaults\n    mode http\n    timeout connect 1s\n    \
+         timeout client 5s\n    timeout server 5s\n\nfrontend app\n    bind 127.0.0.1:{front}\n    \
+         default_backend leader\n\nbackend leader\n    option httpchk GET /leader\n    \
+         http-check expect status 200\n    default-server inter {}ms fall 1 rise 1\n",
+        inter.as_millis()
+    );
+    for (name, app, listen) in servers {
+        c.push_str(&format!("    server {name} {app} check port {listen}\n"));
+    }
+    c
+}
+
+/// The README's `haproxy` block.
+fn readme_block() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("```haproxy\n")
+        .expect("the README shows an haproxy block");
+    let body = &readme[start + "```haproxy\n".len()..];
+    body[..body.find("```").unwrap()].to_owned()
+}
+
+#[test]
+fn the_readme_shows_this_configuration_and_haproxy_accepts_it() {
+    let shown = config(
+        8080,
+        Duration::from_secs(1),
+        &[
+            ("a", "10.0.0.1:7000".to_owned(), 9464),
+            ("b", "10.0.0.2:7000".to_owned(), 9464),
+        ],
+    );
+    assert_eq!(readme_block(), shown);
+    let Some(haproxy) = haproxy() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("haproxy.cfg");
+    std::fs::write(&file, shown).unwrap();
+    let out = Command::new(haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `haproxy`, or `None` (SKIPPED) outside CI.
+fn haproxy() -> Option<&'static str> {
+    let found = Command::new("haproxy")
+        .arg("-v")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return Some("haproxy");
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "haproxy is not installed: .ci/run installs it (apt-get install haproxy)"
+    );
+    eprintln!("SKIPPED: haproxy not installed (apt-get install haproxy); CI runs this test");
+    None
+}
+
+/// Kills HAProxy (its pid) when dropped, also when an assertion fails.
+struct Proxy(Child);
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `GET /` through HAProxy on `port` (a connection of its own, closed after the answer): the
+/// status and the body, `None` without an answer within 2 s.
+fn fetch(port: u16) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let bound = Duration::from_secs(2);
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), bound).ok()?;
+    stream.set_read_timeout(Some(bound)).ok()?;
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_owned();
+    Some((status, body))
+}
+
+/// What one request through HAProxy got.
+#[derive(Debug, Clone)]
+struct Got {
+    at: Instant,
+    answer: Option<(u16, String)>,
+}
+
+#[test]
+fn haproxy_routes_to_the_leader_only_and_follows_a_handover() {
+    let Some(haproxy) = haproxy() else {
+        return;
+    };
+    let mut world = World::new().with_timing("1s", "300ms");
+    std::fs::write(world.path("child.py"), CHILD).unwrap();
+    let (app_a, app_b, listen_a, listen_b, front) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let cfg = world.path("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        config(
+            front,
+            INTER,
+            &[
+                ("a", format!("127.0.0.1:{app_a}"), listen_a),
+                ("b", format!("127.0.0.1:{app_b}"), listen_b),
+            ],
+        ),
+    )
+    .unwrap();
+    let start = |world: &mut World, name: &str, app: u16, listen: u16| {
+        let mut c = world.command();
+        c.args([
+            "run",
+            "--name",
+            name,
+            "--lease",
+            "1s",
+            "--heartbeat",
+            "300ms",
+            "--grace",
+            "1s",
+            "--metrics-listen",
+            &format!("127.0.0.1:{listen}"),
+            "--",
+            "python3",
+        ])
+        .arg(world.path("child.py"))
+        .args([name, &app.to_string()]);
+        world.start(c, name)
+    };
+    let mut a = start(&mut world, "a", app_a, listen_a);
+    poll(PATIENCE, || {
+        matches!(
+            http_get(listen_a, "/leader", Duration::from_secs(1)),
+            Some((200, _))
+        )
+        .then_some(())
+    })
+    .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = start(&mut world, "b", app_b, listen_b);
+    poll(PATIENCE, || {
+        matches!(
+            http_get(listen_b, "/follower", Duration::from_secs(1)),
+            Some((200, _))
+        )
+        .then_some(())
+    })
+    .unwrap_or_else(|| panic!("b never followed:\n{}", world.stderr_of("b")));
+    let proxy = Proxy(
+        Command::new(haproxy)
+            .args(["-f"])
+            .arg(&cfg)
+            .arg("-db")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(world.path("haproxy.err")).unwrap())
+            .spawn()
+            .expect("haproxy starts"),
+    );
+    // Steady state: every request reaches a (the leader's child).
+    let get = || fetch(front);
+    let steady = poll(PATIENCE, || {
+        matches!(get(), Some((200, ref who)) if who == "a").then_some(())
+    });
+    assert!(
+        steady.is_some(),
+        "no traffic through haproxy to a: {:?}",
+        get()
+    );
+    let mut before = Vec::new();
+    for _ in 0..50 {
+        before.push(get());
+    }
+    assert!(
+        before
+            .iter()
+            .all(|g| matches!(g, Some((200, who)) if who == "a")),
+        "{before:?}"
+    );
+
+    // The handover: a is stopped (its child first, then it resigns to b in one commit).
+    let mut got = Vec::new();
+    let mut b_leads_at = None;
+    let mut b_serves_at = None;
+    let stopped_at = Instant::now();
+    signal(&a, Signal::SIGTERM);
+    while stopped_at.elapsed() < Duration::from_secs(6) {
+        got.push(Got {
+            at: Instant::now(),
+            answer: get(),
+        });
+        if b_leads_at.is_none()
+            && matches!(
+                http_get(listen_b, "/leader", Duration::from_secs(1)),
+                Some((200, _))
+            )
+        {
+            b_leads_at = Some(Instant::now());
+        }
+        if b_leads_at.is_some() && b_serves_at.is_none() && fetch(app_b).is_some() {
+            b_serves_at = Some(Instant::now());
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let b_leads_at = b_leads_at.unwrap_or_else(|| panic!("b never led:\n{}", world.stderr_of("b")));
+    let b_serves_at =
+        b_serves_at.unwrap_or_else(|| panic!("b's child never served:\n{}", world.stderr_of("b")));
+    // From the commit (or, if later, from when b's child listens: a child's start-up is not
+    // HAProxy's to hide) plus one check interval, every request reaches b.
+    let settled = b_leads_at.max(b_serves_at) + INTER;
+    let missed = |g: &&Got| !matches!(&g.answer, Some((200, who)) if who == "b");
+    let late: Vec<&Got> = got
+        .iter()
+        .filter(|g| g.at >= settled)
+        .filter(missed)
+        .collect();
+    let during: Vec<&Got> = got
+        .iter()
+        .filter(|g| g.at < settled)
+        .filter(missed)
+        .collect();
+    let wrong_leader = got
+        .iter()
+        .filter(|g| g.at >= b_leads_at)
+        .filter(|g| matches!(&g.answer, Some((200, who)) if who == "a"))
+        .count();
+    eprintln!(
+        "haproxy handover: {} requests in 6 s; b leads {:?} after a's SIGTERM, its child serves \
+         {:?} after that; {} missed the leader before the commit (and the child's start) + one \
+         check interval ({} ms), {} after it; {} answered by a after the commit",
+        got.len(),
+        b_leads_at.duration_since(stopped_at),
+        b_serves_at.duration_since(b_leads_at),
+        during.len(),
+        INTER.as_millis(),
+        late.len(),
+        wrong_leader,
+    );
+    assert_eq!(wrong_leader, 0);
+    assert!(
+        late.is_empty(),
+        "requests that missed the leader after the commit + {INTER:?}: {late:?}"
+    );
+    assert!(got.len() > 100, "too few requests: {}", got.len());
+    drop(proxy);
+    assert!(wait_exit(&mut a, PATIENCE).is_some());
+    signal(&b, Signal::SIGTERM);
+    assert!(wait_exit(&mut b, PATIENCE).is_some());
+}
