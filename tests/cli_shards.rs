@@ -619,8 +619,26 @@ fn elections_off_shows_in_the_status_and_every_member_gives_its_shards_back() {
     let s = status(&world);
     assert_eq!(s["vacant"], 8);
     assert_eq!(s["reservations"], 0);
-    // The command the status names turns them on again, as printed.
+    // A move by hand is refused while elections are off (nobody would acquire it), even
+    // frozen, and nothing is written; the refusal names the commands that make it work.
+    assert!(world.cli(&["shards", "freeze"]).status.success());
+    let b_id = b.id().as_str().to_owned();
+    let out = world.cli(&["shards", "move", "--shard", "0", "--to", &b_id]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("elections are off"), "{err}");
+    let fixes = suggested(&err);
+    assert_eq!(fixes.len(), 2, "{err}");
+    assert_eq!(status(&world)["reservations"], 0);
+    assert_eq!(status(&world)["moves_in_flight"], 0);
+    // The command the status names turns them on again, as printed, and so does the
+    // refusal's first; its second, the move again, is then made.
+    assert_eq!(fixes[0], lines[0]);
     assert!(run_suggested(&lines[0]).status.success());
+    let moved = run_suggested(&fixes[1]);
+    assert!(moved.status.success(), "{}", stderr(&moved));
+    assert_eq!(status(&world)["reservations"], 1);
+    assert!(world.cli(&["shards", "unfreeze"]).status.success());
     assert_eq!(status(&world)["elections"], true);
     sharded.settle(&[&a, &b]);
     assert_eq!(a.owned_shards().len() + b.owned_shards().len(), 8);

@@ -99,6 +99,30 @@ async fn elections_off_gives_every_shard_back_and_a_crashed_member_is_still_fenc
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // An operator's move is refused while elections are off, even frozen: nobody would act
+    // on it. Nothing is written.
+    let operator = fdb_leader_election::CandidateId::with_nonce("operator", 1).unwrap();
+    let refused = db
+        .run(|txn, _| {
+            let (e, to, op) = (e.clone(), a.id().clone(), operator.clone());
+            async move {
+                e.set_frozen(&txn, true).await?;
+                e.move_shard(&txn, fdb_leader_election::ShardId::new(0), &to, &op)
+                    .await
+            }
+        })
+        .await;
+    assert!(
+        matches!(&refused, Err(fdb_leader_election::ElectionError::OperatorRefused { reason }) if reason.contains("elections")),
+        "{refused:?}"
+    );
+    let assignments = e.assignments(&db.create_transaction()).await.unwrap();
+    assert!(
+        assignments
+            .shards()
+            .iter()
+            .all(|s| s.reserved_for.is_none())
+    );
     // Elections on again: the two live members take every shard.
     set_elections(&db, &e, true).await;
     let live = [&a, &b];

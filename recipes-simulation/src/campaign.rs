@@ -290,7 +290,7 @@ impl CampaignReport {
                 "workload: cycles={} coordinations={} leaves={} joins={} deploys={} \
                  operator_actions={} priority_changes={} composed_cycles={} \
                  refused_second_cycles={} guarded_tasks={} elections_off={} forgotten={} \
-                 failover_checked={} failover_checked_off={} late_acquisitions={}",
+                 failover_checked={} failover_checked_off={}",
                 s.cycles,
                 s.coordinations,
                 s.leaves,
@@ -304,8 +304,7 @@ impl CampaignReport {
                 s.elections_off,
                 s.forgotten,
                 s.failover_checked,
-                s.failover_checked_off,
-                s.late_acquisitions
+                s.failover_checked_off
             ),
             format!(
                 "fenced_shard_work: fenced_writes={} fenced_lost={} fenced_rejected_stale={}",

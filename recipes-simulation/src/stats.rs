@@ -117,14 +117,11 @@ pub struct ShardStats {
     pub failover_checked: u64,
     /// Of those, fencings while the stored configuration disabled elections.
     pub failover_checked_off: u64,
-    /// Acquisitions decided on a configuration that enabled elections whose commit landed
-    /// after one that disabled them (a member cycle reads the configuration as a snapshot).
-    pub late_acquisitions: u64,
 }
 
 impl ShardStats {
     fn add(&mut self, o: &ShardStats) {
-        let pairs: [(&mut u64, u64); 15] = [
+        let pairs: [(&mut u64, u64); 14] = [
             (&mut self.cycles, o.cycles),
             (&mut self.acquisitions, o.acquisitions),
             (&mut self.handovers, o.handovers),
@@ -139,7 +136,6 @@ impl ShardStats {
             (&mut self.forgotten, o.forgotten),
             (&mut self.failover_checked, o.failover_checked),
             (&mut self.failover_checked_off, o.failover_checked_off),
-            (&mut self.late_acquisitions, o.late_acquisitions),
         ];
         for (mine, theirs) in pairs {
             *mine = mine.saturating_add(theirs);

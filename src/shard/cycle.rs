@@ -107,6 +107,10 @@ impl ShardedElection {
                 }
             }
         };
+        if plan.config_conflict {
+            // Read as a snapshot: decided on, so an election-disabling write fails this commit.
+            txn.add_read_conflict_key(&self.config)?;
+        }
         self.set_member(txn, &id, &plan.record, record.as_ref())?;
         for (shard, rec) in &plan.shards {
             txn.set(&self.shard_key(*shard), &codec::encode_shard(rec)?);

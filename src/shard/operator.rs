@@ -86,7 +86,8 @@ impl ShardedElection {
     ///
     /// # Errors
     ///
-    /// [`ElectionError::OperatorRefused`] if placement is not frozen, `to` is drained (by an
+    /// [`ElectionError::OperatorRefused`] while the configuration disables elections (no
+    /// shard changes hands then), if placement is not frozen, `to` is drained (by an
     /// operator, or by its own weight of 0), or an inbox the move writes is full;
     /// [`ElectionError::NotRegistered`] if `to` has not joined or is fenced out;
     /// [`ElectionError::InvalidLayout`] for a shard out of range;
@@ -100,6 +101,8 @@ impl ShardedElection {
     ) -> Result<ShardMove, ElectionError> {
         let layout = self.layout(txn).await?;
         txn.add_read_conflict_key(&self.layout)?;
+        let config = self.config(txn).await?;
+        txn.add_read_conflict_key(&self.config)?;
         if shard.get() >= layout.shards {
             return Err(ElectionError::InvalidLayout {
                 reason: "shard number out of range",
@@ -134,6 +137,7 @@ impl ShardedElection {
         }
         let plan = decide_move(&MoveInput {
             shard,
+            elections: config.election_enabled(),
             frozen: layout.frozen,
             record: &record,
             owner_live,

@@ -6,8 +6,10 @@
 //!    commit writes a reservation or a move request, on a configuration that disables
 //!    elections: the configuration as of the commit's read version (what it decided on),
 //!    and for a coordinator's commit also as of the commit itself (its attempt conflicts on the
-//!    configuration key whenever it writes placement steps). An operator's move by hand is
-//!    the operator's (the coordinator withdraws it).
+//!    configuration key whenever it writes placement steps), and for a member's acquisition or
+//!    handover also as of its commit (its cycle conflicts on the configuration then). An
+//!    operator's move is refused while elections are off (the library reads the configuration
+//!    in the move's transaction).
 //! 2. Failover never stops: a member record that stays unchanged and not fenced out is fenced
 //!    out within [`ShardParams::failover_bound`] of its last write (whatever the
 //!    configuration), unless a coordinator's fault (a crash, pause or partition of a
@@ -198,9 +200,10 @@ pub(crate) struct Window {
 
 /// S9 (1) on one shard record a commit wrote: `before_owner` is the owner before the commit,
 /// `read_on` whether the configuration as of the commit's read version enabled elections
-/// (`None`: it read nothing), `commit_on` whether it did just before the commit. Returns the
-/// violation, if any, and whether the record is an acquisition decided on an enabled
-/// configuration that landed after elections were disabled (counted, allowed).
+/// (`None`: it read nothing), `commit_on` whether it did just before the commit. A commit
+/// that acquires or places conflicts on the configuration (the coordinator's attempt when it
+/// writes placement steps, a member's when it acquires or hands over), so both must enable
+/// elections; an operator's move by hand is the operator's. Returns the violation, if any.
 pub(crate) fn placed_while_off(
     who: Who,
     s: u32,
@@ -208,33 +211,27 @@ pub(crate) fn placed_while_off(
     after: &Written,
     read_on: Option<bool>,
     commit_on: bool,
-) -> (Option<String>, bool) {
-    let decided_off = !read_on.unwrap_or(commit_on);
+) -> Option<String> {
+    let off = !read_on.unwrap_or(commit_on) || !commit_on;
     let acquired = after.owner.is_some() && after.owner.as_ref() != before_owner;
-    if acquired && decided_off {
+    if acquired && off {
         let (id, epoch) = after.owner.clone().unwrap_or_default();
-        return (
-            Some(format!(
-                "shard {s} acquired by {id} (epoch {epoch}) at ballot {} by a commit whose \
-                 configuration disables elections",
-                after.ballot
-            )),
-            false,
-        );
+        return Some(format!(
+            "shard {s} acquired by {id} (epoch {epoch}) at ballot {} by a commit whose \
+             configuration (as read: {read_on:?}, at its commit: {commit_on}) disables elections",
+            after.ballot
+        ));
     }
     let placing = after.reserved_for.is_some() || after.move_to.is_some();
-    let off = decided_off || (matches!(who, Who::Coord(_)) && !commit_on);
     if placing && off && !matches!(who, Who::Operator) {
-        return (
-            Some(format!(
-                "{who:?} wrote shard {s} (ballot {}) reserved for {:?}, move requested to {:?}, \
-                 on a configuration that disables elections",
-                after.ballot, after.reserved_for, after.move_to
-            )),
-            false,
-        );
+        return Some(format!(
+            "{who:?} wrote shard {s} (ballot {}) reserved for {:?}, move requested to {:?}, \
+             on a configuration that disables elections (as read: {read_on:?}, at its commit: \
+             {commit_on})",
+            after.ballot, after.reserved_for, after.move_to
+        ));
     }
-    (None, acquired && !commit_on)
+    None
 }
 
 impl World {
@@ -519,66 +516,39 @@ mod tests {
         assert!(o.enabled_now());
     }
 
-    // S9 (1): an acquisition decided on a disabled configuration fires; one decided on an
-    // enabled configuration that lands after the disable is counted, not a violation; a
-    // coordinator's reservation fires as of its read version or its commit; an operator's
-    // does not.
+    // S9 (1): an acquisition or a placement by the coordinator or a member fires unless the
+    // configuration enables elections both as read and at the commit; an operator's move
+    // does not; keeping an owner is no acquisition.
     #[test]
     fn placing_fires_only_on_a_configuration_that_disables_elections() {
         let before = Some(("a".to_owned(), 1));
         let acq = written(Some("b"), None);
-        let m = Who::Member(0);
-        assert!(
-            placed_while_off(m, 0, None, &acq, Some(false), false)
-                .0
-                .is_some()
-        );
-        assert_eq!(
-            placed_while_off(m, 0, None, &acq, Some(true), false),
-            (None, true)
-        );
-        assert_eq!(
-            placed_while_off(m, 0, None, &acq, Some(true), true),
-            (None, false)
-        );
-        // Not an acquisition: the owner stays.
+        let res = written(None, Some("b"));
         let kept = written(Some("a"), None);
+        let (m, c, op) = (Who::Member(0), Who::Coord(0), Who::Operator);
+        for (who, rec, read_on, commit_on, fires) in [
+            (m, &acq, Some(false), false, true),
+            (m, &acq, Some(true), false, true),
+            (m, &acq, Some(false), true, true),
+            (m, &acq, Some(true), true, false),
+            (m, &res, Some(false), false, true),
+            (m, &res, Some(true), false, true),
+            (m, &res, Some(true), true, false),
+            (c, &res, Some(false), false, true),
+            (c, &res, Some(true), false, true),
+            (c, &res, Some(true), true, false),
+            (c, &res, None, true, false),
+            (op, &res, Some(false), false, false),
+        ] {
+            assert_eq!(
+                placed_while_off(who, 0, None, rec, read_on, commit_on).is_some(),
+                fires,
+                "{who:?} {rec:?} read_on={read_on:?} commit_on={commit_on}"
+            );
+        }
         assert_eq!(
             placed_while_off(m, 0, before.as_ref(), &kept, Some(false), false),
-            (None, false)
-        );
-        let res = written(None, Some("b"));
-        let c = Who::Coord(0);
-        assert!(
-            placed_while_off(c, 0, None, &res, Some(false), false)
-                .0
-                .is_some()
-        );
-        assert!(
-            placed_while_off(c, 0, None, &res, Some(true), false)
-                .0
-                .is_some()
-        );
-        assert!(
-            placed_while_off(c, 0, None, &res, Some(true), true)
-                .0
-                .is_none()
-        );
-        assert!(
-            placed_while_off(m, 0, None, &res, Some(false), false)
-                .0
-                .is_some()
-        );
-        assert!(
-            placed_while_off(m, 0, None, &res, Some(true), false)
-                .0
-                .is_none()
-        );
-        let op = Who::Operator;
-        assert!(
-            placed_while_off(op, 0, None, &res, Some(false), false)
-                .0
-                .is_none()
+            None
         );
     }
 

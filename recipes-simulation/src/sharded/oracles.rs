@@ -250,18 +250,9 @@ impl World {
                 .get(usize::try_from(s).unwrap_or(0))
                 .cloned();
             let before_owner = before.as_ref().and_then(|b| b.1.as_ref());
-            let (placed, late) =
-                placed_while_off(p.who, s, before_owner, &full, read_on, commit_on);
-            if let Some(m) = placed {
+            if let Some(m) = placed_while_off(p.who, s, before_owner, &full, read_on, commit_on) {
                 self.found
                     .push(Violation::new(OracleId::ShardElectionsOff, m));
-            }
-            if late {
-                self.stats.sharded.late_acquisitions =
-                    self.stats.sharded.late_acquisitions.saturating_add(1);
-                self.log(format!(
-                    "  shard {s} acquired on a configuration read before elections were disabled"
-                ));
             }
             if let Some(owner) = &full.owner {
                 if let Some(m) = self.oracles.forget.names_forgotten(s, full.ballot, owner) {

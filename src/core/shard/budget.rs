@@ -55,7 +55,18 @@ impl KeyLens {
         self.member_base
             .saturating_add(member.as_str().len().saturating_mul(2))
     }
+
+    /// A bound on the length of the election's fixed keys (its configuration, layout, and
+    /// the coordinator election's keys): they sit beside the shards' subspace, and the
+    /// longest, the coordinator election's fence (`("coordinator", "fence")` under the
+    /// subspace), takes 21 bytes of tuple beside it, against a shard key's 8 and more.
+    pub(crate) fn fixed(&self) -> usize {
+        self.shard.saturating_add(FIXED_KEY_EXTRA)
+    }
 }
+
+/// How much longer than a shard key [`KeyLens::fixed`] allows.
+const FIXED_KEY_EXTRA: usize = 32;
 
 /// A transaction's running size, as FoundationDB counts it at commit ([`TransactionSize`]'s
 /// costs, the one place that count is written: every mutation's key and value, every conflict

@@ -202,7 +202,7 @@ pub(crate) fn decide_coordinator(
     // serializably; conflicts on the layout and the configuration; the assignments marker
     // written (an 8-byte digest). These keys sit beside the shards' subspace, shorter than
     // the longest shard key plus the longest of their names (`"coordinator"`, `"fence"`).
-    let fixed_key = input.keys.shard.saturating_add(FIXED_KEY_EXTRA);
+    let fixed_key = input.keys.fixed();
     budget.force(
         Budget::conflict_cost(fixed_key)
             .saturating_mul(3)
@@ -373,11 +373,6 @@ pub(crate) fn decide_coordinator(
     plan.publish = (input.marker != Some(digest)).then_some(digest);
     Ok(plan)
 }
-
-/// A bound on how much longer than a shard key the election's other fixed keys are (the
-/// coordinator election's fence, `("coordinator", "fence")` under the subspace, is the
-/// longest: 21 bytes of tuple beside the subspace, against a shard key's 8 and more).
-const FIXED_KEY_EXTRA: usize = 32;
 
 /// The shard a placement step is about.
 fn step_shard(step: &PlacementStep) -> ShardId {

@@ -83,6 +83,11 @@ pub(crate) struct MemberPlan {
     /// Whether another attempt has work to do at once (reservations left, or writes this
     /// attempt's budget left over).
     pub(crate) more: bool,
+    /// Whether the commit must conflict on the configuration: it acquires or hands over a
+    /// shard, which only an election-enabled configuration allows, so a configuration that
+    /// disables elections, committed after this attempt read it, fails this commit rather
+    /// than let an acquisition land after elections were turned off.
+    pub(crate) config_conflict: bool,
 }
 
 /// Whether `inbox` names a shard beyond the layout's `shard_count`.
@@ -229,6 +234,8 @@ pub(crate) fn decide_member(
                 .keys()
                 .map(|t| Budget::conflict_cost(keys.member(t))),
         )
+        // The configuration's conflict, should this attempt acquire or hand over a shard.
+        .chain((elections && !joined).then(|| Budget::conflict_cost(keys.fixed())))
         .fold(0usize, usize::saturating_add),
     );
     let mut deferred = false;
@@ -386,6 +393,7 @@ pub(crate) fn decide_member(
             false
         });
     }
+    let config_conflict = !acquired.is_empty() || !targets.is_empty();
     let mut inboxes: Vec<(CandidateId, Inbox)> =
         targets.into_iter().map(|(t, (i, _))| (t, i)).collect();
     for (t, i) in &mut inboxes {
@@ -433,6 +441,7 @@ pub(crate) fn decide_member(
         joined,
         stop,
         more,
+        config_conflict,
     })))
 }
 

@@ -592,3 +592,35 @@ fn the_token_of_one_shard_agrees_with_the_owned_shards_at_every_instant() {
     assert_eq!(w.st.token_at(ShardId::new(2), at(10)), Some(Ballot::new(1)));
     assert_eq!(w.st.token_at(ShardId::new(2), end), None);
 }
+
+#[test]
+fn a_commit_that_acquires_or_hands_over_conflicts_on_the_configuration_and_no_other_does() {
+    // Joining, renewing and giving back while elections are off decide nothing the
+    // configuration forbids: no conflict on it, so an operator's write never fails them.
+    let mut w = World::new("a", 10_000);
+    let join = w.cycle(0, &[]);
+    assert!(!join.config_conflict, "a join acquires nothing");
+    w.reserve(&[0, 1]);
+    let acquire = w.cycle(10, &[]);
+    assert_eq!(acquire.adoption.acquired.len(), 2);
+    assert!(
+        acquire.config_conflict,
+        "an acquisition is decided on elections enabled"
+    );
+    let renew = w.cycle(20, &[]);
+    assert!(renew.shards.is_empty() && !renew.config_conflict);
+    w.ask(&[1], "b");
+    let hand_over = w.cycle(30, &[1]);
+    assert_eq!(hand_over.adoption.released, vec![ShardId::new(1)]);
+    assert!(
+        hand_over.config_conflict,
+        "a handover reserves for its target"
+    );
+    w.config.election_enabled = false;
+    let give_back = w.cycle(40, &[0]);
+    assert_eq!(give_back.adoption.released, vec![ShardId::new(0)]);
+    assert!(
+        !give_back.config_conflict,
+        "giving back is allowed whatever the configuration"
+    );
+}

@@ -36,6 +36,8 @@ pub enum ShardMove {
 #[derive(Debug)]
 pub(crate) struct MoveInput<'a> {
     pub(crate) shard: ShardId,
+    /// Whether the stored configuration enables elections (off, no shard changes hands).
+    pub(crate) elections: bool,
     pub(crate) frozen: bool,
     pub(crate) record: &'a ShardRecord,
     /// Whether the shard's owner (if any) is live at the epoch it owns the shard in.
@@ -64,9 +66,16 @@ pub(crate) struct MovePlan {
 ///
 /// # Errors
 ///
-/// [`ElectionError::OperatorRefused`] unless placement is frozen, or if the target is drained;
+/// [`ElectionError::OperatorRefused`] while elections are disabled, unless placement is
+/// frozen, or if the target is drained;
 /// [`ElectionError::NotRegistered`] if the target has not joined or is fenced out.
 pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionError> {
+    if !input.elections {
+        return Err(ElectionError::OperatorRefused {
+            reason: "elections are disabled: no member acquires or hands over a shard, and \
+                     the coordinator withdraws every move; enable them first",
+        });
+    }
     if !input.frozen {
         return Err(ElectionError::OperatorRefused {
             reason: "placement is not frozen: freeze it first (set_frozen(true)), or the \
@@ -222,12 +231,14 @@ mod tests {
     struct Case {
         record: ShardRecord,
         owner_live: bool,
+        elections: bool,
         inboxes: BTreeMap<CandidateId, Inbox>,
     }
 
     fn decide(case: &Case, to: &str, frozen: bool) -> Result<MovePlan, ElectionError> {
         decide_move(&MoveInput {
             shard: ShardId::new(7),
+            elections: case.elections,
             frozen,
             record: &case.record,
             owner_live: case.owner_live,
@@ -247,7 +258,32 @@ mod tests {
         Case {
             record,
             owner_live,
+            elections: true,
             inboxes: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn no_move_is_written_while_elections_are_disabled() {
+        // Whatever holds the shard: its owner would never hand it over, nobody would acquire
+        // a reservation, and the coordinator withdraws every request.
+        for (record, live) in [
+            (owned("a", None), true),
+            (vacant(None), false),
+            (vacant(Some("c")), false),
+            (owned("a", None), false),
+        ] {
+            let mut c = case(record, live);
+            c.elections = false;
+            assert!(matches!(
+                decide(&c, "b", true),
+                Err(ElectionError::OperatorRefused { reason }) if reason.contains("elections")
+            ));
+            c.elections = true;
+            assert!(
+                decide(&c, "b", true).is_ok(),
+                "enabled, the same move is made"
+            );
         }
     }
 

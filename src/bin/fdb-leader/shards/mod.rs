@@ -212,6 +212,8 @@ enum Moved {
     OutOfRange {
         shards: u32,
     },
+    /// The configuration disables elections: no shard changes hands.
+    ElectionsOff,
     /// The target has no record.
     Unknown,
     /// The target's epoch ended (fenced out, or it left).
@@ -245,6 +247,9 @@ async fn move_shard<D: ElectionDatabase>(
                 return Ok(Moved::OutOfRange {
                     shards: layout.shards(),
                 });
+            }
+            if !election.read_config(&txn).await?.election_enabled() {
+                return Ok(Moved::ElectionsOff);
             }
             let Some(target) = election.member_record(&txn, &to).await? else {
                 return Ok(Moved::Unknown);
@@ -283,6 +288,15 @@ async fn move_shard<D: ElectionDatabase>(
                 "--shard {n}: the sharded election {} has {shards} shards, numbered 0 to {}",
                 ctx.name,
                 shards.saturating_sub(1)
+            )));
+        }
+        Moved::ElectionsOff => {
+            return Err(Failure::rejected(format!(
+                "refused, nothing was written: elections are off for the sharded election {}, \
+                 so no member acquires or hands over a shard; run {} first, then {}",
+                ctx.name,
+                ctx.suggest(&["config", "set", "--sharded", "--elections", "on"]),
+                retry,
             )));
         }
         Moved::Unknown => return Err(unknown_member(ctx, "--to", to)),
