@@ -203,7 +203,8 @@ pub(crate) struct Window {
 /// (`None`: it read nothing), `commit_on` whether it did just before the commit. A commit
 /// that acquires or places conflicts on the configuration (the coordinator's attempt when it
 /// writes placement steps, a member's when it acquires or hands over), so both must enable
-/// elections; an operator's move by hand is the operator's. Returns the violation, if any.
+/// elections; so does an operator's move (refused while elections are off). Returns the
+/// violation, if any.
 pub(crate) fn placed_while_off(
     who: Who,
     s: u32,
@@ -223,7 +224,7 @@ pub(crate) fn placed_while_off(
         ));
     }
     let placing = after.reserved_for.is_some() || after.move_to.is_some();
-    if placing && off && !matches!(who, Who::Operator) {
+    if placing && off {
         return Some(format!(
             "{who:?} wrote shard {s} (ballot {}) reserved for {:?}, move requested to {:?}, \
              on a configuration that disables elections (as read: {read_on:?}, at its commit: \
@@ -516,9 +517,9 @@ mod tests {
         assert!(o.enabled_now());
     }
 
-    // S9 (1): an acquisition or a placement by the coordinator or a member fires unless the
-    // configuration enables elections both as read and at the commit; an operator's move
-    // does not; keeping an owner is no acquisition.
+    // S9 (1): an acquisition or a placement by anyone (coordinator, member, operator) fires
+    // unless the configuration enables elections both as read and at the commit; keeping an
+    // owner is no acquisition.
     #[test]
     fn placing_fires_only_on_a_configuration_that_disables_elections() {
         let before = Some(("a".to_owned(), 1));
@@ -538,7 +539,8 @@ mod tests {
             (c, &res, Some(true), false, true),
             (c, &res, Some(true), true, false),
             (c, &res, None, true, false),
-            (op, &res, Some(false), false, false),
+            (op, &res, Some(false), false, true),
+            (op, &res, Some(true), true, false),
         ] {
             assert_eq!(
                 placed_while_off(who, 0, None, rec, read_on, commit_on).is_some(),
