@@ -249,12 +249,18 @@ impl World {
                 let shard = ShardId::new(u32::try_from(self.between(0, last)).unwrap_or(0));
                 let e = self.election.clone();
                 let moved = self.rt.block_on(async {
+                    // `move_shard` refuses while elections are off, so the plant enables them
+                    // in its own writes for the move and writes the stored configuration back.
+                    let config = e.read_config(txn).await?;
+                    let on = config.to_builder().election_enabled(true).build()?;
+                    e.write_config(txn, &on).await?;
                     let frozen = e.layout(txn).await?.is_frozen();
                     e.set_frozen(txn, true).await?;
                     let moved = e.move_shard(txn, shard, &to, me).await;
                     if !frozen {
                         e.set_frozen(txn, false).await?;
                     }
+                    e.write_config(txn, &config).await?;
                     moved
                 });
                 self.log(format!(
