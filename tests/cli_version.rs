@@ -461,3 +461,58 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
     signal(&watch, Signal::SIGTERM);
     assert!(wait_exit(&mut watch, PATIENCE).is_some());
 }
+
+/// docs/rolling-upgrades.md's shell snippets are regions of examples/rolling_upgrade.sh
+/// (tests/readme_snippets.rs keeps them equal): the script runs here with this fdb-leader on
+/// the PATH, and does what the page says: the 1.4.0 leader keeps leading while b restarts as
+/// 1.5.0, then hands over to it, the only change, and no 1.4.0 instance leads after.
+#[test]
+fn the_documented_rolling_upgrade_script_runs_as_the_page_says() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rolling_upgrade.sh");
+    let bin_dir = std::path::Path::new(bin()).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_owned()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let out_file = dir.path().join("out");
+    let mut child = Command::new("sh")
+        .arg(script)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("err")).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    if status.is_none() {
+        // The script's trap stops the supervisors it started.
+        signal(&child, Signal::SIGTERM);
+        let _ = wait_exit(&mut child, PATIENCE);
+    }
+    let out = std::fs::read_to_string(&out_file).unwrap();
+    let err = std::fs::read_to_string(dir.path().join("err")).unwrap();
+    assert!(status.is_some_and(|s| s.success()), "{out}\n{err}");
+    assert_no_panic(&err);
+    let at = |what: &str| {
+        out.find(what)
+            .unwrap_or_else(|| panic!("{what:?} not printed:\n{out}"))
+    };
+    let first_status = at("(priority 0, version 1.4.0)");
+    assert!(at("version-policy            prefer-oldest") < at("a 1.4.0 leads"));
+    assert!(at("a 1.4.0 leads") < first_status, "{out}");
+    assert!(first_status < at("b 1.5.0 leads"), "{out}");
+    assert!(
+        at("b 1.5.0 leads") < at("(priority 0, version 1.5.0)"),
+        "{out}"
+    );
+    assert!(out.contains("ballot     2\n"), "one change: {out}");
+    assert!(
+        !out.contains("b 1.4.0 leads") && !out.contains("a 1.5.0 leads"),
+        "{out}"
+    );
+    assert!(out.ends_with("upgraded\n"), "{out}");
+}
