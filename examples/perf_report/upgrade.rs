@@ -96,8 +96,11 @@ pub(crate) struct Row {
     /// Time without a leader per change, ms: median and largest over every change.
     pub(crate) without_leader_ms_median: f64,
     pub(crate) without_leader_ms_max: f64,
-    /// Leaderships that began before the previous one ended (must be 0).
+    /// Leaderships whose guard was valid together with another runner's (must be 0).
     pub(crate) overlaps: u32,
+    /// Changes after at least half a lease without a leader: a lease waited for, which no
+    /// graceful restart needs (a leader that missed its renewals on a loaded host).
+    pub(crate) lease_waits: u32,
     /// The versions of the successive leaders of the first trial.
     pub(crate) leaders: String,
 }
@@ -169,6 +172,13 @@ fn row(policy: VersionPolicy, n: usize, order: Order, seen: &[Trial]) -> Row {
         without_leader_ms_max: gaps.iter().copied().fold(0.0, f64::max),
         without_leader_ms_median: median(&mut gaps),
         overlaps: seen.iter().map(|t| t.overlaps).sum(),
+        lease_waits: seen
+            .iter()
+            .flat_map(|t| t.gaps_ms.iter())
+            .filter(|g| **g >= LEASE.as_secs_f64() * 1e3 / 2.0)
+            .count()
+            .try_into()
+            .unwrap_or(u32::MAX),
         leaders: seen
             .first()
             .map(|t| t.leaders.join(","))
@@ -302,6 +312,11 @@ async fn trial<D: ElectionDatabase>(
     })
     .await?;
     tokio::time::sleep(settle).await;
+    // A leader that missed its renewals (a loaded host) may be between two leaderships.
+    until("one leading before the rollout", || {
+        slots.iter().any(Runner::is_leader)
+    })
+    .await?;
     let leader = slots
         .iter()
         .position(Runner::is_leader)
@@ -383,8 +398,16 @@ pub(crate) fn print(store: &str, f: &UpgradeFigures) {
         f.upgrade_lease_ms
     );
     println!(
-        "{:<14} {:>2} {:<13} {:>8} {:>6} {:>10} {:>9} {:>8}  leaders (first trial)",
-        "policy", "N", "order", "changes", "fewest", "gap ms p50", "gap max", "overlaps"
+        "{:<14} {:>2} {:<13} {:>8} {:>6} {:>10} {:>9} {:>8} {:>11}  leaders (first trial)",
+        "policy",
+        "N",
+        "order",
+        "changes",
+        "fewest",
+        "gap ms p50",
+        "gap max",
+        "overlaps",
+        "lease waits"
     );
     for r in &f.upgrade_rollouts {
         let changes = if r.changes_min == r.changes_max {
@@ -393,7 +416,7 @@ pub(crate) fn print(store: &str, f: &UpgradeFigures) {
             format!("{}-{}", r.changes_min, r.changes_max)
         };
         println!(
-            "{:<14} {:>2} {:<13} {:>8} {:>6} {:>10.2} {:>9.2} {:>8}  {}",
+            "{:<14} {:>2} {:<13} {:>8} {:>6} {:>10.2} {:>9.2} {:>8} {:>11}  {}",
             r.policy,
             r.instances,
             r.order,
@@ -402,6 +425,7 @@ pub(crate) fn print(store: &str, f: &UpgradeFigures) {
             r.without_leader_ms_median,
             r.without_leader_ms_max,
             r.overlaps,
+            r.lease_waits,
             r.leaders
         );
     }
