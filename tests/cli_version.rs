@@ -428,7 +428,8 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
     );
 
     // watch --json: the change from a 1.4.0 to b 1.5.0, by a handover (a step down with the
-    // vacancy reserved for b, then b's acquisition), and nothing after it.
+    // vacancy reserved for b, then b's acquisition, unless watch missed the vacancy), and
+    // nothing after it.
     let mut changes = Vec::new();
     while let Some(c) = next_change(&lines, Duration::from_secs(2)) {
         changes.push(c);
@@ -442,7 +443,12 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
         "{changes:?}"
     );
     assert_eq!(to_b["version"], "1.5.0", "{changes:?}");
-    assert_eq!(to_b["reason"], "handed_over", "{changes:?}");
+    // handed_over, or replaced when watch's poll missed the vacancy between the two records
+    // (a loaded host): that no lease was waited for is checked above.
+    assert!(
+        to_b["reason"] == "handed_over" || to_b["reason"] == "replaced",
+        "{changes:?}"
+    );
     assert_eq!(
         changes.iter().filter(|c| c["leader"].is_string()).count(),
         1,
