@@ -12,7 +12,8 @@
 
 mod cli_support;
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use cli_support::{
@@ -136,6 +137,31 @@ fn config_sets_and_shows_the_version_policy_single_and_sharded() {
     assert_eq!(config["version_policy"], "no-downgrade");
 }
 
+/// `watch --json` on the world's store, and its lines as they come.
+fn watch_json(world: &World) -> (Child, Receiver<String>) {
+    let mut watch = Command::new(bin())
+        .arg("--sqlite")
+        .arg(world.db())
+        .args(["watch", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(watch.stdout.take().unwrap());
+    (watch, lines)
+}
+
+/// Stops the supervisors (each exits 0) and the watch.
+fn stop(supervisors: &mut [Child], mut watch: Child) {
+    for p in supervisors {
+        signal(p, Signal::SIGTERM);
+        assert!(wait_exit(p, PATIENCE).is_some_and(|s| s.success()));
+    }
+    signal(&watch, Signal::SIGTERM);
+    assert!(wait_exit(&mut watch, PATIENCE).is_some());
+}
+
 /// A candidate's entry in `status --json`, by label.
 fn candidate<'a>(status: &'a Value, label: &str) -> Option<&'a Value> {
     status["candidates"]
@@ -147,24 +173,15 @@ fn candidate<'a>(status: &'a Value, label: &str) -> Option<&'a Value> {
 #[test]
 fn under_prefer_newest_a_new_version_takes_over_and_status_and_watch_show_the_versions() {
     let mut world = World::new();
-    let mut a = world.start_run("a", &["--app-version", "1.4.0"]);
+    let a = world.start_run("a", &["--app-version", "1.4.0"]);
     let (started_a, _) = world
         .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
         .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
     let out = world.cli(&["config", "set", "--version-policy", "prefer-newest"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
+    let (watch, lines) = watch_json(&world);
     // The version from the environment.
-    let mut b = world.start_run_with("b", &[], "0", &[("FDB_LEADER_APP_VERSION", "1.5.0")]);
+    let b = world.start_run_with("b", &[], "0", &[("FDB_LEADER_APP_VERSION", "1.5.0")]);
     let (started_b, _) = world
         .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
         .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
@@ -246,12 +263,7 @@ fn under_prefer_newest_a_new_version_takes_over_and_status_and_watch_show_the_ve
         "{versions:?}"
     );
 
-    for p in [&mut a, &mut b] {
-        signal(p, Signal::SIGTERM);
-        assert!(wait_exit(p, PATIENCE).is_some_and(|s| s.success()));
-    }
-    signal(&watch, Signal::SIGTERM);
-    assert!(wait_exit(&mut watch, PATIENCE).is_some());
+    stop(&mut [a, b], watch);
 }
 
 /// A directed resign the leader refused (its target left before it read the request) shows in
@@ -331,7 +343,7 @@ fn status_shows_a_directed_resign_the_leader_refused() {
 
 /// The `watch --json` lines of a leader change (not the candidates' version or eligibility
 /// lines), as they arrive.
-fn next_change(lines: &std::sync::mpsc::Receiver<String>, bound: Duration) -> Option<Value> {
+fn next_change(lines: &Receiver<String>, bound: Duration) -> Option<Value> {
     poll(bound, || {
         let line = lines.recv_timeout(bound).ok()?;
         let v: Value = serde_json::from_str(&line).ok()?;
@@ -367,16 +379,7 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
         .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
     let mut b = world.start_run("b", &["--app-version", "1.4.0"]);
     wait_live_candidates(&world, 2);
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
+    let (watch, lines) = watch_json(&world);
     // watch's first line: the leader it found, a at 1.4.0.
     let first = next_change(&lines, PATIENCE).expect("watch's first line");
     assert!(is_label(first["leader"].as_str().unwrap(), "a"), "{first}");
@@ -385,7 +388,7 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
     // b first: stopped gracefully, back as 1.5.0. a (1.4.0) keeps leading.
     signal(&b, Signal::SIGTERM);
     assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
-    let mut b = world.start_run("b", &["--app-version", "1.5.0"]);
+    let b = world.start_run("b", &["--app-version", "1.5.0"]);
     let status = settled_with(&world, "b", "1.5.0");
     assert!(
         is_label(status["leader"].as_str().unwrap(), "a"),
@@ -415,7 +418,7 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
         seen.duration_since(stopped)
     );
     assert_eq!(started_b.ballot, started_a.ballot + 1);
-    let mut a = world.start_run("a", &["--app-version", "1.5.0"]);
+    let a = world.start_run("a", &["--app-version", "1.5.0"]);
     let status = settled_with(&world, "a", "1.5.0");
     assert!(
         is_label(status["leader"].as_str().unwrap(), "b"),
@@ -460,12 +463,7 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
         "{changes:?}"
     );
 
-    for p in [&mut a, &mut b] {
-        signal(p, Signal::SIGTERM);
-        assert!(wait_exit(p, PATIENCE).is_some_and(|s| s.success()));
-    }
-    signal(&watch, Signal::SIGTERM);
-    assert!(wait_exit(&mut watch, PATIENCE).is_some());
+    stop(&mut [a, b], watch);
 }
 
 /// docs/rolling-upgrades.md's shell snippets are regions of examples/rolling_upgrade.sh
