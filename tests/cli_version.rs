@@ -520,3 +520,57 @@ fn the_documented_rolling_upgrade_script_runs_as_the_page_says() {
     );
     assert!(out.ends_with("upgraded\n"), "{out}");
 }
+
+/// `run --shards M --app-version V`: the member registers V in the sharded election's
+/// coordinator election (read here through the library, on the world's SQLite file).
+#[test]
+fn a_sharded_member_registers_its_version_for_the_coordinator_election() {
+    let mut world = World::new();
+    let mut command = world.command();
+    command
+        .args([
+            "run",
+            "--shards",
+            "2",
+            "--name",
+            "m",
+            "--app-version",
+            "2.0.0-rc.1",
+        ])
+        .args([
+            "--lease",
+            cli_support::LEASE,
+            "--heartbeat",
+            cli_support::HEARTBEAT,
+        ])
+        .args(["--", "sh", "-c", "exec sleep 1000"]);
+    let mut member = world.start(command, "m");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sharded = fdb_leader_election::shard::ShardedElection::new(Subspace::from((
+        "fdb-leader",
+        "default",
+        "shards",
+    )));
+    let versions = poll(PATIENCE, || {
+        let db = SqliteDb::open(world.db()).ok()?;
+        let e = sharded.coordinator_election().clone();
+        let listed = rt
+            .block_on(db.run(|txn, _| {
+                let e = e.clone();
+                async move { e.list_candidates(&txn).await }
+            }))
+            .ok()?;
+        let versions: Vec<String> = listed
+            .iter()
+            .filter_map(|c| c.record.version().map(ToString::to_string))
+            .collect();
+        (!versions.is_empty()).then_some(versions)
+    })
+    .unwrap_or_else(|| panic!("no version registered:\n{}", world.stderr_of("m")));
+    assert_eq!(versions, ["2.0.0-rc.1"]);
+    signal(&member, Signal::SIGTERM);
+    assert!(wait_exit(&mut member, PATIENCE).is_some_and(|s| s.success()));
+}
