@@ -641,6 +641,7 @@ const STATUS_FIELDS: &[&str] = &[
     "handover_requested_by",
     "leader",
     "leader_priority",
+    "leader_version",
     "lease_ms",
     "lease_state",
     "operator_hold",
@@ -650,6 +651,7 @@ const STATUS_FIELDS: &[&str] = &[
     "renewal",
     "renewals_before_dead",
     "reserved_for",
+    "resign_refusal",
     "store",
 ];
 const CANDIDATE_FIELDS: &[&str] = &[
@@ -663,6 +665,7 @@ const CANDIDATE_FIELDS: &[&str] = &[
     "registration",
     "renewal_lag",
     "seen_renewal",
+    "version",
 ];
 const CONFIG_FIELDS: &[&str] = &[
     "candidate_timeout_ms",
@@ -676,6 +679,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "reservation_timeout_ms",
     "takeover_stagger_ms",
     "transaction_timeout_ms",
+    "version_policy",
 ];
 const WATCH_FIELDS: &[&str] = &[
     "ballot",
@@ -684,10 +688,12 @@ const WATCH_FIELDS: &[&str] = &[
     "payload",
     "previous_ballot",
     "previous_leader",
+    "previous_version",
     "priority",
     "reason",
     "reserved_for",
     "time",
+    "version",
 ];
 
 /// A `watch --json` line about a candidate's eligibility.

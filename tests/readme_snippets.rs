@@ -2,7 +2,8 @@
 //! each code block after a `<!-- snippet: FILE#NAME -->` marker must be exactly the lines of
 //! `FILE` between `// README: NAME` and `// README: end` (`#` for Python), less their common
 //! indentation.
-//! A snippet edited in one place only fails here.
+//! A snippet edited in one place only fails here. The same holds for the pages of `docs/` listed
+//! below.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -69,6 +70,14 @@ fn every_marked_readme_snippet_is_the_region_of_its_example() {
         "the README's FoundationDB snippets are marked ({} found)",
         blocks.len()
     );
+    // The pages under docs/ that mark snippets the same way.
+    let pages = ["docs/rolling-upgrades.md"];
+    let blocks = blocks.into_iter().chain(pages.iter().flat_map(|page| {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        let marked = marked_blocks(&text);
+        assert!(!marked.is_empty(), "{page} marks its snippets");
+        marked
+    }));
     for (file, name, block) in blocks {
         let source = std::fs::read_to_string(root.join(&file))
             .unwrap_or_else(|e| panic!("snippet source {file}: {e}"));

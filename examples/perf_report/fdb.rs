@@ -156,6 +156,10 @@ pub(crate) struct FdbReport {
     /// same keys as the MemDb ones.
     #[serde(flatten)]
     pub(crate) sharded: crate::sharded::ShardFigures,
+    /// Rolling upgrades on the cluster (`upgrade.rs`), as `upgrade_*` keys: the same keys as
+    /// the MemDb ones.
+    #[serde(flatten)]
+    pub(crate) upgrade: crate::upgrade::UpgradeFigures,
 }
 
 /// The shape of the bare transactions.
@@ -183,20 +187,45 @@ pub(crate) async fn measure(cluster_file: &str, memdb: &Report) -> Res<FdbReport
     reachable(&db, &root, cluster_file).await?;
     let mut f = FdbReport::default();
     let result = scenarios(&db, &root, memdb, &mut f).await;
-    let (begin, end) = root.range();
-    let cleared = db
-        .run(|trx, _| {
-            let (begin, end) = (begin.clone(), end.clone());
-            async move {
-                trx.clear_range(&begin, &end);
-                Ok(())
-            }
-        })
-        .await;
+    let cleared = clear(&db, &root).await;
     result?;
     cleared?;
     f.seconds = started.elapsed().as_secs_f64();
     Ok(f)
+}
+
+/// The rolling-upgrade figures alone (`--upgrade-only`), on the cluster `cluster_file` names,
+/// under a fresh subspace that is cleared at the end.
+pub(crate) async fn measure_upgrade(cluster_file: &str) -> Res<crate::upgrade::UpgradeFigures> {
+    let db = Arc::new(Database::new(Some(cluster_file))?);
+    let nonce: u64 = rand::random();
+    let root = Subspace::from(("fdb-leader-election-perf", nonce));
+    reachable(&db, &root, cluster_file).await?;
+    let result = crate::upgrade::measure(
+        "FoundationDB",
+        || Arc::clone(&db),
+        &root.subspace(&("upgrade",)),
+        crate::upgrade::TRIALS,
+    )
+    .await;
+    let cleared = clear(&db, &root).await;
+    let figures = result?;
+    cleared?;
+    Ok(figures)
+}
+
+/// Clears everything the report wrote under `root` (also after a scenario failed).
+async fn clear(db: &Arc<Database>, root: &Subspace) -> Res<()> {
+    let (begin, end) = root.range();
+    db.run(|trx, _| {
+        let (begin, end) = (begin.clone(), end.clone());
+        async move {
+            trx.clear_range(&begin, &end);
+            Ok(())
+        }
+    })
+    .await?;
+    Ok(())
 }
 
 /// One read, bounded: a cluster that is down makes FoundationDB retry for ever.
@@ -265,6 +294,15 @@ async fn scenarios(
         crate::sharded::REPS,
     )
     .await?;
+    let t = Instant::now();
+    f.upgrade = crate::upgrade::measure(
+        "FoundationDB",
+        || Arc::clone(db),
+        &root.subspace(&("upgrade",)),
+        crate::upgrade::TRIALS,
+    )
+    .await?;
+    progress("rolling upgrades", t);
     Ok(())
 }
 

@@ -56,6 +56,7 @@ mod health;
 mod probe;
 mod sharded;
 mod sim;
+mod upgrade;
 mod v011;
 
 use clocks::HostClock;
@@ -104,6 +105,9 @@ struct Report {
     /// Sharded leadership's figures on MemDb (`sharded.rs`), as `shard_*` keys.
     #[serde(flatten)]
     sharded: sharded::ShardFigures,
+    /// Rolling upgrades on MemDb (`upgrade.rs`), as `upgrade_*` keys.
+    #[serde(flatten)]
+    upgrade: upgrade::UpgradeFigures,
     /// The cluster mode's figures (absent without `--cluster-file`).
     #[cfg(feature = "fdb")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -996,6 +1000,13 @@ async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
         sharded::REPS,
     )
     .await?;
+    r.upgrade = upgrade::measure(
+        "MemDb",
+        MemDb::new,
+        &Subspace::from("upgrade"),
+        upgrade::TRIALS,
+    )
+    .await?;
 
     println!(
         "fdb-leader-election performance report (MemDb; lease 300 ms / heartbeat 100 ms for timings)"
@@ -1242,11 +1253,13 @@ struct MemDbTimes {
     follower_cycle: f64,
 }
 
-const USAGE: &str = "usage: perf_report [--cluster-file FILE | --health-only]\n\
+const USAGE: &str = "usage: perf_report [--cluster-file FILE] [--health-only | --upgrade-only]\n\
     \n\
     Without arguments: the MemDb report. With --cluster-file (feature `fdb`): the MemDb report,\n\
     then the same figures on the FoundationDB cluster FILE names, the JSON line gaining an\n\
-    `fdb` object. With --health-only: only the figures of leadership following health (MemDb).";
+    `fdb` object. With --health-only: only the figures of leadership following health (MemDb).\n\
+    With --upgrade-only: only the rolling-upgrade figures, on MemDb, and with --cluster-file\n\
+    on the cluster too (its figures in the `fdb` object).";
 
 /// What `--cluster-file` says in a build without the FoundationDB adapter.
 #[cfg(not(feature = "fdb"))]
@@ -1261,6 +1274,8 @@ struct Args {
     help: bool,
     /// `--health-only`: only the health figures (`health.rs`).
     health_only: bool,
+    /// `--upgrade-only`: only the rolling-upgrade figures (`upgrade.rs`).
+    upgrade_only: bool,
     /// `--cluster-file FILE`: the FoundationDB mode's cluster.
     #[cfg(feature = "fdb")]
     cluster_file: Option<String>,
@@ -1278,6 +1293,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Res<Args> {
             continue;
         } else if arg == "--health-only" {
             parsed.health_only = true;
+            continue;
+        } else if arg == "--upgrade-only" {
+            parsed.upgrade_only = true;
             continue;
         } else {
             return Err(format!("unknown argument {arg:?}\n{USAGE}").into());
@@ -1298,7 +1316,20 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Res<Args> {
             return Err(NO_FDB.into());
         }
     }
+    if parsed.health_only && parsed.upgrade_only {
+        return Err(format!("--health-only and --upgrade-only: choose one\n{USAGE}").into());
+    }
     Ok(parsed)
+}
+
+/// The rolling-upgrade figures alone (`--upgrade-only`): MemDb's, and the cluster's with
+/// `--cluster-file`, as one JSON object (the cluster's in `fdb`).
+#[derive(Serialize)]
+struct UpgradeOnly {
+    #[serde(flatten)]
+    memdb: upgrade::UpgradeFigures,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fdb: Option<upgrade::UpgradeFigures>,
 }
 
 /// The health figures' rows.
@@ -1339,6 +1370,28 @@ async fn report(args: &Args) -> Res<()> {
         println!("{}", serde_json::to_string(&h)?);
         return Ok(());
     }
+    if args.upgrade_only {
+        let memdb = upgrade::measure(
+            "MemDb",
+            MemDb::new,
+            &Subspace::from("upgrade"),
+            upgrade::TRIALS,
+        )
+        .await?;
+        #[cfg(feature = "fdb")]
+        let fdb = match &args.cluster_file {
+            Some(file) => Some(fdb::measure_upgrade(file).await?),
+            None => None,
+        };
+        #[cfg(not(feature = "fdb"))]
+        let fdb = None;
+        upgrade::print("MemDb", &memdb);
+        if let Some(f) = &fdb {
+            upgrade::print("FoundationDB", f);
+        }
+        println!("{}", serde_json::to_string(&UpgradeOnly { memdb, fdb })?);
+        return Ok(());
+    }
     let mut r = Report::default();
     let memdb_times = memdb_report(&mut r).await?;
     #[cfg(feature = "fdb")]
@@ -1346,6 +1399,11 @@ async fn report(args: &Args) -> Res<()> {
         let figures = fdb::measure(cluster_file, &r).await?;
         fdb::print(&figures, &r, &memdb_times);
         r.fdb = Some(figures);
+    }
+    upgrade::print("MemDb", &r.upgrade);
+    #[cfg(feature = "fdb")]
+    if let Some(f) = &r.fdb {
+        upgrade::print("FoundationDB", &f.upgrade);
     }
     #[cfg(not(feature = "fdb"))]
     let _ = (args, memdb_times);

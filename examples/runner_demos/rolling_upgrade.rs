@@ -16,9 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fdb_leader_election::runner::{ElectionDatabase, Runner};
-use fdb_leader_election::{
-    Candidate, CandidateId, ElectionConfig, Priority, Version, VersionPolicy,
-};
+use fdb_leader_election::{CandidateId, ElectionConfig, Priority, Version, VersionPolicy};
 use foundationdb_tuple::Subspace;
 
 use crate::runner_demos::{DemoResult, label, say, wait_until};
@@ -44,17 +42,21 @@ pub(crate) async fn run<D: ElectionDatabase>(
     policy: VersionPolicy,
 ) -> DemoResult<Upgrade> {
     let start = Instant::now();
+    // README: upgrade-policy
     let config = config.to_builder().version_policy(policy).build()?;
+    // README: end
     let step = config.heartbeat_interval().saturating_mul(4);
     let within = config.lease_duration().saturating_mul(4);
     println!("--- {policy}: three instances, 1.4.0 -> 1.5.0, one at a time");
     let start_instance = |name: &str, version: &str| -> DemoResult<Runner> {
-        let candidate = Candidate::new(CandidateId::random(name)?, Priority::new(1));
-        candidate.set_version(Some(Version::parse(version)?));
+        // README: upgrade-instance
         let runner = Runner::builder(db.clone(), space.clone())
-            .candidate(candidate)
+            .label(name)
+            .priority(Priority::new(1))
+            .version(version) // "1.4.0", then "1.5.0": a semantic version
             .config(config.clone())
             .start()?;
+        // README: end
         say(start, format!("{name} {version} started"));
         Ok(runner)
     };

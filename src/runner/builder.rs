@@ -52,6 +52,29 @@ pub enum BuildError {
     /// `start` was called outside a tokio runtime.
     #[error("the runner must be started within a tokio runtime")]
     NoRuntime(#[source] tokio::runtime::TryCurrentError),
+    /// The version given to [`RunnerBuilder::version`] (or
+    /// [`ShardedRunnerBuilder::version`](crate::shard::ShardedRunnerBuilder::version)) is not a
+    /// semantic version.
+    #[error(
+        "version {version:?} is not a semantic version: expected MAJOR.MINOR.PATCH, e.g. 1.5.0 \
+         (optionally -PRERELEASE and +BUILD)"
+    )]
+    #[non_exhaustive]
+    InvalidVersion {
+        /// The string given.
+        version: String,
+        /// Why the `semver` crate refused it.
+        #[source]
+        source: semver::Error,
+    },
+}
+
+/// `version` parsed as a semantic version (DESIGN §14.1), or [`BuildError::InvalidVersion`].
+pub(crate) fn parse_version(version: &str) -> Result<semver::Version, BuildError> {
+    semver::Version::parse(version).map_err(|source| BuildError::InvalidVersion {
+        version: version.to_owned(),
+        source,
+    })
 }
 
 /// Builds and starts a [`Runner`]. Obtain one with [`Runner::builder`] (a candidate) or
@@ -77,6 +100,7 @@ pub struct RunnerBuilder<D: ElectionDatabase> {
     name: Option<String>,
     checks: Checks,
     unhealthy: Option<UnhealthyPolicy>,
+    version: Option<String>,
 }
 
 impl<D: ElectionDatabase> std::fmt::Debug for RunnerBuilder<D> {
@@ -87,6 +111,7 @@ impl<D: ElectionDatabase> std::fmt::Debug for RunnerBuilder<D> {
             .field("label", &self.label)
             .field("id", &self.id)
             .field("priority", &self.priority)
+            .field("version", &self.version)
             .field("on_loss", &self.on_loss)
             .field("name", &self.name)
             .finish_non_exhaustive()
@@ -118,6 +143,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             name: None,
             checks: Checks::default(),
             unhealthy: None,
+            version: None,
         }
     }
 
@@ -154,6 +180,57 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
     /// leader to hand over when preemption is enabled.
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = Some(priority);
+        self
+    }
+
+    /// The version this candidate runs (DESIGN §14.1), a semantic version such as `"1.5.0"`
+    /// (the `semver` crate's precedence orders them). The election's
+    /// [`VersionPolicy`](crate::VersionPolicy) ranks candidates by it before their priority:
+    /// under `prefer-newest` a rolling deploy moves the leadership to the new version, under
+    /// `prefer-oldest` the old version leads until its last instance has left, under
+    /// `no-downgrade` leadership never goes back to an older version while one at least as
+    /// new as the leader's is live (see the configuration's
+    /// [`version_policy`](crate::ElectionConfigBuilder::version_policy)). Without it, the
+    /// candidate ranks as the oldest of all under every policy. The leader record keeps the
+    /// leader's version ([`LeaderInfo::version`](crate::runner::LeaderInfo::version)).
+    ///
+    /// A string that is no semantic version makes [`start`](Self::start) fail with
+    /// [`BuildError::InvalidVersion`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fdb_leader_election::runner::{BuildError, Runner};
+    /// use fdb_leader_election::{ElectionConfig, MemDb, Version, VersionPolicy};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let db = MemDb::new();
+    /// let config = ElectionConfig::with_lease_duration(Duration::from_millis(600))?
+    ///     .to_builder()
+    ///     .version_policy(VersionPolicy::PreferNewest)
+    ///     .build()?;
+    /// let start = |version: &str| {
+    ///     Runner::builder(db.clone(), Subspace::from("jobs"))
+    ///         .version(version)
+    ///         .config(config.clone())
+    ///         .start()
+    /// };
+    /// let old = start("1.4.0")?;
+    /// old.elected().await.ok_or("stopped")?;
+    /// let new = start("1.5.0")?;
+    /// new.elected().await.ok_or("stopped")?; // the newer version took over, cooperatively
+    /// assert_eq!(old.leader().and_then(|l| l.version), Some(Version::new(1, 5, 0)));
+    ///
+    /// let bad = start("1.5");
+    /// assert!(matches!(bad, Err(BuildError::InvalidVersion { ref version, .. }) if version == "1.5"));
+    /// # new.shutdown().await;
+    /// # old.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn version(mut self, version: &str) -> Self {
+        self.version = Some(version.to_owned());
         self
     }
 
@@ -358,6 +435,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
                 (self.checks.leader.is_some(), "leader_health_check"),
                 (self.checks.cool_down.is_some(), "health_cool_down"),
                 (self.unhealthy.is_some(), "unhealthy_policy"),
+                (self.version.is_some(), "version"),
             ] {
                 if set {
                     return conflict(name, "an observer");
@@ -372,6 +450,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
                 (self.payload.is_some(), "payload"),
                 (self.metadata.is_some(), "metadata"),
                 (self.clock.is_some(), "clock"),
+                (self.version.is_some(), "version"),
             ] {
                 if set {
                     return conflict(name, "candidate");
@@ -390,6 +469,9 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         if let Some(t) = self.checks.cool_down.filter(|t| *t > MAX_DURATION) {
             return Err(BuildError::CoolDownTooLong(t));
         }
+        if let Some(v) = &self.version {
+            parse_version(v)?;
+        }
         Ok(())
     }
 
@@ -407,6 +489,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
             .map_err(BuildError::Candidate)?;
         c.set_metadata(self.metadata.take())
             .map_err(BuildError::Candidate)?;
+        c.set_version(self.version.as_deref().map(parse_version).transpose()?);
         Ok(c)
     }
 

@@ -87,7 +87,7 @@
 //! [`LeaderElection::run_election_cycle`]: crate::LeaderElection::run_election_cycle
 //! [`Cycle::next_action_at`]: crate::Cycle::next_action_at
 
-mod builder;
+pub(crate) mod builder;
 pub(crate) mod checks;
 mod events;
 mod executor;

@@ -33,6 +33,7 @@ pub(crate) fn text(c: &ElectionConfig) -> String {
         ("takeover-stagger", show(c.takeover_stagger())),
         ("transaction-timeout", show(c.transaction_timeout())),
         ("reservation-timeout", show(c.reservation_timeout())),
+        ("version-policy", c.version_policy().to_string()),
     ];
     rows.iter()
         .map(|(k, v)| format!("{k:<25} {v}"))
@@ -54,6 +55,7 @@ pub(crate) fn json(c: &ElectionConfig) -> Value {
         "takeover_stagger_ms": millis_json(c.takeover_stagger()),
         "transaction_timeout_ms": millis_json(c.transaction_timeout()),
         "reservation_timeout_ms": millis_json(c.reservation_timeout()),
+        "version_policy": c.version_policy().as_str(),
     })
 }
 
@@ -121,6 +123,9 @@ pub(crate) fn apply(
     if let Some(d) = set.reservation_timeout {
         b = b.reservation_timeout(d);
     }
+    if let Some(p) = set.version_policy {
+        b = b.version_policy(p);
+    }
     b.build()
 }
 
@@ -152,6 +157,7 @@ fn nothing_set(set: &ConfigSetArgs) -> bool {
         && set.takeover_stagger.is_none()
         && set.transaction_timeout.is_none()
         && set.reservation_timeout.is_none()
+        && set.version_policy.is_none()
 }
 
 /// `config set`: starts from the stored configuration (the defaults if the election does not
@@ -291,6 +297,7 @@ mod tests {
             takeover_stagger: None,
             transaction_timeout: None,
             reservation_timeout: None,
+            version_policy: None,
         }
     }
 
@@ -307,6 +314,21 @@ mod tests {
         assert!(new.as_ref().is_ok_and(|c| !c.allow_preemption()
             && c.min_tenure() == Duration::from_secs(2)
             && c.lease_duration() == base.lease_duration()));
+        let policy = ConfigSetArgs {
+            version_policy: Some(fdb_leader_election::VersionPolicy::PreferOldest),
+            ..none()
+        };
+        assert!(!nothing_set(&policy));
+        let new = apply(&base, &policy);
+        assert!(
+            new.as_ref().is_ok_and(|c| c.version_policy()
+                == fdb_leader_election::VersionPolicy::PreferOldest
+                && c.to_builder()
+                    .version_policy(base.version_policy())
+                    .build()
+                    .is_ok_and(|back| back == base)),
+            "{new:?}"
+        );
         let bad = ConfigSetArgs {
             lease: Some(Duration::from_secs(6)),
             ..none()
@@ -333,6 +355,8 @@ mod tests {
         let j = json(&c);
         assert_eq!(j["lease_ms"], json!(10_000));
         assert_eq!(j["elections"], json!(true));
-        assert_eq!(j.as_object().map(serde_json::Map::len), Some(11));
+        assert!(t.contains("version-policy            ignore"), "{t}");
+        assert_eq!(j["version_policy"], json!("ignore"));
+        assert_eq!(j.as_object().map(serde_json::Map::len), Some(12));
     }
 }

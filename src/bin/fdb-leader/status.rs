@@ -2,7 +2,7 @@
 
 use fdb_leader_election::runner::ElectionDatabase;
 use fdb_leader_election::{
-    CandidateInfo, ElectionConfig, ElectionError, Eligibility, LeaderRecord, Named,
+    CandidateInfo, ElectionConfig, ElectionError, Eligibility, LeaderRecord, Named, ResignRefusal,
 };
 use serde_json::{Value, json};
 
@@ -50,14 +50,40 @@ fn named_text(n: Option<&Named>) -> String {
     )
 }
 
+/// The version of the leader, while one owns the record.
+fn leader_version(record: &LeaderRecord) -> Option<String> {
+    record
+        .owner()
+        .and(record.leader_version())
+        .map(ToString::to_string)
+}
+
+/// The directed resign (`resign --to NAME`) the current leader refused, if any (DESIGN §13.6):
+/// a refusal of an earlier leadership is history, not shown.
+fn pending_refusal<'a>(
+    record: &LeaderRecord,
+    refusal: Option<&'a ResignRefusal>,
+) -> Option<&'a ResignRefusal> {
+    refusal.filter(|r| record.owner().is_some() && r.ballot() == record.ballot())
+}
+
+/// What `status` shows beside the leader record and the registry: the operators' marks, and
+/// the last directed resign a leader refused.
+#[derive(Debug, Default)]
+pub(crate) struct Notes {
+    pub(crate) marks: Marks,
+    pub(crate) refusal: Option<ResignRefusal>,
+}
+
 /// The status object `status --json` prints.
 pub(crate) fn to_json(
     ctx: &Ctx,
     config: &ElectionConfig,
     record: &LeaderRecord,
     candidates: &[CandidateInfo],
-    marks: &Marks,
+    notes: &Notes,
 ) -> Value {
+    let marks = &notes.marks;
     let owner = record.owner();
     let list: Vec<Value> = candidates
         .iter()
@@ -73,6 +99,7 @@ pub(crate) fn to_json(
                 "leader": owner.is_some_and(|o| o.id() == &c.id),
                 "eligible": c.record.is_eligible(),
                 "eligibility_reason": c.record.eligibility().reason(),
+                "version": c.record.version().map(ToString::to_string),
             })
         })
         .collect();
@@ -81,12 +108,19 @@ pub(crate) fn to_json(
         "store": ctx.store,
         "leader": owner.map(|o| o.id().as_str()),
         "leader_priority": owner.map(|o| o.priority().get()),
+        "leader_version": leader_version(record),
         "ballot": record.ballot().get(),
         "lease_state": lease_state(record),
         "renewal": record.renewal(),
         "lease_ms": millis_json(record.lease_duration()),
         "handover_requested_by": named_json(record.handover_request()),
         "operator_request": record.operator_request().map(|id| id.as_str()),
+        "resign_refusal": pending_refusal(record, notes.refusal.as_ref()).map(|r| json!({
+            "ballot": r.ballot().get(),
+            "operator": r.operator().as_str(),
+            "to": r.to(),
+            "reason": r.reason(),
+        })),
         "reserved_for": named_json(record.reservation()),
         "operator_hold": record.operator_hold().map(|id| id.as_str()),
         "payload": payload_text(record),
@@ -107,11 +141,16 @@ pub(crate) fn to_text(
     config: &ElectionConfig,
     record: &LeaderRecord,
     candidates: &[CandidateInfo],
-    marks: &Marks,
+    notes: &Notes,
 ) -> String {
+    let marks = &notes.marks;
     let mut out = Vec::new();
     out.push(format!("election   {} ({})", ctx.name, ctx.store));
-    out.push(format!("leader     {}", named_text(record.owner())));
+    let leader = match (record.owner(), leader_version(record)) {
+        (Some(o), Some(v)) => format!("{} (priority {}, version {v})", o.id(), o.priority()),
+        (owner, _) => named_text(owner),
+    };
+    out.push(format!("leader     {leader}"));
     out.push(format!("ballot     {}", record.ballot()));
     let state = lease_state(record);
     let note = if state == "owned" {
@@ -135,6 +174,14 @@ pub(crate) fn to_text(
             (None, None) => "none".to_owned(),
         }
     ));
+    if let Some(r) = pending_refusal(record, notes.refusal.as_ref()) {
+        out.push(format!(
+            "refused    resign --to {} (operator {}): {}; the leader keeps leading",
+            r.to(),
+            r.operator(),
+            r.reason()
+        ));
+    }
     out.push(format!(
         "reserved   {}",
         match (record.reservation(), record.operator_hold()) {
@@ -153,7 +200,8 @@ pub(crate) fn to_text(
     };
     out.push(format!("payload    {payload}"));
     out.push(format!(
-        "config     lease {}, heartbeat {}, candidate timeout {}, elections {}, preemption {}",
+        "config     lease {}, heartbeat {}, candidate timeout {}, elections {}, preemption {}, \
+         version policy {}",
         show(config.lease_duration()),
         show(config.heartbeat_interval()),
         show(config.candidate_timeout()),
@@ -167,6 +215,7 @@ pub(crate) fn to_text(
         } else {
             "off"
         },
+        config.version_policy(),
     ));
     out.push(String::new());
     out.push(format!("candidates ({})", candidates.len()));
@@ -177,9 +226,20 @@ pub(crate) fn to_text(
             .max()
             .unwrap_or(0)
             .max(2);
+        let version = |c: &CandidateInfo| {
+            c.record
+                .version()
+                .map_or_else(|| "-".to_owned(), ToString::to_string)
+        };
+        let vwidth = candidates
+            .iter()
+            .map(|c| version(c).len())
+            .max()
+            .unwrap_or(0)
+            .max("VERSION".len());
         out.push(format!(
-            "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}  {:<8}",
-            "ID", "PRIORITY", "LIVE", "HEARTBEAT", "LAG", "ELIGIBLE"
+            "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<8}",
+            "ID", "PRIORITY", "VERSION", "LIVE", "HEARTBEAT", "LAG", "ELIGIBLE"
         ));
         for c in candidates {
             let leader = if record.owner().is_some_and(|o| o.id() == &c.id) {
@@ -192,9 +252,10 @@ pub(crate) fn to_text(
                 Some(reason) => format!("no ({reason})"),
             };
             out.push(format!(
-                "  {:<width$}  {:>8}  {:>4}  {:>9}  {:>3}  {:<8}{leader}",
+                "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<8}{leader}",
                 c.id.as_str(),
                 c.record.priority().get(),
+                version(c),
                 if c.live { "yes" } else { "no" },
                 c.record.heartbeat(),
                 renewal_lag(record, c),
@@ -226,7 +287,7 @@ struct Found {
     config: ElectionConfig,
     record: LeaderRecord,
     candidates: Vec<CandidateInfo>,
-    marks: Marks,
+    notes: Notes,
     sharded: bool,
 }
 
@@ -250,11 +311,12 @@ pub(crate) async fn status<D: ElectionDatabase>(
                 Err(ElectionError::NotInitialized) => false,
                 Err(e) => return Err(e),
             };
-            let (config, record, candidates, marks) = tokio::join!(
+            let (config, record, candidates, marks, refusal) = tokio::join!(
                 election.read_config(&txn),
                 election.leader_record(&txn),
                 election.list_candidates(&txn),
-                election.eligibility_marks(&txn)
+                election.eligibility_marks(&txn),
+                election.resign_refusal(&txn)
             );
             let config = match config {
                 // Only a sharded election of that name.
@@ -265,7 +327,10 @@ pub(crate) async fn status<D: ElectionDatabase>(
                 config,
                 record: record?,
                 candidates: candidates?,
-                marks: marks?.into_iter().collect(),
+                notes: Notes {
+                    marks: marks?.into_iter().collect(),
+                    refusal: refusal?,
+                },
                 sharded: has_sharded,
             }))
         }
@@ -275,7 +340,7 @@ pub(crate) async fn status<D: ElectionDatabase>(
         config,
         record,
         candidates,
-        marks,
+        notes,
         sharded,
     }) = found
     else {
@@ -290,9 +355,9 @@ pub(crate) async fn status<D: ElectionDatabase>(
         return crate::shards::status(db, &shards, as_json).await;
     };
     if as_json {
-        output::line(&to_json(ctx, &config, &record, &candidates, &marks).to_string())
+        output::line(&to_json(ctx, &config, &record, &candidates, &notes).to_string())
     } else {
-        let mut text = to_text(ctx, &config, &record, &candidates, &marks);
+        let mut text = to_text(ctx, &config, &record, &candidates, &notes);
         if sharded {
             let shards = ctx.clone().for_shards();
             text.push_str(&format!(
@@ -306,7 +371,7 @@ pub(crate) async fn status<D: ElectionDatabase>(
 
 #[cfg(test)]
 mod tests {
-    use fdb_leader_election::{Candidate, CandidateId, MemDb, Priority};
+    use fdb_leader_election::{Candidate, CandidateId, MemDb, Priority, Version};
 
     use super::*;
     use crate::cli::StoreChoice;
@@ -319,14 +384,22 @@ mod tests {
         let election = ctx.election.clone();
         let a = Candidate::new(CandidateId::random("a")?, Priority::new(5));
         a.set_payload(Some(b"10.0.0.1:7000".to_vec()))?;
+        a.set_version(Some(Version::new(1, 4, 0)));
         let b = Candidate::new(CandidateId::random("b")?, Priority::new(1));
         b.set_eligible(false, "not ready: db down")?;
+        let c = Candidate::new(CandidateId::random("c")?, Priority::new(1));
+        c.set_version(Some(Version::parse("1.5.0-rc.1").map_err(|_| {
+            ElectionError::InvalidId {
+                reason: "a test version",
+            }
+        })?));
         db.run(|txn, _| {
-            let (election, a, b) = (election.clone(), a.clone(), b.clone());
+            let (election, a, b, c) = (election.clone(), a.clone(), b.clone(), c.clone());
             async move {
                 election.initialize(&txn).await?;
                 election.register_candidate(&txn, &a).await?;
                 election.register_candidate(&txn, &b).await?;
+                election.register_candidate(&txn, &c).await?;
                 election
                     .set_eligible(&txn, "gone", false, "disk replacement")
                     .await
@@ -334,37 +407,58 @@ mod tests {
             }
         })
         .await?;
-        let cycle = db
-            .run(|txn, _| {
-                let (election, a) = (election.clone(), a.clone());
-                async move { election.run_election_cycle(&txn, &a).await }
-            })
-            .await?;
-        assert!(a.adopt(cycle).is_leader());
-        let (config, record, candidates, marks) = db
-            .run(|txn, _| {
-                let election = election.clone();
-                async move {
-                    Ok::<_, ElectionError>((
-                        election.read_config(&txn).await?,
-                        election.leader_record(&txn).await?,
-                        election.list_candidates(&txn).await?,
-                        election.eligibility_marks(&txn).await?,
-                    ))
-                }
-            })
-            .await?;
-        let marks: Marks = marks.into_iter().collect();
+        let cycle = |who: &Candidate| {
+            let (election, who) = (election.clone(), who.clone());
+            let db = db.clone();
+            async move {
+                let cycle = db
+                    .run(|txn, _| {
+                        let (election, who) = (election.clone(), who.clone());
+                        async move { election.run_election_cycle(&txn, &who).await }
+                    })
+                    .await?;
+                Ok::<_, ElectionError>(who.adopt(cycle))
+            }
+        };
+        assert!(cycle(&a).await?.is_leader());
+        let read = || {
+            let (election, db) = (election.clone(), db.clone());
+            async move {
+                db.run(|txn, _| {
+                    let election = election.clone();
+                    async move {
+                        Ok::<_, ElectionError>((
+                            election.read_config(&txn).await?,
+                            election.leader_record(&txn).await?,
+                            election.list_candidates(&txn).await?,
+                            Notes {
+                                marks: election
+                                    .eligibility_marks(&txn)
+                                    .await?
+                                    .into_iter()
+                                    .collect(),
+                                refusal: election.resign_refusal(&txn).await?,
+                            },
+                        ))
+                    }
+                })
+                .await
+            }
+        };
+        let (config, record, candidates, notes) = read().await?;
 
-        let j = to_json(&ctx, &config, &record, &candidates, &marks);
+        let j = to_json(&ctx, &config, &record, &candidates, &notes);
         assert_eq!(j["leader"], json!(a.id().as_str()));
+        assert_eq!(j["leader_version"], json!("1.4.0"));
         assert_eq!(j["ballot"], json!(1));
         assert_eq!(j["lease_state"], json!("owned"));
         assert_eq!(j["payload"], json!("10.0.0.1:7000"));
         assert_eq!(j["payload_hex"], json!(hex(b"10.0.0.1:7000")));
         assert_eq!(j["reserved_for"], Value::Null);
+        assert_eq!(j["resign_refusal"], Value::Null);
+        assert_eq!(j["config"]["version_policy"], json!("ignore"));
         let list = j["candidates"].as_array().cloned().unwrap_or_default();
-        assert_eq!(list.len(), 2);
+        assert_eq!(list.len(), 3);
         assert_eq!(list[0]["id"], json!(a.id().as_str()));
         assert_eq!(list[0]["priority"], json!(5));
         assert_eq!(list[0]["leader"], json!(true));
@@ -377,24 +471,88 @@ mod tests {
         assert_eq!(list[0]["eligibility_reason"], Value::Null);
         assert_eq!(list[1]["eligible"], json!(false));
         assert_eq!(list[1]["eligibility_reason"], json!("not ready: db down"));
+        // Each candidate's version (none for b).
+        assert_eq!(list[0]["version"], json!("1.4.0"));
+        assert_eq!(list[1]["version"], Value::Null);
+        assert_eq!(list[2]["version"], json!("1.5.0-rc.1"));
         assert_eq!(
             j["eligibility_marks"],
             json!([{ "name": "gone", "reason": "disk replacement" }])
         );
 
-        let t = to_text(&ctx, &config, &record, &candidates, &marks);
+        let t = to_text(&ctx, &config, &record, &candidates, &notes);
         assert!(t.contains("no (not ready: db down)"), "{t}");
         assert!(
             t.contains("excluded by operators (1)\n  gone: disk replacement (lift with `fdb-leader --memory --election jobs eligible gone true`)"),
             "{t}"
         );
         assert!(
-            t.contains(&format!("leader     {} (priority 5)", a.id())),
+            t.contains(&format!(
+                "leader     {} (priority 5, version 1.4.0)",
+                a.id()
+            )),
             "{t}"
         );
         assert!(t.contains("lease      owned, renewal 1, lease 10s"), "{t}");
-        assert!(t.contains("candidates (2)"), "{t}");
+        assert!(t.contains(", version policy ignore"), "{t}");
+        assert!(t.contains("candidates (3)"), "{t}");
+        assert!(t.contains("  VERSION     LIVE"), "{t}");
+        assert!(t.contains("  1.4.0       "), "{t}");
+        assert!(t.contains("  1.5.0-rc.1  "), "{t}");
         assert!(t.contains("  leader"), "{t}");
+        assert!(!t.contains("refused"), "{t}");
+
+        // A directed resign to c, which leaves before the leader reads it: the leader keeps
+        // leading, and status says why, for this leadership only.
+        let operator = CandidateId::random("op")?;
+        db.run(|txn, _| {
+            let (election, operator) = (election.clone(), operator.clone());
+            async move {
+                election
+                    .request_resign_to(&txn, &operator, fdb_leader_election::Ballot::new(1), "c")
+                    .await
+            }
+        })
+        .await?;
+        db.run(|txn, _| {
+            let (election, c) = (election.clone(), c.clone());
+            async move { election.unregister_candidate(&txn, &c).await }
+        })
+        .await?;
+        assert!(cycle(&a).await?.is_leader());
+        let (config, record, candidates, notes) = read().await?;
+        let j = to_json(&ctx, &config, &record, &candidates, &notes);
+        let refusal = &j["resign_refusal"];
+        assert_eq!(refusal["ballot"], json!(1));
+        assert_eq!(refusal["to"], json!("c"));
+        assert_eq!(refusal["operator"], json!(operator.as_str()));
+        assert!(
+            refusal["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{j}"
+        );
+        let t = to_text(&ctx, &config, &record, &candidates, &notes);
+        assert!(
+            t.contains(&format!(
+                "refused    resign --to c (operator {operator}): {}; the leader keeps leading",
+                refusal["reason"].as_str().unwrap_or_default()
+            )),
+            "{t}"
+        );
+        // Once the leadership changed (a resigned, then acquired ballot 2), it is history.
+        db.run(|txn, _| {
+            let (election, a) = (election.clone(), a.clone());
+            async move { election.resign_leadership(&txn, &a, None).await }
+        })
+        .await?;
+        let (_, record, _, notes) = read().await?;
+        assert!(pending_refusal(&record, notes.refusal.as_ref()).is_none());
+        assert!(cycle(&a).await?.is_leader());
+        let (config, record, candidates, notes) = read().await?;
+        assert_eq!(record.ballot().get(), 2);
+        assert!(notes.refusal.is_some());
+        let j = to_json(&ctx, &config, &record, &candidates, &notes);
+        assert_eq!(j["resign_refusal"], Value::Null);
+        assert!(!to_text(&ctx, &config, &record, &candidates, &notes).contains("refused"));
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fdb_leader_election::runner::{
     ChangeReason, ElectionDatabase, LeaderChange, LeaderInfo, Runner,
 };
-use fdb_leader_election::{ElectionError, Eligibility};
+use fdb_leader_election::{ElectionError, Eligibility, Version};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -66,10 +66,16 @@ impl<'a> Line<'a> {
     pub(crate) fn text(&self, time: &str) -> String {
         let reason = self.reason;
         let mut line = match self.new {
-            Some(l) => format!(
-                "{time} leader {} ballot {} priority {} ({reason})",
-                l.id, l.ballot, l.priority
-            ),
+            Some(l) => match &l.version {
+                Some(v) => format!(
+                    "{time} leader {} ballot {} priority {} version {v} ({reason})",
+                    l.id, l.ballot, l.priority
+                ),
+                None => format!(
+                    "{time} leader {} ballot {} priority {} ({reason})",
+                    l.id, l.ballot, l.priority
+                ),
+            },
             None => format!("{time} no leader ({reason})"),
         };
         if let Some(r) = &self.reserved_for {
@@ -99,11 +105,13 @@ impl<'a> Line<'a> {
             "leader": self.new.map(|l| l.id.as_str()),
             "ballot": self.new.map(|l| l.ballot.get()),
             "priority": self.new.map(|l| l.priority.get()),
+            "version": self.new.and_then(version_of),
             "payload": self.new.and_then(LeaderInfo::payload_str),
             "reserved_for": self.reserved_for,
             "operator": self.operator,
             "previous_leader": self.old.map(|l| l.id.as_str()),
             "previous_ballot": self.old.map(|l| l.ballot.get()),
+            "previous_version": self.old.and_then(version_of),
         })
     }
 
@@ -115,6 +123,11 @@ impl<'a> Line<'a> {
             output::line(&self.text(&time))
         }
     }
+}
+
+/// A leader's version as printed, if it registered one.
+fn version_of(l: &LeaderInfo) -> Option<String> {
+    l.version.as_ref().map(ToString::to_string)
 }
 
 /// A candidate's eligibility changed (or was first seen ineligible), as printed.
@@ -152,13 +165,48 @@ impl EligibilityLine<'_> {
     }
 }
 
-/// The candidates' eligibility as last printed, by id.
-type Seen = BTreeMap<String, Eligibility>;
+/// A candidate's version, first seen or changed, as printed.
+#[derive(Debug)]
+pub(crate) struct VersionLine<'a> {
+    pub(crate) candidate: &'a str,
+    pub(crate) version: Option<&'a Version>,
+}
+
+impl VersionLine<'_> {
+    pub(crate) fn text(&self, time: &str) -> String {
+        match self.version {
+            Some(v) => format!("{time} candidate {} version {v}", self.candidate),
+            None => format!("{time} candidate {} version none", self.candidate),
+        }
+    }
+
+    pub(crate) fn json(&self, time: &str) -> Value {
+        json!({
+            "time": time,
+            "reason": "version",
+            "candidate": self.candidate,
+            "version": self.version.map(ToString::to_string),
+        })
+    }
+
+    fn print(&self, as_json: bool) -> Result<(), Failure> {
+        let time = now_rfc3339();
+        if as_json {
+            output::line(&self.json(&time).to_string())
+        } else {
+            output::line(&self.text(&time))
+        }
+    }
+}
+
+/// What `watch` last printed of each candidate, by id: its eligibility and its version.
+type Seen = BTreeMap<String, (Eligibility, Option<Version>)>;
 
 /// Reads the registry and prints each candidate whose eligibility changed since `seen` (at
-/// the first read, each one that is not eligible). A failed read is skipped: the next one
-/// reports what changed.
-async fn eligibility_changes<D: ElectionDatabase>(
+/// the first read, each one that is not eligible), and each whose version is new or changed
+/// (at the first read, each one that registered a version). A failed read is skipped: the
+/// next one reports what changed.
+async fn candidate_changes<D: ElectionDatabase>(
     db: &D,
     ctx: &Ctx,
     seen: &mut Option<Seen>,
@@ -180,19 +228,34 @@ async fn eligibility_changes<D: ElectionDatabase>(
     };
     let now: Seen = candidates
         .into_iter()
-        .map(|c| (c.id.to_string(), c.record.eligibility().clone()))
+        .map(|c| {
+            (
+                c.id.to_string(),
+                (c.record.eligibility().clone(), c.record.version().cloned()),
+            )
+        })
         .collect();
-    for (id, e) in &now {
-        let before = seen.as_ref().map(|s| s.get(id));
-        let changed = match before {
+    for (id, (e, v)) in &now {
+        let before = seen.as_ref().and_then(|s| s.get(id));
+        let eligibility_changed = match before {
             None => !e.is_eligible(),
-            Some(None) => !e.is_eligible(),
-            Some(Some(b)) => b != e,
+            Some((b, _)) => b != e,
         };
-        if changed {
+        if eligibility_changed {
             EligibilityLine {
                 candidate: id,
                 eligibility: e,
+            }
+            .print(as_json)?;
+        }
+        let version_changed = match before {
+            None => v.is_some(),
+            Some((_, b)) => b != v,
+        };
+        if version_changed {
+            VersionLine {
+                candidate: id,
+                version: v.as_ref(),
             }
             .print(as_json)?;
         }
@@ -249,8 +312,8 @@ pub(crate) async fn watch<D: ElectionDatabase>(
         .map_err(|e| Failure::usage(chain(&e)))?;
     let mut changes = runner.subscribe();
     tracing::info!(election = %ctx.name, store = %ctx.store, "watching");
-    // The candidates' eligibility, read every heartbeat of the stored configuration (every
-    // second for an election created later).
+    // The candidates' eligibility and versions, read every heartbeat of the stored
+    // configuration (every second for an election created later).
     let mut seen = None;
     let mut polls = tokio::time::interval(heartbeat.unwrap_or(Duration::from_secs(1)));
     polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -259,7 +322,7 @@ pub(crate) async fn watch<D: ElectionDatabase>(
             stop = signals.recv() => break signals.stopped(stop, "watching"),
             change = changes.recv() => change,
             _ = polls.tick() => {
-                if let Err(e) = eligibility_changes(&db, ctx, &mut seen, as_json).await {
+                if let Err(e) = candidate_changes(&db, ctx, &mut seen, as_json).await {
                     break Err(e);
                 }
                 continue;
@@ -328,6 +391,57 @@ mod tests {
         );
         assert_eq!(line.json("T")["reason"], json!("stepped_down"));
         assert_eq!(Line::resync(None).text("T"), "T no leader (resync)");
+        observer.shutdown().await;
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lines_give_the_leaders_version_and_each_candidates()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let db = MemDb::new();
+        let config = ElectionConfig::with_lease_duration(Duration::from_millis(300))?;
+        let observer = Runner::observer(db.clone(), subspace("v")).start()?;
+        let mut changes = observer.subscribe();
+        let a = Runner::builder(db.clone(), subspace("v"))
+            .label("a")
+            .version("1.4.0")
+            .config(config.clone())
+            .start()?;
+        let elected = changes.recv().await?;
+        let id = a.id().map(ToString::to_string).unwrap_or_default();
+        let line = Line::of(&elected);
+        assert!(
+            line.text("T").starts_with(&format!(
+                "T leader {id} ballot 1 priority 0 version 1.4.0 ("
+            )),
+            "{}",
+            line.text("T")
+        );
+        assert_eq!(line.json("T")["version"], json!("1.4.0"));
+        assert_eq!(line.json("T")["previous_version"], Value::Null);
+        a.shutdown().await;
+        let gone = changes.recv().await?;
+        let j = Line::of(&gone).json("T");
+        assert_eq!(
+            (&j["version"], &j["previous_version"]),
+            (&Value::Null, &json!("1.4.0"))
+        );
+
+        let v = Version::new(1, 5, 0);
+        let line = VersionLine {
+            candidate: "b-1",
+            version: Some(&v),
+        };
+        assert_eq!(line.text("T"), "T candidate b-1 version 1.5.0");
+        assert_eq!(
+            line.json("T"),
+            json!({ "time": "T", "reason": "version", "candidate": "b-1", "version": "1.5.0" })
+        );
+        let none = VersionLine {
+            candidate: "b-1",
+            version: None,
+        };
+        assert_eq!(none.text("T"), "T candidate b-1 version none");
         observer.shutdown().await;
         Ok(())
     }

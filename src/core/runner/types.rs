@@ -125,6 +125,9 @@ pub struct LeaderInfo {
     pub priority: Priority,
     /// The payload the leader publishes (for example, the address where it serves).
     pub payload: Option<Vec<u8>>,
+    /// The version the leader registered when it acquired its ballot (DESIGN §14.1), if it
+    /// registered one ([`RunnerBuilder::version`](crate::runner::RunnerBuilder::version)).
+    pub version: Option<semver::Version>,
 }
 
 impl LeaderInfo {
@@ -134,6 +137,7 @@ impl LeaderInfo {
             id: owner.id().clone(),
             priority: owner.priority(),
             payload: record.payload().map(<[u8]>::to_vec),
+            version: record.leader_version().cloned(),
         })
     }
 

@@ -17,6 +17,7 @@ use crate::core::health::CheckSettings;
 use crate::core::shard::machine::ShardMachine;
 use crate::ids::{CandidateId, Priority, Weight};
 use crate::record::shard::Layout;
+use crate::runner::builder::parse_version;
 use crate::runner::checks::Check;
 use crate::runner::health::Status;
 use crate::runner::{BuildError, Runner};
@@ -38,6 +39,7 @@ pub struct ShardedRunnerBuilder<D: ElectionDatabase> {
     clock: Option<Arc<dyn Clock>>,
     seed: Option<u64>,
     readiness: Option<Check>,
+    version: Option<String>,
 }
 
 impl<D: ElectionDatabase> std::fmt::Debug for ShardedRunnerBuilder<D> {
@@ -47,6 +49,7 @@ impl<D: ElectionDatabase> std::fmt::Debug for ShardedRunnerBuilder<D> {
             .field("label", &self.label)
             .field("priority", &self.priority)
             .field("weight", &self.weight)
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -65,6 +68,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             clock: None,
             seed: None,
             readiness: None,
+            version: None,
         }
     }
 
@@ -96,6 +100,55 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
     /// The member's weight (0: drained).
     pub fn weight(mut self, weight: Weight) -> Self {
         self.weight = weight;
+        self
+    }
+
+    /// The version this member runs (DESIGN §14.1), a semantic version such as `"1.5.0"`: it
+    /// registers it in the coordinator election, which ranks the members by the sharded
+    /// election's [`VersionPolicy`](crate::VersionPolicy) (its configuration's, set with
+    /// [`ShardedElection::write_config`](crate::shard::ShardedElection::write_config) or `fdb-leader
+    /// config set --sharded --version-policy`), as
+    /// [`RunnerBuilder::version`](crate::runner::RunnerBuilder::version) does for a single
+    /// election: under `prefer-newest` a member of a newer version takes over the
+    /// coordination, under `prefer-oldest` the oldest version coordinates until its last
+    /// member has left. Shard placement does not depend on versions. A string that is no
+    /// semantic version makes [`start`](Self::start) fail with
+    /// [`BuildError::InvalidVersion`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fdb_leader_election::shard::ShardedRunner;
+    /// use fdb_leader_election::{ElectionConfig, MemDb, VersionPolicy};
+    /// use foundationdb_tuple::Subspace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let db = MemDb::new();
+    /// let config = ElectionConfig::with_lease_duration(Duration::from_millis(600))?
+    ///     .to_builder()
+    ///     .version_policy(VersionPolicy::PreferOldest)
+    ///     .build()?;
+    /// let start = |version: &str| {
+    ///     ShardedRunner::builder(db.clone(), Subspace::from("jobs"))
+    ///         .shards(4)
+    ///         .version(version)
+    ///         .config(config.clone())
+    ///         .start()
+    /// };
+    /// let old = start("1.4.0")?;
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// let new = start("1.5.0")?;
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert!(old.is_coordinator() && !new.is_coordinator()); // the oldest coordinates
+    /// old.shutdown().await;
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert!(new.is_coordinator());
+    /// # new.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn version(mut self, version: &str) -> Self {
+        self.version = Some(version.to_owned());
         self
     }
 
@@ -163,10 +216,13 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
     ///
     /// # Errors
     ///
-    /// [`BuildError`] for an invalid label or layout, or outside a runtime.
+    /// [`BuildError`] for an invalid label, layout or version, or outside a runtime.
     pub fn start(self) -> Result<ShardedRunner, BuildError> {
         let readiness = self.readiness.clone();
         let _ = tokio::runtime::Handle::try_current().map_err(BuildError::NoRuntime)?;
+        if let Some(v) = &self.version {
+            parse_version(v)?;
+        }
         let layout =
             Layout::new(self.shards, self.max_concurrent_moves).map_err(BuildError::Candidate)?;
         let label = self.label.clone().unwrap_or_else(|| "member".to_owned());
@@ -183,6 +239,9 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
                 .clock(Arc::clone(&clock));
         if let Some(check) = readiness {
             coordinator = coordinator.with_readiness(check);
+        }
+        if let Some(v) = &self.version {
+            coordinator = coordinator.version(v);
         }
         let coordinator = coordinator.start()?;
         // The readiness check runs once, in the coordinator runner: the member follows its

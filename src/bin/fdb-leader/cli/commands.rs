@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
-use fdb_leader_election::CandidateId;
+use fdb_leader_election::{CandidateId, VersionPolicy};
 
 use crate::durations;
 
@@ -188,4 +189,19 @@ pub(crate) struct ConfigSetArgs {
     /// may fill it (default two heartbeats; at most the lease).
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_RESERVATION_TIMEOUT")]
     pub(crate) reservation_timeout: Option<Duration>,
+    /// How the candidates' versions (`run --app-version`) rank them before their priority:
+    /// ignore (the default: priority alone), prefer-newest (a newer version takes over, so a
+    /// rolling deploy moves the leadership to the new version), prefer-oldest (the oldest
+    /// version leads until its last candidate has left), no-downgrade (the leadership never
+    /// passes to a version older than the leader's while one at least as new is live).
+    /// Candidates without a version rank as the oldest. Safe to change at any time: the
+    /// leadership moves by a cooperative handover.
+    #[arg(long, value_name = "POLICY", value_parser = version_policy(), env = "FDB_LEADER_CONFIG_VERSION_POLICY")]
+    pub(crate) version_policy: Option<VersionPolicy>,
+}
+
+/// `--version-policy`: one of the library's policies, by name (clap lists them).
+fn version_policy() -> impl TypedValueParser<Value = VersionPolicy> {
+    PossibleValuesParser::new(VersionPolicy::ALL.map(VersionPolicy::as_str))
+        .try_map(|name| name.parse::<VersionPolicy>())
 }

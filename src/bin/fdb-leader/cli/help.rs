@@ -106,6 +106,17 @@ its own that is killed at --health-timeout; exit 0 passes. A URL passes on a 2xx
 GET. --unhealthy hold (default) keeps an ineligible leader leading while nobody else is
 eligible; release lets go. `status` shows each candidate's eligibility and why.
 
+Rolling upgrades: --app-version V registers the version this process runs (a semantic
+version, e.g. 1.5.0). The election's version policy (`config set --version-policy`) ranks
+candidates by it before their priority: prefer-newest moves the leadership to the first
+instance of a new version (a cooperative handover with preemption on, the default; no lease
+waited for), prefer-oldest keeps it on the old version until its last instance has left,
+no-downgrade never hands it back to an older version while one as new as the leader's is
+live; ignore (the default) leaves priority alone. Without --app-version a candidate ranks as
+the oldest. `status` and `watch` show each candidate's version and the leader's. With
+--shards, the version ranks the members for coordinating the placement (not for owning
+shards). See docs/rolling-upgrades.md.
+
 With --shards M, this process joins the sharded election of --election NAME instead (under
 (\"fdb-leader\", NAME, \"shards\"); M shards if it creates it, the stored count otherwise, and
 a stored one of more than 256 shards is refused with exit 2) as a member of weight --weight
@@ -139,7 +150,13 @@ With --sharded, `config get` and `config set` act on the sharded election of --e
 (`run --shards`, under (\"fdb-leader\", NAME, \"shards\")): every member and coordinator uses
 its configuration from its next cycle. `config set --sharded --shards M` also creates that
 election with M shards if it does not exist yet, as `run --shards M` would, so that its first
-members start with these settings.";
+members start with these settings.
+
+--version-policy ignore|prefer-newest|prefer-oldest|no-downgrade ranks the candidates by the
+version they registered (`run --app-version`) before their priority. It can be changed at any
+moment: a candidate the new policy ranks above the leader asks it to hand over (with
+preemption on, the default), and the leadership moves by that cooperative handover, with no
+lease waited for.";
 
 /// After the flags of `status --help`.
 pub(super) const STATUS_AFTER_HELP: &str = "\
@@ -155,11 +172,19 @@ since the candidate's last heartbeat (the record's renewal counter minus the ren
 candidate last saw). A live candidate lags at most candidate_timeout / heartbeat renewals.
 While no leader renews, lags stop growing.
 
+Each candidate's VERSION is the one it registered (`run --app-version`; `-` for none, which
+ranks as the oldest), and the leader line gives the leader's; the config line ends with the
+version policy (`config set --version-policy`). A `refused` line shows a `resign --to NAME`
+that the current leader refused (NAME was no longer live and eligible when it read the
+request): it keeps leading, and says why.
+
 --json prints one object: leader (id or null), ballot, lease_state, renewal, lease_ms,
-leader_priority, handover_requested_by, operator_request, reserved_for, operator_hold,
-payload, payload_hex, config, candidates (id, priority, live, heartbeat, seen_renewal,
-renewal_lag, registration, leader, eligible, eligibility_reason), and eligibility_marks (the
-operators' exclusions: name, reason; lift one with `eligible NAME true`).
+leader_priority, leader_version, handover_requested_by, operator_request, resign_refusal
+(null, or ballot, operator, to, reason), reserved_for, operator_hold, payload, payload_hex,
+config (with version_policy), candidates (id, priority, version, live, heartbeat,
+seen_renewal, renewal_lag, registration, leader, eligible, eligibility_reason), and
+eligibility_marks (the operators' exclusions: name, reason; lift one with `eligible NAME
+true`).
 
 For a name whose only election is a sharded one (`run --shards`), status shows its placement
 as `shards status` does (and --json prints that command's object).";

@@ -309,7 +309,9 @@ pub(crate) enum Command {
     /// Print the election's state once: leader, ballot, lease, candidates.
     #[command(after_help = STATUS_AFTER_HELP)]
     Status(StatusArgs),
-    /// Follow the election: one line per leader change, until interrupted.
+    /// Follow the election until interrupted: one line per leader change (with its ballot,
+    /// priority and version), and one per candidate whose eligibility or version changes
+    /// (each registered version once at the start).
     Watch(WatchArgs),
     /// Ask the leader of a ballot to step down and hand over to the best live eligible
     /// candidate, or to the one named by --to.

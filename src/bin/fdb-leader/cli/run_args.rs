@@ -6,7 +6,19 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use fdb_leader_election::Version;
+
 use crate::durations;
+
+/// `--app-version`: a semantic version, or what is expected (clap names the flag and the value).
+fn app_version(text: &str) -> Result<Version, String> {
+    Version::parse(text).map_err(|e| {
+        format!(
+            "expected a semantic version MAJOR.MINOR.PATCH, e.g. 1.5.0 or 2.0.0-rc.1, in \
+             --app-version or FDB_LEADER_APP_VERSION ({e})"
+        )
+    })
+}
 
 /// What `--on-child-exit` does when the child exits by itself while this process leads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -60,6 +72,13 @@ pub(crate) struct RunArgs {
         env = "FDB_LEADER_PRIORITY"
     )]
     pub(crate) priority: i32,
+
+    /// The version this process runs, a semantic version (MAJOR.MINOR.PATCH, e.g. 1.5.0),
+    /// registered beside the priority: the election's version policy (`config set
+    /// --version-policy`) ranks candidates by it before their priority. Without it this
+    /// candidate ranks as the oldest. (Not --version, which prints fdb-leader's own.)
+    #[arg(long, value_name = "VERSION", value_parser = app_version, env = "FDB_LEADER_APP_VERSION")]
+    pub(crate) app_version: Option<Version>,
 
     /// Join the sharded election of --election NAME (under ("fdb-leader", NAME, "shards"))
     /// instead of the single one, with M shards if this process creates it (1 to 256), and run

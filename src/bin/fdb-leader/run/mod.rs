@@ -220,7 +220,8 @@ fn single_role(runner: &Runner, role: serve::Role) -> Result<String, String> {
     }
 }
 
-/// The candidate of `--name` (default: the host name), `--priority` and `--payload`, on the
+/// The candidate of `--name` (default: the host name), `--priority`, `--app-version` and
+/// `--payload`, on the
 /// runner's clock: refused (exit 2) for an empty or oversized name or an oversized payload.
 fn candidate(args: &RunArgs) -> Result<Candidate, Failure> {
     let label = args.name.clone().unwrap_or_else(host_name);
@@ -236,6 +237,7 @@ fn candidate(args: &RunArgs) -> Result<Candidate, Failure> {
         Priority::new(args.priority),
         std::sync::Arc::new(TokioClock::new()),
     );
+    candidate.set_version(args.app_version.clone());
     if let Some(payload) = &args.payload {
         candidate
             .set_payload(Some(payload.as_bytes().to_vec()))

@@ -358,6 +358,10 @@ impl<D: ElectionDatabase> Session<'_, D> {
             .priority(Priority::new(self.args.priority))
             .weight(weight)
             .config(self.stored.config.clone());
+        let builder = match &self.args.app_version {
+            Some(v) => builder.version(&v.to_string()),
+            None => builder,
+        };
         // The readiness command's environment: the child's, less its shard and ballot.
         let (members, name, count) = (
             self.current.subscribe(),

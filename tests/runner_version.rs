@@ -1,0 +1,305 @@
+//! Versions through the public API (DESIGN §14): `RunnerBuilder::version` and
+//! `ShardedRunnerBuilder::version` (an invalid one a typed build error), the version in the
+//! registry and in the runner's view of the leader, candidates without a version ranked as the
+//! oldest under every policy, and the sharded election's coordinator election following the
+//! policy. In tokio's paused time.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+mod runner_support;
+
+use fdb_leader_election::runner::{BuildError, Runner, RunnerBuilder};
+use fdb_leader_election::shard::ShardedRunner;
+use fdb_leader_election::{
+    Candidate, CandidateId, ElectionConfig, ElectionError, MemDb, Priority, Version, VersionPolicy,
+};
+use foundationdb_tuple::Subspace;
+use runner_support::*;
+
+fn with_policy(policy: VersionPolicy) -> ElectionConfig {
+    config()
+        .to_builder()
+        .version_policy(policy)
+        .build()
+        .unwrap()
+}
+
+/// A runner of priority 1, `version` if given, under `policy` (if it creates the election).
+fn versioned(db: &MemDb, name: &str, version: Option<&str>, policy: VersionPolicy) -> Runner {
+    let b: RunnerBuilder<MemDb> = builder(db.clone(), name, 1).config(with_policy(policy));
+    match version {
+        Some(v) => b.version(v),
+        None => b,
+    }
+    .start()
+    .unwrap()
+}
+
+/// The runner that leads once the election has settled (a lease and more of no change).
+async fn settled<'a>(runners: &[&'a Runner]) -> &'a Runner {
+    tokio::time::sleep(LEASE * 4).await;
+    let leaders: Vec<&Runner> = runners.iter().copied().filter(|r| r.is_leader()).collect();
+    assert_eq!(leaders.len(), 1, "exactly one leader once settled");
+    leaders[0]
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_version_is_a_typed_build_error_with_the_string_and_the_cause() {
+    let db = db();
+    for bad in ["1.5", "v1.5.0", "", "1.5.0.0", "01.5.0"] {
+        let err = builder(db.clone(), "a", 1)
+            .version(bad)
+            .start()
+            .unwrap_err();
+        let BuildError::InvalidVersion { version, .. } = &err else {
+            panic!("{bad:?}: {err:?}");
+        };
+        assert_eq!(version, bad);
+        assert!(
+            err.to_string().contains(&format!("{bad:?}"))
+                && err.to_string().contains("MAJOR.MINOR.PATCH, e.g. 1.5.0"),
+            "{err}"
+        );
+        // The semver crate's reason is the source.
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(source.is_some_and(|s| !s.is_empty()), "{err:?}");
+        let err = ShardedRunner::builder(db.clone(), Subspace::from("sharded"))
+            .version(bad)
+            .start()
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, BuildError::InvalidVersion { version, .. } if version == bad),
+            "{err:?}"
+        );
+    }
+    // Nothing was registered, nothing created.
+    let listed = db
+        .run(|txn, _| async move {
+            fdb_leader_election::LeaderElection::new(subspace())
+                .list_candidates(&txn)
+                .await
+        })
+        .await;
+    assert!(
+        matches!(listed, Err(ElectionError::NotInitialized)),
+        "{listed:?}"
+    );
+
+    // A version with pre-release and build metadata is one.
+    let r = builder(db.clone(), "a", 1)
+        .version("2.0.0-rc.1+build.5")
+        .start()
+        .unwrap();
+    assert_eq!(
+        r.candidate().and_then(Candidate::version),
+        Some(Version::parse("2.0.0-rc.1+build.5").unwrap())
+    );
+    r.shutdown().await;
+
+    // An observer registers nothing; a candidate given whole carries its own version.
+    let err = Runner::observer(db.clone(), subspace())
+        .version("1.0.0")
+        .start()
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        BuildError::Conflicting {
+            setting: "version",
+            with: "an observer"
+        }
+    ));
+    let c = Candidate::new(CandidateId::random("c").unwrap(), Priority::new(1));
+    let err = Runner::builder(db.clone(), subspace())
+        .candidate(c)
+        .version("1.0.0")
+        .start()
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        BuildError::Conflicting {
+            setting: "version",
+            with: "candidate"
+        }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_version_is_registered_and_the_leader_and_its_changes_carry_it() {
+    let db = db();
+    let observer = Runner::observer(db.clone(), subspace()).start().unwrap();
+    let mut changes = observer.subscribe();
+    let a = versioned(&db, "a", Some("1.4.0"), VersionPolicy::PreferNewest);
+    a.elected().await.unwrap();
+    let first = changes.recv().await.unwrap();
+    assert_eq!(
+        first.new.as_ref().and_then(|l| l.version.clone()),
+        Some(Version::new(1, 4, 0))
+    );
+    let b = versioned(&db, "b", Some("1.5.0"), VersionPolicy::PreferNewest);
+    b.elected().await.unwrap();
+    // Every view of the leader has its version: the runners', the observer's, the record's.
+    for r in [&a, &b, &observer] {
+        assert_eq!(
+            r.leader().and_then(|l| l.version),
+            Some(Version::new(1, 5, 0))
+        );
+    }
+    // The observer's changes: a steps down (its version the old one's), b takes over.
+    let mut seen = Vec::new();
+    loop {
+        let c = changes.recv().await.unwrap();
+        let done = c.new.is_some();
+        seen.push(c);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().and_then(|c| c.new.as_ref()?.version.clone()),
+        Some(Version::new(1, 5, 0))
+    );
+    assert!(
+        seen.iter()
+            .any(|c| c.old.as_ref().and_then(|l| l.version.clone()) == Some(Version::new(1, 4, 0))),
+        "{seen:?}"
+    );
+    let (record, listed) = db
+        .run(|txn, _| async move {
+            let e = fdb_leader_election::LeaderElection::new(subspace());
+            Ok::<_, ElectionError>((e.leader_record(&txn).await?, e.list_candidates(&txn).await?))
+        })
+        .await
+        .unwrap();
+    assert_eq!(record.leader_version(), Some(&Version::new(1, 5, 0)));
+    let version_of = |r: &Runner| {
+        listed
+            .iter()
+            .find(|c| Some(&c.id) == r.id())
+            .and_then(|c| c.record.version().cloned())
+    };
+    assert_eq!(version_of(&a), Some(Version::new(1, 4, 0)));
+    assert_eq!(version_of(&b), Some(Version::new(1, 5, 0)));
+    // A leader without a version: none in its info.
+    b.shutdown().await;
+    a.shutdown().await;
+    let c = versioned(&db, "c", None, VersionPolicy::PreferNewest);
+    c.elected().await.unwrap();
+    assert_eq!(c.leader().map(|l| l.version), Some(None));
+    c.shutdown().await;
+    observer.shutdown().await;
+}
+
+/// Candidates that registered no version rank as the oldest under every policy: below any
+/// version (0.0.0 included) under prefer-newest, above any under prefer-oldest, and as older
+/// than a versioned leader under no-downgrade. Under ignore, versions play no part.
+#[tokio::test(start_paused = true)]
+async fn candidates_without_a_version_rank_as_the_oldest_under_every_policy() {
+    // prefer-newest: a versionless leader hands over to 0.0.0, which never hands back.
+    let db = db();
+    let bare = versioned(&db, "bare", None, VersionPolicy::PreferNewest);
+    bare.elected().await.unwrap();
+    let zero = versioned(&db, "zero", Some("0.0.0"), VersionPolicy::PreferNewest);
+    assert_eq!(settled(&[&bare, &zero]).await.id(), zero.id());
+    zero.shutdown().await;
+    bare.shutdown().await;
+
+    // prefer-oldest: a versionless candidate takes over from any version.
+    let db = self::db();
+    let zero = versioned(&db, "zero", Some("0.0.0"), VersionPolicy::PreferOldest);
+    zero.elected().await.unwrap();
+    let bare = versioned(&db, "bare", None, VersionPolicy::PreferOldest);
+    assert_eq!(settled(&[&bare, &zero]).await.id(), bare.id());
+    zero.shutdown().await;
+    bare.shutdown().await;
+
+    // no-downgrade: under a versioned leader, a versionless candidate is older: it does not
+    // get the leadership the leader hands over, although it registered first and a versioned
+    // candidate registered after it.
+    let db = self::db();
+    let leader = versioned(&db, "leader", Some("1.0.0"), VersionPolicy::NoDowngrade);
+    leader.elected().await.unwrap();
+    let bare = versioned(&db, "bare", None, VersionPolicy::NoDowngrade);
+    tokio::time::sleep(HEARTBEAT * 3).await;
+    let same = versioned(&db, "same", Some("1.0.0"), VersionPolicy::NoDowngrade);
+    tokio::time::sleep(HEARTBEAT * 3).await;
+    assert!(leader.is_leader(), "equal standings never preempt");
+    leader.shutdown().await;
+    assert_eq!(settled(&[&bare, &same]).await.id(), same.id());
+    same.shutdown().await;
+    bare.shutdown().await;
+
+    // ignore (the control): the first to lead keeps leading, versions or not.
+    for (first, second) in [(None, Some("9.0.0")), (Some("0.0.0"), None)] {
+        let db = self::db();
+        let one = versioned(&db, "one", first, VersionPolicy::Ignore);
+        one.elected().await.unwrap();
+        let two = versioned(&db, "two", second, VersionPolicy::Ignore);
+        assert_eq!(settled(&[&one, &two]).await.id(), one.id());
+        two.shutdown().await;
+        one.shutdown().await;
+    }
+}
+
+/// The members of a sharded election register their version in its coordinator election,
+/// which follows the sharded election's version policy (issue 33 item 2).
+#[tokio::test(start_paused = true)]
+async fn the_sharded_coordinator_election_follows_the_version_policy() {
+    let member = |db: &MemDb, version: &str, policy: VersionPolicy| {
+        ShardedRunner::builder(db.clone(), Subspace::from("sharded"))
+            .label(format!("m{version}"))
+            .shards(4)
+            .version(version)
+            .config(with_policy(policy))
+            .start()
+            .unwrap()
+    };
+    let coordinators = |ms: &[&ShardedRunner]| -> Vec<String> {
+        ms.iter()
+            .filter(|m| m.is_coordinator())
+            .map(|m| m.id().to_string())
+            .collect()
+    };
+    for policy in VersionPolicy::ALL {
+        let db = db();
+        let old = member(&db, "1.4.0", policy);
+        tokio::time::sleep(LEASE * 4).await;
+        assert!(old.is_coordinator(), "{policy}");
+        let new = member(&db, "1.5.0", policy);
+        tokio::time::sleep(LEASE * 4).await;
+        let expected = match policy {
+            VersionPolicy::PreferNewest => &new,
+            _ => &old,
+        };
+        assert_eq!(
+            coordinators(&[&old, &new]),
+            [expected.id().to_string()],
+            "{policy}: the coordinator with 1.4.0 and 1.5.0 live"
+        );
+        // Its registration in the coordinator election carries the version.
+        let e = old.election().coordinator_election().clone();
+        let listed = db
+            .run(|txn, _| {
+                let e = e.clone();
+                async move { e.list_candidates(&txn).await }
+            })
+            .await
+            .unwrap();
+        let mut versions: Vec<String> = listed
+            .iter()
+            .filter_map(|c| c.record.version().map(ToString::to_string))
+            .collect();
+        versions.sort();
+        assert_eq!(versions, ["1.4.0", "1.5.0"], "{policy}");
+        // The old member leaves: the new one coordinates, under every policy.
+        old.shutdown().await;
+        tokio::time::sleep(LEASE * 4).await;
+        assert!(new.is_coordinator(), "{policy}");
+        new.shutdown().await;
+    }
+}
