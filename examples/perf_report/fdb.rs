@@ -160,6 +160,10 @@ pub(crate) struct FdbReport {
     /// the MemDb ones.
     #[serde(flatten)]
     pub(crate) upgrade: crate::upgrade::UpgradeFigures,
+    /// Leadership following health on the cluster (`health.rs`, `measure_on`): the same
+    /// keys as the MemDb ones.
+    #[serde(flatten)]
+    pub(crate) health: crate::health::HealthFigures,
 }
 
 /// The shape of the bare transactions.
@@ -302,8 +306,24 @@ async fn scenarios(
         crate::upgrade::TRIALS,
     )
     .await?;
-    progress("rolling upgrades", t);
+    let t = progress("rolling upgrades", t);
+    f.health = crate::health::measure_on(|| Arc::clone(db), &root.subspace(&("health",))).await?;
+    progress("health", t);
     Ok(())
+}
+
+/// The health figures alone (`--health-only`), on the cluster `cluster_file` names, under a
+/// fresh subspace that is cleared at the end.
+pub(crate) async fn measure_health(cluster_file: &str) -> Res<crate::health::HealthFigures> {
+    let db = Arc::new(Database::new(Some(cluster_file))?);
+    let nonce: u64 = rand::random();
+    let root = Subspace::from(("fdb-leader-election-perf", nonce));
+    reachable(&db, &root, cluster_file).await?;
+    let result = crate::health::measure_on(|| Arc::clone(&db), &root.subspace(&("health",))).await;
+    let cleared = clear(&db, &root).await;
+    let figures = result?;
+    cleared?;
+    Ok(figures)
 }
 
 /// The configuration of the measuring elections: the defaults (lease 10 s, heartbeat 3 s),

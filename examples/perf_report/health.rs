@@ -11,13 +11,19 @@
 //!   cool-down, with the default `fall 3 rise 2` (a check failing every other interval never
 //!   fails three times in a row: no change) and with `fall 1 rise 1` (each failure counts;
 //!   the cool-down bounds the flapping). The goal is at most one change per cool-down.
+//!
+//! On the FoundationDB cluster (`measure_on`) the handover is the same; the flapping runs in
+//! real time, scaled: lease 1 s (cool-down 1 s), checks every 200 ms, for one minute (sixty
+//! cool-downs), because a cluster's transactions cannot run on a paused clock.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fdb_leader_election::runner::{CheckSettings, Runner};
-use fdb_leader_election::{ElectionConfig, MemDb, TokioClock};
+use fdb_leader_election::{
+    ElectionConfig, ElectionDatabase, ElectionTxn, MemDb, ReadMode, TokioClock,
+};
 use foundationdb_tuple::Subspace;
 use serde::Serialize;
 
@@ -32,6 +38,8 @@ pub(crate) struct HealthFigures {
     pub(crate) health_handover_max_ms: f64,
     /// The heartbeat of that scenario, ms (the goal: at most this plus two commits).
     pub(crate) health_handover_heartbeat_ms: f64,
+    /// Median ms of one commit on that store (a read and a write of one key), for the goal.
+    pub(crate) health_commit_ms: f64,
     /// Leadership changes per cool-down while both checks flap, default fall 3 rise 2.
     pub(crate) health_flap_changes_per_cool_down: f64,
     /// The same with fall 1 rise 1.
@@ -66,10 +74,10 @@ impl Switch {
     }
 }
 
-/// Every figure.
+/// Every figure, on MemDb (the flapping on tokio's paused clock).
 pub(crate) async fn measure() -> Res<HealthFigures> {
     let mut f = HealthFigures::default();
-    handover(&mut f).await?;
+    handover(&mut f, MemDb::new, &Subspace::from("health")).await?;
     let flap = |fall, rise| {
         std::thread::spawn(move || -> Result<(f64, f64), String> {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -77,7 +85,21 @@ pub(crate) async fn measure() -> Res<HealthFigures> {
                 .start_paused(true)
                 .build()
                 .map_err(|e| e.to_string())?;
-            rt.block_on(flapping(fall, rise)).map_err(|e| e.to_string())
+            rt.block_on(async {
+                let db = MemDb::with_clock(Arc::new(TokioClock::new()));
+                let settings =
+                    CheckSettings::new(Duration::from_secs(2), Duration::from_secs(1), fall, rise)?;
+                let span = Duration::from_secs(600);
+                flapping(
+                    db,
+                    &Subspace::from("flap"),
+                    &ElectionConfig::default(),
+                    settings,
+                    span,
+                )
+                .await
+            })
+            .map_err(|e| e.to_string())
         })
         .join()
         .map_err(|_| "the flapping scenario panicked".to_owned())
@@ -90,13 +112,60 @@ pub(crate) async fn measure() -> Res<HealthFigures> {
     Ok(f)
 }
 
-async fn handover(f: &mut HealthFigures) -> Res<()> {
+/// Every figure on stores from `fresh`, under `root`, in real time: the handover as on
+/// MemDb; the flapping scaled to a 1 s lease (cool-down 1 s), checks every 200 ms, for a
+/// minute (a FoundationDB cluster cannot run on a paused clock).
+#[cfg_attr(not(feature = "fdb"), allow(dead_code))]
+pub(crate) async fn measure_on<D: ElectionDatabase>(
+    fresh: impl Fn() -> D,
+    root: &Subspace,
+) -> Res<HealthFigures> {
+    let mut f = HealthFigures::default();
+    handover(&mut f, &fresh, &root.subspace(&("handover",))).await?;
+    let cfg = ElectionConfig::with_lease_duration(Duration::from_secs(1))?;
+    let span = Duration::from_secs(60);
+    let every = |fall, rise| {
+        CheckSettings::new(
+            Duration::from_millis(200),
+            Duration::from_millis(100),
+            fall,
+            rise,
+        )
+    };
+    let (per, cool_downs) = flapping(
+        fresh(),
+        &root.subspace(&("flap", 3)),
+        &cfg,
+        every(3, 2)?,
+        span,
+    )
+    .await?;
+    f.health_flap_changes_per_cool_down = per;
+    f.health_flap_cool_downs = cool_downs;
+    f.health_flap_changes_per_cool_down_fall1 = flapping(
+        fresh(),
+        &root.subspace(&("flap", 1)),
+        &cfg,
+        every(1, 1)?,
+        span,
+    )
+    .await?
+    .0;
+    Ok(f)
+}
+
+async fn handover<D: ElectionDatabase>(
+    f: &mut HealthFigures,
+    fresh: impl Fn() -> D,
+    root: &Subspace,
+) -> Res<()> {
     let cfg = ElectionConfig::with_lease_duration(Duration::from_millis(300))?;
     let settings = CheckSettings::new(Duration::from_millis(20), Duration::from_millis(10), 2, 1)?;
+    f.health_commit_ms = commit_ms(fresh(), &root.subspace(&("commit",))).await?;
     let mut took = Vec::new();
     for trial in 0..21u32 {
-        let db = MemDb::new();
-        let space = Subspace::from(format!("health-{trial}"));
+        let db = fresh();
+        let space = root.subspace(&(trial,));
         let start = |name: &str, s: &Switch| -> Res<Runner> {
             Ok(Runner::builder(db.clone(), space.clone())
                 .label(name)
@@ -151,13 +220,15 @@ async fn handover(f: &mut HealthFigures) -> Res<()> {
     Ok(())
 }
 
-/// Ten minutes of both leader checks flapping (failing every other interval), on tokio's
-/// paused clock: leadership changes per cool-down, and the cool-downs.
-async fn flapping(fall: u32, rise: u32) -> Res<(f64, f64)> {
-    let db = MemDb::with_clock(Arc::new(TokioClock::new()));
-    let cfg = ElectionConfig::default();
-    let settings = CheckSettings::new(Duration::from_secs(2), Duration::from_secs(1), fall, rise)?;
-    let space = Subspace::from("flap");
+/// Both leader checks flapping (failing every other interval) for `span`: leadership
+/// changes per cool-down (the lease, by default), and the cool-downs.
+async fn flapping<D: ElectionDatabase>(
+    db: D,
+    space: &Subspace,
+    cfg: &ElectionConfig,
+    settings: CheckSettings,
+    span: Duration,
+) -> Res<(f64, f64)> {
     let start = |name: &str| -> Res<Runner> {
         let calls = Arc::new(AtomicU32::new(0));
         Ok(Runner::builder(db.clone(), space.clone())
@@ -178,7 +249,6 @@ async fn flapping(fall: u32, rise: u32) -> Res<(f64, f64)> {
     let b = start("b")?;
     let observer = Runner::observer(db.clone(), space.clone()).start()?;
     let mut changes = observer.subscribe();
-    let span = Duration::from_secs(600);
     let counting = tokio::spawn(async move {
         let mut ballots = std::collections::BTreeSet::new();
         while let Ok(change) = changes.recv().await {
@@ -197,4 +267,24 @@ async fn flapping(fall: u32, rise: u32) -> Res<(f64, f64)> {
     let changes = leaderships.saturating_sub(1) as f64;
     let cool_downs = span.as_secs_f64() / cfg.lease_duration().as_secs_f64();
     Ok((changes / cool_downs, cool_downs))
+}
+
+/// Median ms of 21 commits that each read and write one key: a commit's cost on that store.
+async fn commit_ms<D: ElectionDatabase>(db: D, space: &Subspace) -> Res<f64> {
+    let key = space.pack(&("key",));
+    let mut took = Vec::new();
+    for i in 0..21u32 {
+        let started = Instant::now();
+        db.transact(Duration::from_secs(5), |txn| {
+            let key = key.clone();
+            async move {
+                txn.get(&key, ReadMode::Serializable).await?;
+                txn.set(&key, &i.to_be_bytes());
+                Ok(())
+            }
+        })
+        .await?;
+        took.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(&mut took))
 }

@@ -1257,7 +1257,8 @@ const USAGE: &str = "usage: perf_report [--cluster-file FILE] [--health-only | -
     \n\
     Without arguments: the MemDb report. With --cluster-file (feature `fdb`): the MemDb report,\n\
     then the same figures on the FoundationDB cluster FILE names, the JSON line gaining an\n\
-    `fdb` object. With --health-only: only the figures of leadership following health (MemDb).\n\
+    `fdb` object. With --health-only: only the figures of leadership following health, on\n\
+    MemDb, and with --cluster-file on the cluster too (its figures in the `fdb` object).\n\
     With --upgrade-only: only the rolling-upgrade figures, on MemDb, and with --cluster-file\n\
     on the cluster too (its figures in the `fdb` object).";
 
@@ -1332,9 +1333,19 @@ struct UpgradeOnly {
     fdb: Option<upgrade::UpgradeFigures>,
 }
 
+/// The health figures alone (`--health-only`): MemDb's, and the cluster's with
+/// `--cluster-file`, as one JSON object (the cluster's in `fdb`).
+#[derive(Serialize)]
+struct HealthOnly {
+    #[serde(flatten)]
+    memdb: health::HealthFigures,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fdb: Option<health::HealthFigures>,
+}
+
 /// The health figures' rows.
 fn health_rows(h: &health::HealthFigures) {
-    let goal = h.health_handover_heartbeat_ms + 2.0;
+    let goal = h.health_handover_heartbeat_ms + 2.0 * h.health_commit_ms;
     row(
         "health handover ms, median (unhealthy -> guard)",
         format!("{:.2}", h.health_handover_ms),
@@ -1365,9 +1376,23 @@ fn health_rows(h: &health::HealthFigures) {
 async fn report(args: &Args) -> Res<()> {
     if args.health_only {
         let h = health::measure().await?;
-        println!("{:<44} {:>12}  {:<14}", "figure", "value", "target");
+        #[cfg(feature = "fdb")]
+        let fdb = match &args.cluster_file {
+            Some(file) => Some(fdb::measure_health(file).await?),
+            None => None,
+        };
+        #[cfg(not(feature = "fdb"))]
+        let fdb = None;
+        println!("{:<44} {:>12}  {:<14}", "figure (MemDb)", "value", "target");
         health_rows(&h);
-        println!("{}", serde_json::to_string(&h)?);
+        if let Some(f) = &fdb {
+            println!(
+                "{:<44} {:>12}  {:<14}",
+                "figure (FoundationDB)", "value", "target"
+            );
+            health_rows(f);
+        }
+        println!("{}", serde_json::to_string(&HealthOnly { memdb: h, fdb })?);
         return Ok(());
     }
     if args.upgrade_only {
@@ -1404,6 +1429,11 @@ async fn report(args: &Args) -> Res<()> {
     #[cfg(feature = "fdb")]
     if let Some(f) = &r.fdb {
         upgrade::print("FoundationDB", &f.upgrade);
+        println!(
+            "{:<44} {:>12}  {:<14}",
+            "figure (FoundationDB)", "value", "target"
+        );
+        health_rows(&f.health);
     }
     #[cfg(not(feature = "fdb"))]
     let _ = (args, memdb_times);
