@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A child of `fdb-leader run --cluster-file F -- python3 fenced_worker.py ...` that fences every
-write with its ballot, from Python (the `foundationdb` bindings from PyPI, API version 730).
+write with its ballot, from Python (the `foundationdb` bindings from PyPI, API version 730, or
+the one FDB_API_VERSION names: the FoundationDB tier sets 740 on a 7.4 cluster).
 
 `fdb-leader run` hands its child FDB_LEADER_BALLOT (the fencing token) and
 FDB_LEADER_ELECTION_NAME (the election's name). The election's fence key is the tuple ("fdb-leader", NAME, "fence"), and
@@ -25,7 +26,7 @@ import time
 
 import fdb
 
-fdb.api_version(730)
+fdb.api_version(int(os.environ.get("FDB_API_VERSION", "730")))
 
 # README: python
 FENCE_FORMAT_VERSION = 3

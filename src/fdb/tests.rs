@@ -148,3 +148,24 @@ fn a_round_trip_keeps_the_code() {
     let binding = FdbBindingError::from(ElectionError::from(txn));
     assert_eq!(binding_code(&binding), Some(1020));
 }
+
+/// Codes FoundationDB 7.4 added, classified by the linked `libfdb_c`'s predicates (this crate
+/// names no kind for them): `transaction_rejected_range_locked` (1242) is retryable and not
+/// committed on a 7.4 client; a 7.3 client does not know it, and it is fatal there. The
+/// FoundationDB tier runs this on a 7.3 and on a 7.4 client.
+#[test]
+fn codes_new_in_7_4_follow_the_linked_client() {
+    let client = foundationdb::api::get_max_api_version();
+    let err = TxnError::from(FdbError::from_code(1242));
+    if client >= 740 {
+        assert_eq!(err.kind(), TxnErrorKind::OtherRetryable, "client {client}");
+        assert!(err.is_retryable() && !err.is_maybe_committed());
+    } else {
+        assert_eq!(err.kind(), TxnErrorKind::Fatal, "client {client}");
+    }
+    // 1235 is named (7.4's hot-shard throttling): the same kind on every client.
+    assert_eq!(
+        TxnError::from(FdbError::from_code(1235)).kind(),
+        TxnErrorKind::Unavailable
+    );
+}

@@ -131,11 +131,15 @@ pub enum Difference {
     /// A limit on outstanding watches above 1,000,000 is refused at once (2006); FoundationDB
     /// accepts the option and fails every later operation of the database handle with 2006.
     MaxWatchesRefusedAtOnce,
+    /// `run` retries `transaction_throttled_hot_shard` (1235) and
+    /// `transaction_rejected_range_locked` (1242) as FoundationDB 7.4's `on_error` does; a 7.3
+    /// client's `on_error` does not know these codes and returns them.
+    CodesNewIn74Retried,
 }
 
 impl Difference {
     /// Every declared difference.
-    pub const ALL: [Difference; 7] = [
+    pub const ALL: [Difference; 8] = [
         Difference::TooOldIsStrict,
         Difference::WatchReadIsImmediate,
         Difference::AbaWatchStaysQuiet,
@@ -143,6 +147,7 @@ impl Difference {
         Difference::MaxWatchesRefusedAtOnce,
         Difference::MaybeCommittedIsSticky,
         Difference::UncodedErrorsRetriedByKind,
+        Difference::CodesNewIn74Retried,
     ];
 
     /// Its name in the docs' table.
@@ -155,6 +160,7 @@ impl Difference {
             Difference::AbaWatchStaysQuiet => "aba-watch-stays-quiet",
             Difference::RangeEstimateInOnePiece => "range-estimate-in-one-piece",
             Difference::MaxWatchesRefusedAtOnce => "max-watches-refused-at-once",
+            Difference::CodesNewIn74Retried => "codes-new-in-7-4-retried",
         }
     }
 }
@@ -1325,10 +1331,39 @@ pub async fn long_range_estimate<B: Backend>(b: &B) -> (usize, usize) {
 /// The codes FoundationDB 7.3.79's `on_error` retries (`Transaction::onError`; the
 /// multi-version client, which would also retry 1039, is bypassed without external clients):
 /// written out here, independently of the crate's own list, so that the crate's list is checked
-/// against it, and checked on a cluster by the FoundationDB tier.
-pub const ON_ERROR_RETRIES: [i32; 12] = [
+/// against it, and checked on a 7.3 cluster by the FoundationDB tier.
+pub const ON_ERROR_RETRIES_7_3: [i32; 12] = [
     1007, 1009, 1020, 1021, 1037, 1038, 1042, 1051, 1078, 1079, 1213, 1223,
 ];
+
+/// The codes FoundationDB 7.4.6's `on_error` retries, checked on a 7.4 cluster by the
+/// FoundationDB tier: 7.3's, `transaction_throttled_hot_shard` (1235) and
+/// `transaction_rejected_range_locked` (1242), which 7.4 adds (7.3 numbers a server's internal
+/// error 1235, which no client receives, and has no 1242; the 7.4 cluster showed 1242 retried,
+/// which this list first left out). The embedded stores retry as 7.4 does
+/// ([`Difference::CodesNewIn74Retried`] on a 7.3 client).
+pub const ON_ERROR_RETRIES_7_4: [i32; 14] = [
+    1007, 1009, 1020, 1021, 1037, 1038, 1042, 1051, 1078, 1079, 1213, 1223, 1235, 1242,
+];
+
+/// A FoundationDB client (`libfdb_c`), by the newest API version it supports
+/// (`foundationdb::api::get_max_api_version`, `fdb_get_max_api_version`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdbClient(pub i32);
+
+impl FdbClient {
+    /// The client the embedded stores model: FoundationDB 7.4.
+    pub const MODELLED: FdbClient = FdbClient(740);
+
+    /// The codes its `on_error` retries.
+    pub fn on_error_retries(self) -> &'static [i32] {
+        if self.0 >= 740 {
+            &ON_ERROR_RETRIES_7_4
+        } else {
+            &ON_ERROR_RETRIES_7_3
+        }
+    }
+}
 
 /// Every kind an error can have.
 pub const KINDS: [TxnErrorKind; 6] = [
@@ -1342,7 +1377,7 @@ pub const KINDS: [TxnErrorKind; 6] = [
 
 /// The codes the retry tests give errors: none, every code the crate names, codes
 /// FoundationDB's loop does not retry, and one nobody knows.
-pub const CODES: [Option<i32>; 26] = [
+pub const CODES: [Option<i32>; 27] = [
     None,
     Some(1004),
     Some(1007),
@@ -1363,6 +1398,7 @@ pub const CODES: [Option<i32>; 26] = [
     Some(1213),
     Some(1223),
     Some(1235),
+    Some(1242),
     Some(2004),
     Some(2017),
     Some(2101),
@@ -1380,27 +1416,43 @@ pub fn error_of(kind: TxnErrorKind, code: Option<i32>) -> TxnError {
     }
 }
 
-/// Whether FoundationDB's `Database::run` retries an error of `kind` and `code` returned by
-/// its closure (through the adapter's conversion: a code goes to `on_error`, an error without
-/// one ends the loop).
-pub fn run_retries_on_foundationdb(_kind: TxnErrorKind, code: Option<i32>) -> bool {
-    code.is_some_and(|c| ON_ERROR_RETRIES.contains(&c))
+/// Whether FoundationDB's `Database::run`, on `client`, retries an error of `kind` and `code`
+/// returned by its closure (through the adapter's conversion: a code goes to `on_error`, an
+/// error without one ends the loop).
+pub fn run_retries_on_foundationdb(
+    client: FdbClient,
+    _kind: TxnErrorKind,
+    code: Option<i32>,
+) -> bool {
+    code.is_some_and(|c| client.on_error_retries().contains(&c))
 }
 
-/// Whether `MemDb::run` and `SqliteDb::run` retry it: as FoundationDB does, except for an
+/// Whether `MemDb::run` and `SqliteDb::run` retry it: as FoundationDB 7.4 does, except for an
 /// error without a code ([`Difference::UncodedErrorsRetriedByKind`]).
 pub fn run_retries_embedded(kind: TxnErrorKind, code: Option<i32>) -> bool {
     match code {
         None => kind.is_retryable(),
-        Some(_) => run_retries_on_foundationdb(kind, code),
+        Some(_) => run_retries_on_foundationdb(FdbClient::MODELLED, kind, code),
     }
 }
 
-/// Whether `ElectionDatabase::transact` retries it, on every store: a conflict or a
-/// `transaction_too_old` whose code `on_error` retries.
+/// Whether `ElectionDatabase::transact` retries it on MemDb and SQLite: a conflict or a
+/// `transaction_too_old` whose code FoundationDB 7.4's `on_error` retries.
 pub fn transact_retries(kind: TxnErrorKind, code: Option<i32>) -> bool {
+    transact_retries_on_foundationdb(FdbClient::MODELLED, kind, code)
+}
+
+/// Whether the FoundationDB adapter's `transact`, on `client`, retries it: one the crate hands
+/// to `on_error` (a conflict or a `transaction_too_old` with a code 7.4's `on_error` retries)
+/// and that `client`'s `on_error` retries.
+pub fn transact_retries_on_foundationdb(
+    client: FdbClient,
+    kind: TxnErrorKind,
+    code: Option<i32>,
+) -> bool {
     matches!(kind, TxnErrorKind::Conflict | TxnErrorKind::TooOld)
-        && run_retries_on_foundationdb(kind, code)
+        && run_retries_on_foundationdb(FdbClient::MODELLED, kind, code)
+        && run_retries_on_foundationdb(client, kind, code)
 }
 
 /// The `MaybeCommitted` flags FoundationDB's Rust binding (`Database::run`, foundationdb 0.11)

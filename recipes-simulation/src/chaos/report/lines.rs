@@ -85,8 +85,9 @@ impl ChaosReport {
             if let Some(switch) = fdb.switch.filter(|_| fdb.switch_ignored()) {
                 lines.push(format!(
                     "VIOLATION setup: no supervisor honoured {switch}=1 (it needs a debug \
-                     build of fdb-leader: cargo build --features cli,fdb-7_3,\
-                     embedded-fdb-include --bin fdb-leader)"
+                     build of fdb-leader with the cluster's API version: cargo build \
+                     --features cli,fdb-7_4,embedded-fdb-include --bin fdb-leader for 7.4, \
+                     fdb-7_3 for 7.3)"
                 ));
             }
         }
