@@ -174,10 +174,11 @@ fn start_runner<D: ElectionDatabase>(
     checks.apply(builder, &env).start()
 }
 
-/// Tests cannot make a bug block the runner's runtime: debug builds block it (the whole
-/// thread, as a blocking call would) for `FDB_LEADER_DEBUG_BLOCK_RUNTIME` (a duration) once,
-/// right after the first election, saying so on stderr first.
-#[cfg(debug_assertions)]
+/// Tests cannot make a bug block the runner's runtime: a build with the feature planted-faults
+/// (the tests') blocks it (the whole thread, as a blocking call would) for
+/// `FDB_LEADER_DEBUG_BLOCK_RUNTIME` (a duration) once, right after the first election, saying
+/// so on stderr first.
+#[cfg(feature = "planted-faults")]
 fn debug_block_runtime_once() {
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let Some(text) = std::env::var_os("FDB_LEADER_DEBUG_BLOCK_RUNTIME") else {
@@ -247,7 +248,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
                 return self.finish(RunEnd::StoreFailed, Some(failure)).await;
             };
             give_up_at = None;
-            #[cfg(debug_assertions)]
+            #[cfg(feature = "planted-faults")]
             debug_block_runtime_once();
             match self.lead(&guard).await {
                 Ended::Lost => {}
