@@ -155,6 +155,9 @@ pub use config::{
 pub use core::resign::ResignRejected;
 pub use core::{Action, UnhealthyPolicy};
 pub use error::{DecodeError, ElectionError, printable_key};
+/// The place of an election in the store: a key prefix, FoundationDB's tuple-layer subspace
+/// (the `foundationdb-tuple` crate's), re-exported so that one dependency is enough.
+pub use foundationdb_tuple::Subspace;
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority, ShardId, Weight};
 pub use keys::MAX_KEY_BYTES;
 pub use record::{
@@ -162,7 +165,7 @@ pub use record::{
     MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named, ResignRefusal,
     UnknownVersionPolicy, VersionPolicy,
 };
-/// The semantic version candidates register (DESIGN §14.1): the `semver` crate's.
+/// The semantic version candidates register (docs/design.md §14.1): the `semver` crate's.
 pub use semver::Version;
 
 // The store layer and the stores.
