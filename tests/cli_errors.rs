@@ -192,7 +192,10 @@ fn usage_errors_exit_2_with_the_rule_named() {
         // A mistyped flag of run is a usage error, never the command (issue 32).
         (&["run", "--lease-time", "2s", "--", "true"], "--lease"),
         (&["resign", "--ballot", "4"], "--expected-ballot"),
-        (&["run", "--metrics-listen", "nowhere", "--", "true"], "expected PORT"),
+        (
+            &["run", "--metrics-listen", "nowhere", "--", "true"],
+            "expected PORT",
+        ),
     ];
     for (args, needle) in cases {
         let out = world.cli(args);

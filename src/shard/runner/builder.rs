@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use foundationdb_tuple::Subspace;
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::coordinate::coordinate;
 use super::task::MemberTask;
@@ -15,6 +16,7 @@ use crate::clock::{Clock, TokioClock};
 use crate::config::ElectionConfig;
 use crate::core::health::CheckSettings;
 use crate::core::shard::machine::ShardMachine;
+use crate::error::printable_key;
 use crate::ids::{CandidateId, Priority, Weight};
 use crate::record::shard::Layout;
 use crate::runner::checks::Check;
@@ -38,6 +40,7 @@ pub struct ShardedRunnerBuilder<D: ElectionDatabase> {
     clock: Option<Arc<dyn Clock>>,
     seed: Option<u64>,
     readiness: Option<Check>,
+    name: Option<String>,
 }
 
 impl<D: ElectionDatabase> std::fmt::Debug for ShardedRunnerBuilder<D> {
@@ -65,6 +68,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             clock: None,
             seed: None,
             readiness: None,
+            name: None,
         }
     }
 
@@ -117,7 +121,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         self
     }
 
-    /// A readiness check (DESIGN §13.5, §13.8): can this member own shards. It runs every
+    /// A readiness check (docs/design.md §13.5, §13.8): can this member own shards. It runs every
     /// `settings.interval()`, beside the member and its coordinator (never inside their
     /// transactions), an answer later than `settings.timeout()` failing. The member is not
     /// eligible until its first answer passes, nor after `fall` consecutive failures, until
@@ -131,7 +135,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
     /// use fdb_leader_election::runner::CheckSettings;
     /// use fdb_leader_election::shard::ShardedRunner;
     /// use fdb_leader_election::{ElectionConfig, MemDb};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -158,6 +162,14 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         self
     }
 
+    /// The `election` field of log spans and label of the coordinator election's metrics
+    /// (default: the subspace, printable). The coordinator election is named `NAME
+    /// coordinator`.
+    pub fn election_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Starts the member (and its bid for the coordinator election) on the current tokio
     /// runtime.
     ///
@@ -175,8 +187,13 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         let member = Member::with_clock(id.clone(), self.priority, self.weight, Arc::clone(&clock));
         let config = self.config.unwrap_or_default();
         let election = ShardedElection::new(self.subspace.clone());
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| printable_key(self.subspace.bytes()));
         let mut coordinator =
             Runner::builder(self.db.clone(), self.subspace.subspace(&("coordinator",)))
+                .election_name(format!("{name} coordinator"))
                 .candidate_id(id.clone())
                 .priority(self.priority)
                 .config(config.clone())
@@ -234,14 +251,18 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             inbox: None,
             initialized: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
-        tokio::spawn(task.run());
-        tokio::spawn(coordinate(
-            self.db,
-            election.clone(),
-            coordinator.clone(),
-            Coordinator::with_clock(id, clock),
-            Arc::clone(&shared),
-        ));
+        let span = tracing::info_span!("sharded_election", election = %name, member = %id);
+        tokio::spawn(task.run().instrument(span.clone()));
+        tokio::spawn(
+            coordinate(
+                self.db,
+                election.clone(),
+                coordinator.clone(),
+                Coordinator::with_clock(id, clock),
+                Arc::clone(&shared),
+            )
+            .instrument(span),
+        );
         Ok(ShardedRunner {
             member,
             election,
