@@ -51,7 +51,7 @@
 //! ```no_run
 //! use fdb_leader_election::{Candidate, CandidateId, LeaderElection, Priority};
 //! use foundationdb::{Database, FdbBindingError};
-//! use foundationdb_tuple::Subspace;
+//! use fdb_leader_election::Subspace;
 //!
 //! async fn one_cycle(db: &Database) -> Result<(), Box<dyn std::error::Error>> {
 //!     let election = LeaderElection::new(Subspace::from("scheduler"));

@@ -225,7 +225,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
-    /// A **readiness** check (DESIGN §13.5): can this host lead (its database reachable, its
+    /// A **readiness** check (docs/design.md §13.5): can this host lead (its database reachable, its
     /// disk writable). It runs on every candidate, leader and followers alike, every
     /// `settings.interval()`, beside the election (never inside its transactions); an answer
     /// later than `settings.timeout()` is a failure (the check's future is dropped). The
@@ -242,7 +242,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
     /// use std::time::Duration;
     /// use fdb_leader_election::runner::{CheckSettings, Runner};
     /// use fdb_leader_election::{ElectionConfig, MemDb};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -271,7 +271,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
-    /// A **leader health** check (DESIGN §13.5): is the leader's work healthy (the service
+    /// A **leader health** check (docs/design.md §13.5): is the leader's work healthy (the service
     /// it runs while leading answers). It runs only while this candidate leads, first one
     /// `settings.interval()` after the leadership began, beside the election; an answer later
     /// than `settings.timeout()` is a failure. After `fall` consecutive failures the leader is
@@ -284,7 +284,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
     /// use std::time::Duration;
     /// use fdb_leader_election::runner::{CheckSettings, Runner, StopReason};
     /// use fdb_leader_election::{ElectionConfig, MemDb};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
