@@ -1,4 +1,4 @@
-//! A rolling upgrade on the embedded MemDb (DESIGN §14): three instances go from 1.4.0 to
+//! A rolling upgrade on the embedded MemDb (docs/design.md §14): three instances go from 1.4.0 to
 //! 1.5.0 one at a time, graceful restarts, all of one priority, first under `prefer-oldest`
 //! (the old version leads until its last instance has left), then under `prefer-newest` (the
 //! first new instance takes the leadership at once). Each leadership change is printed with

@@ -46,7 +46,7 @@ pub(crate) struct Local {
     pub(crate) eligibility: Eligibility,
     /// What it does when it leads, is not eligible, and nobody live is.
     pub(crate) unhealthy: UnhealthyPolicy,
-    /// The version it registers (DESIGN §14.1).
+    /// The version it registers (docs/design.md §14.1).
     pub(crate) version: Option<semver::Version>,
 }
 
@@ -151,7 +151,7 @@ impl Candidate {
         Ok(())
     }
 
-    /// Says whether this candidate may lead (DESIGN §13): its health, as the application
+    /// Says whether this candidate may lead (docs/design.md §13): its health, as the application
     /// judges it. Written into its registration at its next heartbeat or cycle; an ineligible
     /// candidate never acquires, never requests a handover and is skipped by every
     /// reservation, and an ineligible leader hands over to the best live eligible candidate
@@ -175,7 +175,7 @@ impl Candidate {
         Ok(())
     }
 
-    /// Sets the version this candidate registers (DESIGN §14.1), written at its next heartbeat
+    /// Sets the version this candidate registers (docs/design.md §14.1), written at its next heartbeat
     /// or cycle: the election's [`VersionPolicy`](crate::VersionPolicy) ranks candidates by it
     /// before their priority. A candidate without one ranks as the oldest.
     pub fn set_version(&self, version: Option<semver::Version>) {

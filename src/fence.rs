@@ -3,8 +3,8 @@
 //! Inside FoundationDB, check the fence in the same transaction as the protected write:
 //! [`LeaderElection::fence`](crate::LeaderElection::fence) with the election's handle, or
 //! [`check_fence`] with only its subspace (code that is not part of the election, written in
-//! Rust; any other FoundationDB binding applies the same rule, see the README's "Fencing from
-//! any language"). An external resource that cannot join the transaction must remember the
+//! Rust; any other FoundationDB binding applies the same rule, see "Fencing from
+//! any language" in `docs/fencing.md`). An external resource that cannot join the transaction must remember the
 //! highest ballot it has accepted and reject anything older ([`FenceGate`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +30,7 @@ pub fn fence_key(election: &Subspace) -> Vec<u8> {
 ///
 /// ```
 /// use fdb_leader_election::{Ballot, ElectionError, ElectionTxn, MemDb, check_fence, fence_key};
-/// use foundationdb_tuple::Subspace;
+/// use fdb_leader_election::Subspace;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), ElectionError> {

@@ -63,7 +63,7 @@ impl fmt::Display for Priority {
     }
 }
 
-/// One shard of a sharded election (DESIGN §12): shards are numbered `0..M`.
+/// One shard of a sharded election (docs/design.md §12): shards are numbered `0..M`.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]

@@ -1,5 +1,41 @@
-//! Leader election on FoundationDB: ballots that work as fencing tokens, leases that stay safe
-//! under any clock skew, and priority preemption that hands leadership over cooperatively.
+//! Leader election on FoundationDB, SQLite and in memory: ballots that work as fencing tokens,
+//! leases that stay safe under any clock skew, and priority preemption that hands leadership
+//! over cooperatively.
+//!
+//! # Start here: the runner
+//!
+//! [`runner::Runner`] drives the election on a tokio task and hands you a guard while this
+//! process leads: do leader-only work while the guard is valid, fenced with its ballot. The
+//! store is [`MemDb`] here (one process); `SqliteDb` (feature `sqlite`) or an
+//! `Arc<foundationdb::Database>` (feature `fdb-7_3`) elect across processes and machines.
+//!
+//! ```
+//! use fdb_leader_election::runner::Runner;
+//! use fdb_leader_election::{MemDb, Subspace};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runner = Runner::builder(MemDb::new(), Subspace::from("scheduler"))
+//!     .label("scheduler-eu1") // plus random bits: a new candidate per incarnation
+//!     .payload("10.0.0.1:7000") // published while leading
+//!     .start()?;
+//!
+//! let guard = runner.elected().await.ok_or("the runner stopped")?;
+//! let token = guard.fencing_token(); // the ballot: fence every leader-only write with it
+//! guard.spawn(async move {
+//!     // Leader-only work, fenced with `token`: cancelled, and awaited, when leadership ends.
+//! });
+//! assert_eq!(runner.leader().map(|l| l.ballot), Some(token));
+//!
+//! runner.shutdown().await; // stops the work, resigns for the best live candidate
+//! assert!(guard.is_cancelled());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The README's quick start is the same as a whole program that stops on Ctrl-C. The
+//! [`runner`] module says what the runner does; the guide (`docs/` in the repository and the
+//! package) covers the rest: guarantees, fencing, the command line, sharding, operations.
 //!
 //! # Guarantees
 //!
@@ -45,7 +81,7 @@
 //! attempt's start, so one logical claim never bumps the ballot twice. Reads inside the
 //! transaction that wrote the record never make anyone believe or start timing, queries
 //! never change local state, a shorter lease shortens the belief before its commit, and
-//! operators' overrides never let a second process believe (see the README's guarantees).
+//! operators' overrides never let a second process believe (`docs/guarantees.md`).
 //!
 //! # Cost
 //!
@@ -55,13 +91,15 @@
 //! renewals and cost O(1) in the number of candidates; the registry is scanned only by listing,
 //! eviction, resign, and once per lapsed lease to rank the followers.
 //!
-//! # Example (embedded `MemDb`)
+//! # The manual cycle (embedded `MemDb`)
+//!
+//! Without the runner, you run one cycle per heartbeat yourself, in your own transactions.
 //!
 //! ```
 //! use fdb_leader_election::{
 //!     Candidate, CandidateId, ElectionError, LeaderElection, MemDb, Priority,
 //! };
-//! use foundationdb_tuple::Subspace;
+//! use fdb_leader_election::Subspace;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), ElectionError> {
@@ -98,7 +136,7 @@
 //! # }
 //! ```
 //!
-//! # The manual flow
+//! # Inside your own transaction
 //!
 //! Inside your own retry loop, run [`LeaderElection::run_election_cycle`] in the transaction,
 //! return the [`Cycle`] from it, and adopt it with [`Candidate::adopt`] only once the commit
@@ -155,6 +193,9 @@ pub use config::{
 pub use core::resign::ResignRejected;
 pub use core::{Action, UnhealthyPolicy};
 pub use error::{DecodeError, ElectionError, printable_key};
+/// The place of an election in the store: a key prefix, FoundationDB's tuple-layer subspace
+/// (the `foundationdb-tuple` crate's), re-exported so that one dependency is enough.
+pub use foundationdb_tuple::Subspace;
 pub use ids::{Ballot, CandidateId, MAX_CANDIDATE_ID_BYTES, Priority, ShardId, Weight};
 pub use keys::MAX_KEY_BYTES;
 pub use record::{
@@ -162,7 +203,7 @@ pub use record::{
     MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named, ResignRefusal,
     UnknownVersionPolicy, VersionPolicy,
 };
-/// The semantic version candidates register (DESIGN §14.1): the `semver` crate's.
+/// The semantic version candidates register (docs/design.md §14.1): the `semver` crate's.
 pub use semver::Version;
 
 // The store layer and the stores.

@@ -189,6 +189,13 @@ fn usage_errors_exit_2_with_the_rule_named() {
             "must be below 500000",
         ),
         (&["resign"], "--expected-ballot"),
+        // A mistyped flag of run is a usage error, never the command (issue 32).
+        (&["run", "--lease-time", "2s", "--", "true"], "--lease"),
+        (&["resign", "--ballot", "4"], "--expected-ballot"),
+        (
+            &["run", "--metrics-listen", "nowhere", "--", "true"],
+            "expected PORT",
+        ),
     ];
     for (args, needle) in cases {
         let out = world.cli(args);
@@ -404,6 +411,57 @@ fn a_run_refused_for_its_settings_creates_nothing() {
     let out = on(&db, &["config", "get", "--json"]);
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(config["lease_ms"], 2000, "{config}");
+}
+
+/// `config set --lease 2s` on a new store derives the other timings as `run` does (issue 32:
+/// it failed one rule at a time, "heartbeat 3s must be at most a third", and left an empty
+/// store file); a refused `config set` creates nothing.
+#[test]
+fn config_set_on_a_new_store_derives_the_timings_as_run_does_and_a_refusal_creates_nothing() {
+    let world = World::new();
+    let dir = world.path("store");
+    fs::create_dir(&dir).unwrap();
+    let db = dir.join("election.db");
+    let out = on(
+        &db,
+        &["config", "set", "--lease", "2s", "--heartbeat", "1s"],
+    );
+    assert_fails(
+        &out,
+        2,
+        "--heartbeat (1s) must be at most a third of --lease (2s)",
+    );
+    assert!(
+        stderr(&out).contains("nothing was created"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(files_in(&dir), Vec::<String>::new());
+    let out = on(&db, &["config", "set", "--lease", "2s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = on(&db, &["config", "get", "--json"]);
+    let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // What `run --lease 2s` creates: the same configuration, field by field.
+    let other = world.path("run.db");
+    let out = on(
+        &other,
+        &[
+            "run",
+            "--lease",
+            "2s",
+            "--on-child-exit",
+            "exit",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = on(&other, &["config", "get", "--json"]);
+    let mut run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(set["lease_ms"], 2000, "{set}");
+    // Every field, but the handover grace: `run` raises it to outlast its child's --grace.
+    run["handover_grace_ms"] = set["handover_grace_ms"].clone();
+    assert_eq!(set, run);
 }
 
 /// `--sqlite` naming something that is not a regular file (/dev/null, a FIFO, a directory):

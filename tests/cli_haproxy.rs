@@ -1,6 +1,6 @@
-//! Traffic follows leadership (DESIGN §13.7), against the real HAProxy of Debian's packages
+//! Traffic follows leadership (docs/design.md §13.7), against the real HAProxy of Debian's packages
 //! (`.ci/run` installs it): two `fdb-leader run` supervisors, each serving a tiny HTTP child
-//! while it leads, behind HAProxy with the README's `option httpchk GET /leader`. A handover
+//! while it leads, behind HAProxy with the guide's `option httpchk GET /leader`. A handover
 //! (the leader stopped with SIGTERM) moves the traffic; the test counts the requests that did
 //! not reach the leader's child, and requires none from the handover's commit plus one check
 //! interval on.
@@ -39,10 +39,11 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 "#;
 
-/// HAProxy's check interval in the test (the README uses 1s).
+/// HAProxy's check interval in the test (the guide uses 1s).
 const INTER: Duration = Duration::from_millis(100);
 
-/// The README's configuration (the test below checks that the README shows exactly this),
+/// The guide's configuration (the test below checks that docs/health-and-traffic.md shows
+/// exactly this),
 /// with these ports, check interval and servers (`name`, traffic `host:port`, check port).
 fn config(front: u16, inter: Duration, servers: &[(&str, String, u16)]) -> String {
     let mut c = format!(
@@ -58,19 +59,22 @@ fn config(front: u16, inter: Duration, servers: &[(&str, String, u16)]) -> Strin
     c
 }
 
-/// The README's `haproxy` block.
-fn readme_block() -> String {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme
+/// The `haproxy` block of docs/health-and-traffic.md.
+fn guide_block() -> String {
+    let guide = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/health-and-traffic.md"
+    ))
+    .unwrap();
+    let start = guide
         .find("```haproxy\n")
-        .expect("the README shows an haproxy block");
-    let body = &readme[start + "```haproxy\n".len()..];
+        .expect("the guide shows an haproxy block");
+    let body = &guide[start + "```haproxy\n".len()..];
     body[..body.find("```").unwrap()].to_owned()
 }
 
 #[test]
-fn the_readme_shows_this_configuration_and_haproxy_accepts_it() {
+fn the_guide_shows_this_configuration_and_haproxy_accepts_it() {
     let shown = config(
         8080,
         Duration::from_secs(1),
@@ -79,7 +83,7 @@ fn the_readme_shows_this_configuration_and_haproxy_accepts_it() {
             ("b", "10.0.0.2:7000".to_owned(), 9464),
         ],
     );
-    assert_eq!(readme_block(), shown);
+    assert_eq!(guide_block(), shown);
     let Some(haproxy) = haproxy() else {
         return;
     };

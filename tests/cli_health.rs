@@ -1,4 +1,4 @@
-//! `fdb-leader run`'s health checks and what follows from them (DESIGN §13), with the real
+//! `fdb-leader run`'s health checks and what follows from them (docs/design.md §13), with the real
 //! binary and real processes: a failing `--health-command` hands the leadership over and
 //! never judges followers; check commands are killed at their timeout with everything they
 //! started, also when the supervisor is killed; `--ready-url` gates eligibility; `eligible`

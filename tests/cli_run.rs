@@ -275,9 +275,55 @@ fn preemption_waits_for_the_old_child_to_stop() {
     // a keeps campaigning as a follower, with no child.
     assert!(a.try_wait().unwrap().is_none());
     assert_eq!(world.active(), vec![next]);
+    // A cooperative handover is routine: a logs it at INFO, and no warning about the child.
+    let log = world.stderr_of("a");
+    let handing = log
+        .lines()
+        .find(|l| l.contains("handing over: stopping the child"))
+        .unwrap_or_else(|| panic!("no handover logged:\n{log}"));
+    assert!(handing.contains("INFO"), "{handing}");
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("WARN") && l.contains("child")),
+        "{log}"
+    );
 
     signal(&b, Signal::SIGTERM);
     assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
     signal(&a, Signal::SIGTERM);
     assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn a_second_supervisor_of_one_name_is_warned_which_candidate_has_it() {
+    let _serial = serial();
+    let mut world = World::new();
+    let mut first = world.start_run("a", &[]);
+    let (led, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    // The same --name again, its output in files of another name.
+    let mut command = world.command();
+    command.args(["run", "--name", "a", "--", "sleep", "100"]);
+    let mut second = world.start(command, "twin");
+    let warned = cli_support::poll(PATIENCE, || {
+        let log = world.stderr_of("twin");
+        log.lines()
+            .find(|l| l.contains("WARN") && l.contains("a live candidate of the name a"))
+            .map(str::to_owned)
+    })
+    .unwrap_or_else(|| panic!("no warning:\n{}", world.stderr_of("twin")));
+    // It names the candidate already there, and says what to do.
+    assert!(warned.contains(&led.id), "{warned}");
+    assert!(warned.contains("give each its own --name"), "{warned}");
+    // The first was not warned: it started alone.
+    assert!(
+        !world
+            .stderr_of("a")
+            .contains("a live candidate of the name")
+    );
+    signal(&second, Signal::SIGTERM);
+    assert!(wait_exit(&mut second, PATIENCE).is_some());
+    signal(&first, Signal::SIGTERM);
+    assert!(wait_exit(&mut first, PATIENCE).is_some());
 }

@@ -215,6 +215,21 @@ fn a_drained_members_children_stop_before_their_shards_move() {
     assert_eq!(moved.len(), 2, "{moved:?}");
     assert_stopped_first(&lines, &moved);
     assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
+    // The moves are routine (issue 32): a logs each at INFO, never a warning about a child,
+    // and no log line shows the election's key bytes instead of its name.
+    let log = s.world.stderr_of("a");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("INFO") && l.contains("shard moving: stopping the child")),
+        "{log}"
+    );
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("WARN") && l.contains("child")),
+        "{log}"
+    );
+    assert!(!log.contains("\\x"), "{log}");
+    assert!(log.contains("election{election=jobs coordinator "), "{log}");
     // Drained, a runs no child but stays a member; undrained, it takes its share again.
     let undrained = s.cli(&["shards", "undrain", "--member", &a_id]);
     assert!(undrained.status.success());

@@ -203,7 +203,7 @@ fn a_deleted_wal_and_shm_stop_the_leader_and_no_second_leader_starts_beside_it()
         );
         assert!(err.contains("never delete the -wal or -shm"), "{err}");
         // Stopped by SIGTERM; a slow one is killed at the lease's deadline (its grace cannot
-        // outlive a lease that no renewal extends, DESIGN §10.8).
+        // outlive a lease that no renewal extends, docs/design.md §10.8).
         let stopped = world
             .events()
             .iter()

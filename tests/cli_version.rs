@@ -1,4 +1,4 @@
-//! Versions on the command line (DESIGN §14, issue 33): `run --app-version` and
+//! Versions on the command line (docs/design.md §14, issue 33): `run --app-version` and
 //! `FDB_LEADER_APP_VERSION` (an invalid version a usage error naming the flag), `config set
 //! --version-policy` (single and sharded), `status` and `watch --json` showing the candidates'
 //! and the leader's versions, and `status` showing a directed resign the leader refused.
@@ -267,7 +267,7 @@ fn under_prefer_newest_a_new_version_takes_over_and_status_and_watch_show_the_ve
 }
 
 /// A directed resign the leader refused (its target left before it read the request) shows in
-/// `status`: DESIGN §13.6. The election is driven by hand through the library on the world's
+/// `status`: docs/design.md §13.6. The election is driven by hand through the library on the world's
 /// SQLite file, so that the target leaves between the request and the leader's next cycle.
 #[test]
 fn status_shows_a_directed_resign_the_leader_refused() {

@@ -1,4 +1,4 @@
-//! The watchdog holds the lease (DESIGN §10.8): a supervisor stopped alone leaves no child
+//! The watchdog holds the lease (docs/design.md §10.8): a supervisor stopped alone leaves no child
 //! beside a successor's. Real processes, as in `cli_supervise.rs`.
 
 #![allow(

@@ -1,4 +1,4 @@
-//! Regression tests for the edges of the API (DESIGN §10, issue "Safety at the API's edges"):
+//! Regression tests for the edges of the API (docs/design.md §10, issue "Safety at the API's edges"):
 //! each test drives, through the public API over MemDb, a defect an adversarial review found,
 //! and fails on the code that had it. The last section holds what a second review found after
 //! those fixes (another candidate timing an uncommitted write in a composed transaction; a
@@ -255,7 +255,7 @@ async fn current_leader_after_an_uncommitted_acquire_starts_no_takeover_timer() 
 
 #[tokio::test]
 async fn adopting_inside_the_closure_before_the_commit_is_what_run_cycle_prevents() {
-    // The manual flow done wrong (DESIGN §10.7): adopt before the commit. Both believe, and
+    // The manual flow done wrong (docs/design.md §10.7): adopt before the commit. Both believe, and
     // the fence (which knows only the ballot) admits both. `run_cycle` adopts after.
     let env = Env::new(&no_stagger()).await;
     let a = env.candidate("a", 1).await;
@@ -815,7 +815,7 @@ fn short_lease() -> ElectionConfig {
 }
 
 // -------------------------------------------------------------------------------------------
-// A composed transaction with two candidates' cycles. DESIGN §10.1: "A read inside
+// A composed transaction with two candidates' cycles. docs/design.md §10.1: "A read inside
 // the transaction that wrote the leader record returns that transaction's own, uncommitted
 // write: it must never promote, never start or restart takeover timing". The guard against it
 // (`cycle_open`, read-version match on the candidate's own pending attempt) is per candidate:
@@ -866,7 +866,7 @@ async fn a_second_candidates_cycle_in_the_leaders_transaction_does_not_time_its_
 // An operator's resignation "by id" after the lease was shortened. README: "A
 // `Candidate` value that never held the ballot itself (an operator unregistering a live owner
 // by its id) cannot know that nobody still believes in it: its resignation holds the vacancy
-// for a full lease instead." DESIGN §10.4: "Operators never create a second believer." The
+// for a full lease instead." docs/design.md §10.4: "Operators never create a second believer." The
 // hold was written with the *configured* lease, shorter than the one the owner believes in;
 // every vacancy now keeps the longer of the stored and configured leases (`vacancy_lease`,
 // shared with `force_vacate`).
@@ -1003,7 +1003,7 @@ async fn one_candidate_in_two_elections_is_refused_and_a_second_one_waits_a_full
 }
 
 // -------------------------------------------------------------------------------------------
-// Corrupt stored values, through every public operation: never a panic (DESIGN §6: "nothing
+// Corrupt stored values, through every public operation: never a panic (docs/design.md §6: "nothing
 // panics and nothing is overwritten blindly"). Mutated valid encodings (bit flips, truncation,
 // extension, version 1 bodies) at every key, plus malformed registration keys.
 // -------------------------------------------------------------------------------------------
@@ -1170,7 +1170,7 @@ async fn corrupt_values_at_every_key_are_typed_errors_through_every_operation() 
 // -------------------------------------------------------------------------------------------
 // The same defect through the runner, in paused time: an operator shortens the lease and
 // unregisters the (partitioned) leader by its id in one transaction. Runner B is elected
-// while runner A's guard is still valid (DESIGN §9: "no guarded work runs outside its
+// while runner A's guard is still valid (docs/design.md §9: "no guarded work runs outside its
 // guard's validity"; §10.4: "Operators never create a second believer").
 // -------------------------------------------------------------------------------------------
 #[path = "runner_support/mod.rs"]
@@ -1266,16 +1266,16 @@ async fn a_stale_clone_of_a_committed_cycle_adopted_after_a_resignation_revives_
 }
 
 // -------------------------------------------------------------------------------------------
-// The README's "Layout" names `src/database.rs` (the store layer's `ElectionDatabase`
+// The README's "Layout" named `src/database.rs` (the store layer's `ElectionDatabase`
 // trait) and `src/txn.rs` (the `ElectionTxn` trait); neither file exists (they live in
-// `src/store/`).
+// `src/store/`). The layout is now docs/design.md's "Where the code is".
 // -------------------------------------------------------------------------------------------
 #[test]
-fn every_source_path_the_readme_layout_names_exists() {
+fn every_source_path_the_design_layout_names_exists() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let layout = readme
-        .split("## Layout")
+    let design = std::fs::read_to_string(root.join("docs/design.md")).unwrap();
+    let layout = design
+        .split("## Where the code is")
         .nth(1)
         .unwrap()
         .split("\n## ")
@@ -1290,7 +1290,7 @@ fn every_source_path_the_readme_layout_names_exists() {
         .collect();
     assert!(
         missing.is_empty(),
-        "README Layout names missing paths: {missing:?}"
+        "docs/design.md's layout names missing paths: {missing:?}"
     );
 }
 

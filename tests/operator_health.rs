@@ -1,4 +1,4 @@
-//! Eligibility through the public API (DESIGN §13.1–3, §13.6): a candidate that says it is
+//! Eligibility through the public API (docs/design.md §13.1–3, §13.6): a candidate that says it is
 //! not eligible, or that an operator marks by name, never leads and hands over when it does;
 //! a directed resign reserves for the named candidate or is refused, visibly, changing
 //! nothing; a vacancy reserved for a candidate that died opens after the reservation timeout.

@@ -1,4 +1,4 @@
-//! The runner's health checks (DESIGN §13.4, §13.5), in tokio's paused time: a leader health
+//! The runner's health checks (docs/design.md §13.4, §13.5), in tokio's paused time: a leader health
 //! check judges only the leader, whose failure hands the leadership to an eligible follower
 //! within about a cycle and keeps the old leader ineligible for the cool-down; readiness gates
 //! every candidate; a slow or hanging check delays no renewal; the eligibility (an operator's

@@ -270,3 +270,36 @@ async fn the_observer_always_knows_the_leaders_address_and_sees_lapses() {
         b.shutdown().await;
     }
 }
+
+/// The leader a guard's holder reads is never behind the guard: right after `elected()`
+/// returns, `leader()` names this runner at the guard's ballot, on a runtime whose threads run
+/// the waiter while the runner is still applying the cycle's commands (real time, many
+/// rounds: before the fix, `leader()` was `None` after a handover in most of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_names_the_new_leader_as_soon_as_elected_returns() {
+    for round in 0..10 {
+        let db = db();
+        let a = builder(db.clone(), "a", 1).start().unwrap();
+        let first = a.elected().await.unwrap();
+        let leader = a.leader().unwrap();
+        assert_eq!(
+            (Some(&leader.id), leader.ballot),
+            (a.id(), first.fencing_token()),
+            "round {round}: the first leader"
+        );
+        let b = builder(db.clone(), "b", 1).start().unwrap();
+        // b registers; then a hands over to it on shutdown (a reservation: ballot 2 at once).
+        tokio::time::sleep(HEARTBEAT * 2).await;
+        a.shutdown().await;
+        let guard = b.elected().await.unwrap();
+        let leader = b
+            .leader()
+            .unwrap_or_else(|| panic!("round {round}: no leader"));
+        assert_eq!(
+            (Some(&leader.id), leader.ballot),
+            (b.id(), guard.fencing_token()),
+            "round {round}: the leader after the handover"
+        );
+        b.shutdown().await;
+    }
+}

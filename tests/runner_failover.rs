@@ -236,7 +236,7 @@ impl fdb_leader_election::FaultInjector for SlowLeaderReply {
     }
 }
 
-/// DESIGN §10.3: the guard never outlives the lease any commit of its candidate may have
+/// docs/design.md §10.3: the guard never outlives the lease any commit of its candidate may have
 /// written, however late the reply. An operator shortens the lease from 30 s to 600 ms; the
 /// leader's next renewal writes the shorter lease, applies at once, and its reply takes 2 s
 /// (well within the old configuration's 4 s attempts). The belief is capped before the commit

@@ -374,7 +374,7 @@ async fn the_guard_is_never_valid_together_with_a_successor() {
     b.shutdown().await;
 }
 
-/// DESIGN §10.6: no leader keeps a closed guard. `b` (priority 5) asks `a` to hand over while
+/// docs/design.md §10.6: no leader keeps a closed guard. `b` (priority 5) asks `a` to hand over while
 /// `a` runs a 400 ms guarded job; `a` closes its guard and drains; `b` shuts down meanwhile
 /// (its unregistration withdraws the request). When the job is done, `a` must not renew with
 /// its guard closed for good: it steps down anyway, reserving for the best live candidate

@@ -1,4 +1,4 @@
-//! Versions through the public API (DESIGN §14): `RunnerBuilder::version` and
+//! Versions through the public API (docs/design.md §14): `RunnerBuilder::version` and
 //! `ShardedRunnerBuilder::version` (an invalid one a typed build error), the version in the
 //! registry and in the runner's view of the leader, candidates without a version ranked as the
 //! oldest under every policy, and the sharded election's coordinator election following the

@@ -1,4 +1,4 @@
-//! Adversarial review of the sharded runner (DESIGN §9, §12.5) under chaos: three members, a
+//! Adversarial review of the sharded runner (docs/design.md §9, §12.5) under chaos: three members, a
 //! crash and a join, random commit faults; guards stay exclusive against true time and every
 //! fenced write lands in ballot order.
 

@@ -1,4 +1,4 @@
-//! Adversarial review of sharded leadership (DESIGN §12), the coordinator's side: coordinator
+//! Adversarial review of sharded leadership (docs/design.md §12), the coordinator's side: coordinator
 //! failover, the move limit, moves withdrawn when their target no longer needs the shard, and
 //! operators (freeze, drain, move) racing the protocol.
 
@@ -21,7 +21,7 @@ use fdb_leader_election::{Ballot, CandidateId, Clock, ElectionError, ShardId};
 
 use shard_support::*;
 
-// Coordinator failover (DESIGN §12.3: "A coordinator failover pauses moves, never
+// Coordinator failover (docs/design.md §12.3: "A coordinator failover pauses moves, never
 // ownership"; §12.2: the lapse rule has no shortcut): the new coordinator times every member
 // from its own first observation; the old coordinator's token is refused; the live member
 // keeps its shards throughout.
@@ -94,7 +94,7 @@ async fn held_a_coordinator_failover_times_members_from_scratch_and_refuses_the_
     ));
 }
 
-// Operators racing with moves and acquisitions (DESIGN §10.4, §12.5): an operator's move of a
+// Operators racing with moves and acquisitions (docs/design.md §10.4, §12.5): an operator's move of a
 // shard, in a transaction that overlaps the target's acquisition, never gives the shard to two
 // members: whichever commits second conflicts and re-decides on the new state.
 #[tokio::test]
@@ -222,7 +222,7 @@ async fn held_the_move_limit_bounds_the_requests_in_flight() {
     eprintln!("shards requested or in transit at once, limit 2: at most {max_in_transit}");
 }
 
-// Operators, DESIGN §12.5 / `set_frozen`'s contract: "While frozen, the coordinator moves
+// Operators, docs/design.md §12.5 / `set_frozen`'s contract: "While frozen, the coordinator moves
 // nothing a live member holds (no move requests ...)". Not an ownership-safety matter: moves
 // stay cooperative and fenced. (Found by the adversarial review; failed before the fix.)
 //
@@ -273,7 +273,7 @@ async fn a_coordinator_attempt_straddling_set_frozen_writes_no_move_after_the_fr
     );
 }
 
-// The same rule for a drain (DESIGN §12.5): a coordinator attempt that planned moves toward a
+// The same rule for a drain (docs/design.md §12.5): a coordinator attempt that planned moves toward a
 // member, straddling an operator's `set_drained` of that member, conflicts; retried, it moves
 // nothing toward the drained member.
 #[tokio::test]
@@ -310,7 +310,7 @@ async fn a_coordinator_attempt_straddling_set_drained_writes_no_move_toward_the_
 }
 
 // Guarantee 4: placement is "minimal" and "stable (no oscillation)": "a join or leave moves
-// only as many shards as balance needs" (DESIGN §12.3). (Found by the adversarial review;
+// only as many shards as balance needs" (docs/design.md §12.3). (Found by the adversarial review;
 // failed before the fix.)
 //
 // 1. a owns all 4 shards (ballot 1). b joins: the coordinator asks a to hand shards 2 and 3

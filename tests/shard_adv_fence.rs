@@ -1,4 +1,4 @@
-//! Adversarial review of sharded leadership (DESIGN §12), fencing tokens per shard: a token is
+//! Adversarial review of sharded leadership (docs/design.md §12), fencing tokens per shard: a token is
 //! admitted only while it is the shard's ballot and its owner's epoch lives (every end of the
 //! epoch aborts a fenced write in flight), never aborted by the owner's renewals, and one token
 //! per shard at a time, across handovers, takeovers, rejoins and restarts.

@@ -1,4 +1,4 @@
-//! Adversarial review of sharded leadership (DESIGN §6, §12): bad input at every key the
+//! Adversarial review of sharded leadership (docs/design.md §6, §12): bad input at every key the
 //! sharded election reads gives typed errors naming the key, never a panic, and the library
 //! never writes what it cannot read back.
 
@@ -379,7 +379,7 @@ async fn held_oversized_ids_out_of_range_shards_and_absurd_tokens_are_typed_erro
     assert!(refused.is_err());
 }
 
-// Guarantee 6; DESIGN §6: "Every decode is strict: ... impossible state -> a typed error
+// Guarantee 6; docs/design.md §6: "Every decode is strict: ... impossible state -> a typed error
 // naming the key; the election stays a follower ('fail closed'); ... nothing is overwritten
 // blindly". (Found by the adversarial review; failed before the fix.)
 //
@@ -435,7 +435,7 @@ async fn a_corrupt_inbox_fails_the_member_cycle_closed_and_nothing_unreadable_is
     }
 }
 
-// Guarantee 6: "shard out of range ... must give typed errors" (DESIGN §6). (Found by the
+// Guarantee 6: "shard out of range ... must give typed errors" (docs/design.md §6). (Found by the
 // adversarial review; failed before the fix.)
 //
 // 1. A 4-shard election. A well-framed shard record is planted at `shards/(100)` (vacant,

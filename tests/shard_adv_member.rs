@@ -1,4 +1,4 @@
-//! Adversarial review of sharded leadership (DESIGN §12), the members' side through the manual
+//! Adversarial review of sharded leadership (docs/design.md §12), the members' side through the manual
 //! flow: at most one member believes it owns a shard at any instant, beliefs come only from
 //! confirmed commits (read-your-writes, unknown results, one unsettled cycle), clock rates
 //! within ρ, a shorter lease caps the belief, leaves, and handovers that fail or are
@@ -25,7 +25,7 @@ use fdb_leader_election::{
 
 use shard_support::*;
 
-// Guarantee 5 (DESIGN §10.1 per shard): a cycle read back inside its own transaction never
+// Guarantee 5 (docs/design.md §10.1 per shard): a cycle read back inside its own transaction never
 // promotes; a second cycle while one is unsettled is a typed error, from the same transaction
 // or another; queries inside the writing transaction see the uncommitted write and change
 // nothing; a transaction dropped without its commit leaves no belief.
@@ -207,7 +207,7 @@ async fn rate_run(member_ppm: i64, coordinator_ppm: i64) -> (Vec<String>, bool) 
     (seen, b.owned_shards().len() == 4)
 }
 
-// Guarantee 1; DESIGN §10.3 per shard (§12.5): "Shortening the lease shortens the belief at
+// Guarantee 1; docs/design.md §10.3 per shard (§12.5): "Shortening the lease shortens the belief at
 // once ... before the commit ... Any write whose outcome may be unknown is judged as if it
 // committed". (Found by the adversarial review; failed before the fix.)
 //
@@ -265,7 +265,7 @@ async fn a_shorter_lease_caps_the_belief_before_an_unknown_commit() {
     let cycle = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
     w.faults.push_commit_fault(CommitFault::UnknownApplied);
     assert!(txn.commit().await.is_err(), "the reply is lost");
-    drop(cycle); // judged as if committed (DESIGN §10.3): but nothing caps the belief
+    drop(cycle); // judged as if committed (docs/design.md §10.3): but nothing caps the belief
     let rec = w.election_member(&a).await;
     assert_eq!(
         rec.lease_duration(),
@@ -432,7 +432,7 @@ async fn a_failed_handover_whose_request_is_withdrawn_is_vacated_not_kept_by_a_g
 }
 
 // Liveness and balance: issue 23 "after faults stop, every shard is owned within lease + 2
-// heartbeats and placement is balanced within a bounded number of rounds"; DESIGN §12.4 "A
+// heartbeats and placement is balanced within a bounded number of rounds"; docs/design.md §12.4 "A
 // reservation ... for a member is also visible to it through something it reads ... in O(1)
 // per heartbeat". Found by the review's seeded simulation (seed 19), reduced here; failed
 // before the fix.

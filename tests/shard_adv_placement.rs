@@ -1,4 +1,4 @@
-//! Adversarial review of sharded leadership (DESIGN §12.3): placement as a pure function --
+//! Adversarial review of sharded leadership (docs/design.md §12.3): placement as a pure function --
 //! balanced, minimal, rate-limited, deterministic and stable over random worlds, and never
 //! "everything to the highest priority".
 

@@ -1,4 +1,4 @@
-//! Adversarial review of the sharded runner (DESIGN §7, §10.6, §12.5): a guard ends at its
+//! Adversarial review of the sharded runner (docs/design.md §7, §10.6, §12.5): a guard ends at its
 //! deadline even while a cycle hangs, a handover whose commit failed is written again, the
 //! stored configuration paces the member, and no closed guard is kept (nor a cycle loop) when
 //! a move is withdrawn.
@@ -62,7 +62,7 @@ impl Drop for Running {
 
 // Guarantee 1 for the runner; `ShardGuard`'s contract: "cancelled when the ownership ends: ...
 // the member's lease ends locally without a renewal (even while the database is
-// unreachable)"; DESIGN §9: "no guarded work runs outside its guard's validity, against true
+// unreachable)"; docs/design.md §9: "no guarded work runs outside its guard's validity, against true
 // time". (Found by the adversarial review; failed before the fix.)
 //
 // 1. b starts first and leads the coordinator election; a joins; each owns 4 of 8 shards.
@@ -172,7 +172,7 @@ impl FaultInjector for FailOnce {
 
 // Liveness and balance for the runner: issue 23 "a cooperative move takes at most 2 commits",
 // "after a join, balance is restored in at most ⌈moves / max_concurrent_moves⌉ handover
-// rounds"; DESIGN §10.6 per shard: "A leader that stepped down and whose vacancy write failed
+// rounds"; docs/design.md §10.6 per shard: "A leader that stepped down and whose vacancy write failed
 // writes it again while the record still names it". (Found by the adversarial review; failed
 // before the fix.)
 //
@@ -252,7 +252,7 @@ impl FaultInjector for CountWrites {
     }
 }
 
-// Cost and DESIGN §10.6: "no accepted configuration renews in a loop or misses its own
+// Cost and docs/design.md §10.6: "no accepted configuration renews in a loop or misses its own
 // deadline"; `ShardedRunnerBuilder::config`: "used when this member creates the election; the
 // stored one wins"; issue 23: "a member's steady-state heartbeat is one transaction". Real
 // time (a loop would never sleep, so tokio's paused clock would never advance). (Found by the
@@ -291,8 +291,8 @@ async fn a_runner_built_with_another_config_than_the_stored_one_keeps_the_stored
     );
 }
 
-// DESIGN §10.6 per shard (§12.5): "No path leaves a leader holding the leadership with a closed
-// guard for longer than handover_grace plus one heartbeat"; DESIGN §10.6: no accepted
+// docs/design.md §10.6 per shard (§12.5): "No path leaves a leader holding the leadership with a closed
+// guard for longer than handover_grace plus one heartbeat"; docs/design.md §10.6: no accepted
 // configuration renews in a loop. A move the coordinator requested is withdrawn while the
 // owner's guard drains (here: its target shuts down before acquiring anything): once the
 // guard's work is idle or the grace has passed, the member keeps the shard, and the closed

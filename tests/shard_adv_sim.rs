@@ -1,4 +1,4 @@
-//! Adversarial review of sharded leadership (DESIGN §9, §12): a seeded simulation of the manual
+//! Adversarial review of sharded leadership (docs/design.md §9, §12): a seeded simulation of the manual
 //! flow with every commit fault MemDb injects, crashes, pauses, clock rates within ρ, leaves and
 //! operators; oracles per shard after every commit, balance after quiescence.
 

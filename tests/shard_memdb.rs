@@ -394,7 +394,7 @@ async fn one_unsettled_cycle_per_member_and_only_the_coordinators_leader_places(
     let _ = LeaderElection::new(Subspace::from("unused"));
 }
 
-// DESIGN §10 per shard: an acquisition whose commit result was unknown is adopted only once
+// docs/design.md §10 per shard: an acquisition whose commit result was unknown is adopted only once
 // a later cycle finds the member's own attempt in its record, dated from that attempt's
 // start; the cycle read back inside its own transaction never makes the member believe.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Leadership follows health (DESIGN §13), on MemDb:
+//! Leadership follows health (docs/design.md §13), on MemDb:
 //!
 //! - **health handover**: two runners with a leader health check (every 20 ms, fall 2, rise
 //!   1); the leader's check starts failing. The time from its `fall`-th failed answer (the

@@ -80,7 +80,7 @@ struct Report {
     failover_over_lease_p99: f64,
     resign_handover_ms: f64,
     /// A resignation reserved for a follower that had just crashed (the registry still shows
-    /// it live): the time to the next leader, in heartbeats (DESIGN §4's reservation timeout).
+    /// it live): the time to the next leader, in heartbeats (docs/design.md §4's reservation timeout).
     resign_dead_heir_over_heartbeat: f64,
     resign_dead_heir_over_heartbeat_p99: f64,
     preempt_handover_ms: f64,

@@ -1,4 +1,4 @@
-//! Sharded leadership's costs (DESIGN §12, issue 23 item 3), measured through the public API
+//! Sharded leadership's costs (docs/design.md §12, issue 23 item 3), measured through the public API
 //! on any [`ElectionDatabase`]: on MemDb in every run, and on the FoundationDB cluster in the
 //! cluster mode, with the same code and schedules.
 //!
@@ -1151,7 +1151,7 @@ async fn crashes<D: ElectionDatabase>(
 pub(crate) fn print(memdb: &ShardFigures, fdb: Option<&ShardFigures>) {
     println!();
     println!(
-        "sharded leadership (DESIGN §12): {MEMBERS} members, max_concurrent_moves {MOVES}; \
+        "sharded leadership (docs/design.md §12): {MEMBERS} members, max_concurrent_moves {MOVES}; \
          runner scenarios with lease {} ms, {RUNNER_SHARDS} shards ({:.0} s on MemDb{})",
         LEASE.as_millis(),
         memdb.seconds,

@@ -1,4 +1,4 @@
-//! Rolling upgrades (DESIGN §14, issue 33 item 5), measured through the public API on any
+//! Rolling upgrades (docs/design.md §14, issue 33 item 5), measured through the public API on any
 //! [`ElectionDatabase`]: on MemDb in every run, and on the FoundationDB cluster in the cluster
 //! mode, with the same code and schedule.
 //!

@@ -1,4 +1,4 @@
-//! The rolling upgrade demo, for any [`ElectionDatabase`] (DESIGN §14): three instances of
+//! The rolling upgrade demo, for any [`ElectionDatabase`] (docs/design.md §14): three instances of
 //! version 1.4.0, all of one priority, are upgraded to 1.5.0 one at a time (each old instance
 //! shuts down gracefully, then its 1.5.0 replacement starts), under a version policy:
 //!

@@ -1,4 +1,4 @@
-//! The sharded election's values (DESIGN §12): members, shards, inboxes, the layout. Same
+//! The sharded election's values (docs/design.md §12): members, shards, inboxes, the layout. Same
 //! framing as every other value: the format version byte, then a bincode 2 body.
 
 use std::time::Duration;
@@ -183,7 +183,7 @@ pub(crate) fn encode_inbox(i: &Inbox) -> Result<Vec<u8>, ElectionError> {
     )
 }
 
-/// Decodes the inbox stored at `key`: strict like the records (DESIGN §6), so a member never
+/// Decodes the inbox stored at `key`: strict like the records (docs/design.md §6), so a member never
 /// acts on a request it could not have been sent -- a target that is no valid member id, a
 /// shard number no layout has -- nor writes a record the library cannot read back.
 pub(crate) fn decode_inbox(key: &[u8], bytes: &[u8]) -> Result<Inbox, ElectionError> {

@@ -180,8 +180,8 @@ impl ElectionConfig {
             .unwrap_or_else(|| self.heartbeat_interval.saturating_mul(2))
     }
 
-    /// How candidates' versions rank them for leadership, before their priority (DESIGN
-    /// §14.2): [`VersionPolicy::Ignore`] unless set. Safe to change at any moment: leadership
+    /// How candidates' versions rank them for leadership, before their priority
+    /// (docs/design.md §14.2): [`VersionPolicy::Ignore`] unless set. Safe to change at any moment: leadership
     /// then moves by the ordinary cooperative handover.
     pub fn version_policy(&self) -> VersionPolicy {
         self.version_policy

@@ -43,7 +43,7 @@ pub(crate) fn decide_cycle(
         return release_again(st, input);
     }
     if !cfg.election_enabled || !input.eligible {
-        // Elections off, or not eligible: it never campaigns (DESIGN §13.2).
+        // Elections off, or not eligible: it never campaigns (docs/design.md §13.2).
         return Ok(nothing(None));
     }
     decide_as_follower(st, input)
@@ -54,7 +54,7 @@ fn live(input: &CycleInput<'_>, reg: Option<&CandidateRecord>) -> bool {
     reg.is_some_and(|r| r.is_live(input.leader.renewal, input.config.renewals_before_dead()))
 }
 
-/// The ranking of this election's candidates (DESIGN §14.3): its version policy, against the
+/// The ranking of this election's candidates (docs/design.md §14.3): its version policy, against the
 /// version of its current (or last) leader.
 fn ranking<'a>(input: &CycleInput<'a>) -> Ranking<'a> {
     Ranking {
@@ -74,7 +74,7 @@ fn my_standing<'a>(input: &CycleInput<'a>) -> Standing<'a> {
 
 /// A candidate's handover request, if this leader must honour it: preemption is on, and the
 /// requester is registered, live, eligible and outranks this leader by its registration (the
-/// ranking of DESIGN §14.3: version under the policy, then priority). `Err` asks for the
+/// ranking of docs/design.md §14.3: version under the policy, then priority). `Err` asks for the
 /// requester's registration first.
 fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Party>, Lookup> {
     if !input.config.allow_preemption {
@@ -116,7 +116,7 @@ fn decide_as_leader(
     }
     let mut ineligible = None;
     if !input.eligible {
-        // Not eligible (DESIGN §13.3): hand over to the best live eligible candidate as an
+        // Not eligible (docs/design.md §13.3): hand over to the best live eligible candidate as an
         // honoured request does (its work drained first, at most the grace); with nobody
         // eligible, the policy decides.
         let reserve = match best_live_reservation(st, input) {
@@ -183,7 +183,7 @@ fn decide_as_leader(
             if let (Some(to), true) = (rec.handover_to.as_deref(), first_sight) {
                 // A directed request whose target is not live and eligible now is refused
                 // before the guard closes: the leader keeps leading, the request is cleared,
-                // and the reason is published (DESIGN §13.6).
+                // and the reason is published (docs/design.md §13.6).
                 match directed_reservation(st, input, to) {
                     Err(need) => return Ok(Decision::Need(need)),
                     Ok(None) => {
@@ -369,7 +369,7 @@ fn decide_as_follower(
             // A vacancy its leader reserved for another candidate (a handover, a resignation,
             // a step-down for health): nobody believes in it either, so it opens to the others
             // once its holder has not filled it for the reservation timeout (a holder that
-            // died must not cost a lease, DESIGN §4), then by rank.
+            // died must not cost a lease, docs/design.md §4), then by rank.
             (
                 after(obs.first_seen, cfg.reservation_timeout()),
                 input.read_at,
@@ -429,7 +429,7 @@ fn decide_as_follower(
     };
 
     // Not taking over now: ask a leader this candidate outranks to hand over? (The ranking of
-    // DESIGN §14.3: the leader's version is the record's, its priority the one it renewed
+    // docs/design.md §14.3: the leader's version is the record's, its priority the one it renewed
     // with; equal standings never preempt.)
     if let Some(owner) = rec.owner.as_ref() {
         let r = ranking(input);

@@ -1,4 +1,4 @@
-//! Table tests of eligibility in the protocol (DESIGN §13.1–3) and of the reservation timeout
+//! Table tests of eligibility in the protocol (docs/design.md §13.1–3) and of the reservation timeout
 //! (§4): an ineligible candidate never campaigns and is never chosen; an ineligible leader
 //! hands over to the best live eligible candidate (or holds, or releases); a vacancy its leader
 //! reserved opens to the others after the reservation timeout, by rank among the eligible.

@@ -1,4 +1,4 @@
-//! Health checks decided (DESIGN §13.4, §13.5): what their results make of a candidate's
+//! Health checks decided (docs/design.md §13.4, §13.5): what their results make of a candidate's
 //! eligibility. Pure: check results and leadership changes, each with a clock reading, in; the
 //! eligibility out. The runner runs the checks beside the election (never inside its
 //! transactions) and carries the eligibility into the candidate's next registration.

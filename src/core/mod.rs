@@ -96,7 +96,7 @@ pub(crate) enum Lookup {
     Requester(CandidateId),
 }
 
-/// What a leader that is not eligible does when no live candidate is (DESIGN §13.3).
+/// What a leader that is not eligible does when no live candidate is (docs/design.md §13.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UnhealthyPolicy {
@@ -109,7 +109,7 @@ pub enum UnhealthyPolicy {
     Release,
 }
 
-/// A leader that is not eligible (DESIGN §13.3), as its cycle decided.
+/// A leader that is not eligible (docs/design.md §13.3), as its cycle decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ineligible {
     /// It keeps leading: nobody live is eligible, under [`UnhealthyPolicy::Hold`].

@@ -1,5 +1,5 @@
 //! Operator overrides: decisions taken by a tool acting on the election from outside, not by
-//! a candidate. Neither may let two processes believe they lead at once (DESIGN §10.4):
+//! a candidate. Neither may let two processes believe they lead at once (docs/design.md §10.4):
 //!
 //! - `force_vacate` fences the leader out at once and leaves a vacancy *held for the
 //!   operator*, which no candidate can fill (an operator is not a candidate, whatever id it

@@ -1,4 +1,4 @@
-//! The one ranking of candidates for leadership (DESIGN §13.2, §14.3): eligibility first, then
+//! The one ranking of candidates for leadership (docs/design.md §13.2, §14.3): eligibility first, then
 //! the version under the election's policy, then priority, then registration order (earlier
 //! first). Preemption, handover targets, resignations, the takeover stagger and every
 //! reservation use it, and nothing else ranks candidates.

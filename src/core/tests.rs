@@ -428,7 +428,7 @@ fn a_reservation_is_filled_at_once_by_its_holder_only() {
     assert_eq!(p.action, Action::Acquired);
     let w = p.write.unwrap();
     assert_eq!((w.ballot, w.reservation), (Ballot::new(5), None));
-    // The others wait the reservation timeout (two heartbeats: 6 s), not a lease (DESIGN §4):
+    // The others wait the reservation timeout (two heartbeats: 6 s), not a lease (docs/design.md §4):
     // first seen at the read of the attempt at 0 (1 ms), open at 6,001 ms.
     let mut other = LocalState::new(id("other"));
     assert_eq!(c.reservation_timeout(), Duration::from_secs(6));
@@ -884,7 +884,7 @@ fn role_starts_as_follower() {
     assert_eq!(LocalState::new(id("x")).role(), &Role::Follower);
 }
 
-// --- The edges (DESIGN §10) ---
+// --- The edges (docs/design.md §10) ---
 
 /// A leader of ballot 5 (acquired at 0) whose record carries an operator's request.
 fn led_with_operator_request(st: &mut LocalState, c: &ElectionConfig, prio: i32) -> LeaderRecord {

@@ -1,4 +1,4 @@
-//! Table tests of the one ranking under every version policy (DESIGN §14.2–3): mixed and
+//! Table tests of the one ranking under every version policy (docs/design.md §14.2–3): mixed and
 //! missing versions, equal versions with different priorities; and the decisions that use it
 //! (preemption, handover targets, the takeover stagger).
 

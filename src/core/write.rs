@@ -25,7 +25,7 @@ pub(super) struct Owned {
 ///
 /// A write that shortens the lease caps the belief held now, before the commit: if the
 /// commit's result is unknown but it applied, followers time the shorter lease, and the
-/// belief must already end as the shorter lease says (DESIGN §10.3).
+/// belief must already end as the shorter lease says (docs/design.md §10.3).
 pub(super) fn write_owned(
     st: &mut LocalState,
     input: &CycleInput<'_>,

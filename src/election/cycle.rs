@@ -37,7 +37,7 @@ impl LeaderElection {
     }
 
     /// Runs one election cycle in a transaction of its own, through `db`'s retry loop, and
-    /// adopts it only once its commit is confirmed: the safe flow in one call (DESIGN §10.7).
+    /// adopts it only once its commit is confirmed: the safe flow in one call (docs/design.md §10.7).
     ///
     /// Each attempt runs [`run_election_cycle`](Self::run_election_cycle); conflicts are
     /// retried inside, a commit whose result is unknown is returned as an error (the next
@@ -49,7 +49,7 @@ impl LeaderElection {
     ///
     /// ```
     /// use fdb_leader_election::{Candidate, CandidateId, LeaderElection, MemDb, Priority};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), fdb_leader_election::ElectionError> {
@@ -219,7 +219,7 @@ impl LeaderElection {
             self.replace_fence(txn, &leader, fence).await?;
         }
         if let (Some(reason), Some(operator)) = (&plan.refused, leader.operator_request()) {
-            // The directed request cleared by this renewal: why, for `status` (DESIGN §13.6).
+            // The directed request cleared by this renewal: why, for `status` (docs/design.md §13.6).
             let refusal = ResignRefusal {
                 ballot: leader.ballot,
                 operator: operator.clone(),

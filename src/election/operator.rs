@@ -82,7 +82,7 @@ impl LeaderElection {
 }
 
 impl LeaderElection {
-    /// Operator request directed at a candidate (DESIGN §13.6, `resign --to NAME`): asks the
+    /// Operator request directed at a candidate (docs/design.md §13.6, `resign --to NAME`): asks the
     /// leader of ballot `expected` to step down and reserve its vacancy for the best live
     /// eligible candidate named `to` ([`CandidateId::name`]), which takes over in one commit.
     /// Refused here (nothing written) when the registry this transaction reads has no live
@@ -154,7 +154,7 @@ impl LeaderElection {
             .transpose()
     }
 
-    /// Operator mark (DESIGN §13.6): excludes every candidate named `name` from leading
+    /// Operator mark (docs/design.md §13.6): excludes every candidate named `name` from leading
     /// (`eligible == false`, with `reason`), or lifts the mark (`true`). `name` is a
     /// candidate's stable name ([`CandidateId::name`]), so the mark outlives its restarts
     /// (Patroni's `nofailover`). Each candidate reads its mark at every cycle: an excluded
@@ -163,7 +163,7 @@ impl LeaderElection {
     ///
     /// ```
     /// use fdb_leader_election::{Candidate, CandidateId, Eligibility, LeaderElection, MemDb, Priority};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), fdb_leader_election::ElectionError> {

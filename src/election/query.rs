@@ -11,7 +11,7 @@ impl LeaderElection {
     /// Whether `candidate` leads: it believes it leads now (its local lease is valid) and the
     /// record read in `txn` names it at the ballot it believes in.
     ///
-    /// A query: it never changes what the candidate believes or times (DESIGN §10.2). A record
+    /// A query: it never changes what the candidate believes or times (docs/design.md §10.2). A record
     /// read at an older version (a renewal behind the candidate's own) still counts; a record
     /// showing this transaction's own uncommitted acquisition does not make a candidate that
     /// has not adopted it a leader. Demotion happens in cycles and at the local deadline.
@@ -35,7 +35,7 @@ impl LeaderElection {
     /// The leader named in the record, unless `observer`'s own election cycles have seen the
     /// record unchanged for a full lease (then the lease has lapsed and `None` is returned).
     ///
-    /// A query: it never changes what the observer believes or times (DESIGN §10.2), so the
+    /// A query: it never changes what the observer believes or times (docs/design.md §10.2), so the
     /// lapse is judged from the observation the observer's cycles made, with the same rule a
     /// follower uses to take over. A candidate that does not run cycles therefore never sees
     /// a lapse here; a process that only watches the election uses the runner's observer

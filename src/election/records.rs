@@ -204,7 +204,7 @@ impl LeaderElection {
 
     /// Writes the leader record, conflict-checked: on the leader key, and on the registration
     /// of a candidate the record reserves the vacancy for, so that a reservation never lands
-    /// for a candidate that unregistered concurrently (DESIGN §10.5).
+    /// for a candidate that unregistered concurrently (docs/design.md §10.5).
     pub(super) fn write_leader<T: ElectionTxn>(
         &self,
         txn: &T,

@@ -151,7 +151,7 @@ impl LeaderElection {
     }
 
     /// Removes `candidate`'s registration, keeping the leader record consistent with it
-    /// (DESIGN §10.5), in the same transaction (which conflicts on the leader key):
+    /// (docs/design.md §10.5), in the same transaction (which conflicts on the leader key):
     ///
     /// - if the candidate owns the leader record, it first resigns (reserving the vacancy for
     ///   the best live candidate);
@@ -271,7 +271,7 @@ impl LeaderElection {
     ) -> Result<Vec<CandidateId>, ElectionError> {
         // The leader record is read with a conflict range: a candidate that becomes owner (or
         // is named in a request or reservation) in a concurrent transaction makes this one
-        // retry, so eviction never unregisters an owner (DESIGN §10.5).
+        // retry, so eviction never unregisters an owner (docs/design.md §10.5).
         let (config, leader, rows) = tokio::join!(
             self.read_config(txn),
             self.leader_with(txn, ReadMode::Serializable),

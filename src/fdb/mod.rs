@@ -51,7 +51,7 @@
 //! ```no_run
 //! use fdb_leader_election::{Candidate, CandidateId, LeaderElection, Priority};
 //! use foundationdb::{Database, FdbBindingError};
-//! use foundationdb_tuple::Subspace;
+//! use fdb_leader_election::Subspace;
 //!
 //! async fn one_cycle(db: &Database) -> Result<(), Box<dyn std::error::Error>> {
 //!     let election = LeaderElection::new(Subspace::from("scheduler"));
@@ -158,10 +158,11 @@
 //! its own timeout option), `phase=commit` if the commit had been sent. The chaos harness
 //! counts these lines.
 //!
-//! # Planted faults, in debug builds only
+//! # Planted faults (feature `planted-faults` only)
 //!
 //! The chaos harness checks that its checks catch a mishandled unknown commit on a real
-//! cluster. In a **debug** build, with one of these variables set to `1`, the runner's
+//! cluster. In a build with the feature `planted-faults` (this project's chaos harness and tests
+//! only; never in a build you deploy), with one of these variables set to `1`, the runner's
 //! transactions mishandle a commit whose result is unknown (1021, 1039, a commit that timed
 //! out, the caller's timeout while the commit was in flight), log a warning once, and log
 //! each use at debug level (`planted fault: ...`):
@@ -174,7 +175,8 @@
 //!   a cycle whose write may never have landed (a renewal or an acquisition the store does not
 //!   show).
 //!
-//! Release builds never read the variables (they are not in the binary).
+//! Without the feature, debug or release, nothing reads the variables (they are not in the
+//! binary).
 //!
 //! [`ElectionTxn`]: crate::store::txn::ElectionTxn
 //! [`ElectionTxn::watch`]: crate::store::txn::ElectionTxn::watch

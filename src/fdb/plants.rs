@@ -1,36 +1,35 @@
-//! Debug builds' planted faults: unknown commit results mishandled on purpose, for chaos runs.
+//! Planted faults (feature `planted-faults`): unknown commit results mishandled on purpose, for
+//! chaos runs.
 
 use crate::store::fdb_codes::code;
 use crate::store::txn::{TxnError, TxnErrorKind};
 
-/// The environment variable of the first planted fault ([module docs](crate::fdb#planted-faults-in-debug-builds-only)).
+/// The environment variable of the first planted fault ([module docs](crate::fdb#planted-faults-feature-planted-faults-only)).
 #[cfg_attr(
-    not(debug_assertions),
-    allow(dead_code, reason = "release builds never read it")
+    not(feature = "planted-faults"),
+    allow(dead_code, reason = "only the feature planted-faults reads it")
 )]
 pub(super) const PLANT_UNKNOWN_AS_NOT_COMMITTED: &str = "FDB_LEADER_DEBUG_UNKNOWN_AS_NOT_COMMITTED";
 
-/// The environment variable of the second planted fault ([module docs](crate::fdb#planted-faults-in-debug-builds-only)).
+/// The environment variable of the second planted fault ([module docs](crate::fdb#planted-faults-feature-planted-faults-only)).
 #[cfg_attr(
-    not(debug_assertions),
-    allow(dead_code, reason = "release builds never read it")
+    not(feature = "planted-faults"),
+    allow(dead_code, reason = "only the feature planted-faults reads it")
 )]
 pub(super) const PLANT_UNKNOWN_AS_COMMITTED: &str = "FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED";
 
-/// Whether this debug build was asked for the planted fault `name` (read once; warned once).
-#[cfg(debug_assertions)]
+/// Whether this build was asked for the planted fault `name` (read once; warned once).
+#[cfg(feature = "planted-faults")]
 fn plant_on(name: &str, what: &str) -> bool {
     let on = std::env::var_os(name).is_some_and(|v| v == "1");
     if on {
-        tracing::warn!(
-            "{name}=1: this debug build {what} (a planted fault, for the chaos harness)"
-        );
+        tracing::warn!("{name}=1: this build {what} (a planted fault, for the chaos harness)");
     }
     on
 }
 
-/// Whether this debug build reports unknown commit results as not committed.
-#[cfg(debug_assertions)]
+/// Whether this build reports unknown commit results as not committed.
+#[cfg(feature = "planted-faults")]
 pub(super) fn unknown_reported_as_not_committed() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
@@ -41,8 +40,8 @@ pub(super) fn unknown_reported_as_not_committed() -> bool {
     })
 }
 
-/// Whether this debug build reports unknown commit results as committed.
-#[cfg(debug_assertions)]
+/// Whether this build reports unknown commit results as committed.
+#[cfg(feature = "planted-faults")]
 pub(super) fn unknown_adopted_as_committed() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
@@ -53,14 +52,14 @@ pub(super) fn unknown_adopted_as_committed() -> bool {
     })
 }
 
-/// Release builds never plant a fault.
-#[cfg(not(debug_assertions))]
+/// Without the feature `planted-faults` nothing plants a fault.
+#[cfg(not(feature = "planted-faults"))]
 pub(super) const fn unknown_reported_as_not_committed() -> bool {
     false
 }
 
-/// Release builds never plant a fault.
-#[cfg(not(debug_assertions))]
+/// Without the feature `planted-faults` nothing plants a fault.
+#[cfg(not(feature = "planted-faults"))]
 pub(super) const fn unknown_adopted_as_committed() -> bool {
     false
 }

@@ -1,4 +1,4 @@
-//! Whether a candidate may lead (DESIGN §13.1): published in its registration, never guessed.
+//! Whether a candidate may lead (docs/design.md §13.1): published in its registration, never guessed.
 
 use std::fmt;
 
@@ -13,7 +13,7 @@ pub const MAX_REASON_BYTES: usize = 256;
 /// An ineligible candidate keeps registering, but never acquires a vacancy, never requests a
 /// handover, never takes over a lapsed lease and counts in no rank; no leader or operator
 /// reserves a vacancy for it; an ineligible leader hands over to the best live eligible
-/// candidate (DESIGN §13.2, §13.3).
+/// candidate (docs/design.md §13.2, §13.3).
 ///
 /// ```
 /// use fdb_leader_election::Eligibility;

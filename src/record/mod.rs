@@ -46,7 +46,7 @@ impl Named {
 /// Who a vacancy is held for, or who asked the leader to step down: a candidate, or an
 /// operator. An operator is not a candidate: no candidate can fill a vacancy held for an
 /// operator (every candidate waits a full lease of unchanged observation first), whatever id
-/// the operator gave (DESIGN §10.4).
+/// the operator gave (docs/design.md §10.4).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Party {
     /// A registered candidate, with the priority it had when named.
@@ -124,7 +124,7 @@ pub struct LeaderRecord {
     /// it asks the vacancy to be reserved for (`resign --to NAME`).
     pub(crate) handover_to: Option<String>,
     /// The version of the candidate that acquired this ballot (kept while it is vacant): the
-    /// leader's version, which `no-downgrade` ranks against (DESIGN §14.2).
+    /// leader's version, which `no-downgrade` ranks against (docs/design.md §14.2).
     pub(crate) leader_version: Option<semver::Version>,
 }
 
@@ -326,7 +326,7 @@ impl LeaderState {
 
 /// A directed resign (`resign --to NAME`) its leader refused, and why: the leader keeps
 /// leading and clears the request when no live eligible candidate of that name is there
-/// (DESIGN §13.6). Kept until the next refusal; compare its ballot with the leader's.
+/// (docs/design.md §13.6). Kept until the next refusal; compare its ballot with the leader's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ResignRefusal {
     pub(crate) ballot: Ballot,
@@ -367,7 +367,7 @@ pub struct CandidateRecord {
     pub(crate) metadata: Option<Vec<u8>>,
     /// Whether it may lead (records written before this field read as eligible).
     pub(crate) eligibility: Eligibility,
-    /// The version it runs (DESIGN §14.1), if it registered one.
+    /// The version it runs (docs/design.md §14.1), if it registered one.
     pub(crate) version: Option<semver::Version>,
 }
 

@@ -1,4 +1,4 @@
-//! The durable records of a sharded election (DESIGN §12), as validated values: a member's
+//! The durable records of a sharded election (docs/design.md §12), as validated values: a member's
 //! lease, a shard's owner and ballot, a member's inbox, and the layout. Only the codec turns
 //! them into bytes; every value here passed the same checks whether built or decoded.
 
@@ -31,7 +31,7 @@ pub struct MemberRecord {
     pub(crate) weight: Weight,
     pub(crate) fenced: bool,
     pub(crate) writer: Option<AttemptId>,
-    /// Whether it may own shards (DESIGN §13.8): an ineligible member counts with weight 0,
+    /// Whether it may own shards (docs/design.md §13.8): an ineligible member counts with weight 0,
     /// so its shards move away cooperatively (records written before this field read as
     /// eligible).
     pub(crate) eligibility: Eligibility,

@@ -1,10 +1,10 @@
-//! Versions in the election (DESIGN §14): a candidate's semantic version, and the policy that
+//! Versions in the election (docs/design.md §14): a candidate's semantic version, and the policy that
 //! ranks candidates by it.
 
 use std::fmt;
 use std::str::FromStr;
 
-/// How an election ranks candidates by the version they register (DESIGN §14.2), before their
+/// How an election ranks candidates by the version they register (docs/design.md §14.2), before their
 /// priority. Every candidate computes the same ranking from the registry inside its own
 /// transaction, and leadership moves by the ordinary cooperative handover. Candidates that
 /// registered no version rank as the oldest under every policy.

@@ -69,7 +69,7 @@ pub enum BuildError {
     },
 }
 
-/// `version` parsed as a semantic version (DESIGN §14.1), or [`BuildError::InvalidVersion`].
+/// `version` parsed as a semantic version (docs/design.md §14.1), or [`BuildError::InvalidVersion`].
 pub(crate) fn parse_version(version: &str) -> Result<semver::Version, BuildError> {
     semver::Version::parse(version).map_err(|source| BuildError::InvalidVersion {
         version: version.to_owned(),
@@ -183,7 +183,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
-    /// The version this candidate runs (DESIGN §14.1), a semantic version such as `"1.5.0"`
+    /// The version this candidate runs (docs/design.md §14.1), a semantic version such as `"1.5.0"`
     /// (the `semver` crate's precedence orders them). The election's
     /// [`VersionPolicy`](crate::VersionPolicy) ranks candidates by it before their priority:
     /// under `prefer-newest` a rolling deploy moves the leadership to the new version, under
@@ -302,7 +302,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
-    /// A **readiness** check (DESIGN §13.5): can this host lead (its database reachable, its
+    /// A **readiness** check (docs/design.md §13.5): can this host lead (its database reachable, its
     /// disk writable). It runs on every candidate, leader and followers alike, every
     /// `settings.interval()`, beside the election (never inside its transactions); an answer
     /// later than `settings.timeout()` is a failure (the check's future is dropped). The
@@ -319,7 +319,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
     /// use std::time::Duration;
     /// use fdb_leader_election::runner::{CheckSettings, Runner};
     /// use fdb_leader_election::{ElectionConfig, MemDb};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -348,7 +348,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
-    /// A **leader health** check (DESIGN §13.5): is the leader's work healthy (the service
+    /// A **leader health** check (docs/design.md §13.5): is the leader's work healthy (the service
     /// it runs while leading answers). It runs only while this candidate leads, first one
     /// `settings.interval()` after the leadership began, beside the election; an answer later
     /// than `settings.timeout()` is a failure. After `fall` consecutive failures the leader is
@@ -361,7 +361,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
     /// use std::time::Duration;
     /// use fdb_leader_election::runner::{CheckSettings, Runner, StopReason};
     /// use fdb_leader_election::{ElectionConfig, MemDb};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,4 +1,4 @@
-//! The runner's health checks (DESIGN §13.4, §13.5), carried out beside the election: a task
+//! The runner's health checks (docs/design.md §13.4, §13.5), carried out beside the election: a task
 //! of their own runs each check on its interval, cut at its timeout, and feeds the answers and
 //! the leadership's beginnings and ends to [`Health`], which decides the eligibility; the task
 //! writes it into the candidate ([`Candidate::set_eligible`]) and wakes the runner, whose next

@@ -53,7 +53,7 @@ pub trait ElectionCallbacks: Send + Sync + 'static {
         let _ = (operator, guard);
     }
 
-    /// This candidate's eligibility to lead changed (DESIGN §13): its health checks
+    /// This candidate's eligibility to lead changed (docs/design.md §13): its health checks
     /// ([`RunnerBuilder::readiness_check`](super::RunnerBuilder::readiness_check),
     /// [`leader_health_check`](super::RunnerBuilder::leader_health_check)) or an operator's
     /// mark. An ineligible leader hands over to the best live eligible candidate (its guard is

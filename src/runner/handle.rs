@@ -41,7 +41,7 @@ pub enum RunnerError {
 /// use std::time::Duration;
 /// use fdb_leader_election::runner::Runner;
 /// use fdb_leader_election::{ElectionConfig, MemDb, Priority};
-/// use foundationdb_tuple::Subspace;
+/// use fdb_leader_election::Subspace;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -164,7 +164,7 @@ impl Runner {
         shared.status.check(shared.clock.now())
     }
 
-    /// Whether this candidate is eligible to lead now, and if not why (DESIGN §13): its
+    /// Whether this candidate is eligible to lead now, and if not why (docs/design.md §13): its
     /// [health checks](super::RunnerBuilder::readiness_check) (or
     /// [`Candidate::set_eligible`]), unless an operator's mark read by its last cycle
     /// excludes it. Always eligible for an observer.

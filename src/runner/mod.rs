@@ -45,7 +45,7 @@
 //! use std::time::Duration;
 //! use fdb_leader_election::runner::{ChangeReason, Runner};
 //! use fdb_leader_election::{ElectionConfig, MemDb};
-//! use foundationdb_tuple::Subspace;
+//! use fdb_leader_election::Subspace;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,4 +1,4 @@
-//! The coordinator's side of a [`ShardedElection`] (DESIGN §12.2, §12.3): an attempt (fence
+//! The coordinator's side of a [`ShardedElection`] (docs/design.md §12.2, §12.3): an attempt (fence
 //! out the members that lapsed, write the next placement steps), a standby's timing, and the
 //! placement as a query.
 

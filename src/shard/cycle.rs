@@ -1,4 +1,4 @@
-//! A member's writes (DESIGN §12.1, §12.2, §12.4): its cycle (renew or join, acquire what is
+//! A member's writes (docs/design.md §12.1, §12.2, §12.4): its cycle (renew or join, acquire what is
 //! reserved for it, hand over what it is asked to) and its graceful leave.
 
 use std::collections::{BTreeMap, BTreeSet};

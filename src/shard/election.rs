@@ -1,5 +1,5 @@
 //! [`ShardedElection`]: a sharded election's operations, each run inside the caller's
-//! transaction (DESIGN §12).
+//! transaction (docs/design.md §12).
 //!
 //! ```text
 //! S + ("config",)                 -> ElectionConfig (the single election's format)
@@ -242,14 +242,14 @@ impl ShardedElection {
     /// at every cycle and its coordinator election's, in this transaction (one configuration
     /// for both). A member picks it up at its next cycle; a shorter lease caps its belief
     /// before that cycle's commit, and the coordinator keeps timing each member by the lease
-    /// its record was renewed with (DESIGN §10.3, per member), so no change of configuration
+    /// its record was renewed with (docs/design.md §10.3, per member), so no change of configuration
     /// lets a member be taken over while it still believes. The layout never changes.
     ///
     /// ```
     /// use std::time::Duration;
     /// use fdb_leader_election::shard::{Layout, ShardedElection};
     /// use fdb_leader_election::{ElectionConfig, MemDb};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

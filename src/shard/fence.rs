@@ -1,4 +1,4 @@
-//! Fencing a shard's work (DESIGN §12.1): the check that makes a write commit only while the
+//! Fencing a shard's work (docs/design.md §12.1): the check that makes a write commit only while the
 //! writer's ownership of the shard holds.
 
 use super::election::ShardedElection;

@@ -97,7 +97,7 @@ impl Member {
         self.lock().weight = weight;
     }
 
-    /// Says whether this member may own shards (DESIGN §13.8), published at its next renewal:
+    /// Says whether this member may own shards (docs/design.md §13.8), published at its next renewal:
     /// an ineligible member is placed as if its weight were 0, so the coordinator moves its
     /// shards away cooperatively, at the move limit, and it keeps each until the move lands
     /// (no gap); with no eligible member to take them, it keeps them (`hold`). `reason` (at

@@ -1,4 +1,4 @@
-//! Sharded leadership (DESIGN §12): M shards, one owner and one fencing token (ballot) each,
+//! Sharded leadership (docs/design.md §12): M shards, one owner and one fencing token (ballot) each,
 //! owned by live members under one lease per member, balanced over them by a pure placement
 //! function ([`placement::plan`]) and moved cooperatively.
 //!

@@ -1,4 +1,4 @@
-//! Operator overrides of a sharded election (DESIGN §12.5): freeze placement, drain a member,
+//! Operator overrides of a sharded election (docs/design.md §12.5): freeze placement, drain a member,
 //! move a shard to a member by hand. Each runs inside the caller's transaction and follows the
 //! §10 rules per shard: nothing an owner holds is taken from it, only asked of it.
 

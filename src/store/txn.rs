@@ -90,7 +90,7 @@ pub trait ElectionTxn: Send + Sync {
     /// The election uses it to tell the leader record a transaction wrote itself, read back
     /// through read-your-writes, from the same record committed: a commit always lands at a
     /// version newer than its own transaction's read version, so a record naming an attempt,
-    /// read at that attempt's very read version, is still uncommitted (DESIGN §10.1). Stores
+    /// read at that attempt's very read version, is still uncommitted (docs/design.md §10.1). Stores
     /// that return `None` rely on the [`Cycle`](crate::Cycle) being alive until the
     /// transaction ends.
     fn read_version(&self) -> impl Future<Output = Result<Option<u64>, TxnError>> + Send {

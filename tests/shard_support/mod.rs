@@ -1,4 +1,4 @@
-//! The adversarial review of sharded leadership (DESIGN §12) through the public API
+//! The adversarial review of sharded leadership (docs/design.md §12) through the public API
 //! (tests/shard_adv_*.rs), and the worlds it runs in: the manual flow on MemDb under a
 //! `ManualClock` (a coordinator, members), the runners on tokio's paused clock, mirrors of the
 //! stored forms for planting values, and a small deterministic generator.

@@ -66,13 +66,13 @@ pub enum ChaosPlant {
     /// machine pause after which the child runs first: its watchdog, paused too, cannot kill
     /// it yet). The child's stale writes land after its successor's: check (a) must fire.
     UnfencedSink,
-    /// FoundationDB only, with a debug build of `fdb-leader`: the supervisors run with
-    /// `FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED=1`, so the adapter reports a commit whose result
-    /// is unknown as committed and the election adopts an acquisition or a renewal the store
-    /// may not hold. An acquisition that never landed leaves its ballot to the next
-    /// candidate too: two children of one ballot, which the sink accepts from both, and check
-    /// (a) fires; a renewal that never landed keeps a leader believing after its followers
-    /// took over, and check (b) fires. Either must.
+    /// FoundationDB only, with an `fdb-leader` built with the feature `planted-faults`: the
+    /// supervisors run with `FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED=1`, so the adapter reports a
+    /// commit whose result is unknown as committed and the election adopts an acquisition or a
+    /// renewal the store may not hold. An acquisition that never landed leaves its ballot to
+    /// the next candidate too: two children of one ballot, which the sink accepts from both,
+    /// and check (a) fires; a renewal that never landed keeps a leader believing after its
+    /// followers took over, and check (b) fires. Either must.
     UnknownAsCommitted,
 }
 
@@ -110,7 +110,8 @@ impl ChaosPlant {
         }
     }
 
-    /// The environment variable it sets on every supervisor, if any (it needs a debug build).
+    /// The environment variable it sets on every supervisor, if any (it needs an `fdb-leader`
+    /// built with the feature `planted-faults`).
     pub fn switch(self) -> Option<&'static str> {
         match self {
             ChaosPlant::UnknownAsCommitted => Some("FDB_LEADER_DEBUG_UNKNOWN_AS_COMMITTED"),
@@ -189,7 +190,7 @@ pub struct ChaosOptions {
     /// The store.
     pub store: ChaosStore,
     /// Environment variables set on every supervisor (`NAME`, `VALUE`), for example a
-    /// planted fault's switch, to show a release build ignores it.
+    /// planted fault's switch, to show a build without the feature `planted-faults` ignores it.
     pub supervisor_env: Vec<(String, String)>,
     /// Sharded mode: the supervisors run `fdb-leader run --shards M` (one child per owned
     /// shard, each with its own sinks), and every check is made per shard.

@@ -1,4 +1,4 @@
-//! `run`'s health checks (DESIGN §13.5): `--ready-command`/`--ready-url` on every candidate,
+//! `run`'s health checks (docs/design.md §13.5): `--ready-command`/`--ready-url` on every candidate,
 //! `--health-command`/`--health-url` only while leading, with `--health-interval`,
 //! `--health-timeout`, `--health-fall`, `--health-rise` and `--unhealthy`. The runner runs
 //! them beside the election and decides what their answers mean; this module only makes

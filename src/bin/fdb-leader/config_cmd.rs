@@ -160,19 +160,53 @@ fn nothing_set(set: &ConfigSetArgs) -> bool {
         && set.version_policy.is_none()
 }
 
-/// `config set`: starts from the stored configuration (the defaults if the election does not
-/// exist yet, which it then creates).
-pub(crate) async fn set<D: ElectionDatabase>(
-    db: &D,
-    ctx: &Ctx,
-    set: &ConfigSetArgs,
-) -> Result<(), Failure> {
+/// The configuration `config set` creates a new election with: the one `run` would create it
+/// with for the same `--lease` and `--heartbeat` (the defaults scaled to the lease, heartbeat
+/// a third of it), then every other setting given.
+fn for_a_new_election(set: &ConfigSetArgs) -> Result<Result<ElectionConfig, ConfigError>, Failure> {
+    let base = crate::run::desired_config(set.lease, set.heartbeat)?;
+    Ok(apply(&base, set))
+}
+
+/// The checks `config set` makes before the store is opened: something to set, the lower
+/// bounds, and, for a store that does not exist yet (`new_store`), the configuration it
+/// would create, so that a refused `config set` creates nothing.
+pub(crate) fn precheck(set: &ConfigSetArgs, new_store: bool) -> Result<(), Failure> {
     if nothing_set(set) {
         return Err(Failure::usage(
             "nothing to set: give at least one setting (see `fdb-leader config set --help`)",
         ));
     }
     check_bounds(set).map_err(Failure::usage)?;
+    if new_store {
+        let nothing_created = |mut f: Failure| {
+            f.message = f.message.map(|m| format!("{m} (nothing was created)"));
+            f
+        };
+        for_a_new_election(set)
+            .map_err(nothing_created)?
+            .map_err(|e| {
+                Failure::usage(format!(
+                    "invalid configuration, nothing was created: {}",
+                    limits::describe(&e)
+                ))
+            })?;
+    }
+    Ok(())
+}
+
+/// `config set`: starts from the stored configuration (if the election does not exist yet,
+/// from the one `run` would create it with, and creates it).
+pub(crate) async fn set<D: ElectionDatabase>(
+    db: &D,
+    ctx: &Ctx,
+    set: &ConfigSetArgs,
+) -> Result<(), Failure> {
+    precheck(set, false)?;
+    // Refused only if the election does not exist yet (a new SQLite or in-memory store was
+    // checked before it was opened): the defaults then, as the stored configuration's rules
+    // decide.
+    let fresh = for_a_new_election(set).unwrap_or_else(|_| apply(&ElectionConfig::default(), set));
     // A sharded election is created only with its shard count (its layout never changes).
     let layout = match set.shards {
         Some(count) => Some(
@@ -184,20 +218,22 @@ pub(crate) async fn set<D: ElectionDatabase>(
     let election = ctx.election.clone();
     let sharded = (ctx.kind == Kind::Sharded).then(|| ctx.sharded.clone());
     let outcome = once(db, ctx, Retry::Idempotent, move |txn| {
-        let (election, sharded) = (election.clone(), sharded.clone());
+        let (election, sharded, fresh) = (election.clone(), sharded.clone(), fresh.clone());
         async move {
             let stored = match &sharded {
                 Some(sharded) => sharded.read_config(&txn).await,
                 None => election.read_config(&txn).await,
             };
-            let (base, exists) = match stored {
-                Ok(c) => (c, true),
-                Err(ElectionError::NotInitialized) => (ElectionConfig::default(), false),
+            let (base, new, exists) = match stored {
+                Ok(base) => match apply(&base, set) {
+                    Ok(new) => (base, new, true),
+                    Err(e) => return Ok(Err(e)),
+                },
+                Err(ElectionError::NotInitialized) => match &fresh {
+                    Ok(new) => (ElectionConfig::default(), new.clone(), false),
+                    Err(e) => return Ok(Err(e.clone())),
+                },
                 Err(e) => return Err(e),
-            };
-            let new = match apply(&base, set) {
-                Ok(new) => new,
-                Err(e) => return Ok(Err(e)),
             };
             // The stored shard count, when --shards asked for another (warned of once the
             // transaction is over: an attempt may run more than once).

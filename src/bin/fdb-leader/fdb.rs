@@ -60,15 +60,15 @@ pub(crate) fn open(path: &Path) -> Result<std::sync::Arc<foundationdb::Database>
 /// features plus an API version).
 #[cfg(not(feature = "fdb"))]
 pub(crate) const INSTALL_WITH_FDB: &str =
-    "cargo install fdb-leader-election --features cli,fdb-7_3";
+    "cargo install --path . --features cli,fdb-7_3,embedded-fdb-include";
 
 /// This build has no FoundationDB support.
 #[cfg(not(feature = "fdb"))]
 pub(crate) fn unsupported(path: &Path) -> Failure {
     Failure::usage(format!(
         "--cluster-file {}: this fdb-leader was built without FoundationDB support; rebuild \
-         it with an API version feature, e.g. `{INSTALL_WITH_FDB}` (needs FoundationDB's \
-         client, libfdb_c, and its headers), or use --sqlite PATH",
+         it with an API version feature, in a checkout of fdb-leader-election: \
+         `{INSTALL_WITH_FDB}` (needs FoundationDB's client, libfdb_c), or use --sqlite PATH",
         path.display()
     ))
 }

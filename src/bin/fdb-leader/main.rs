@@ -1,8 +1,7 @@
 //! `fdb-leader`: leader election from the shell. Runs a command on exactly one machine of a
 //! group (like `consul lock` or `etcdctl elect`), and inspects or steers the election: status,
 //! watch, operator overrides, configuration, and a sharded election's placement and overrides
-//! (`shards`). See `fdb-leader --help` and the README section "Run a command on one machine
-//! only".
+//! (`shards`). See `fdb-leader --help` and `docs/cli.md`.
 
 mod backoff;
 mod checks;
@@ -163,6 +162,16 @@ async fn open_and_execute(
         Command::Run(args) => Some(run::preflight(args)?),
         _ => None,
     };
+    // So does `config set`: on a store it would create, with the configuration it would
+    // create the election with.
+    if let Command::Config(ConfigCommand::Set(args)) = &command {
+        let new_store = match &store {
+            StoreChoice::Sqlite(path) => !path.exists(),
+            StoreChoice::Memory => true,
+            StoreChoice::ClusterFile(_) => false,
+        };
+        config_cmd::precheck(args, new_store)?;
+    }
     let fatal = Fatal::new();
     let mut signals = match command {
         Command::Run(_) | Command::Watch(_) => Some(listen(&fatal)?),

@@ -219,8 +219,9 @@ pub(crate) fn network_fs(magic: i64) -> Option<&'static str> {
 
 /// The file system type of the directory that holds `path` (the file may not exist yet).
 fn fs_magic(path: &Path) -> Option<i64> {
-    // Tests cannot mount a network file system: debug builds take the type from here.
-    #[cfg(debug_assertions)]
+    // Tests cannot mount a network file system: a build with the feature planted-faults (the
+    // tests') takes the type from here.
+    #[cfg(feature = "planted-faults")]
     if let Some(forced) = std::env::var_os("FDB_LEADER_DEBUG_FS_MAGIC") {
         let text = forced.to_string_lossy();
         let digits = text.trim_start_matches("0x");

@@ -1,6 +1,6 @@
 //! `--metrics-listen`: one plain HTTP/1.1 listener serving `/metrics` (Prometheus text format,
 //! from `metrics-exporter-prometheus`'s recorder) and `/healthz` (the runner's health check),
-//! like Kubernetes' leader-election health adaptor; and, for load balancers (DESIGN §13.7),
+//! like Kubernetes' leader-election health adaptor; and, for load balancers (docs/design.md §13.7),
 //! `/leader` (200 while this process leads, judged at each request against the belief's
 //! deadline), `/follower` (200 while a registered, eligible non-leader), and with `--shards`
 //! `/shards` (JSON) and `/shard/N` (200 while this member owns shard N).

@@ -58,7 +58,7 @@ fn leader_version(record: &LeaderRecord) -> Option<String> {
         .map(ToString::to_string)
 }
 
-/// The directed resign (`resign --to NAME`) the current leader refused, if any (DESIGN §13.6):
+/// The directed resign (`resign --to NAME`) the current leader refused, if any (docs/design.md §13.6):
 /// a refusal of an earlier leadership is history, not shown.
 fn pending_refusal<'a>(
     record: &LeaderRecord,

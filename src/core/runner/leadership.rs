@@ -132,7 +132,7 @@ impl Machine {
         }
     }
 
-    /// No leader keeps a closed guard (DESIGN §10.6): a cycle that renewed while the guard is
+    /// No leader keeps a closed guard (docs/design.md §10.6): a cycle that renewed while the guard is
     /// closed, honouring no request and with no resignation waiting, means the request that
     /// closed it was withdrawn (its requester unregistered or died while the work drained) or
     /// the resignation that closed it failed. The leader steps down anyway, reserving for

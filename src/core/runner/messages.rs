@@ -171,7 +171,7 @@ pub enum Event {
     WatchFired(Result<(), Failure>),
     /// Guarded work went idle (no guarded task in flight any more).
     WorkIdle,
-    /// The candidate's own eligibility changed (its health checks, DESIGN §13.4): its next
+    /// The candidate's own eligibility changed (its health checks, docs/design.md §13.4): its next
     /// cycle writes it, so it runs at once, as after a fired watch (an ineligible leader
     /// steps down within a cycle, not a heartbeat; an eligible follower may campaign).
     EligibilityChanged,

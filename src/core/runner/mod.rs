@@ -1,4 +1,4 @@
-//! The runner's decisions, as a pure state machine (DESIGN §7, "one decision-maker").
+//! The runner's decisions, as a pure state machine (docs/design.md §7, "one decision-maker").
 //!
 //! Events go in (a transaction finished, a watch fired, time passed, guarded work went idle,
 //! resign or shutdown asked for); commands come out (run a cycle, arm a watch, sleep until,

@@ -58,11 +58,13 @@ impl Machine {
         self.next_cycle_at = started.saturating_add(jittered(&mut self.rng, heartbeat));
         // The request first: the leader is told about it before it stops.
         self.note_request(&report, ctx, out);
+        let decided = out.len();
         if let Some(ballot) = report.leading {
             self.leading(ballot, started, report.action, ctx, out);
         }
         self.step_down_if_closed(&report, ctx, out);
         self.observe(&report.record, Some(report.action), out);
+        issue_after_publishing(out, decided);
         self.reconcile(ctx, out);
         self.update_state(out);
     }
@@ -147,6 +149,24 @@ impl Machine {
                     self.next_poll_now();
                 }
             }
+        }
+    }
+}
+
+/// Moves a guard issued among `out[from..]` after the last leader change published there:
+/// whoever the guard wakes (`Runner::elected`) finds the published leader (`Runner::leader`)
+/// already naming it.
+fn issue_after_publishing(out: &mut Vec<Command>, from: usize) {
+    let tail = out.get(from..).unwrap_or_default();
+    let issued = tail
+        .iter()
+        .position(|c| matches!(c, Command::IssueGuard { .. }));
+    let published = tail.iter().rposition(|c| matches!(c, Command::Publish(_)));
+    if let (Some(issued), Some(published)) = (issued, published) {
+        if issued < published {
+            // After the removal the change sits at `published - 1`: the guard goes right after it.
+            let guard = out.remove(from.saturating_add(issued));
+            out.insert(from.saturating_add(published), guard);
         }
     }
 }

@@ -256,6 +256,14 @@ fn a_committed_acquisition_issues_a_guard_with_the_beliefs_deadline_and_publishe
         c,
         Command::State(RunnerState::Leader)
     )));
+    // The change is published before the guard is issued: whoever the guard wakes
+    // (`Runner::elected`) finds `Runner::leader` naming it already.
+    let position = |f: fn(&Command) -> bool| out.iter().position(f).unwrap();
+    assert!(
+        position(|c| matches!(c, Command::Publish(_)))
+            < position(|c| matches!(c, Command::IssueGuard { .. })),
+        "{out:?}"
+    );
     // Then a watch is armed (a read-only transaction).
     assert_eq!(
         out.last(),
@@ -1092,6 +1100,26 @@ fn names_are_stable_labels() {
         ..info
     };
     assert_eq!(binary.payload_str(), None);
+}
+
+#[test]
+fn a_leaders_debug_shows_a_utf8_payload_as_text_and_any_other_as_bytes() {
+    let mut info = LeaderInfo::of(&{
+        let mut r = owned("a", 1, 1);
+        r.payload = Some(b"10.0.0.1:7000".to_vec());
+        r
+    })
+    .unwrap();
+    let shown = format!("{info:?}");
+    assert!(
+        shown.contains(r#"payload: Some("10.0.0.1:7000")"#),
+        "{shown}"
+    );
+    info.payload = Some(vec![0xff, 0x01]);
+    let shown = format!("{info:?}");
+    assert!(shown.contains("payload: Some([255, 1])"), "{shown}");
+    info.payload = None;
+    assert!(format!("{info:?}").contains("payload: None"));
 }
 
 // --- The view's classification, field by field ---

@@ -114,7 +114,10 @@ impl StopReason {
 }
 
 /// A leader as this process knows it: the owner named in the leader record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its `Debug` shows a payload that is UTF-8 as text (an address reads as one), any other as
+/// bytes.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeaderInfo {
     /// The leader's ballot: its term, and the fencing token its work carries.
@@ -125,7 +128,7 @@ pub struct LeaderInfo {
     pub priority: Priority,
     /// The payload the leader publishes (for example, the address where it serves).
     pub payload: Option<Vec<u8>>,
-    /// The version the leader registered when it acquired its ballot (DESIGN §14.1), if it
+    /// The version the leader registered when it acquired its ballot (docs/design.md §14.1), if it
     /// registered one ([`RunnerBuilder::version`](crate::runner::RunnerBuilder::version)).
     pub version: Option<semver::Version>,
 }
@@ -146,6 +149,27 @@ impl LeaderInfo {
         self.payload
             .as_deref()
             .and_then(|p| std::str::from_utf8(p).ok())
+    }
+}
+
+impl std::fmt::Debug for LeaderInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// The payload as text when it is UTF-8, else as its bytes.
+        struct Payload<'a>(&'a [u8]);
+        impl std::fmt::Debug for Payload<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match std::str::from_utf8(self.0) {
+                    Ok(text) => text.fmt(f),
+                    Err(_) => self.0.fmt(f),
+                }
+            }
+        }
+        f.debug_struct("LeaderInfo")
+            .field("ballot", &self.ballot)
+            .field("id", &self.id)
+            .field("priority", &self.priority)
+            .field("payload", &self.payload.as_deref().map(Payload))
+            .finish()
     }
 }
 

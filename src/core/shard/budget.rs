@@ -1,4 +1,4 @@
-//! What one transaction of a sharded election may hold (DESIGN §12, FoundationDB's limits).
+//! What one transaction of a sharded election may hold (docs/design.md §12, FoundationDB's limits).
 //!
 //! FoundationDB refuses a value over 100,000 bytes and a transaction over 10,000,000 bytes of
 //! mutations and conflict ranges. A sharded election with many shards, long ids or a long

@@ -1,4 +1,4 @@
-//! The coordinator's decisions (DESIGN §12.2, §12.3): the leader of the sharded election's
+//! The coordinator's decisions (docs/design.md §12.2, §12.3): the leader of the sharded election's
 //! coordinator election times every member's record (the one lapse rule), fences out the
 //! members whose record stayed unchanged for a full lease (their epoch bumped, in the same
 //! commit as the reservations of their shards), and writes the next placement steps. Pure.
@@ -141,8 +141,8 @@ pub(crate) fn assignments_digest(
 
 /// Times every member record as read, with `read_at` a clock reading taken after the read: a
 /// record whose observation identity (epoch, renewal, writer) changed is first seen now; one
-/// seen unchanged for a full lease (its own lease, on this clock: the one lapse rule of DESIGN
-/// §7) has lapsed. Forgets members gone. Returns the members not fenced out, each with
+/// seen unchanged for a full lease (its own lease, on this clock: the one lapse rule of
+/// docs/design.md §7) has lapsed. Forgets members gone. Returns the members not fenced out, each with
 /// whether it lapsed. The coordinator times members at every attempt; a member that may
 /// become coordinator times them meanwhile too (a standby), so that a coordinator's successor
 /// need not start timing from nothing.
@@ -499,7 +499,7 @@ fn apply_steps(
     (next, edits)
 }
 
-/// Placement as the coordinator computes it (DESIGN §12.3): from the live members (with
+/// Placement as the coordinator computes it (docs/design.md §12.3): from the live members (with
 /// their effective weights) at their current epochs and every shard's record, the target and
 /// the next steps; under a frozen layout, only the steps that change no live member's
 /// holding (reservations of shards nobody live holds, withdrawals of moves and reservations
@@ -590,7 +590,7 @@ fn balance(
     placement
 }
 
-/// The weight placement gives a member: 0 once an operator drained it (DESIGN §12.5) or
+/// The weight placement gives a member: 0 once an operator drained it (docs/design.md §12.5) or
 /// while it is not eligible (§13.8), its own otherwise.
 pub(crate) fn effective_weight(
     id: &CandidateId,

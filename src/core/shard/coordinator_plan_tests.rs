@@ -1,4 +1,4 @@
-//! Table tests of a coordinator attempt's writes (DESIGN §12.2, §12.3): what fits one
+//! Table tests of a coordinator attempt's writes (docs/design.md §12.2, §12.3): what fits one
 //! transaction and one inbox at the largest layout, what elections off leaves, which members
 //! are forgotten, and what a frozen placement keeps.
 

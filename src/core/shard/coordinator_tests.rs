@@ -1,4 +1,4 @@
-//! Table tests of the coordinator's timing of the members (DESIGN §12.2, the one lapse rule of
+//! Table tests of the coordinator's timing of the members (docs/design.md §12.2, the one lapse rule of
 //! §7): when a member lapses, and when the next reading is due so that it is fenced out at
 //! its lapse, not up to a period later.
 

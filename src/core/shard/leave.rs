@@ -1,4 +1,4 @@
-//! A member's graceful leave (DESIGN §12.2, §12.3, §12.4): its belief ends at once, then one
+//! A member's graceful leave (docs/design.md §12.2, §12.3, §12.4): its belief ends at once, then one
 //! commit ends its epoch, clears its inbox and gives back everything the records tie to it --
 //! the shards it owned, vacated; those reserved for it, their reservation withdrawn -- so the
 //! coordinator places them again at once, without a lease's wait, and no record is left asking

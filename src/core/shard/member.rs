@@ -1,4 +1,4 @@
-//! A member's decisions (DESIGN §12.1, §12.2, §12.4): renew its one lease, join (or join again
+//! A member's decisions (docs/design.md §12.1, §12.2, §12.4): renew its one lease, join (or join again
 //! at a new epoch), acquire the shards reserved for it, hand over the shards it was asked to
 //! once their work has stopped. Pure: the records read, the local state and two clock readings
 //! in; what to write and what to adopt after the commit out.
@@ -132,7 +132,7 @@ impl MemberState {
     }
 
     /// Caps the belief held now (if any) at `valid_until`, the end the lease this member is
-    /// about to write gives it (DESIGN §10.3, per member): when that lease is shorter than the
+    /// about to write gives it (docs/design.md §10.3, per member): when that lease is shorter than the
     /// one the belief was computed from, the belief ends no later than the shorter lease says,
     /// before the commit and whatever becomes of it (a commit whose result is unknown may have
     /// applied, and the coordinator then times the shorter lease). A longer or equal lease

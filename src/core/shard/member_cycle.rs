@@ -1,4 +1,4 @@
-//! A member attempt's decision (DESIGN §12.1, §12.2, §12.4): from the records read and the
+//! A member attempt's decision (docs/design.md §12.1, §12.2, §12.4): from the records read and the
 //! member's local state ([`MemberState`]), what to write and what to adopt after the commit.
 //! The rules of ownership lost early and gained late are those of [`super::member`].
 
@@ -63,7 +63,7 @@ pub(crate) enum MemberDecision {
     /// Write these and adopt `adoption` after the commit.
     Plan(Box<MemberPlan>),
     /// The inbox asks something impossible (why): nothing is written, the attempt fails
-    /// closed (DESIGN §6) and the member's lease runs out unless the inbox is repaired.
+    /// closed (docs/design.md §6) and the member's lease runs out unless the inbox is repaired.
     CorruptInbox(&'static str),
 }
 
@@ -113,7 +113,7 @@ pub(crate) fn decide_member(
     let record = input.record;
     if let Some(p) = st.pending_of(record.and_then(|r| r.writer.as_ref())) {
         if p.read_version.is_some() && p.read_version == input.read_version {
-            // Read-your-writes: this transaction's own, uncommitted write (DESIGN §10.1).
+            // Read-your-writes: this transaction's own, uncommitted write (docs/design.md §10.1).
             return Err(ElectionError::CycleInProgress {
                 candidate: st.id.clone(),
             });
@@ -188,7 +188,7 @@ pub(crate) fn decide_member(
     let valid_until = input
         .started_at
         .saturating_add(input.config.local_validity(lease));
-    // Judged as if it committed (DESIGN §10.3): a renewal writing a shorter lease than the
+    // Judged as if it committed (docs/design.md §10.3): a renewal writing a shorter lease than the
     // one the belief was computed from ends the belief as that lease says, from now on.
     st.cap_belief(valid_until);
     let renewal = match (renewing, record) {
@@ -309,7 +309,7 @@ pub(crate) fn decide_member(
     }
     if !joined {
         // A release whose commit was not confirmed is written again while the record still
-        // names this member at that ballot (DESIGN §10.6 per shard): handed over above if it
+        // names this member at that ballot (docs/design.md §10.6 per shard): handed over above if it
         // is still requested; vacant otherwise (the request was withdrawn meanwhile: the
         // coordinator places the shard again). Forgotten once the record names someone else.
         // Elections disabled, every shard whose work has stopped is given back the same way.

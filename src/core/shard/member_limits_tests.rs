@@ -1,4 +1,4 @@
-//! Table tests of a member's decisions at the edges (DESIGN §12, issue 29): what one attempt
+//! Table tests of a member's decisions at the edges (docs/design.md §12, issue 29): what one attempt
 //! reads and writes at most, a handover toward a full inbox, a leave of many shards, and
 //! elections disabled (every shard given back, nothing acquired).
 

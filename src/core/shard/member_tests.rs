@@ -1,4 +1,4 @@
-//! Table tests of a member's decisions (DESIGN §12.1, §12.2, §10 per member): the records read
+//! Table tests of a member's decisions (docs/design.md §12.1, §12.2, §10 per member): the records read
 //! and the local state in, the writes and the belief out.
 
 #![allow(

@@ -1,4 +1,4 @@
-//! Sharded leadership (DESIGN §12): M shards, one owner and one fencing token each, owned by
+//! Sharded leadership (docs/design.md §12): M shards, one owner and one fencing token each, owned by
 //! live members under one lease per member. The pure parts: placement.
 
 pub(crate) mod budget;

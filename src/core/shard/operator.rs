@@ -1,4 +1,4 @@
-//! An operator's move of one shard to a member (DESIGN §12.5), decided purely: under a frozen
+//! An operator's move of one shard to a member (docs/design.md §12.5), decided purely: under a frozen
 //! placement only (the coordinator would otherwise move the shard back), to a live member
 //! that is not drained, and by the same rules as the coordinator's own steps: a shard a live
 //! member owns is **asked** of its owner (a cooperative handover: the owner stops the shard's
@@ -149,7 +149,7 @@ pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionErr
             (ShardMove::Reserved, Some(record))
         }
     };
-    // Whatever the move adds to an inbox must fit in it (DESIGN §12: no inbox past its
+    // Whatever the move adds to an inbox must fit in it (docs/design.md §12: no inbox past its
     // budget): one full now is refused rather than overfilled.
     let added = |who: &CandidateId, inbox: &Inbox| {
         let before = input.inboxes.get(who).cloned().unwrap_or_default();
@@ -358,7 +358,7 @@ mod tests {
         for (record, owner_live) in [
             (vacant(None), false),
             (vacant(Some("c")), false),
-            // Owned at an epoch that ended: nobody's (DESIGN §12.2).
+            // Owned at an epoch that ended: nobody's (docs/design.md §12.2).
             (owned("dead", Some("c")), false),
         ] {
             let mut c = case(record, owner_live);

@@ -1,5 +1,5 @@
 //! Placement: which live member should own each shard, and the next moves to get there
-//! (DESIGN §12.3). A pure function of the live members and the shards' current state.
+//! (docs/design.md §12.3). A pure function of the live members and the shards' current state.
 //!
 //! **Balanced.** With live members of weights `w_i` (total `W`), member `i` owns
 //! `⌊M·w_i/W⌋` shards, plus one if its share is not an integer and it is among the highest
@@ -16,7 +16,7 @@
 //! room, and the request is withdrawn: no shard goes there and back.
 //!
 //! Shards owned by a member that is not live (its lease lapsed) are reserved for their targets
-//! only once the coordinator has fenced that member out (bumped its epoch, DESIGN §12.2):
+//! only once the coordinator has fenced that member out (bumped its epoch, docs/design.md §12.2):
 //! placement plans the reservation; the coordinator writes it after the fencing.
 //!
 //! **Rate-limited.** At most `max_concurrent_moves` cooperative moves (a live owner handing a

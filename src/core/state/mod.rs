@@ -43,7 +43,7 @@ pub(crate) enum Role {
 /// share a (ballot, renewal) with different writers; records that do are a write read back
 /// inside its own, uncommitted transaction (read-your-writes), possibly by another candidate
 /// in a composed transaction, and a later real write of the same numbers. Timing the first
-/// must not count for the second (DESIGN §10.1): the writer tells them apart.
+/// must not count for the second (docs/design.md §10.1): the writer tells them apart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Observed {
     pub(crate) ballot: Ballot,
@@ -132,7 +132,7 @@ impl LocalState {
 
     /// Starts a cycle. At most one cycle of a candidate is unsettled at a time: a read inside
     /// the transaction of an unsettled cycle may return that cycle's own uncommitted write
-    /// (DESIGN §10.1).
+    /// (docs/design.md §10.1).
     ///
     /// # Errors
     ///

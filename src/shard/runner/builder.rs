@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use foundationdb_tuple::Subspace;
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::coordinate::coordinate;
 use super::task::MemberTask;
@@ -15,6 +16,7 @@ use crate::clock::{Clock, TokioClock};
 use crate::config::ElectionConfig;
 use crate::core::health::CheckSettings;
 use crate::core::shard::machine::ShardMachine;
+use crate::error::printable_key;
 use crate::ids::{CandidateId, Priority, Weight};
 use crate::record::shard::Layout;
 use crate::runner::builder::parse_version;
@@ -40,6 +42,7 @@ pub struct ShardedRunnerBuilder<D: ElectionDatabase> {
     seed: Option<u64>,
     readiness: Option<Check>,
     version: Option<String>,
+    name: Option<String>,
 }
 
 impl<D: ElectionDatabase> std::fmt::Debug for ShardedRunnerBuilder<D> {
@@ -69,6 +72,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             seed: None,
             readiness: None,
             version: None,
+            name: None,
         }
     }
 
@@ -103,7 +107,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         self
     }
 
-    /// The version this member runs (DESIGN §14.1), a semantic version such as `"1.5.0"`: it
+    /// The version this member runs (docs/design.md §14.1), a semantic version such as `"1.5.0"`: it
     /// registers it in the coordinator election, which ranks the members by the sharded
     /// election's [`VersionPolicy`](crate::VersionPolicy) (its configuration's, set with
     /// [`ShardedElection::write_config`](crate::shard::ShardedElection::write_config) or `fdb-leader
@@ -170,7 +174,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         self
     }
 
-    /// A readiness check (DESIGN §13.5, §13.8): can this member own shards. It runs every
+    /// A readiness check (docs/design.md §13.5, §13.8): can this member own shards. It runs every
     /// `settings.interval()`, beside the member and its coordinator (never inside their
     /// transactions), an answer later than `settings.timeout()` failing. The member is not
     /// eligible until its first answer passes, nor after `fall` consecutive failures, until
@@ -184,7 +188,7 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
     /// use fdb_leader_election::runner::CheckSettings;
     /// use fdb_leader_election::shard::ShardedRunner;
     /// use fdb_leader_election::{ElectionConfig, MemDb};
-    /// use foundationdb_tuple::Subspace;
+    /// use fdb_leader_election::Subspace;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -211,6 +215,14 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         self
     }
 
+    /// The `election` field of log spans and label of the coordinator election's metrics
+    /// (default: the subspace, printable). The coordinator election is named `NAME
+    /// coordinator`.
+    pub fn election_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Starts the member (and its bid for the coordinator election) on the current tokio
     /// runtime.
     ///
@@ -231,8 +243,13 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
         let member = Member::with_clock(id.clone(), self.priority, self.weight, Arc::clone(&clock));
         let config = self.config.unwrap_or_default();
         let election = ShardedElection::new(self.subspace.clone());
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| printable_key(self.subspace.bytes()));
         let mut coordinator =
             Runner::builder(self.db.clone(), self.subspace.subspace(&("coordinator",)))
+                .election_name(format!("{name} coordinator"))
                 .candidate_id(id.clone())
                 .priority(self.priority)
                 .config(config.clone())
@@ -293,14 +310,18 @@ impl<D: ElectionDatabase> ShardedRunnerBuilder<D> {
             inbox: None,
             initialized: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
-        tokio::spawn(task.run());
-        tokio::spawn(coordinate(
-            self.db,
-            election.clone(),
-            coordinator.clone(),
-            Coordinator::with_clock(id, clock),
-            Arc::clone(&shared),
-        ));
+        let span = tracing::info_span!("sharded_election", election = %name, member = %id);
+        tokio::spawn(task.run().instrument(span.clone()));
+        tokio::spawn(
+            coordinate(
+                self.db,
+                election.clone(),
+                coordinator.clone(),
+                Coordinator::with_clock(id, clock),
+                Arc::clone(&shared),
+            )
+            .instrument(span),
+        );
         Ok(ShardedRunner {
             member,
             election,

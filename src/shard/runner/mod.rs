@@ -87,7 +87,7 @@ impl Shared {
 /// use std::time::Duration;
 /// use fdb_leader_election::shard::ShardedRunner;
 /// use fdb_leader_election::{ElectionConfig, MemDb, Weight};
-/// use foundationdb_tuple::Subspace;
+/// use fdb_leader_election::Subspace;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -184,7 +184,7 @@ impl ShardedRunner {
         &self.member
     }
 
-    /// Says whether this member may own shards (DESIGN §13.8): published at its next
+    /// Says whether this member may own shards (docs/design.md §13.8): published at its next
     /// renewal, after which the coordinator places it as if its weight were 0 (its shards
     /// move away cooperatively, at the move limit, each kept until its move lands; with no
     /// eligible member to take them, it keeps them). The same goes for the coordinator

@@ -253,7 +253,7 @@ impl<D: ElectionDatabase> MemberTask<D> {
                     .store(true, std::sync::atomic::Ordering::SeqCst);
                 let hand_over = cycle.hand_over_requested();
                 let more = cycle.more_to_acquire();
-                // The stored configuration wins over the builder's (DESIGN §10.6: the rule
+                // The stored configuration wins over the builder's (docs/design.md §10.6: the rule
                 // that schedules renewals is the one that validated the configuration).
                 let stored = cycle.config().clone();
                 self.shared.set_timing(&stored);

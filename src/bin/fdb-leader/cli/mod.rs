@@ -135,8 +135,11 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
+        let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
         let mut command = Cli::command();
-        let matches = command.try_get_matches_from_mut(argv)?;
+        let matches = command
+            .try_get_matches_from_mut(&argv)
+            .map_err(|e| suggest(&command, &argv, e))?;
         let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
         for (path, ids) in EXCLUSIVE {
             let Some((sub, m)) = descend(&command, &matches, path) else {
@@ -219,6 +222,52 @@ impl Cli {
             }
         }
     }
+}
+
+/// An unknown flag, with a better suggestion where one of the subcommand's own flags ends with
+/// the word typed (`resign --ballot` → `--expected-ballot`): clap's measure of similarity
+/// would rather name a global flag (`--allow-network-fs`).
+fn suggest(command: &clap::Command, argv: &[OsString], mut error: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return error;
+    }
+    let word = match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(typed)) => match typed.strip_prefix("--") {
+            Some(flag) => flag.split('=').next().unwrap_or(flag).to_owned(),
+            None => return error,
+        },
+        _ => return error,
+    };
+    // The innermost subcommand the command line names.
+    let mut sub = command;
+    for arg in argv.iter().skip(1) {
+        if let Some(next) = arg.to_str().and_then(|a| sub.find_subcommand(a)) {
+            sub = next;
+        }
+    }
+    if sub.get_name() == "run" {
+        // clap's other tip, to pass the flag as the command after `--`, is never what a
+        // mistyped option of `run` needs.
+        error.insert(ContextKind::Suggested, ContextValue::StyledStrs(Vec::new()));
+    }
+    let ending = format!("-{word}");
+    let mut flags = sub
+        .get_arguments()
+        .filter_map(clap::Arg::get_long)
+        .filter(|long| long.ends_with(&ending));
+    if let (Some(flag), None) = (flags.next(), flags.next()) {
+        error.insert(
+            ContextKind::SuggestedArg,
+            ContextValue::String(format!("--{flag}")),
+        );
+        // clap's usage line showed its own suggestion as if typed: the subcommand's own.
+        error.insert(
+            ContextKind::Usage,
+            ContextValue::StyledStr(sub.clone().render_usage()),
+        );
+    }
+    error
 }
 
 /// The (sub)command at `path` and its matches, and, for global arguments (an empty path), the

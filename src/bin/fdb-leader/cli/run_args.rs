@@ -84,7 +84,13 @@ pub(crate) struct RunArgs {
     /// instead of the single one, with M shards if this process creates it (1 to 256), and run
     /// one CMD per shard this process owns, with FDB_LEADER_SHARD and that shard's ballot in its
     /// environment.
-    #[arg(long, value_name = "M", value_parser = super::sharded::shard_count, env = "FDB_LEADER_SHARDS")]
+    #[arg(
+        long,
+        value_name = "M",
+        value_parser = super::sharded::shard_count,
+        allow_hyphen_values = true,
+        env = "FDB_LEADER_SHARDS"
+    )]
     pub(crate) shards: Option<u32>,
 
     /// With --shards: this member's weight, its share of the shards (about M x W / the live
@@ -157,8 +163,14 @@ pub(crate) struct RunArgs {
 
     /// Serve /metrics (Prometheus), /healthz, and for load balancers /leader (200 while this
     /// process leads), /follower (200 while an eligible follower), /shards and /shard/N (with
-    /// --shards) over HTTP on this address, e.g. 127.0.0.1:9464.
-    #[arg(long, value_name = "ADDR", env = "FDB_LEADER_METRICS_LISTEN")]
+    /// --shards) over HTTP on this address: PORT (on 127.0.0.1), HOST:PORT (the host name
+    /// resolved) or IP:PORT, e.g. `9464`, `localhost:9464`, `127.0.0.1:9464`, `[::1]:9464`.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        value_parser = listen_addr,
+        env = "FDB_LEADER_METRICS_LISTEN"
+    )]
     pub(crate) metrics_listen: Option<SocketAddr>,
 
     /// Readiness check, on every candidate (can this host lead?): runs CMD (sh -c, the child's
@@ -232,15 +244,35 @@ pub(crate) struct RunArgs {
     pub(crate) unhealthy: Unhealthy,
 
     /// The command to run while leader (with --shards: one per owned shard), and its arguments
-    /// (after `--`).
-    #[arg(
-        value_name = "CMD",
-        required = true,
-        num_args = 1..,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// (after `--`). A flag before `--` that `run` does not know is a usage error, never the
+    /// command.
+    #[arg(value_name = "CMD", required = true, num_args = 1.., trailing_var_arg = true)]
     pub(crate) command: Vec<OsString>,
+}
+
+/// `--metrics-listen`: `PORT` (on the loopback address 127.0.0.1), `IP:PORT`, or `HOST:PORT`
+/// (the first address the host name resolves to).
+pub(crate) fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    use std::net::{Ipv4Addr, ToSocketAddrs};
+    let expected = "expected PORT (on 127.0.0.1), HOST:PORT or IP:PORT, e.g. 9464, \
+                    localhost:9464, 127.0.0.1:9464 or [::1]:9464";
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse::<u16>()
+            .map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+            .map_err(|_| format!("port {text} is above 65535: {expected}"));
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    match text.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("{text} resolves to no address: {expected}")),
+        Err(e) => Err(format!(
+            "{text} is not an address to listen on ({e}): {expected}"
+        )),
+    }
 }
 
 impl RunArgs {

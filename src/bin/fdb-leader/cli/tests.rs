@@ -263,3 +263,77 @@ fn run_help_names_every_variable_of_the_children() {
         );
     }
 }
+
+#[test]
+fn an_unknown_flag_before_the_command_is_a_usage_error_not_the_command() {
+    for args in [
+        &["--lease-time", "2s", "--", "true"][..],
+        &["--lease-time=2s", "--", "true"],
+    ] {
+        let argv = ["fdb-leader", "--memory", "run"]
+            .iter()
+            .chain(args)
+            .copied();
+        let parsed = Cli::parse_args(argv);
+        assert!(parsed.is_err(), "{args:?} was accepted");
+        let Err(error) = parsed else { continue };
+        assert_eq!(
+            error.kind(),
+            clap::error::ErrorKind::UnknownArgument,
+            "{args:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("--lease-time") && text.contains("--lease"),
+            "{text}"
+        );
+    }
+    // What follows the command is the command's, flags included, with or without `--`.
+    assert_eq!(
+        run_args(&["sh", "-c", "echo --lease-time"]).map(|r| r.command),
+        Ok(["sh", "-c", "echo --lease-time"]
+            .map(OsString::from)
+            .to_vec())
+    );
+    assert_eq!(
+        run_args(&["--", "ls", "--all"]).map(|r| r.command),
+        Ok(["ls", "--all"].map(OsString::from).to_vec())
+    );
+}
+
+#[test]
+fn an_unknown_flag_is_answered_with_the_subcommands_flag_that_ends_with_it() {
+    let parsed = Cli::parse_args(["fdb-leader", "--memory", "resign", "--ballot", "4"]);
+    let text = parsed.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(text.contains("--expected-ballot"), "{text}");
+    assert!(!text.contains("--allow-network-fs"), "{text}");
+    let parsed = Cli::parse_args(["fdb-leader", "--memory", "force-vacate", "--ballot=4"]);
+    let text = parsed.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(text.contains("--expected-ballot"), "{text}");
+}
+
+#[test]
+fn metrics_listen_takes_a_port_a_host_name_or_an_address() {
+    use std::net::SocketAddr;
+    let parsed = |text: &str| run_args::listen_addr(text);
+    let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    assert_eq!(parsed("9464"), Ok(loopback(9464)));
+    assert_eq!(parsed("127.0.0.1:9464"), Ok(loopback(9464)));
+    assert_eq!(
+        parsed("[::1]:9464"),
+        Ok("[::1]:9464".parse().unwrap_or(loopback(0)))
+    );
+    let local = parsed("localhost:9464");
+    assert!(
+        local
+            .as_ref()
+            .is_ok_and(|a| a.ip().is_loopback() && a.port() == 9464),
+        "{local:?}"
+    );
+    for bad in ["", "70000", "localhost", "127.0.0.1", ":"] {
+        let error = parsed(bad).err().unwrap_or_default();
+        assert!(error.contains("expected PORT"), "{bad:?}: {error}");
+    }
+    let run = run_args(&["--metrics-listen", "9464", "--", "true"]);
+    assert_eq!(run.map(|r| r.metrics_listen), Ok(Some(loopback(9464))));
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use fdb_leader_election::runner::{BuildError, ElectionDatabase, Runner};
-use fdb_leader_election::{Candidate, ElectionConfig, LeaderRecord, ResignOutcome};
+use fdb_leader_election::{Candidate, CandidateInfo, ElectionConfig, LeaderRecord, ResignOutcome};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -46,14 +46,16 @@ pub(super) async fn run<D: ElectionDatabase>(
             election.initialize_with_config(&txn, &wanted).await?;
             let config = election.read_config(&txn).await?;
             let record = election.leader_record(&txn).await?;
-            Ok((config, record))
+            let candidates = election.list_candidates(&txn).await?;
+            Ok((config, record, candidates))
         }
     });
-    let (stored, record) = tokio::select! {
+    let (stored, record, candidates) = tokio::select! {
         biased;
         stop = signals.recv() => return signals.stopped(stop, "before joining the election"),
         joined = joined => joined?,
     };
+    warn_of_namesakes(ctx, &candidate, &candidates);
     if args.try_once {
         if let Some(taken) = taken_by(&record) {
             return Err(Failure::not_elected(format!(
@@ -174,10 +176,11 @@ fn start_runner<D: ElectionDatabase>(
     checks.apply(builder, &env).start()
 }
 
-/// Tests cannot make a bug block the runner's runtime: debug builds block it (the whole
-/// thread, as a blocking call would) for `FDB_LEADER_DEBUG_BLOCK_RUNTIME` (a duration) once,
-/// right after the first election, saying so on stderr first.
-#[cfg(debug_assertions)]
+/// Tests cannot make a bug block the runner's runtime: a build with the feature planted-faults
+/// (the tests') blocks it (the whole thread, as a blocking call would) for
+/// `FDB_LEADER_DEBUG_BLOCK_RUNTIME` (a duration) once, right after the first election, saying
+/// so on stderr first.
+#[cfg(feature = "planted-faults")]
 fn debug_block_runtime_once() {
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let Some(text) = std::env::var_os("FDB_LEADER_DEBUG_BLOCK_RUNTIME") else {
@@ -192,6 +195,27 @@ fn debug_block_runtime_once() {
             show(block)
         );
         std::thread::sleep(block);
+    }
+}
+
+/// Warns when a live candidate of this one's `--name` is already in the election: two
+/// supervisors of one name cannot be told apart by their logs, `status` or `pkill -f`.
+fn warn_of_namesakes(ctx: &Ctx, candidate: &Candidate, candidates: &[CandidateInfo]) {
+    let name = candidate.id().name();
+    let namesakes: Vec<String> = candidates
+        .iter()
+        .filter(|c| c.live && c.id.name() == name && c.id != *candidate.id())
+        .map(|c| c.id.to_string())
+        .collect();
+    if !namesakes.is_empty() {
+        tracing::warn!(
+            "a live candidate of the name {name} is already in the election {}: {} (this one \
+             is {}); two supervisors of one --name cannot be told apart by their logs, \
+             `status` or `pkill -f`: give each its own --name",
+            ctx.name,
+            namesakes.join(", "),
+            candidate.id(),
+        );
     }
 }
 
@@ -247,7 +271,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
                 return self.finish(RunEnd::StoreFailed, Some(failure)).await;
             };
             give_up_at = None;
-            #[cfg(debug_assertions)]
+            #[cfg(feature = "planted-faults")]
             debug_block_runtime_once();
             match self.lead(&guard).await {
                 Ended::Lost => {}

@@ -8,7 +8,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use fdb_leader_election::runner::{ElectionDatabase, LeadershipGuard};
+use fdb_leader_election::runner::{ElectionDatabase, LeadershipGuard, StopReason};
 use nix::sys::signal::Signal;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -239,6 +239,11 @@ impl<D: ElectionDatabase> Session<'_, D> {
                                 "SIGTSTP: stopping the child before leaving the election"
                             );
                         }
+                        // A cooperative handover (a higher priority asked, an operator's
+                        // resign) is routine: INFO; a loss is not.
+                        Halt::Leadership if routine_handover(guard) => {
+                            tracing::info!(reason = %describe(guard), "handing over: stopping the child");
+                        }
                         Halt::Leadership => {
                             tracing::warn!(reason = %describe(guard), "leadership ending: stopping the child");
                         }
@@ -345,6 +350,15 @@ impl<D: ElectionDatabase> Session<'_, D> {
 }
 
 /// Why a leadership is ending, for logs.
+/// Whether leadership ends by a cooperative handover, not by a loss.
+fn routine_handover(guard: &LeadershipGuard) -> bool {
+    match guard.stop_reason() {
+        Some(StopReason::HandedOver { .. } | StopReason::Resigned) => true,
+        None => guard.is_handover_requested(),
+        Some(_) => false,
+    }
+}
+
 fn describe(guard: &LeadershipGuard) -> String {
     match guard.stop_reason() {
         Some(reason) => reason.as_str().to_owned(),

@@ -1,5 +1,5 @@
 //! The rule that schedules renewals and the rule that validates a configuration are one
-//! (DESIGN §10.6): over random configurations, every one `build` accepts gives a leader a
+//! (docs/design.md §10.6): over random configurations, every one `build` accepts gives a leader a
 //! sane renewal schedule (no renewal sooner than half a heartbeat after the last one started,
 //! the last attempt ending before the belief does), and every one it refuses for its belief
 //! would not.

@@ -1,4 +1,4 @@
-//! A member's runner decisions, as a pure state machine (DESIGN §7, §12.5): when to run the
+//! A member's runner decisions, as a pure state machine (docs/design.md §7, §12.5): when to run the
 //! next member cycle and which shards it may hand over, when a shard's guard is issued,
 //! closed (a move was requested: no new work), moved to a new deadline or revoked, how long a
 //! handover waits for the shard's work (at most the grace), back-off after failures, and the
@@ -265,7 +265,7 @@ impl ShardMachine {
                 };
                 self.revoke_unowned(ctx, reason, &mut out);
                 // A shorter lease written by this attempt capped the belief: the guards'
-                // deadline moves with it before the commit (DESIGN §10.3).
+                // deadline moves with it before the commit (docs/design.md §10.3).
                 self.cap_deadline(ctx, &mut out);
             }
             ShardEvent::CycleCommitted {
@@ -410,7 +410,7 @@ impl ShardMachine {
             reason,
             out,
         );
-        // No closed guard is kept (DESIGN §10.6): one whose move was withdrawn while its work
+        // No closed guard is kept (docs/design.md §10.6): one whose move was withdrawn while its work
         // drained ends once that work is idle or the grace has passed, and a fresh guard of the
         // same ballot (below) takes new work again; the member never stopped owning the shard.
         let grace = self.config.handover_grace();

@@ -166,6 +166,14 @@ impl ChildTask {
                 Err(halt) => {
                     match halt {
                         Halt::Stop => tracing::info!(shard, ballot, "stopping the child"),
+                        // A cooperative move (placement, a join, a drain, an operator's
+                        // move) is routine: INFO; a lost lease or an ended epoch is not.
+                        Halt::Ownership if routine_move(&self.guard) => tracing::info!(
+                            shard,
+                            ballot,
+                            reason = %describe(&self.guard),
+                            "shard moving: stopping the child"
+                        ),
                         Halt::Ownership => tracing::warn!(
                             shard,
                             ballot,
@@ -247,6 +255,16 @@ impl ChildTask {
 }
 
 /// Why an ownership is ending, for logs.
+/// Whether the ownership ends by a cooperative move (a move requested, or handed over),
+/// not by a loss.
+fn routine_move(guard: &ShardGuard) -> bool {
+    match guard.stop_reason() {
+        Some(ShardStop::HandedOver) => true,
+        None => guard.is_handover_requested(),
+        Some(_) => false,
+    }
+}
+
 fn describe(guard: &ShardGuard) -> String {
     match guard.stop_reason() {
         Some(ShardStop::HandedOver) => "handed over".to_owned(),

@@ -1,7 +1,7 @@
 //! `run --shards M`: a member of the sharded election of `--election NAME` (under
-//! `("fdb-leader", NAME, "shards")`, DESIGN §12) that runs one child per shard it owns.
+//! `("fdb-leader", NAME, "shards")`, docs/design.md §12) that runs one child per shard it owns.
 //!
-//! The rules are those of the single election's `run` (DESIGN §10.8), per shard:
+//! The rules are those of the single election's `run` (docs/design.md §10.8), per shard:
 //!
 //! - **One child per owned shard**, started once the member owns the shard (a confirmed
 //!   commit), with `FDB_LEADER_SHARD`, `FDB_LEADER_BALLOT` (that shard's ballot),
@@ -355,6 +355,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
             .shards(self.stored.layout.shards())
             .max_concurrent_moves(self.stored.layout.max_concurrent_moves())
             .label(self.label.clone())
+            .election_name(self.ctx.name.clone())
             .priority(Priority::new(self.args.priority))
             .weight(weight)
             .config(self.stored.config.clone());
