@@ -226,6 +226,7 @@ impl CampaignReport {
                 t.withdrawn_in_drain,
                 t.stepped_down_anyway
             ),
+            t.health.line(),
             format!(
                 "fenced_vs_unfenced: fenced_increments={} fenced_lost={} fenced_rejected_stale={} \
                  | unfenced_increments={} unfenced_lost={}",

@@ -27,6 +27,22 @@ pub(crate) enum Event {
     WatchFired { pid: usize, ok: bool },
     /// The bound of a process's wait for guarded work (`epoch` of the wait).
     DrainBound { pid: usize, epoch: u64 },
+    /// A health check of a process starts (`leader`: its leader health check, else its
+    /// readiness check); stale unless `epoch` is its loop's.
+    Check {
+        pid: usize,
+        epoch: u64,
+        leader: bool,
+    },
+    /// A health check's answer reaches the process's checks.
+    Answer {
+        pid: usize,
+        epoch: u64,
+        leader: bool,
+        answer: Answer,
+    },
+    /// A process's eligibility may change with nothing else happening (a cool-down's end).
+    HealthWake { pid: usize, epoch: u64 },
     /// A chaos or workload action.
     Chaos(Chaos),
     /// An operator transaction step (configuration, eviction).
@@ -37,6 +53,17 @@ pub(crate) enum Event {
     Deadline,
     /// The end of the run.
     End,
+}
+
+/// A health check's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// It passed.
+    Pass,
+    /// It failed.
+    Fail,
+    /// It did not answer within its timeout (a failure).
+    TimedOut,
 }
 
 /// The leader-work loop's steps.
@@ -103,6 +130,22 @@ pub(crate) enum Chaos {
     StaleQueryOpen,
     /// The application queries on the transaction it opened.
     StaleQueryAsk,
+    /// A health fault (DESIGN §13.9): readiness failing, flapping or slow on a node, the
+    /// leader's work failing, or a dependency of every candidate down.
+    Health,
+    /// The operator marks a node's name (or every name) ineligible for a while.
+    Mark,
+    /// The operator writes a mark: `node` (`None`: every node) excluded or not.
+    SetMark { node: Option<usize>, marked: bool },
+    /// The operator asks the leader to hand over to a name (`request_resign_to`).
+    Directed,
+    /// The operator writes a version policy.
+    PolicyChange,
+    /// The quiet phase's operator marks (left for good), retried until they commit.
+    QuietMarks,
+    /// The quiet phase's reservation probe: the best follower crashes and the leader resigns
+    /// at once, reserving for it (oracle 21).
+    Probe,
 }
 
 /// Operator transactions.

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use fdb_leader_election::{CandidateRecord, ElectionConfig, LeaderRecord, Named};
+use fdb_leader_election::{CandidateRecord, ElectionConfig, LeaderRecord, Named, VersionPolicy};
 use serde::{Deserialize, Serialize};
 
 /// A candidate as named in a record: (id, priority).
@@ -40,6 +40,10 @@ pub struct RecordView {
     pub operator_hold: Option<String>,
     /// The attempt that wrote it: (candidate, sequence).
     pub writer: Option<(String, u64)>,
+    /// The version of its ballot's leader (DESIGN §14: `no-downgrade` ranks against it).
+    pub leader_version: Option<String>,
+    /// The name an operator's directed request hands over to (`resign --to NAME`).
+    pub operator_request_to: Option<String>,
 }
 
 impl RecordView {
@@ -55,6 +59,8 @@ impl RecordView {
             operator_request: r.operator_request().map(ToString::to_string),
             operator_hold: r.operator_hold().map(ToString::to_string),
             writer: r.writer().map(|w| (w.candidate().to_string(), w.seq())),
+            leader_version: r.leader_version().map(ToString::to_string),
+            operator_request_to: r.operator_request_to().map(str::to_owned),
         }
     }
 
@@ -80,6 +86,10 @@ pub struct CandView {
     pub heartbeat: u64,
     /// Leader renewal seen at the last heartbeat.
     pub seen_renewal: u64,
+    /// Whether it may lead, as registered (its health and an operator's mark).
+    pub eligible: bool,
+    /// The version it registered.
+    pub version: Option<String>,
 }
 
 impl CandView {
@@ -90,12 +100,14 @@ impl CandView {
             registration: r.registration(),
             heartbeat: r.heartbeat(),
             seen_renewal: r.seen_renewal(),
+            eligible: r.is_eligible(),
+            version: r.version().map(ToString::to_string),
         }
     }
 }
 
 /// The configuration fields the oracles use.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigView {
     /// Lease, nanoseconds.
     pub lease: u64,
@@ -105,6 +117,10 @@ pub struct ConfigView {
     pub allow_preemption: bool,
     /// How long a vacancy its leader reserved waits for its holder, nanoseconds.
     pub reservation_timeout: u64,
+    /// The version policy (DESIGN §14.2), by its name.
+    pub version_policy: String,
+    /// Leader renewals a registration may lag and still count as live.
+    pub renewals_before_dead: u64,
 }
 
 impl ConfigView {
@@ -115,7 +131,14 @@ impl ConfigView {
             election_enabled: c.election_enabled(),
             allow_preemption: c.allow_preemption(),
             reservation_timeout: crate::time::nanos(c.reservation_timeout()),
+            version_policy: c.version_policy().as_str().to_owned(),
+            renewals_before_dead: c.renewals_before_dead(),
         }
+    }
+
+    /// The version policy.
+    pub fn policy(&self) -> VersionPolicy {
+        self.version_policy.parse().unwrap_or_default()
     }
 }
 
@@ -156,6 +179,8 @@ pub enum Op {
     OperatorUnregister,
     /// A planted raw write of the leader record by a faulty operator override.
     RogueOperator,
+    /// Operator marks (`set_eligible` by name).
+    Mark,
 }
 
 /// [`fdb_leader_election::Action`], serialisable.
@@ -173,8 +198,11 @@ pub enum CycleAction {
     HandedOver,
     /// A vacancy because elections are disabled.
     SteppedDown,
-    /// A resignation (not produced by cycles).
+    /// A resignation (a cycle writes one again when a step-down's write never landed).
     Resigned,
+    /// A vacancy because the leader is not eligible (DESIGN §13.3): reserved for the best live
+    /// eligible candidate, or unreserved under the `release` policy with none.
+    SteppedDownIneligible,
 }
 
 impl CycleAction {
@@ -188,6 +216,7 @@ impl CycleAction {
             A::HandedOver => CycleAction::HandedOver,
             A::SteppedDown => CycleAction::SteppedDown,
             A::Resigned => CycleAction::Resigned,
+            A::SteppedDownIneligible => CycleAction::SteppedDownIneligible,
             _ => CycleAction::None,
         }
     }
@@ -206,6 +235,8 @@ pub struct Entry {
     pub actor_id: Option<String>,
     /// The actor's priority when it ran the operation.
     pub actor_priority: i32,
+    /// The actor's version when it ran the operation.
+    pub actor_version: Option<String>,
     /// What it was.
     pub op: Op,
     /// The leader record the transaction read, when it writes the leader record.
@@ -235,6 +266,7 @@ impl Entry {
             actor: actor.to_owned(),
             actor_id,
             actor_priority,
+            actor_version: None,
             op,
             prior: None,
             leader: None,
@@ -331,6 +363,8 @@ mod tests {
                 registration: 0,
                 heartbeat: 1,
                 seen_renewal: 0,
+                eligible: true,
+                version: None,
             },
         ));
         let back = Entry::decode(&e.encode()).unwrap();

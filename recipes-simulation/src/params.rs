@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fdb_leader_election::{ConfigError, ElectionConfig};
+use fdb_leader_election::{ConfigError, ElectionConfig, VersionPolicy};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -68,6 +68,8 @@ pub struct Params {
     pub quiet_from: Nanos,
     /// Each node's base priority.
     pub node_bias: Vec<i32>,
+    /// Each node's version at start: 1.MINOR.0 (mixed one time in four).
+    pub node_minor: Vec<u64>,
 }
 
 impl Params {
@@ -105,13 +107,22 @@ impl Params {
             1 => builder.reservation_timeout(dur(heartbeat)),
             _ => builder.reservation_timeout(dur(lease)),
         };
-        let config = builder.build()?;
+        // The version policy (DESIGN §14.2), any of them.
+        let policy = VersionPolicy::ALL
+            .get(rng.random_range(0..VersionPolicy::ALL.len()))
+            .copied()
+            .unwrap_or_default();
+        let config = builder.version_policy(policy).build()?;
         let clock_spread_ppm = match opts.plant {
             Some(Plant::ClockDriftBeyondRho) => 300_000,
             _ => i64::from(rho_ppm).saturating_sub(1),
         };
         let duration = opts.sim_seconds.saturating_mul(SEC);
         let node_bias = (0..nodes).map(|_| rng.random_range(0..=3)).collect();
+        let mixed = rng.random_ratio(1, 4);
+        let node_minor = (0..nodes)
+            .map(|_| u64::from(mixed && rng.random_bool(0.5)))
+            .collect();
         let mut p = Params {
             nodes,
             config,
@@ -122,11 +133,17 @@ impl Params {
             duration,
             quiet_from: 0,
             node_bias,
+            node_minor,
         };
+        // The quiet phase: every fault ends (four leases), health checks settle (their
+        // hysteresis, two and a half leases; a cool-down, at most the longest lease the
+        // operator writes, three), then the liveness bounds and the reservation probe.
         let quiet = lease
             .saturating_mul(MAX_FAULT_LEASES.saturating_add(2))
+            .saturating_add(lease.saturating_mul(11) / 2)
             .saturating_add(p.leader_bound())
-            .saturating_add(p.handover_bound());
+            .saturating_add(p.handover_bound())
+            .saturating_add(p.probe_len());
         p.quiet_from = duration.saturating_sub(quiet);
         Ok(p)
     }
@@ -154,6 +171,33 @@ impl Params {
         self.slow(self.lease.saturating_add(self.heartbeat.saturating_mul(2)))
             .saturating_add(QUIET_LATENCY_MAX.saturating_mul(2))
             .saturating_add(MS)
+    }
+
+    /// Oracle 21's bound: a vacancy its leader reserved with reservation timeout `timeout`
+    /// is filled within it and a heartbeat (on the slowest clock), plus the commit latencies
+    /// of the transactions on the way (the vacancy seen, the fill) and a millisecond.
+    pub fn reservation_bound(&self, timeout: Nanos) -> Nanos {
+        self.slow(timeout.saturating_add(self.heartbeat))
+            .saturating_add(QUIET_LATENCY_MAX.saturating_mul(2))
+            .saturating_add(MS)
+    }
+
+    /// Oracle 24's bound: an eligible leader within lease + 2 heartbeats + the cool-down
+    /// `cool_down` (on the slowest clock), plus the quiet phase's latencies, as oracle 5's
+    /// first bound.
+    pub fn eligible_bound(&self, cool_down: Nanos) -> Nanos {
+        self.leader_bound()
+            .saturating_add(self.slow(cool_down))
+            .saturating_add(QUIET_LATENCY_MAX.saturating_mul(2))
+    }
+
+    /// The reservation probe, from its start: the leader's resignation (a grace at most) and
+    /// the reservation bound of the longest reservation timeout the world draws (a lease),
+    /// with a heartbeat to spare.
+    pub fn probe_len(&self) -> Nanos {
+        let grace = Self::nanos(self.config.handover_grace());
+        self.reservation_bound(self.lease)
+            .saturating_add(self.slow(grace.saturating_add(self.heartbeat.saturating_mul(2))))
     }
 
     /// Oracle 5's second bound, "a further handover": one lapsed reservation (a crashed

@@ -47,11 +47,31 @@ pub enum Plant {
     /// The executor ignores `SteppingDownAnyway` and the resignation that follows it: a
     /// leader whose closing request was withdrawn keeps its closed guard.
     KeepClosedGuard,
+    /// A follower whose last read was a vacancy its leader reserved for another candidate
+    /// sleeps until it has seen it a full lease (the library before DESIGN §4's reservation
+    /// timeout): a reservation for a dead candidate costs a lease.
+    ReservationWaitsALease,
+    /// A step-down (resignation, ineligibility) reserves its vacancy for the best live
+    /// candidate ignoring eligibility, rewritten in its own transaction when that one is not
+    /// eligible.
+    ReserveIgnoresEligibility,
+    /// The executor tells a candidate that its readiness check failed only while it leads: a
+    /// follower that is not ready stays eligible in its registrations and may acquire.
+    FollowerIgnoresReadiness,
+    /// The executor never tells a candidate that is not eligible that it is eligible again
+    /// (its readiness recovered, its cool-down ended): it never leads again.
+    RiseNeverTold,
+    /// The executor runs every candidate under `release`, whatever its policy: a leader that
+    /// is not eligible lets go while nobody is.
+    ReleaseUnderHold,
+    /// A resignation or step-down reserves its vacancy for the best live eligible candidate
+    /// by priority alone, ignoring the version policy, rewritten in its own transaction.
+    ReserveIgnoresVersions,
 }
 
 impl Plant {
     /// Every plant, in listing order.
-    pub const ALL: [Plant; 13] = [
+    pub const ALL: [Plant; 19] = [
         Plant::ClockDriftBeyondRho,
         Plant::ActWithoutLeaseCheck,
         Plant::UnfencedLeaderWork,
@@ -65,6 +85,12 @@ impl Plant {
         Plant::GuardDeadlineAfterReply,
         Plant::BeliefShorterThanMargin,
         Plant::KeepClosedGuard,
+        Plant::ReservationWaitsALease,
+        Plant::ReserveIgnoresEligibility,
+        Plant::FollowerIgnoresReadiness,
+        Plant::RiseNeverTold,
+        Plant::ReleaseUnderHold,
+        Plant::ReserveIgnoresVersions,
     ];
 
     /// The name used on the command line.
@@ -83,6 +109,12 @@ impl Plant {
             Plant::GuardDeadlineAfterReply => "guard-deadline-after-reply",
             Plant::BeliefShorterThanMargin => "belief-shorter-than-margin",
             Plant::KeepClosedGuard => "keep-closed-guard",
+            Plant::ReservationWaitsALease => "reservation-waits-a-lease",
+            Plant::ReserveIgnoresEligibility => "reserve-ignores-eligibility",
+            Plant::FollowerIgnoresReadiness => "follower-ignores-readiness",
+            Plant::RiseNeverTold => "rise-never-told",
+            Plant::ReleaseUnderHold => "release-under-hold",
+            Plant::ReserveIgnoresVersions => "reserve-ignores-versions",
         }
     }
 
@@ -96,6 +128,12 @@ impl Plant {
             Plant::RevokeGuardAfterCommit | Plant::GuardDeadlineAfterReply => OracleId::Guard,
             Plant::BeliefShorterThanMargin => OracleId::Cadence,
             Plant::KeepClosedGuard => OracleId::ClosedGuard,
+            Plant::ReservationWaitsALease => OracleId::ReservationTimeout,
+            Plant::ReserveIgnoresEligibility => OracleId::EligibleReservation,
+            Plant::FollowerIgnoresReadiness => OracleId::IneligibleAcquires,
+            Plant::RiseNeverTold => OracleId::EligibleLeads,
+            Plant::ReleaseUnderHold => OracleId::Hold,
+            Plant::ReserveIgnoresVersions => OracleId::Successor,
             Plant::LostWakeup => OracleId::Progress,
             Plant::RywAdoption
             | Plant::UncappedShorterLease

@@ -84,6 +84,126 @@ pub struct SeedStats {
     pub stepped_down_anyway: u64,
     /// The sharded world's own counters (`sim --sharded`; zero otherwise).
     pub sharded: ShardStats,
+    /// Health, eligibility and versions (both worlds).
+    pub health: HealthStats,
+}
+
+/// Health as a fault, operator marks, directed resigns, versions (DESIGN §13.9, §14.5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HealthStats {
+    /// Health check answers the checks' hysteresis took.
+    pub checks: u64,
+    /// Of those, failures (a timeout included).
+    pub check_failures: u64,
+    /// Of those, checks that did not answer within their timeout.
+    pub check_timeouts: u64,
+    /// Changes of a process's own eligibility (what its checks make of it).
+    pub eligibility_changes: u64,
+    /// Health faults: readiness failing, flapping, slow checks, a leader's work failing, a
+    /// dependency of every candidate down.
+    pub ready_down: u64,
+    /// Readiness flapping.
+    pub flaps: u64,
+    /// Slow checks.
+    pub slow_checks: u64,
+    /// A leader's work failing (its leader health check fails).
+    pub work_failures: u64,
+    /// Every candidate's readiness failing at once.
+    pub dependency_outages: u64,
+    /// Operator marks committed (a name excluded, or every name).
+    pub marks: u64,
+    /// Directed resigns (`request_resign_to`) committed.
+    pub directed: u64,
+    /// Directed resigns refused when asked (no live eligible candidate of the name).
+    pub directed_refused: u64,
+    /// Directed resigns the leader refused and cleared (its target not live and eligible).
+    pub directed_refused_by_leader: u64,
+    /// Step-downs for ineligibility committed.
+    pub stepped_down_ineligible: u64,
+    /// Of those, unreserved (`release` with nobody eligible).
+    pub released: u64,
+    /// Leaders that began holding while not eligible (nobody eligible, `hold`).
+    pub holding: u64,
+    /// Version policy changes the operator committed.
+    pub policy_changes: u64,
+    /// Rolling upgrades (every node to a newer version) begun.
+    pub upgrades: u64,
+    /// Rolling rollbacks (every node to an older version) begun.
+    pub rollbacks: u64,
+    /// Old incarnations of a deploy that left by crash.
+    pub deploy_crashes: u64,
+    /// Quiet-phase probes run (the reservation probe; the sharded world's health probe).
+    pub probes: u64,
+    /// Vacancies of their leader's that oracle 21 saw filled once armed.
+    pub reservations_checked: u64,
+}
+
+impl HealthStats {
+    fn add(&mut self, o: &HealthStats) {
+        let pairs: [(&mut u64, u64); 22] = [
+            (&mut self.checks, o.checks),
+            (&mut self.check_failures, o.check_failures),
+            (&mut self.check_timeouts, o.check_timeouts),
+            (&mut self.eligibility_changes, o.eligibility_changes),
+            (&mut self.ready_down, o.ready_down),
+            (&mut self.flaps, o.flaps),
+            (&mut self.slow_checks, o.slow_checks),
+            (&mut self.work_failures, o.work_failures),
+            (&mut self.dependency_outages, o.dependency_outages),
+            (&mut self.marks, o.marks),
+            (&mut self.directed, o.directed),
+            (&mut self.directed_refused, o.directed_refused),
+            (
+                &mut self.directed_refused_by_leader,
+                o.directed_refused_by_leader,
+            ),
+            (&mut self.stepped_down_ineligible, o.stepped_down_ineligible),
+            (&mut self.released, o.released),
+            (&mut self.holding, o.holding),
+            (&mut self.policy_changes, o.policy_changes),
+            (&mut self.upgrades, o.upgrades),
+            (&mut self.rollbacks, o.rollbacks),
+            (&mut self.deploy_crashes, o.deploy_crashes),
+            (&mut self.probes, o.probes),
+            (&mut self.reservations_checked, o.reservations_checked),
+        ];
+        for (mine, theirs) in pairs {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
+
+    /// The `health:` line of a report.
+    pub fn line(&self) -> String {
+        format!(
+            "health: checks={} check_failures={} check_timeouts={} eligibility_changes={} \
+             ready_down={} flaps={} slow_checks={} work_failures={} dependency_outages={} \
+             marks={} directed={} directed_refused={} directed_refused_by_leader={} \
+             stepped_down_ineligible={} released={} holding={} policy_changes={} upgrades={} \
+             rollbacks={} deploy_crashes={} probes={} reservations_checked={}",
+            self.checks,
+            self.check_failures,
+            self.check_timeouts,
+            self.eligibility_changes,
+            self.ready_down,
+            self.flaps,
+            self.slow_checks,
+            self.work_failures,
+            self.dependency_outages,
+            self.marks,
+            self.directed,
+            self.directed_refused,
+            self.directed_refused_by_leader,
+            self.stepped_down_ineligible,
+            self.released,
+            self.holding,
+            self.policy_changes,
+            self.upgrades,
+            self.rollbacks,
+            self.deploy_crashes,
+            self.probes,
+            self.reservations_checked,
+        )
+    }
 }
 
 /// What a sharded seed did besides the shared counters (faults, effects, fenced work).
@@ -189,5 +309,6 @@ impl SeedStats {
         }
         self.faults.add(&o.faults);
         self.sharded.add(&o.sharded);
+        self.health.add(&o.health);
     }
 }

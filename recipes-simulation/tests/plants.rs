@@ -112,7 +112,37 @@ fn a_leader_keeping_its_closed_guard_is_caught_by_the_closed_guard_oracle() {
 }
 
 #[test]
+fn a_follower_waiting_a_lease_on_a_reserved_vacancy_is_caught_by_the_reservation_timeout() {
+    check(Plant::ReservationWaitsALease);
+}
+
+#[test]
+fn a_reservation_ignoring_eligibility_is_caught_by_the_eligible_reservation_oracle() {
+    check(Plant::ReserveIgnoresEligibility);
+}
+
+#[test]
+fn a_follower_not_told_its_readiness_is_caught_by_the_ineligible_acquires_oracle() {
+    check(Plant::FollowerIgnoresReadiness);
+}
+
+#[test]
+fn a_candidate_never_told_it_is_eligible_again_is_caught_by_the_eligible_leads_oracle() {
+    check(Plant::RiseNeverTold);
+}
+
+#[test]
+fn a_release_under_hold_is_caught_by_the_hold_oracle() {
+    check(Plant::ReleaseUnderHold);
+}
+
+#[test]
+fn a_reservation_ignoring_versions_is_caught_by_the_successor_oracle() {
+    check(Plant::ReserveIgnoresVersions);
+}
+
+#[test]
 fn every_plant_has_a_test_and_a_distinct_name() {
     let names: std::collections::BTreeSet<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(names.len(), 13);
+    assert_eq!(names.len(), 19);
 }

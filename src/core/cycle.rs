@@ -83,8 +83,11 @@ fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Part
     let Some(reg) = input.lookups.requester else {
         return Err(Lookup::Requester(req.id.clone()));
     };
-    let outranks =
-        reg.is_some_and(|r| ranking(input).outranks(&Standing::of(r), &my_standing(input)));
+    // An ineligible requester is never honoured, also by a leader that holds while not
+    // eligible itself (two ineligible standings compare by version and priority alone).
+    let outranks = reg.is_some_and(|r| {
+        r.is_eligible() && ranking(input).outranks(&Standing::of(r), &my_standing(input))
+    });
     Ok((outranks && live(input, reg)).then(|| Party::Candidate(req.clone())))
 }
 
@@ -299,7 +302,8 @@ fn honouring(d: Decision, request: Option<Party>) -> Decision {
 /// names this candidate, which no longer believes). The reason and the reservation are chosen
 /// again from the record and the registry as they are now, as a leader would choose them:
 /// elections disabled: unreserved; an honourable candidate request: the requester; an
-/// operator's request: the best live candidate; no reason left (the request was withdrawn or
+/// operator's request: the candidate it directs to while live and eligible, else the best
+/// live candidate; no reason left (the request was withdrawn or
 /// is no longer honourable): a resignation, reserved for the best live candidate.
 fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, ElectionError> {
     let rec = input.leader;
@@ -329,6 +333,17 @@ fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision
         Some(Party::Operator(_)) => (Action::HandedOver, rec.handover.clone()),
         _ => (Action::Resigned, None),
     };
+    // An operator's request directed at a name: that candidate while it is live and eligible,
+    // as the release that never landed chose it (DESIGN §13.6).
+    if let (Some(Party::Operator(_)), Some(to)) = (&rec.handover, rec.handover_to.as_deref()) {
+        match directed_reservation(st, input, to) {
+            Ok(Some(reserve)) => {
+                return step_down(st, input, Some(reserve), action).map(|d| honouring(d, honoured));
+            }
+            Ok(None) => {}
+            Err(need) => return Ok(Decision::Need(need)),
+        }
+    }
     match best_live_reservation(st, input) {
         Ok(reserve) => step_down(st, input, reserve, action).map(|d| honouring(d, honoured)),
         Err(need) => Ok(Decision::Need(need)),

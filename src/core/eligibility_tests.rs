@@ -517,3 +517,86 @@ fn a_directed_target_lost_while_the_work_drained_gives_way_to_the_best_live_elig
         Some(&named("other"))
     );
 }
+
+#[test]
+fn a_directed_release_that_never_landed_is_written_again_for_its_target() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let rec = lead(&mut st, &c, 5, 0);
+    let rows: Registry = vec![
+        (named("best"), cand(9, 1, rec.renewal)),
+        (named("chosen"), cand(1, 2, rec.renewal)),
+    ];
+    let req = directed(&rec, "chosen");
+    let first = decide(
+        &mut st,
+        &c,
+        &req,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(first.action, Action::HandedOver);
+    // Its commit never landed: the record still names this candidate, which no longer
+    // believes; the vacancy is written again for the same target, not the best.
+    let again = decide(
+        &mut st,
+        &c,
+        &req,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        150,
+        &rows,
+    );
+    assert_eq!(again.action, Action::HandedOver);
+    assert_eq!(again.honoured, Some(Party::Operator(id("ops"))));
+    assert_eq!(
+        again.write.unwrap().reservation().map(Named::id),
+        Some(&named("chosen"))
+    );
+    // The target is gone by then: the best live eligible one.
+    let gone: Registry = vec![(named("best"), cand(9, 1, rec.renewal))];
+    let last = decide(
+        &mut st,
+        &c,
+        &req,
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        200,
+        &gone,
+    );
+    assert_eq!(
+        last.write.unwrap().reservation().map(Named::id),
+        Some(&named("best"))
+    );
+}
+
+#[test]
+fn a_leader_holding_while_not_eligible_never_hands_over_to_an_ineligible_requester() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    // The requester's registration is not eligible (a candidate that claims without
+    // heartbeats registered before its readiness first passed); nobody live is eligible.
+    rec.handover = Some(Party::Candidate(Named::new(id("req"), Priority::new(9))));
+    let rows: Registry = vec![(id("req"), sick(cand(9, 1, rec.renewal)))];
+    let p = decide(
+        &mut st,
+        &c,
+        &rec,
+        1,
+        false,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::Renewed, "it holds");
+    assert_eq!(p.honoured, None);
+    let w = p.write.unwrap();
+    assert_eq!(w.handover, None, "the request is dropped");
+    assert_eq!(w.reservation, None);
+}

@@ -201,9 +201,32 @@ fn truncated(mut reason: String) -> String {
     reason
 }
 
-/// What a candidate's health checks make of its eligibility.
+/// What a candidate's health checks make of its eligibility: the pure decision the runner's
+/// checks task executes (it runs the checks on their interval, cut at their timeout, and tells
+/// this of each answer and of each leadership's beginning and end; it writes the eligibility
+/// into the candidate). Exported in [`runner::machine`](crate::runner::machine) for other
+/// executors (the crate's simulation runs it in simulated time).
+///
+/// ```
+/// use std::time::Duration;
+/// use fdb_leader_election::LocalInstant;
+/// use fdb_leader_election::runner::CheckSettings;
+/// use fdb_leader_election::runner::machine::Health;
+///
+/// let at = |ms| LocalInstant::from_origin(Duration::from_millis(ms));
+/// let s = CheckSettings::new(Duration::from_secs(1), Duration::from_secs(1), 2, 1)?;
+/// let mut h = Health::new(Some(s), None, Duration::from_secs(10));
+/// assert!(!h.eligibility(at(0)).is_eligible(), "readiness not checked yet");
+/// h.readiness_answer(Ok(()));
+/// assert!(h.eligibility(at(1)).is_eligible());
+/// h.readiness_answer(Err("disk full".into()));
+/// assert!(h.eligibility(at(2)).is_eligible(), "one failure of fall 2");
+/// h.readiness_answer(Err("disk full".into()));
+/// assert_eq!(h.eligibility(at(3)).reason(), Some("not ready: disk full"));
+/// # Ok::<(), fdb_leader_election::runner::CheckSettingsError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Health {
+pub struct Health {
     /// `None`: no readiness check (always ready).
     readiness: Option<Hysteresis>,
     /// `None`: no leader health check.
@@ -216,7 +239,7 @@ pub(crate) struct Health {
 
 impl Health {
     /// The health of a candidate with these checks (either may be absent) and cool-down.
-    pub(crate) fn new(
+    pub fn new(
         readiness: Option<CheckSettings>,
         leader: Option<CheckSettings>,
         cool_down: Duration,
@@ -231,19 +254,19 @@ impl Health {
     }
 
     /// The cool-down from now on (the runner's default follows the stored lease).
-    pub(crate) fn set_cool_down(&mut self, cool_down: Duration) {
+    pub fn set_cool_down(&mut self, cool_down: Duration) {
         self.cool_down = cool_down;
     }
 
     /// A readiness answer.
-    pub(crate) fn readiness_answer(&mut self, answer: Result<(), String>) {
+    pub fn readiness_answer(&mut self, answer: Result<(), String>) {
         if let Some(r) = &mut self.readiness {
             r.record(answer);
         }
     }
 
     /// A leader health answer (ignored unless leading: the check runs only then).
-    pub(crate) fn leader_answer(&mut self, answer: Result<(), String>) {
+    pub fn leader_answer(&mut self, answer: Result<(), String>) {
         if !self.leading {
             return;
         }
@@ -253,13 +276,13 @@ impl Health {
     }
 
     /// Whether the leader health check runs now: while leading.
-    pub(crate) fn checks_leader(&self) -> bool {
+    pub fn checks_leader(&self) -> bool {
         self.leading && self.leader.is_some()
     }
 
     /// Leadership began (`true`) or ended (`false`) at `now`. A leadership that ends while
     /// its health check fails starts the cool-down; a new one starts with the check passing.
-    pub(crate) fn leading(&mut self, leading: bool, now: LocalInstant) {
+    pub fn leading(&mut self, leading: bool, now: LocalInstant) {
         if leading == self.leading {
             return;
         }
@@ -276,7 +299,7 @@ impl Health {
     /// What the checks make of the eligibility at `now`: ineligible while readiness fails (or
     /// has not answered), while leading with a failed leader health check, and during a
     /// cool-down; eligible otherwise.
-    pub(crate) fn eligibility(&self, now: LocalInstant) -> Eligibility {
+    pub fn eligibility(&self, now: LocalInstant) -> Eligibility {
         let why = match &self.readiness {
             Some(r) if r.passing().is_none() => Some("readiness: not checked yet".to_owned()),
             Some(r) if r.passing() == Some(false) => Some(format!("not ready: {}", r.reason())),
@@ -302,7 +325,7 @@ impl Health {
     }
 
     /// When the eligibility changes with nothing else happening (a cool-down's end).
-    pub(crate) fn next_change_at(&self, now: LocalInstant) -> Option<LocalInstant> {
+    pub fn next_change_at(&self, now: LocalInstant) -> Option<LocalInstant> {
         self.cooling_until.filter(|until| now < *until)
     }
 }

@@ -107,6 +107,7 @@ pub use crate::core::runner::{
 /// [`Runner`] executes it, and so can any other event loop (the crate's simulation drives it
 /// in simulated time). See [`Machine`](machine::Machine).
 pub mod machine {
+    pub use crate::core::health::Health;
     pub use crate::core::runner::{
         Belief, Command, Ctx, CycleReport, Event, Failure, Machine, RecordRead, Settings,
     };

@@ -74,14 +74,20 @@ pub enum ChaosPlant {
     /// and check (a) fires; a renewal that never landed keeps a leader believing after its
     /// followers took over, and check (b) fires. Either must.
     UnknownAsCommitted,
+    /// The supervisors run without their leader health check (no `--health-command`), as a
+    /// supervisor that ignores it would: a leader whose check fails keeps leading, and check
+    /// (h) must fire. Single elections only (the health fault is not injected under
+    /// `--shards`).
+    HealthUnchecked,
 }
 
 impl ChaosPlant {
     /// Every plant.
-    pub const ALL: [ChaosPlant; 3] = [
+    pub const ALL: [ChaosPlant; 4] = [
         ChaosPlant::ClockBeyondRho,
         ChaosPlant::UnfencedSink,
         ChaosPlant::UnknownAsCommitted,
+        ChaosPlant::HealthUnchecked,
     ];
 
     /// The plant's name.
@@ -90,6 +96,7 @@ impl ChaosPlant {
             ChaosPlant::ClockBeyondRho => "clock-beyond-rho",
             ChaosPlant::UnfencedSink => "unfenced-sink",
             ChaosPlant::UnknownAsCommitted => "unknown-as-committed",
+            ChaosPlant::HealthUnchecked => "health-unchecked",
         }
     }
 
@@ -99,13 +106,15 @@ impl ChaosPlant {
             ChaosPlant::ClockBeyondRho => "b",
             ChaosPlant::UnfencedSink => "a",
             ChaosPlant::UnknownAsCommitted => "ab",
+            ChaosPlant::HealthUnchecked => "h",
         }
     }
 
-    /// The store it needs: `any` or `fdb`.
+    /// The store it needs: `any`, `fdb`, or `single` (any store, a single election only).
     pub fn store(self) -> &'static str {
         match self {
             ChaosPlant::UnknownAsCommitted => "fdb",
+            ChaosPlant::HealthUnchecked => "single",
             _ => "any",
         }
     }
@@ -226,6 +235,12 @@ pub struct Settings {
     /// The grace in the recovery bound (lease + 2 heartbeats + grace): takeover stagger,
     /// starting the child, its first report.
     pub recovery_grace: Duration,
+    /// The supervisors' leader health check (`--health-command`): its interval.
+    pub health_interval: Duration,
+    /// Its timeout.
+    pub health_timeout: Duration,
+    /// Its `--health-fall` (and `--health-rise` 1).
+    pub health_fall: u32,
 }
 
 impl Default for Settings {
@@ -243,6 +258,9 @@ impl Default for Settings {
             split_gap: Duration::from_millis(50),
             resume_allowance: Duration::from_millis(250),
             recovery_grace: Duration::from_millis(500),
+            health_interval: Duration::from_millis(100),
+            health_timeout: Duration::from_secs(1),
+            health_fall: 2,
         }
     }
 }
@@ -253,6 +271,17 @@ impl Settings {
         self.lease
             .saturating_add(self.heartbeat.saturating_mul(2))
             .saturating_add(self.recovery_grace)
+    }
+
+    /// Check (h): from the first failed health check to an eligible leader's child, at most
+    /// the fall's further checks ((fall − 1) intervals, the last one up to its timeout), then
+    /// the recovery bound (the leader hands over at its next cycle, without a lease wait: this
+    /// bound is loose, the figure is reported).
+    pub fn health_bound(&self) -> Duration {
+        self.health_interval
+            .saturating_mul(self.health_fall.saturating_sub(1))
+            .saturating_add(self.health_timeout)
+            .saturating_add(self.recovery_bound())
     }
 
     /// Under a sharded election: 2 leases + 2 heartbeats + grace. A dead member's shards are

@@ -26,6 +26,11 @@ pub enum FaultKind {
     /// A supervisor restarts under `libfaketime` with a clock rate error (the child does not
     /// inherit it).
     ClockRate,
+    /// The leader's health check (`--health-command`, DESIGN §13.5) starts failing: after
+    /// `--health-fall` failures it hands over to an eligible candidate. The harness measures
+    /// the time from the first failed check to the first report of an eligible leader's child
+    /// (check (h)); the check passes again once that leader runs. Single elections only.
+    Health,
     /// FoundationDB: `kill -9` of an `fdbserver` process chosen at random, restarted after a
     /// seeded delay.
     FdbKill9,
@@ -43,7 +48,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in summary order.
-    pub const ALL: [FaultKind; 12] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::Kill9,
         FaultKind::Pause,
         FaultKind::VmPause,
@@ -51,6 +56,7 @@ impl FaultKind {
         FaultKind::Rolling,
         FaultKind::StoreOutage,
         FaultKind::ClockRate,
+        FaultKind::Health,
         FaultKind::FdbKill9,
         FaultKind::FdbKill9Master,
         FaultKind::FdbPause,
@@ -69,12 +75,14 @@ impl FaultKind {
 
     /// The kinds a run injects: on SQLite the supervisor faults and the store outage; on
     /// FoundationDB the supervisor faults, and the cluster's faults if the harness started
-    /// the cluster (`cluster_faults`).
-    pub fn for_store(fdb: bool, cluster_faults: bool) -> Vec<FaultKind> {
+    /// the cluster (`cluster_faults`); the health fault under a single election (`sharded`
+    /// false) only.
+    pub fn for_store(fdb: bool, cluster_faults: bool, sharded: bool) -> Vec<FaultKind> {
         FaultKind::ALL
             .into_iter()
             .filter(|k| match k {
                 FaultKind::StoreOutage => !fdb,
+                FaultKind::Health => !sharded,
                 k if FaultKind::CLUSTER.contains(k) => fdb && cluster_faults,
                 _ => true,
             })
@@ -96,6 +104,7 @@ impl FaultKind {
             FaultKind::Rolling => "rolling",
             FaultKind::StoreOutage => "store_outage",
             FaultKind::ClockRate => "clock_rate",
+            FaultKind::Health => "health",
             FaultKind::FdbKill9 => "fdb_kill9",
             FaultKind::FdbKill9Master => "fdb_kill9_master",
             FaultKind::FdbPause => "fdb_pause",
@@ -230,13 +239,16 @@ mod tests {
 
     #[test]
     fn each_store_has_its_fault_kinds() {
-        let sqlite = FaultKind::for_store(false, false);
+        let sqlite = FaultKind::for_store(false, false, false);
         assert!(sqlite.contains(&FaultKind::StoreOutage));
+        assert!(sqlite.contains(&FaultKind::Health));
         assert!(!sqlite.iter().any(|k| k.is_cluster()));
-        let fdb = FaultKind::for_store(true, true);
+        let sharded = FaultKind::for_store(false, false, true);
+        assert!(!sharded.contains(&FaultKind::Health));
+        let fdb = FaultKind::for_store(true, true, false);
         assert!(!fdb.contains(&FaultKind::StoreOutage));
-        assert_eq!(fdb.len(), 11);
-        let given = FaultKind::for_store(true, false);
+        assert_eq!(fdb.len(), 12);
+        let given = FaultKind::for_store(true, false, false);
         assert!(
             !given
                 .iter()

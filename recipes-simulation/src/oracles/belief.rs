@@ -56,6 +56,8 @@ mod tests {
             ballot,
             priority: 0,
             remaining: 1,
+            version: None,
+            eligible: true,
         }
     }
 

@@ -99,6 +99,7 @@ mod tests {
                 election_enabled: true,
                 allow_preemption: true,
                 reservation_timeout: 1,
+                ..ConfigView::default()
             },
             new_history: Vec::new(),
             candidates: None,
@@ -113,6 +114,7 @@ mod tests {
             at: 0,
             entry: e,
             applied: true,
+            read: None,
         };
         assert!(o.on_commit(&c(&e1)).is_none());
         assert!(o.on_commit(&c(&e2)).is_none());
@@ -127,6 +129,7 @@ mod tests {
             at: 0,
             entry: &e,
             applied: true,
+            read: None,
         };
         assert!(o.on_commit(&facts).is_none());
         assert!(o.check(&db(1, (3, 0))).is_none());
@@ -135,6 +138,7 @@ mod tests {
             at: 0,
             entry: &e,
             applied: false,
+            read: None,
         };
         assert!(o.on_commit(&not_applied).is_none());
         assert_eq!(o.committed, 1);

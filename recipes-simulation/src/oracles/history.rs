@@ -133,6 +133,7 @@ mod tests {
                 election_enabled: true,
                 allow_preemption: true,
                 reservation_timeout: 1,
+                ..ConfigView::default()
             },
             new_history,
             candidates: None,
@@ -148,6 +149,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: true,
             reservation_timeout: 1,
+            ..ConfigView::default()
         });
         e
     }

@@ -5,9 +5,14 @@
 //! instant the last fault ended (pauses, partitions, outages, slow commits, pending restarts
 //! and shutdowns all over). Then:
 //!
-//! - from `T + lease + 2 heartbeats` on, some process believes it leads;
-//! - from that deadline plus *a further handover* on, the believer has the highest priority
-//!   among the live processes.
+//! - from `T + lease + 2 heartbeats` on, some process believes it leads (if one live process
+//!   is eligible: with nobody eligible, a leader holds, or lets go under `release`);
+//! - from that deadline plus *a further handover* on, the believer is the best-ranked of the
+//!   live processes: eligible if any is, and none eligible ranks above it (DESIGN §14.3: the
+//!   version under the stored policy, then priority; with no versions, the highest priority).
+//!
+//! Eligibility is the world's truth (health checks, operator marks); `T` counts until every
+//! check's hysteresis and cool-down has settled, so eligibility no longer changes.
 //!
 //! Durations are converted to true time on the slowest clock allowed (`/ (1 − ρ)`) and the
 //! quiet phase's commit latency is added per transaction on the path. "A further handover" is
@@ -16,7 +21,8 @@
 //! has since crashed is honoured first; its reservation then lapses after a lease and the
 //! rank stagger, capped at a heartbeat). The world computes both deadlines.
 
-use super::{Belief, OracleId, Violation};
+use super::rank::{Rank, Stand};
+use super::{Belief, LiveProc, OracleId, Violation};
 use crate::time::{Nanos, secs};
 
 /// The liveness deadlines of a run.
@@ -26,7 +32,7 @@ pub struct LivenessWindow {
     pub faults_over: Nanos,
     /// A leader must exist from here on.
     pub leader_by: Nanos,
-    /// The highest-priority live candidate must lead from here on.
+    /// The best-ranked live candidate must lead from here on.
     pub best_by: Nanos,
 }
 
@@ -42,15 +48,27 @@ impl Liveness {
         self.window = Some(w);
     }
 
+    /// Disarms it (the quiet phase's reservation probe takes the leader away on purpose).
+    pub fn disarm(&mut self) {
+        self.window = None;
+    }
+
     /// The deadlines, once armed.
     pub fn window(&self) -> Option<LivenessWindow> {
         self.window
     }
 
-    /// Checks the beliefs at `now`; `best` is the highest priority among live processes.
-    pub fn check(&self, now: Nanos, beliefs: &[Belief], best: Option<i32>) -> Option<Violation> {
+    /// Checks the beliefs at `now` against the live processes, ranked by `rank` (the stored
+    /// policy; its leader version is the believer's).
+    pub fn check(
+        &self,
+        now: Nanos,
+        beliefs: &[Belief],
+        live: &[LiveProc],
+        rank: &Rank,
+    ) -> Option<Violation> {
         let w = self.window?;
-        if now < w.leader_by {
+        if now < w.leader_by || !live.iter().any(|l| l.eligible) {
             return None;
         }
         let Some(leader) = beliefs.first() else {
@@ -68,49 +86,152 @@ impl Liveness {
         if now < w.best_by {
             return None;
         }
-        match best {
-            Some(best) if leader.priority < best => Some(Violation::new(
-                OracleId::Liveness,
-                format!(
-                    "{} (priority {}) leads at {} s, but a live candidate has priority {best}; \
-                     the highest priority was due by {} s (a further handover)",
-                    leader.label,
-                    leader.priority,
-                    secs(now),
-                    secs(w.best_by)
-                ),
-            )),
-            _ => None,
-        }
+        let rank = Rank {
+            leader: leader.version.clone(),
+            ..rank.clone()
+        };
+        let mine = Stand {
+            version: leader.version.clone(),
+            priority: leader.priority,
+        };
+        let above = live
+            .iter()
+            .filter(|l| l.eligible && l.label != leader.label)
+            .find(|l| !leader.eligible || rank.outranks(&l.stand, &mine))?;
+        Some(Violation::new(
+            OracleId::Liveness,
+            format!(
+                "{} (priority {}, version {}{}) leads at {} s, but {} (priority {}, version {}) \
+                 is live, eligible and ranked above it under the {} policy; the best-ranked \
+                 was due by {} s (a further handover)",
+                leader.label,
+                leader.priority,
+                show(leader.version.as_ref()),
+                if leader.eligible {
+                    ""
+                } else {
+                    ", not eligible"
+                },
+                secs(now),
+                above.label,
+                above.stand.priority,
+                show(above.stand.version.as_ref()),
+                rank.policy,
+                secs(w.best_by)
+            ),
+        ))
     }
+}
+
+fn show(v: Option<&fdb_leader_election::Version>) -> String {
+    v.map_or_else(|| "none".to_owned(), ToString::to_string)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use fdb_leader_election::VersionPolicy;
 
-    fn b(priority: i32) -> Belief {
+    use super::*;
+    use crate::oracles::rank::version;
+
+    fn b(priority: i32, v: Option<&str>) -> Belief {
         Belief {
             label: "a".into(),
             ballot: 1,
             priority,
             remaining: 1,
+            version: version(v),
+            eligible: true,
+        }
+    }
+
+    fn l(label: &str, priority: i32, v: Option<&str>, eligible: bool) -> LiveProc {
+        LiveProc {
+            label: label.into(),
+            stand: Stand {
+                version: version(v),
+                priority,
+            },
+            eligible,
         }
     }
 
     #[test]
     fn deadlines_apply_in_order() {
+        let ignore = Rank {
+            policy: VersionPolicy::Ignore,
+            leader: None,
+        };
+        let live = [l("a", 1, None, true), l("b", 5, None, true)];
         let mut o = Liveness::default();
-        assert!(o.check(100, &[], Some(5)).is_none(), "not armed");
+        assert!(o.check(100, &[], &live, &ignore).is_none(), "not armed");
         o.arm(LivenessWindow {
             faults_over: 10,
             leader_by: 20,
             best_by: 30,
         });
-        assert!(o.check(19, &[], Some(5)).is_none());
-        assert!(o.check(20, &[], Some(5)).is_some());
-        assert!(o.check(25, &[b(1)], Some(5)).is_none());
-        assert!(o.check(30, &[b(1)], Some(5)).is_some());
-        assert!(o.check(30, &[b(5)], Some(5)).is_none());
+        assert!(o.check(19, &[], &live, &ignore).is_none());
+        assert!(o.check(20, &[], &live, &ignore).is_some());
+        assert!(
+            o.check(20, &[], &[l("b", 5, None, false)], &ignore)
+                .is_none()
+        );
+        assert!(o.check(25, &[b(1, None)], &live, &ignore).is_none());
+        assert!(o.check(30, &[b(1, None)], &live, &ignore).is_some());
+        assert!(o.check(30, &[b(5, None)], &live, &ignore).is_none());
+    }
+
+    #[test]
+    fn the_best_is_ranked_by_the_policy() {
+        let mut o = Liveness::default();
+        o.arm(LivenessWindow {
+            faults_over: 0,
+            leader_by: 0,
+            best_by: 0,
+        });
+        let live = [
+            l("a", 1, Some("1.0.0"), true),
+            l("b", 5, Some("1.1.0"), true),
+        ];
+        let rank = |policy| Rank {
+            policy,
+            leader: None,
+        };
+        let old = b(1, Some("1.0.0"));
+        assert!(
+            o.check(
+                1,
+                std::slice::from_ref(&old),
+                &live,
+                &rank(VersionPolicy::PreferOldest)
+            )
+            .is_none()
+        );
+        assert!(
+            o.check(
+                1,
+                std::slice::from_ref(&old),
+                &live,
+                &rank(VersionPolicy::PreferNewest)
+            )
+            .is_some()
+        );
+        assert!(
+            o.check(
+                1,
+                std::slice::from_ref(&old),
+                &live,
+                &rank(VersionPolicy::NoDowngrade)
+            )
+            .is_some()
+        );
+        let new = Belief {
+            label: "b".into(),
+            ..b(5, Some("1.1.0"))
+        };
+        assert!(
+            o.check(1, &[new], &live, &rank(VersionPolicy::NoDowngrade))
+                .is_none()
+        );
     }
 }

@@ -16,11 +16,18 @@ mod ballots;
 mod belief;
 mod cadence;
 mod closed_guard;
+mod eligible_leads;
+mod eligible_reservation;
 mod fencing;
 mod history;
+mod hold;
+mod ineligible_acquires;
 mod liveness;
 mod preemption;
 mod progress;
+pub mod rank;
+mod reservation_timeout;
+mod successor;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,14 +36,21 @@ pub use ballots::Ballots;
 pub use belief::BeliefOverlap;
 pub use cadence::{Cadence, MAX_RENEWALS_PER_HEARTBEAT, Renewal};
 pub use closed_guard::{Bounds, Closed};
+pub use eligible_leads::EligibleLeads;
+pub use eligible_reservation::EligibleReservation;
 pub use fencing::Fencing;
 pub use history::HistoryReplay;
+pub use hold::Hold;
+pub use ineligible_acquires::IneligibleAcquires;
 pub use liveness::{Liveness, LivenessWindow};
 pub use preemption::Preemption;
 pub use progress::{Achieved, Progress};
+pub use reservation_timeout::ReservationTimeout;
+pub use successor::Successor;
 
 use crate::history::{CandView, ConfigView, Entry, RecordView};
 use crate::time::Nanos;
+use rank::RegView;
 
 /// The oracles, numbered as in DESIGN §9.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,6 +79,24 @@ pub enum OracleId {
     /// 10. No leader keeps a closed guard longer than the grace and a heartbeat (plus its
     ///     transactions): the guard ends, or the lease lapses.
     ClosedGuard,
+    /// 21. Once faults stop, no vacancy its leader reserved stays unfilled longer than the
+    ///     reservation timeout and a heartbeat while an eligible candidate is live (DESIGN §4).
+    ReservationTimeout,
+    /// 22. No vacancy is reserved for a candidate the registry its transaction read shows
+    ///     ineligible (DESIGN §13.2, §13.9).
+    EligibleReservation,
+    /// 23. An ineligible candidate never acquires or takes over (DESIGN §13.2, §13.9).
+    IneligibleAcquires,
+    /// 24. Once faults stop with an eligible candidate live, an eligible candidate leads
+    ///     within lease + 2 heartbeats + the cool-down (DESIGN §13.9).
+    EligibleLeads,
+    /// 25. Under `hold`, a leader that is not eligible never lets go while nobody live is
+    ///     eligible (DESIGN §13.3, §13.9).
+    Hold,
+    /// 26. Every vacancy a leader writes goes to the candidate the version policy allows,
+    ///     given the registry its transaction read: the requester that outranks it, the
+    ///     directed target, or the best live eligible candidate (DESIGN §14.5).
+    Successor,
     /// S1 (sharded, 11). At most one member believes it owns a shard at any true instant
     ///     (its lease and ownership view, or a live guard), and queries never change it.
     ShardBelief,
@@ -101,7 +133,7 @@ pub enum OracleId {
 
 impl OracleId {
     /// Every oracle, in order.
-    pub const ALL: [OracleId; 10] = [
+    pub const ALL: [OracleId; 16] = [
         OracleId::BeliefOverlap,
         OracleId::Fencing,
         OracleId::Ballots,
@@ -112,6 +144,12 @@ impl OracleId {
         OracleId::Guard,
         OracleId::Cadence,
         OracleId::ClosedGuard,
+        OracleId::ReservationTimeout,
+        OracleId::EligibleReservation,
+        OracleId::IneligibleAcquires,
+        OracleId::EligibleLeads,
+        OracleId::Hold,
+        OracleId::Successor,
     ];
 
     /// The sharded simulation's oracles (`sim --sharded`), in order.
@@ -141,6 +179,12 @@ impl OracleId {
             OracleId::Guard => "guard",
             OracleId::Cadence => "cadence",
             OracleId::ClosedGuard => "closed-guard",
+            OracleId::ReservationTimeout => "reservation-timeout",
+            OracleId::EligibleReservation => "eligible-reservation",
+            OracleId::IneligibleAcquires => "ineligible-acquires",
+            OracleId::EligibleLeads => "eligible-leads",
+            OracleId::Hold => "hold",
+            OracleId::Successor => "successor",
             OracleId::ShardBelief => "shard-belief",
             OracleId::ShardFencing => "shard-fencing",
             OracleId::ShardBallots => "shard-ballots",
@@ -167,6 +211,12 @@ impl OracleId {
             OracleId::Guard => 8,
             OracleId::Cadence => 9,
             OracleId::ClosedGuard => 10,
+            OracleId::ReservationTimeout => 21,
+            OracleId::EligibleReservation => 22,
+            OracleId::IneligibleAcquires => 23,
+            OracleId::EligibleLeads => 24,
+            OracleId::Hold => 25,
+            OracleId::Successor => 26,
             OracleId::ShardBelief => 11,
             OracleId::ShardFencing => 12,
             OracleId::ShardBallots => 13,
@@ -240,6 +290,29 @@ pub struct CommitFacts<'a> {
     pub entry: &'a Entry,
     /// Whether it applied (the commit version moved), whatever the committer was told.
     pub applied: bool,
+    /// What it read, for a process's transaction that changes who owns the record.
+    pub read: Option<&'a TxnRead>,
+}
+
+/// What a process's transaction that changes who owns the leader record (an acquisition, or
+/// a vacancy written over its own leadership) read, read back through the transaction before
+/// its commit with snapshot reads (no conflict is added): the eligibility and version oracles
+/// judge the transaction by what it saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TxnRead {
+    /// The configuration.
+    pub config: ConfigView,
+    /// Every registration (its own write included). Empty for an acquisition (not needed).
+    pub registry: Vec<RegView>,
+    /// The actor's eligibility as the world knows it: what its health checks make of it
+    /// (the simulation's own run of them), unless the operator's mark the transaction read
+    /// excludes it.
+    pub eligible: bool,
+    /// The actor keeps leading when it is not eligible and nobody live is (`hold`), as the
+    /// world configured it.
+    pub holds: bool,
+    /// The actor believed it led when the operation began.
+    pub believed: bool,
 }
 
 /// A process that believes, at the current true instant, that it leads.
@@ -253,6 +326,21 @@ pub struct Belief {
     pub priority: i32,
     /// How long the belief still lasts, on its own clock (nanoseconds).
     pub remaining: Nanos,
+    /// Its version.
+    pub version: Option<fdb_leader_election::Version>,
+    /// Whether it may lead, as the world knows it (its health, the operator's marks).
+    pub eligible: bool,
+}
+
+/// A live process (running, registered, not shutting down), as the liveness oracles see it.
+#[derive(Clone, Debug)]
+pub struct LiveProc {
+    /// Its label.
+    pub label: String,
+    /// How it stands (version, priority).
+    pub stand: rank::Stand,
+    /// Whether it may lead, as the world knows it.
+    pub eligible: bool,
 }
 
 /// The database as read after a step, outside any fault.

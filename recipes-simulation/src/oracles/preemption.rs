@@ -1,10 +1,12 @@
-//! Oracle 4: preemption only by a strictly higher priority, only while enabled, and only
+//! Oracle 4: preemption only by a strictly higher rank, only while enabled, and only
 //! through the handover; no lease is taken before it lapsed.
 //!
-//! - A new handover request must come from a candidate whose priority is strictly higher than
-//!   the owner's, while the stored configuration allows preemption.
-//! - A leader may hand over (write a vacancy reserved for the requester) only to a strictly
-//!   higher priority than its own, while preemption is allowed.
+//! - A new handover request must come from a candidate that ranks strictly above the owner
+//!   (DESIGN §14.3: the version under the stored policy, then priority; with no versions, a
+//!   strictly higher priority), while the stored configuration allows preemption.
+//! - A leader may hand over (write a vacancy reserved for the requester) only to a candidate
+//!   ranked strictly above it, as the registry its transaction read shows it, while
+//!   preemption is allowed.
 //! - Ownership may change without a wait only through a vacancy: an unreserved one, or one
 //!   reserved for the acquirer. Taking over a record that is owned (by anyone, including a
 //!   lapsed record of the acquirer) or held by an operator requires that the record's
@@ -15,6 +17,7 @@
 //!   (DESIGN §4) needs `reservation_timeout / (1 + ρ)`, the shortest reservation timeout of
 //!   the configurations stored while that identity stood (a follower may have read any).
 
+use super::rank::{Rank, Stand, version};
 use super::{CommitFacts, OracleId, Violation};
 use crate::history::{ConfigView, CycleAction, Op, RecordView};
 use crate::time::{Nanos, PPM, scale, secs};
@@ -43,6 +46,18 @@ impl Preemption {
 
     fn allowed(&self) -> bool {
         self.config.as_ref().is_some_and(|c| c.allow_preemption)
+    }
+
+    /// The ranking of the stored configuration's policy, against the record's leader.
+    fn rank(&self, prior: &RecordView) -> Rank {
+        Rank {
+            policy: self
+                .config
+                .as_ref()
+                .map(ConfigView::policy)
+                .unwrap_or_default(),
+            leader: version(prior.leader_version.as_deref()),
+        }
     }
 
     /// Checks a committed transaction.
@@ -90,10 +105,23 @@ impl Preemption {
                     e.version
                 ));
             }
-            if req_prio <= owner_prio {
+            let rank = self.rank(prior);
+            let requester = Stand {
+                version: version(e.actor_version.as_deref()),
+                priority: req_prio,
+            };
+            let owner = Stand {
+                version: version(prior.leader_version.as_deref()),
+                priority: owner_prio,
+            };
+            if !rank.outranks(&requester, &owner) {
                 return fail(format!(
-                    "{req} (priority {req_prio}) requested a handover from an owner of \
-                     priority {owner_prio}: not strictly higher (version {})",
+                    "{req} (priority {req_prio}, version {}) requested a handover from an owner \
+                     of priority {owner_prio} (version {}): not ranked strictly above it under \
+                     the {} policy (version {})",
+                    e.actor_version.as_deref().unwrap_or("none"),
+                    prior.leader_version.as_deref().unwrap_or("none"),
+                    rank.policy,
                     e.version
                 ));
             }
@@ -108,11 +136,25 @@ impl Preemption {
                     e.actor, e.version
                 ));
             }
-            if to_prio <= e.actor_priority {
+            let rank = self.rank(prior);
+            // The requester's version, as the transaction read its registration.
+            let to_version = c
+                .read
+                .and_then(|r| r.registry.iter().find(|row| row.id == to))
+                .and_then(|row| version(row.cand.version.as_deref()));
+            let target = Stand {
+                version: to_version,
+                priority: to_prio,
+            };
+            let leader = Stand {
+                version: version(e.actor_version.as_deref()),
+                priority: e.actor_priority,
+            };
+            if !rank.outranks(&target, &leader) {
                 return fail(format!(
-                    "{} (priority {}) handed over to {to} (priority {to_prio}): not strictly \
-                     higher (version {})",
-                    e.actor, e.actor_priority, e.version
+                    "{} (priority {}) handed over to {to} (priority {to_prio}): not ranked \
+                     strictly above it under the {} policy (version {})",
+                    e.actor, e.actor_priority, rank.policy, e.version
                 ));
             }
         }
@@ -205,6 +247,7 @@ mod tests {
             at,
             entry: e,
             applied: true,
+            read: None,
         })
     }
 
@@ -218,6 +261,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: true,
             reservation_timeout: 2 * SEC,
+            ..ConfigView::default()
         });
         assert!(commit(&mut o, 0, &init).is_none());
         // An unreserved vacancy is filled at once.
@@ -250,6 +294,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: true,
             reservation_timeout: 2 * SEC,
+            ..ConfigView::default()
         });
         assert!(commit(&mut o, 0, &cfg).is_none());
         let owned = rec(1, 5, Some(("a", 3)));
@@ -274,6 +319,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: false,
             reservation_timeout: 2 * SEC,
+            ..ConfigView::default()
         });
         assert!(commit(&mut o, 0, &cfg).is_none());
         let e = entry(Op::Cycle(CycleAction::RequestedHandover), owned, higher);

@@ -29,11 +29,15 @@ fn mean_ms(c: Chaos) -> u64 {
         Chaos::OperatorResign => 20_000,
         Chaos::OperatorUnregister => 30_000,
         Chaos::StaleQueryOpen => 4_000,
+        Chaos::Health => 5_000,
+        Chaos::Mark => 15_000,
+        Chaos::Directed => 20_000,
+        Chaos::PolicyChange => 20_000,
         _ => 0,
     }
 }
 
-const CHAINS: [Chaos; 12] = [
+const CHAINS: [Chaos; 16] = [
     Chaos::Crash,
     Chaos::Pause,
     Chaos::Partition,
@@ -46,6 +50,10 @@ const CHAINS: [Chaos; 12] = [
     Chaos::OperatorResign,
     Chaos::OperatorUnregister,
     Chaos::StaleQueryOpen,
+    Chaos::Health,
+    Chaos::Mark,
+    Chaos::Directed,
+    Chaos::PolicyChange,
 ];
 
 impl World {
@@ -145,7 +153,26 @@ impl World {
             Chaos::Deploy => {
                 self.generation = self.generation.saturating_add(1);
                 let generation = self.generation;
-                self.log(format!("DEPLOY generation {generation} begins"));
+                // A rolling upgrade to a newer version (three times in four), or a rollback
+                // to the one before the newest.
+                let rollback = self.newest_minor > 0 && self.rng.random_ratio(1, 4);
+                let minor = if rollback {
+                    self.newest_minor.saturating_sub(1)
+                } else {
+                    self.newest_minor = self.newest_minor.saturating_add(1);
+                    self.newest_minor
+                };
+                self.deploy_versions.insert(generation, minor);
+                let h = &mut self.stats.health;
+                if rollback {
+                    h.rollbacks = h.rollbacks.saturating_add(1);
+                } else {
+                    h.upgrades = h.upgrades.saturating_add(1);
+                }
+                self.log(format!(
+                    "DEPLOY generation {generation} begins: {} to 1.{minor}.0",
+                    if rollback { "a rollback" } else { "an upgrade" }
+                ));
                 let step = self.params.heartbeat.saturating_mul(3);
                 let mut at = self.now;
                 for node in 0..self.params.nodes {
@@ -159,8 +186,12 @@ impl World {
             Chaos::DeployNode { node, generation } => {
                 self.deploys_in_flight = self.deploys_in_flight.saturating_sub(1);
                 let old = self.nodes.get(node).and_then(|n| n.current);
+                let minor = self.deploy_versions.get(&generation).copied();
                 if let Some(n) = self.nodes.get_mut(node) {
                     n.generation = generation;
+                    if let Some(minor) = minor {
+                        n.version = Some(fdb_leader_election::Version::new(1, minor, 0));
+                    }
                 }
                 let priority = self.node_priority(node);
                 self.spawn(node, priority, 0);
@@ -175,7 +206,19 @@ impl World {
             }
             Chaos::Shutdown { pid } => {
                 self.deploys_in_flight = self.deploys_in_flight.saturating_sub(1);
-                self.request_shutdown(pid);
+                // The old incarnation leaves gracefully, or (one time in three, not in the
+                // quiet phase) by crash.
+                let running = self
+                    .procs
+                    .get(pid)
+                    .is_some_and(|p| p.status != Status::Dead && !p.shutdown);
+                if running && !self.quiet && self.rng.random_ratio(1, 3) {
+                    self.stats.health.deploy_crashes =
+                        self.stats.health.deploy_crashes.saturating_add(1);
+                    self.crash_with(pid, false);
+                } else {
+                    self.request_shutdown(pid);
+                }
             }
             Chaos::Withdraw { pid, crash } => {
                 let running = self
@@ -231,6 +274,25 @@ impl World {
                 self.next_chaos(c);
             }
             Chaos::StaleQueryAsk | Chaos::ConfigStep { .. } => self.edge(c),
+            Chaos::Health => {
+                self.health_fault();
+                self.next_chaos(c);
+            }
+            Chaos::Mark => {
+                self.mark();
+                self.next_chaos(c);
+            }
+            Chaos::SetMark { node, marked } => self.set_mark(node, marked),
+            Chaos::Directed => {
+                self.directed();
+                self.next_chaos(c);
+            }
+            Chaos::PolicyChange => {
+                self.policy_change();
+                self.next_chaos(c);
+            }
+            Chaos::QuietMarks => self.quiet_marks(),
+            Chaos::Probe => self.probe(),
         }
     }
 
@@ -292,6 +354,13 @@ impl World {
 
     /// Crashes `pid`: its commits already on the wire may still land; its node restarts.
     fn crash(&mut self, pid: usize) {
+        self.crash_with(pid, true);
+    }
+
+    /// Crashes `pid`: its commits already on the wire may still land; its node restarts if
+    /// `restart` (a deploy's old incarnation, or the probe's, does not: the node has another,
+    /// or the run is ending).
+    pub(super) fn crash_with(&mut self, pid: usize, restart: bool) {
         let label = self.label(pid);
         let node = self.procs.get(pid).map_or(0, |p| p.node);
         self.exit(pid, "CRASH");
@@ -311,6 +380,10 @@ impl World {
             } else if let Some(p) = self.pending.remove(&t) {
                 self.faults.close(p.txn.id());
             }
+        }
+        if !restart {
+            self.log(format!("FAULT crash {label} (no restart)"));
+            return;
         }
         let restart = self.leases(500, 3_000);
         let at = self.now.saturating_add(restart);
@@ -369,6 +442,7 @@ impl World {
                             faultless: false,
                             op: None,
                             landing: false,
+                            read: None,
                         });
                     }
                     Err(_) => self.retry_operator(step),
@@ -389,6 +463,7 @@ impl World {
                             faultless: false,
                             op: None,
                             landing: false,
+                            read: None,
                         });
                     }
                     _ => {}
@@ -418,6 +493,15 @@ impl World {
 
     /// An operator commit's result.
     pub(super) fn operator_result(&mut self, kind: Kind, ok: bool, applied: bool) {
+        if let Kind::Marks {
+            marked,
+            cleared,
+            quiet,
+        } = kind
+        {
+            self.marks_result(marked, cleared, quiet, ok, applied);
+            return;
+        }
         if let Kind::Config { allow, restore } = kind {
             if applied {
                 self.operator.allow_preemption = allow;
@@ -453,15 +537,20 @@ impl World {
             secs(self.faults_end_at)
         ));
         self.operator(OperatorStep::Restore);
+        self.quiet_marks();
     }
 
-    /// Arms oracle 5 at the first step at which every fault and workload action is over.
+    /// Arms the quiet phase's oracles once every fault and workload action is over: oracle
+    /// 24 at once (a cool-down may still run: its bound has room for one), oracles 5 and 21
+    /// once every cool-down is over too (eligibility no longer changes), and then schedules
+    /// the reservation probe.
     pub(super) fn maybe_arm_liveness(&mut self) {
-        if !self.quiet || self.liveness.window().is_some() {
+        if !self.quiet || self.settled {
             return;
         }
         let settled = self.now >= self.faults_end_at
             && self.operator.config_pending.is_none()
+            && !self.marks_pending
             && self.deploys_in_flight == 0
             && !self.faults.outage()
             && self.nodes.iter().all(|n| !n.restart_pending)
@@ -475,6 +564,32 @@ impl World {
         if !settled {
             return;
         }
+        if self.eligible_leads.due().is_none() {
+            let cool_down = self
+                .procs
+                .iter()
+                .filter(|p| p.status != Status::Dead)
+                .map(|p| p.checks.cool_down)
+                .max()
+                .unwrap_or(0);
+            let due = self
+                .now
+                .saturating_add(self.params.eligible_bound(cool_down));
+            self.eligible_leads.arm(self.now, due);
+            self.queue.push(due, Event::Deadline);
+            self.log(format!(
+                "FAULTS OVER: an eligible leader is due by {}",
+                secs(due)
+            ));
+        }
+        let cooling = self
+            .procs
+            .iter()
+            .any(|p| p.status != Status::Dead && p.checks.cooling(p.clock.local_now()));
+        if cooling {
+            return;
+        }
+        self.settled = true;
         let leader_by = self.now.saturating_add(self.params.leader_bound());
         let best_by = leader_by.saturating_add(self.params.handover_bound());
         let w = LivenessWindow {
@@ -483,12 +598,16 @@ impl World {
             best_by,
         };
         self.liveness.arm(w);
+        self.reservation_timeout.arm(self.now);
         self.queue.push(leader_by, Event::Deadline);
         self.queue.push(best_by, Event::Deadline);
+        let probe_at = best_by.saturating_add(self.params.heartbeat);
+        self.queue.push(probe_at, Event::Chaos(Chaos::Probe));
         self.log(format!(
-            "SETTLED: a leader is due by {} and the highest priority by {}",
+            "SETTLED: a leader is due by {}, the best-ranked by {}; the probe at {}",
             secs(leader_by),
-            secs(best_by)
+            secs(best_by),
+            secs(probe_at)
         ));
     }
 }

@@ -11,7 +11,9 @@ use super::World;
 use crate::events::Event;
 pub(crate) use crate::history::Entry;
 use crate::history::{CycleAction, Op};
-use crate::oracles::{CommitFacts, HistoryReplay};
+use crate::oracles::{
+    CommitFacts, EligibleReservation, HistoryReplay, Hold, IneligibleAcquires, Successor, TxnRead,
+};
 use crate::plants::Plant;
 use crate::time::Nanos;
 use crate::wire;
@@ -53,6 +55,12 @@ pub(crate) enum Kind {
     Evict,
     /// Another operator override (force-vacate, resign request, unregistration by id).
     Operator,
+    /// Operator marks: names excluded, names allowed again; `quiet`: the quiet phase's.
+    Marks {
+        marked: Vec<String>,
+        cleared: Vec<String>,
+        quiet: bool,
+    },
     /// An operation its process stopped waiting for (timed out, or shut down): its commit
     /// still lands, and what it prepared is gone.
     Abandoned,
@@ -90,6 +98,9 @@ pub(crate) struct Pending {
     pub(crate) op: Option<u64>,
     /// A commit in flight whose reply was lost: it lands later, with no fault of its own.
     pub(crate) landing: bool,
+    /// What a process's transaction that changes who owns the record read (the
+    /// eligibility and version oracles judge it by this).
+    pub(crate) read: Option<Box<TxnRead>>,
 }
 
 impl World {
@@ -281,16 +292,22 @@ impl World {
             at: self.now,
             entry: &entry,
             applied,
+            read: p.read.as_deref(),
         };
         let found: Vec<_> = [
             self.fencing.on_commit(&facts),
             self.ballots.on_commit(&facts),
             self.preemption.on_commit(&facts),
+            EligibleReservation::on_commit(&facts),
+            IneligibleAcquires::on_commit(&facts),
+            Hold::on_commit(&facts),
+            Successor::on_commit(&facts),
         ]
         .into_iter()
         .flatten()
         .collect();
         self.found.extend(found);
+        self.reservation_timeout.on_commit(&facts);
         let outcome = match &result {
             Ok(()) => "ok".to_owned(),
             Err(e) => format!("err({})", kind_name(e)),
@@ -337,6 +354,20 @@ impl World {
             }
             Op::Shadow => s.shadow_committed = s.shadow_committed.saturating_add(1),
             _ => {}
+        }
+        let h = &mut s.health;
+        if e.op == Op::Cycle(CycleAction::SteppedDownIneligible) {
+            h.stepped_down_ineligible = h.stepped_down_ineligible.saturating_add(1);
+            if e.leader.as_ref().is_some_and(|l| l.reservation.is_none()) {
+                h.released = h.released.saturating_add(1);
+            }
+        }
+        if let (Op::Cycle(CycleAction::Renewed), Some(prior), Some(new)) =
+            (e.op, &e.prior, &e.leader)
+        {
+            if prior.operator_request_to.is_some() && new.operator_request.is_none() {
+                h.directed_refused_by_leader = h.directed_refused_by_leader.saturating_add(1);
+            }
         }
         let acquired = matches!(e.op, Op::Cycle(CycleAction::Acquired) | Op::RogueTakeover);
         if let (true, Some(prior), Some(new)) = (acquired, &e.prior, &e.leader) {

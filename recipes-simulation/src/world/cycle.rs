@@ -16,7 +16,7 @@ use super::process::Status;
 use super::{Entry, Kind, World};
 use crate::events::{Event, OperatorStep};
 use crate::history::{CandView, CycleAction, Op, RecordView};
-use crate::oracles::{OracleId, Violation};
+use crate::oracles::{OracleId, TxnRead, Violation};
 use crate::plants::Plant;
 use crate::wire;
 
@@ -106,7 +106,7 @@ impl World {
         pid: usize,
         txn: &MemTransaction,
         cand: &Candidate,
-    ) -> Result<(Kind, Entry), ElectionError> {
+    ) -> Result<(Kind, Entry, Option<Box<TxnRead>>), ElectionError> {
         let compose = self.draw_compose();
         if compose != Compose::Alone {
             self.stats.composed_cycles = self.stats.composed_cycles.saturating_add(1);
@@ -243,6 +243,21 @@ impl World {
             ));
         }
         let action = CycleAction::of(cycle.action());
+        // What it read, for the eligibility and version oracles: an acquisition or a request
+        // its eligibility; a vacancy written over its leadership the registry too.
+        let read = match action {
+            CycleAction::Acquired | CycleAction::RequestedHandover => {
+                self.txn_read(pid, txn, false, before.is_some())
+            }
+            CycleAction::HandedOver
+            | CycleAction::SteppedDown
+            | CycleAction::SteppedDownIneligible
+            | CycleAction::Resigned => self.txn_read(pid, txn, true, before.is_some()),
+            CycleAction::None | CycleAction::Renewed => None,
+        };
+        let written = self
+            .planted_reservation(pid, txn, Op::Cycle(action), read.as_deref(), &written)
+            .unwrap_or(written);
         let mut entry = self.entry_for(pid, Op::Cycle(action));
         if action != CycleAction::None {
             entry.prior = Some(RecordView::of(&prior));
@@ -261,6 +276,6 @@ impl World {
             entry.counter = Some(next);
             self.check_guarded_step(pid, token.get(), "fenced work in its cycle");
         }
-        Ok((Kind::Cycle(Box::new(cycle)), entry))
+        Ok((Kind::Cycle(Box::new(cycle)), entry, read))
     }
 }

@@ -9,13 +9,17 @@
 mod chaos;
 mod commit;
 mod cycle;
+mod health;
+mod marks;
 mod operator;
 mod process;
+mod reads;
 mod rogue;
+mod rogue_ranks;
 mod snapshot;
 mod work;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fdb_leader_election::{ElectionError, LeaderElection, MemDb, MemTransaction};
 use foundationdb_tuple::Subspace;
@@ -24,9 +28,10 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::events::{Event, Queue};
 use crate::faults::SimFaults;
+use crate::oracles::rank::{Rank, Stand};
 use crate::oracles::{
-    Ballots, Belief, BeliefOverlap, Fencing, HistoryReplay, Liveness, Preemption, Progress,
-    Violation,
+    Ballots, Belief, BeliefOverlap, EligibleLeads, Fencing, HistoryReplay, LiveProc, Liveness,
+    Preemption, Progress, ReservationTimeout, Violation,
 };
 use crate::params::{Options, Params};
 use crate::plants::Plant;
@@ -124,6 +129,10 @@ pub(crate) struct Node {
     generation: u32,
     /// A restart is scheduled.
     restart_pending: bool,
+    /// The version its incarnations run (deploys upgrade and roll back).
+    version: Option<fdb_leader_election::Version>,
+    /// Its health faults.
+    health: health::NodeHealth,
 }
 
 /// The operator: configuration writes and evictions.
@@ -180,6 +189,28 @@ pub(crate) struct World {
     preemption: Preemption,
     liveness: Liveness,
     history: HistoryReplay,
+    reservation_timeout: ReservationTimeout,
+    eligible_leads: EligibleLeads,
+    /// Faults and workload settled (oracle 5 armed, or was).
+    settled: bool,
+    /// Every candidate's readiness fails until then (a dependency down).
+    dependency_until: Nanos,
+    /// The names an operator's mark excludes, as committed.
+    marks: BTreeSet<String>,
+    /// The quiet phase's marks are not committed yet.
+    marks_pending: bool,
+    /// The quiet phase's marks, once drawn.
+    final_marks: Option<Vec<String>>,
+    /// Final marks that exclude every node come in two steps: first every node but the
+    /// leader's (this one), and once the others' registrations carry it, the leader's too
+    /// (the leader then finds nobody live eligible: oracle 25). `Some` until the first
+    /// step committed.
+    final_spared: Option<Option<usize>>,
+    /// The first of those two steps committed.
+    final_all_done: bool,
+    /// The newest minor version deployed (versions are 1.MINOR.0), and each deploy's version.
+    newest_minor: u64,
+    deploy_versions: BTreeMap<u32, u64>,
     /// Violations found during the current step.
     found: Vec<Violation>,
     /// The first failing step's violations.
@@ -204,7 +235,15 @@ impl World {
         let params = Params::draw(&mut rng, opts).map_err(|e| e.to_string())?;
         let (time, db, faults, rt) = crate::faults::sim_store()?;
         let rho = params.rho_ppm;
-        let nodes = (0..params.nodes).map(|_| Node::default()).collect();
+        let nodes = params
+            .node_minor
+            .iter()
+            .map(|&minor| Node {
+                version: Some(fdb_leader_election::Version::new(1, minor, 0)),
+                ..Node::default()
+            })
+            .collect();
+        let newest_minor = params.node_minor.iter().copied().max().unwrap_or(0);
         let mut world = World {
             seed,
             plant: opts.plant,
@@ -243,6 +282,17 @@ impl World {
             preemption: Preemption::new(rho),
             liveness: Liveness::default(),
             history: HistoryReplay::default(),
+            reservation_timeout: ReservationTimeout::default(),
+            eligible_leads: EligibleLeads::default(),
+            settled: false,
+            dependency_until: 0,
+            marks: BTreeSet::new(),
+            marks_pending: false,
+            final_marks: None,
+            final_spared: None,
+            final_all_done: false,
+            newest_minor,
+            deploy_versions: BTreeMap::new(),
             found: Vec::new(),
             failed: None,
             last_checked_version: 0,
@@ -289,6 +339,7 @@ impl World {
             faultless: true,
             op: None,
             landing: false,
+            read: None,
         });
         self.queue.push(0, Event::Commit { token });
         for node in 0..self.params.nodes {
@@ -412,6 +463,26 @@ impl World {
                 }
                 self.drain_bound(pid, epoch);
             }
+            Event::Check { pid, epoch, leader } => {
+                if !self.defer_if_paused(pid, event) {
+                    self.run_check(pid, epoch, leader);
+                }
+            }
+            Event::Answer {
+                pid,
+                epoch,
+                leader,
+                answer,
+            } => {
+                if !self.defer_if_paused(pid, event) {
+                    self.answer(pid, epoch, leader, answer);
+                }
+            }
+            Event::HealthWake { pid, epoch } => {
+                if !self.defer_if_paused(pid, event) {
+                    self.health_wake(pid, epoch);
+                }
+            }
             Event::Chaos(c) => self.chaos(c),
             Event::Operator(step) => self.operator(step),
             Event::Quiet => self.begin_quiet(),
@@ -446,7 +517,8 @@ impl World {
         if let Some(v) = Progress::check_end(achieved) {
             self.found.push(v);
         }
-        if self.liveness.window().is_none() {
+        self.stats.health.reservations_checked = self.reservation_timeout.checked;
+        if !self.settled {
             self.found.push(Violation::new(
                 crate::oracles::OracleId::Liveness,
                 format!(
@@ -490,10 +562,23 @@ impl World {
             self.found.push(v);
         }
         self.maybe_arm_liveness();
-        let best = self.best_live_priority();
-        if let Some(v) = self.liveness.check(self.now, &beliefs, best) {
-            self.found.push(v);
-        }
+        let live = self.live_procs();
+        let rank = Rank {
+            policy: self.params.config.version_policy(),
+            leader: None,
+        };
+        let eligible_live = live.iter().any(|l| l.eligible);
+        let bound = |t: Nanos| self.params.reservation_bound(t);
+        let found: Vec<Violation> = [
+            self.liveness.check(self.now, &beliefs, &live, &rank),
+            self.eligible_leads.check(self.now, &beliefs, &live),
+            self.reservation_timeout
+                .check(self.now, bound, eligible_live),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        self.found.extend(found);
         if let Some(only) = self.only_oracle {
             let (keep, ignore): (Vec<Violation>, Vec<Violation>) = std::mem::take(&mut self.found)
                 .into_iter()
@@ -526,18 +611,34 @@ impl World {
                     ballot,
                     priority: p.candidate.priority().get(),
                     remaining,
+                    version: p.candidate.version(),
+                    eligible: self.eligible_truth(pid),
                 })
             })
             .collect()
     }
 
-    /// The highest priority among live, registered processes.
-    fn best_live_priority(&self) -> Option<i32> {
+    /// The live, registered processes (not shutting down, paused or cut off), how they stand
+    /// and whether they may lead.
+    fn live_procs(&self) -> Vec<LiveProc> {
         self.procs
             .iter()
-            .filter(|p| p.status == Status::Running && !p.shutdown)
-            .map(|p| p.candidate.priority().get())
-            .max()
+            .enumerate()
+            .filter(|(pid, p)| {
+                p.status == Status::Running
+                    && !p.shutdown
+                    && p.paused_until <= self.now
+                    && !self.faults.is_partitioned(*pid)
+            })
+            .map(|(pid, p)| LiveProc {
+                label: p.label.clone(),
+                stand: Stand {
+                    version: p.candidate.version(),
+                    priority: p.candidate.priority().get(),
+                },
+                eligible: self.eligible_truth(pid),
+            })
+            .collect()
     }
 
     fn outcome(&mut self) -> SeedOutcome {

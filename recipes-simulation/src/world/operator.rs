@@ -136,7 +136,15 @@ impl World {
         } else {
             builder.reservation_timeout(dur(self.between(heartbeat / 2, lease).max(1)))
         };
-        builder.build().map_err(|e| e.to_string())
+        // The version policy, any of them.
+        let policy = fdb_leader_election::VersionPolicy::ALL
+            .get(self.rng.random_range(0..4usize))
+            .copied()
+            .unwrap_or_default();
+        builder
+            .version_policy(policy)
+            .build()
+            .map_err(|e| e.to_string())
     }
 
     /// The operator writes a configuration drawn from `shape`. A configuration with long
@@ -255,6 +263,7 @@ impl World {
                     faultless,
                     op: None,
                     landing: false,
+                    read: None,
                 });
                 true
             }
@@ -307,14 +316,14 @@ impl World {
     }
 
     /// The record now (outside faults), for operators deciding what to write.
-    fn current_record(&mut self, txn: &MemTransaction) -> Option<LeaderRecord> {
+    pub(super) fn current_record(&mut self, txn: &MemTransaction) -> Option<LeaderRecord> {
         let election = self.election.clone();
         self.rt.block_on(election.leader_record(txn)).ok()
     }
 
     /// An id for the operator: half the time a registered candidate's (DESIGN §10.4: it must
     /// not let that candidate in early), else a fresh operator id.
-    fn operator_id(&mut self) -> Option<(CandidateId, Option<usize>)> {
+    pub(super) fn operator_id(&mut self) -> Option<(CandidateId, Option<usize>)> {
         let registered: Vec<usize> = self
             .procs
             .iter()
@@ -553,7 +562,7 @@ impl World {
         }
     }
 
-    fn schedule_operator(&mut self, txn: MemTransaction, kind: Kind, entry: Entry) {
+    pub(super) fn schedule_operator(&mut self, txn: MemTransaction, kind: Kind, entry: Entry) {
         self.schedule_commit(Pending {
             actor: Actor::Operator,
             txn,
@@ -563,6 +572,7 @@ impl World {
             faultless: false,
             op: None,
             landing: false,
+            read: None,
         });
     }
 

@@ -111,6 +111,7 @@ impl World {
                     faultless: false,
                     op: Some(seq),
                     landing: false,
+                    read: None,
                 });
             }
             Ok(None) => {

@@ -285,6 +285,7 @@ impl World {
                 faultless: false,
                 op: None,
                 landing: false,
+                read: None,
             });
             self.queue
                 .push(self.now.saturating_add(delay), Event::Commit { token });

@@ -75,6 +75,7 @@ impl World<'_> {
             children,
             unclean_children: u64::try_from(unclean.len()).unwrap_or(u64::MAX),
             faults: std::mem::take(&mut self.faults),
+            health: std::mem::take(&mut self.health),
             alone_paused: std::mem::take(&mut self.alone_paused),
             vm_paused: std::mem::take(&mut self.vm_paused),
             paused: std::mem::take(&mut self.paused),

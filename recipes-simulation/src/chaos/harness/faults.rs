@@ -14,7 +14,7 @@ use crate::chaos::cluster::{Cluster, ClusterStatus};
 use crate::chaos::model::{Fault, FaultKind, Window};
 use crate::chaos::store_lock::StoreLock;
 
-use super::{CHILD_FIRST, PLANT_CLOCK_RATE, World};
+use super::{CHILD_FIRST, HealthRecovery, PLANT_CLOCK_RATE, World, lock};
 
 impl World<'_> {
     /// The cluster's status, if it answers within 10 s.
@@ -149,6 +149,12 @@ impl World<'_> {
                 Some(ChaosPlant::UnfencedSink) => {
                     kinds.retain(|k| *k != FaultKind::VmPause);
                     kinds.insert(0, FaultKind::VmPause);
+                }
+                // The plant shows a leader whose check fails and who keeps leading: start
+                // with it.
+                Some(ChaosPlant::HealthUnchecked) => {
+                    kinds.retain(|k| *k != FaultKind::Health);
+                    kinds.insert(0, FaultKind::Health);
                 }
                 Some(ChaosPlant::UnknownAsCommitted) | None => {}
             }
@@ -332,6 +338,7 @@ impl World<'_> {
                 self.outages.push((from, to));
                 self.record_fault(kind, None, from, format!("{:.2}s", d.as_secs_f64()));
             }
+            FaultKind::Health => self.health_fault(start)?,
             FaultKind::ClockRate => {
                 let plant = self.options.plant == Some(ChaosPlant::ClockBeyondRho);
                 let rho = f64::from(self.settings.rho_ppm) / 1e6;
@@ -383,6 +390,70 @@ impl World<'_> {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// The health fault: the leader's health check fails from now on. The first failed check
+    /// is seen by its `failed` file (polled every 5 ms); an eligible leader is a child of
+    /// another slot reporting a newer ballot after it. Waits at most twice check (h)'s bound,
+    /// then lets the check pass again.
+    fn health_fault(&mut self, start: u64) -> Result<(), String> {
+        let Some(i) = self.leader() else {
+            return Ok(());
+        };
+        let Some((slot, ballot)) = self.sups.get(i).map(|s| s.slot).and_then(|slot| {
+            lock(&self.inbox)
+                .latest
+                .iter()
+                .filter(|(k, _)| k.0 == slot)
+                .map(|(_, r)| r.ballot)
+                .max()
+                .map(|b| (slot, b))
+        }) else {
+            return Ok(());
+        };
+        let dir = self.dir.join("health");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let sick = dir.join(format!("sick-{slot}"));
+        let failed = dir.join(format!("failed-{slot}"));
+        let _ = std::fs::remove_file(&failed);
+        std::fs::write(&sick, b"").map_err(|e| format!("{}: {e}", sick.display()))?;
+        let deadline = start.saturating_add(ns(self.settings.health_bound().saturating_mul(2)));
+        let mut seen = HealthRecovery {
+            slot,
+            start,
+            first_failed: None,
+            eligible_leader: None,
+        };
+        while self.now() < deadline {
+            if seen.first_failed.is_none() && failed.exists() {
+                seen.first_failed = Some(self.now());
+            }
+            if seen.first_failed.is_some() {
+                let inbox = lock(&self.inbox);
+                let newer = |r: &&crate::chaos::proto::Report| r.slot != slot && r.ballot > ballot;
+                if inbox.latest.values().any(|r| newer(&r)) {
+                    // Its child's first report.
+                    let first = inbox.reports.iter().filter(newer).map(|r| r.sent_ns).min();
+                    drop(inbox);
+                    let floor = seen.first_failed.unwrap_or(0);
+                    seen.eligible_leader = first.map(|at| at.max(floor));
+                    break;
+                }
+            }
+            self.idle(Duration::from_millis(5))?;
+        }
+        std::fs::remove_file(&sick).map_err(|e| format!("{}: {e}", sick.display()))?;
+        let detail = match (seen.first_failed, seen.recovery()) {
+            (None, _) => "the check never failed".to_owned(),
+            (Some(_), None) => "no eligible leader".to_owned(),
+            (Some(_), Some(r)) => format!(
+                "first failed check to an eligible leader {:.3}s",
+                Duration::from_nanos(r).as_secs_f64()
+            ),
+        };
+        self.health.push(seen);
+        self.record_fault(FaultKind::Health, Some(slot), start, detail);
         Ok(())
     }
 }

@@ -79,6 +79,8 @@ pub struct ChaosRun {
     pub unclean_children: u64,
     /// Every fault.
     pub faults: Vec<Fault>,
+    /// Each health fault's recovery (check (h)).
+    pub health: Vec<HealthRecovery>,
     /// Windows in which a supervisor alone was paused, extended by the resume allowance.
     pub alone_paused: Vec<Window>,
     /// The windows where a supervisor and its child's group were paused together (a VM
@@ -100,6 +102,29 @@ pub struct ChaosRun {
     pub kinds: Vec<FaultKind>,
     /// On FoundationDB: the errors, the probe, the recoveries.
     pub fdb: Option<FdbRecord>,
+}
+
+/// A health fault (the leader's `--health-command` starts failing): what the harness saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthRecovery {
+    /// The supervisor slot whose check failed.
+    pub slot: u32,
+    /// True time the failing began (the harness made the check fail).
+    pub start: u64,
+    /// True time of the first failed check (its command ran), if it ran.
+    pub first_failed: Option<u64>,
+    /// True time of the first report of a child of another slot's supervisor, leading with a
+    /// newer ballot after the first failed check (an eligible leader), if one came.
+    pub eligible_leader: Option<u64>,
+}
+
+impl HealthRecovery {
+    /// From the first failed check to an eligible leader (nanoseconds), if both came.
+    pub fn recovery(&self) -> Option<u64> {
+        self.first_failed
+            .zip(self.eligible_leader)
+            .map(|(f, l)| l.saturating_sub(f))
+    }
 }
 
 /// The sinks of one lane (the single election, or one shard): the judged one and its
@@ -204,6 +229,8 @@ struct World<'a> {
     threads: Vec<JoinHandle<()>>,
     observer: Option<Child>,
     faults: Vec<Fault>,
+    /// See [`ChaosRun::health`].
+    health: Vec<HealthRecovery>,
     alone_paused: Vec<Window>,
     /// See [`ChaosRun::vm_paused`].
     vm_paused: Vec<Window>,
@@ -348,6 +375,7 @@ pub fn run_chaos(
     let kinds = FaultKind::for_store(
         fdb.is_some(),
         fdb.as_ref().is_some_and(|f| f.cluster.is_some()),
+        options.shards.is_some(),
     );
     let mut world = World {
         options: options.clone(),
@@ -373,6 +401,7 @@ pub fn run_chaos(
         threads: Vec::new(),
         observer: None,
         faults: Vec::new(),
+        health: Vec::new(),
         alone_paused: Vec::new(),
         vm_paused: Vec::new(),
         paused: Vec::new(),

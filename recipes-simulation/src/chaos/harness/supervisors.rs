@@ -166,6 +166,28 @@ impl World<'_> {
         if let Some(m) = self.options.shards {
             cmd.args(["--shards", &m.to_string()]);
         }
+        if self.options.shards.is_none() && self.options.plant != Some(ChaosPlant::HealthUnchecked)
+        {
+            // The leader health check the health fault makes fail (check (h)): it fails while
+            // the slot's `sick` file exists, and notes each failure in its `failed` file.
+            let dir = self.dir.join("health");
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let sick = dir.join(format!("sick-{slot}"));
+            let failed = dir.join(format!("failed-{slot}"));
+            cmd.arg("--health-command")
+                .arg(format!(
+                    "test ! -e '{}' || {{ touch '{}'; exit 1; }}",
+                    sick.display(),
+                    failed.display()
+                ))
+                .arg("--health-interval")
+                .arg(format!("{}ms", self.settings.health_interval.as_millis()))
+                .arg("--health-timeout")
+                .arg(format!("{}ms", self.settings.health_timeout.as_millis()))
+                .arg("--health-fall")
+                .arg(self.settings.health_fall.to_string())
+                .args(["--health-rise", "1"]);
+        }
         cmd.arg("--grace")
             .arg(format!("{}ms", self.settings.child_grace.as_millis()))
             .args([

@@ -26,8 +26,13 @@ impl ChaosReport {
             }
             _ => String::new(),
         };
+        let health = if self.shards.is_none() {
+            format!(" h={}", verdict(self.health_failures()))
+        } else {
+            String::new()
+        };
         format!(
-            "checks: a={} b={} c={} d={}{unknown}",
+            "checks: a={} b={} c={} d={}{health}{unknown}",
             verdict(usize::try_from(self.fenced.violation_count).unwrap_or(usize::MAX)),
             verdict(self.overlaps.violations.len()),
             verdict(recovery_failures),
@@ -40,6 +45,25 @@ impl ChaosReport {
         let mut lines = Vec::new();
         for v in &self.fenced.violations {
             lines.push(format!("VIOLATION (a) fencing: {v}"));
+        }
+        let bound = ns(self.health_bound);
+        for h in &self.health {
+            let why = match (h.first_failed, h.recovery()) {
+                (None, _) => "its check never failed (did the supervisor run it?)".to_owned(),
+                (Some(_), None) => "no eligible leader came".to_owned(),
+                (Some(_), Some(r)) if r > bound => format!(
+                    "an eligible leader came {:.3}s after the first failed check",
+                    secs(r)
+                ),
+                _ => continue,
+            };
+            lines.push(format!(
+                "VIOLATION (h) health: the leader c{}'s health check failed from {:.3}s: {why} \
+                 (bound {:.3}s)",
+                h.slot,
+                secs(h.start.saturating_sub(self.t0)),
+                self.health_bound.as_secs_f64()
+            ));
         }
         for o in self.overlaps.violations.iter().take(10) {
             let near: Vec<&str> = self
@@ -168,6 +192,7 @@ impl ChaosReport {
             ),
             format!("incarnations={} children={}", self.incarnations, self.runs),
         ];
+        lines.extend(self.health_line());
         // The slowest recoveries, with their fault: what the bound is made of.
         let mut slow: Vec<&crate::chaos::checks::recovery::Recovery> = self
             .recoveries
@@ -237,6 +262,24 @@ impl ChaosReport {
         lines
     }
 
+    /// (h) in words: the health faults and the time from the first failed check to an
+    /// eligible leader's child (single elections only).
+    fn health_line(&self) -> Option<String> {
+        if self.shards.is_some() {
+            return None;
+        }
+        let r = self.health_recoveries();
+        Some(format!(
+            "health: {} faults (the leader's check fails), {} with an eligible leader; first \
+             failed check to an eligible leader's child p50={:.0}ms max={:.0}ms, bound {:.3}s",
+            self.health.len(),
+            r.len(),
+            millis(percentile(&r, 50)),
+            millis(r.last().copied().unwrap_or(0)),
+            self.health_bound.as_secs_f64()
+        ))
+    }
+
     /// The summary line (printed last).
     pub fn summary(&self) -> String {
         let disrupted = self.disrupted();
@@ -259,10 +302,20 @@ impl ChaosReport {
             .shards
             .map(|m| format!(" shards={m}"))
             .unwrap_or_default();
+        let health = if self.shards.is_none() {
+            let r = self.health_recoveries();
+            format!(
+                " health_recovery_p50_ms={:.0} health_recovery_max_ms={:.0}",
+                millis(percentile(&r, 50)),
+                millis(r.last().copied().unwrap_or(0))
+            )
+        } else {
+            String::new()
+        };
         format!(
             "runs={} faults={total} ({}) overlaps={} vm_resume_overlaps={} sink_violations={} \
              sink_rejected_stale={} sink_cut_writes={} recovery_p50_over_lease={:.2} recovery_p99_over_lease={:.2} elections={} \
-             handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}{shards}{fdb}",
+             handovers={} takeovers={} unfenced_out_of_order={} unfenced_lost={}{health}{shards}{fdb}",
             self.runs,
             kinds.join(" "),
             self.overlaps.violations.len(),

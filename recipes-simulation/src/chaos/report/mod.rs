@@ -13,7 +13,7 @@ use super::checks::recovery::{Recovery, RecoveryLimits, check_recovery};
 use super::checks::spans::{ReportInterval, percentile, report_interval};
 use super::clock::{ns, secs};
 use super::fdb_log::FdbErrors;
-use super::harness::{ChaosRun, FdbRecord};
+use super::harness::{ChaosRun, FdbRecord, HealthRecovery};
 use super::model::{ChildRun, FaultKind};
 
 /// The checks' verdicts on one run, and its figures.
@@ -61,6 +61,10 @@ pub struct ChaosReport {
     pub fault_spans: Vec<(u64, u64)>,
     /// On FoundationDB: errors, stalls, recoveries.
     pub fdb: Option<FdbSummary>,
+    /// (h): each health fault, as the harness saw it.
+    pub health: Vec<HealthRecovery>,
+    /// (h)'s bound: from the first failed check to an eligible leader.
+    pub health_bound: Duration,
 }
 
 /// What a run on FoundationDB adds to the report.
@@ -248,6 +252,8 @@ pub fn analyze(run: &ChaosRun) -> ChaosReport {
         fault_notes,
         fault_spans: run.faults.iter().map(|f| (f.start, f.heal)).collect(),
         fdb,
+        health: run.health.clone(),
+        health_bound: s.health_bound(),
     }
 }
 
@@ -272,6 +278,9 @@ impl ChaosReport {
         if !self.progress_missing.is_empty() {
             failed.push("d");
         }
+        if self.health_failures() > 0 {
+            failed.push("h");
+        }
         if self.unclean_children > 0 {
             failed.push("clock");
         }
@@ -284,6 +293,27 @@ impl ChaosReport {
             }
         }
         failed
+    }
+
+    /// (h): health faults after which no eligible leader's child came within the bound from
+    /// the first failed check (or whose check never ran).
+    pub fn health_failures(&self) -> usize {
+        let bound = ns(self.health_bound);
+        self.health
+            .iter()
+            .filter(|h| h.recovery().is_none_or(|r| r > bound))
+            .count()
+    }
+
+    /// (h): from the first failed check to an eligible leader, sorted (ns).
+    pub fn health_recoveries(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .health
+            .iter()
+            .filter_map(HealthRecovery::recovery)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// Recoveries after faults that left no current child at their heal: how long each took.

@@ -142,6 +142,12 @@ pub(crate) struct Process {
     pub(crate) reading: bool,
     /// Plant `keep-closed-guard`: the next resignation is not carried out.
     pub(crate) drop_resign: bool,
+    /// Its health checks and what they make of it.
+    pub(crate) checks: super::health::Checks,
+    /// Plant `reservation-waits-a-lease`: the vacancy reserved for another candidate it last
+    /// read (its identity), first seen when (local) and its lease.
+    pub(crate) reserved_identity: Option<(u64, u64)>,
+    pub(crate) reserved_seen: Option<(Nanos, Nanos)>,
 }
 
 impl std::fmt::Debug for Process {
@@ -190,7 +196,10 @@ impl World {
         let clock =
             crate::time::draw_clock(&mut self.rng, &self.time, self.params.clock_spread_ppm);
         let rate = clock.rate_ppm();
-        let id = match CandidateId::with_nonce(&label, self.rng.next_u64()) {
+        // Every incarnation of a node registers under the node's name (an operator's mark
+        // outlives restarts), with a nonce of its own.
+        let name = super::marks::node_name(node);
+        let id = match CandidateId::with_nonce(&name, self.rng.next_u64()) {
             Ok(id) => id,
             Err(e) => {
                 self.found.push(Progress::unexpected_error(
@@ -203,6 +212,14 @@ impl World {
         };
         let candidate =
             Candidate::with_clock(id.clone(), Priority::new(priority), Arc::new(clock.clone()));
+        // The node's version; one incarnation in ten registers none (an older binary).
+        let version = self
+            .nodes
+            .get(node)
+            .and_then(|n| n.version.clone())
+            .filter(|_| !self.rng.random_ratio(1, 10));
+        candidate.set_version(version.clone());
+        let checks = self.draw_checks();
         let seed = self.rng.next_u64();
         let machine = Machine::new(
             Settings::new(Some(id.clone()), self.params.config.clone(), seed),
@@ -248,6 +265,9 @@ impl World {
             cycle_failed: false,
             reading: false,
             drop_resign: false,
+            checks,
+            reserved_identity: None,
+            reserved_seen: None,
         });
         if let Some(n) = self.nodes.get_mut(node) {
             n.current = Some(pid);
@@ -255,10 +275,12 @@ impl World {
             n.restart_pending = false;
         }
         self.log(format!(
-            "{label} start id={id} priority={priority} clock_rate={rate}ppm{}{}",
+            "{label} start id={id} priority={priority} version={} clock_rate={rate}ppm{}{}",
+            version.map_or_else(|| "none".to_owned(), |v| v.to_string()),
             if rogue { " ROGUE" } else { "" },
             if claims_only { " claims-only" } else { "" }
         ));
+        self.start_checks(pid, delay);
         self.schedule_control(pid, delay);
     }
 
@@ -317,17 +339,20 @@ impl World {
     }
 
     pub(in crate::world) fn entry_for(&self, pid: usize, op: Op) -> Entry {
-        let (label, id, prio) = self.procs.get(pid).map_or_else(
-            || (format!("p{pid}"), None, 0),
+        let (label, id, prio, version) = self.procs.get(pid).map_or_else(
+            || (format!("p{pid}"), None, 0, None),
             |p| {
                 (
                     p.label.clone(),
                     Some(p.candidate.id().to_string()),
                     p.candidate.priority().get(),
+                    p.candidate.version().map(|v| v.to_string()),
                 )
             },
         );
-        Entry::new(&label, id, prio, op)
+        let mut entry = Entry::new(&label, id, prio, op);
+        entry.actor_version = version;
+        entry
     }
 
     /// Feeds `pid`'s machine one event and carries out what it says.
@@ -415,7 +440,8 @@ impl World {
                     return;
                 };
                 let now = p.clock.local_now();
-                let wait = nanos(at.since_origin()).saturating_sub(now).max(1);
+                let at = self.planted_wait(pid, nanos(at.since_origin()));
+                let wait = at.saturating_sub(now).max(1);
                 let d = self.local_delay(pid, wait);
                 self.schedule_control(pid, d.max(1));
             }
@@ -435,6 +461,7 @@ impl World {
                     p.cached_token = Some(ballot.get());
                 }
                 self.log(format!("{label} guard issued b{}", ballot.get()));
+                self.leadership_began(pid, ballot.get());
                 self.start_work_loop(pid);
             }
             Command::SetGuardDeadline(deadline) => {
@@ -481,6 +508,13 @@ impl World {
                     ballot.get(),
                     reason.as_str()
                 ));
+                self.leadership_ended(pid);
+            }
+            Command::ConfigChanged(config) => {
+                self.checks_config(pid, nanos(config.lease_duration()));
+            }
+            Command::HoldingIneligible { .. } => {
+                self.stats.health.holding = self.stats.health.holding.saturating_add(1);
             }
             Command::LateRenewal { .. } | Command::StepDownLocally => {
                 if let Some(p) = self.procs.get(pid) {

@@ -7,7 +7,7 @@ use fdb_leader_election::{ElectionError, ResignOutcome, TxnError, TxnErrorKind};
 use super::{OpKind, Status, unexpected};
 use crate::events::Event;
 use crate::history::{CandView, Entry, Op, RecordView};
-use crate::oracles::Progress;
+use crate::oracles::{Progress, TxnRead};
 use crate::time::nanos;
 use crate::world::commit::kind_name;
 use crate::world::{Actor, Kind, Pending, World};
@@ -58,7 +58,8 @@ impl World {
         }
         let txn = self.open(Actor::Proc(pid));
         let election = self.election.clone();
-        let result: Result<(Kind, Entry), ElectionError> = match kind {
+        let believed = cand.leadership().is_some();
+        let result: Result<(Kind, Entry, Option<Box<TxnRead>>), ElectionError> = match kind {
             OpKind::DroppedResign => {
                 // No transaction: the plant's executor never runs it.
                 self.faults.close(txn.id());
@@ -80,7 +81,7 @@ impl World {
                             .candidates_set
                             .push((cand.id().to_string(), CandView::of(&rec)));
                     }
-                    (Kind::Register(Box::new(config)), entry)
+                    (Kind::Register(Box::new(config)), entry, None)
                 })
             }
             OpKind::Cycle => self.cycle_body(pid, &txn, &cand),
@@ -96,13 +97,18 @@ impl World {
                 self.feed(pid, In::ResignDecided);
                 res.map(|(prior, outcome, written)| {
                     let mut entry = self.entry_for(pid, Op::Resign);
+                    let mut read = None;
                     if matches!(outcome, ResignOutcome::Resigned { .. }) {
+                        read = self.txn_read(pid, &txn, true, believed);
+                        let written = self
+                            .planted_reservation(pid, &txn, Op::Resign, read.as_deref(), &written)
+                            .unwrap_or(written);
                         entry.prior = Some(RecordView::of(&prior));
                         entry.leader = Some(RecordView::of(&written));
                     } else {
                         entry.op = Op::ResignRejected;
                     }
-                    (Kind::Resign, entry)
+                    (Kind::Resign, entry, read)
                 })
             }
             OpKind::Leave => {
@@ -115,12 +121,18 @@ impl World {
                 res.map(|(prior, outcome, written)| {
                     let resigned = matches!(outcome, Some(ResignOutcome::Resigned { .. }));
                     let mut entry = self.entry_for(pid, Op::Unregister { resigned });
+                    let mut read = None;
                     if prior != written {
+                        read = self.txn_read(pid, &txn, true, believed);
+                        let op = Op::Unregister { resigned };
+                        let written = self
+                            .planted_reservation(pid, &txn, op, read.as_deref(), &written)
+                            .unwrap_or(written);
                         entry.prior = Some(RecordView::of(&prior));
                         entry.leader = Some(RecordView::of(&written));
                     }
                     entry.candidates_cleared.push(cand.id().to_string());
-                    (Kind::Unregister, entry)
+                    (Kind::Unregister, entry, read)
                 })
             }
         };
@@ -128,7 +140,7 @@ impl World {
         // ones that are still in flight land now.
         self.land_held_commits(pid);
         match result {
-            Ok((kind, entry)) => {
+            Ok((kind, entry, read)) => {
                 self.schedule_commit(Pending {
                     actor: Actor::Proc(pid),
                     txn,
@@ -138,6 +150,7 @@ impl World {
                     faultless: false,
                     op: Some(seq),
                     landing: false,
+                    read,
                 });
             }
             Err(e) => {
@@ -209,6 +222,7 @@ impl World {
                 let report = CycleReport::new(&cycle, &adopted);
                 drop(cycle);
                 self.rogue_observe(pid, report.record());
+                self.note_seen(pid, report.record());
                 // (The planted uncapped belief ends where the library's would have: when a
                 // cycle finds the record no longer names it at that ballot.)
                 if let Some(p) = self.procs.get_mut(pid) {

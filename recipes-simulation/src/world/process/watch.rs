@@ -27,6 +27,7 @@ impl World {
         self.faults.close(txn.id());
         let event = match (read, committed) {
             (Ok((record, watch)), Ok(())) => {
+                self.note_seen(pid, &record);
                 let armed = match watch {
                     Some(Ok(w)) => {
                         if let Some(p) = self.procs.get_mut(pid) {
