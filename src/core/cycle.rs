@@ -334,7 +334,7 @@ fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision
         _ => (Action::Resigned, None),
     };
     // An operator's request directed at a name: that candidate while it is live and eligible,
-    // as the release that never landed chose it (DESIGN §13.6).
+    // as the release that never landed chose it (docs/design.md §13.6).
     if let (Some(Party::Operator(_)), Some(to)) = (&rec.handover, rec.handover_to.as_deref()) {
         match directed_reservation(st, input, to) {
             Ok(Some(reserve)) => {
