@@ -161,11 +161,16 @@ fn decide_as_leader(
                 Err(need) => return Ok(Decision::Need(need)),
             };
             if let Some(reserve) = reserve {
+                // The guard closes as soon as the request is kept, within the minimum tenure
+                // too: the work drains from then. So the request is noted now, and the grace
+                // counts from the later of then and the tenure's end (not from the first cycle
+                // after it, which a partition may delay by any length).
+                let seen = st.note_handover_request(t0);
                 let tenure_end = after(tenure.acquired_at, cfg.min_tenure);
                 if t0 < tenure_end {
                     next_action_at = Some(tenure_end);
                 } else {
-                    let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
+                    let grace_end = after(seen.max(tenure_end), cfg.handover_grace);
                     if !st.busy() || t0 >= grace_end {
                         return step_down(st, input, Some(reserve), Action::HandedOver)
                             .map(|d| honouring(d, rec.handover.clone()));

@@ -648,6 +648,51 @@ fn min_tenure_delays_honouring_a_request() {
 }
 
 #[test]
+fn a_request_kept_within_the_minimum_tenure_drains_from_the_tenures_end_not_from_a_late_cycle() {
+    let c = ElectionConfig::builder()
+        .min_tenure(Duration::from_secs(5))
+        .handover_grace(Duration::from_secs(2))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    // A busy leader keeps a request within its minimum tenure: its guard closes then.
+    let start = |st: &mut LocalState| {
+        let mut rec = lead(st, &c, 1, 0);
+        st.set_busy(true);
+        rec.handover = request("new", 2);
+        let p = plan(run(st, &c, &rec, 1, 1_000));
+        assert_eq!(
+            (p.action, p.next_action_at),
+            (Action::Renewed, Some(at(5_000)))
+        );
+        assert!(st.adopt(p.adopt.as_ref().unwrap()));
+        p.write.unwrap()
+    };
+    // Its first cycle after the tenure: the grace runs from the tenure's end, not from now.
+    let mut st = LocalState::new(id("me"));
+    let w = start(&mut st);
+    let p = plan(run(&mut st, &c, &w, 1, 6_000));
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::Renewed, Some(at(7_000)))
+    );
+    assert_eq!(
+        plan(run(&mut st, &c, &w, 1, 7_000)).action,
+        Action::HandedOver
+    );
+    // A partition kept it from cycling until after the grace, and an operator's request
+    // replaced the candidate's meanwhile: the drain began when the guard closed, so it hands
+    // over at its first cycle (seed 3034 of the campaign: it renewed for another grace).
+    let mut st = LocalState::new(id("me"));
+    let mut w = start(&mut st);
+    w.handover = Some(Party::Operator(id("ops")));
+    assert_eq!(
+        plan(run(&mut st, &c, &w, 1, 9_000)).action,
+        Action::HandedOver
+    );
+}
+
+#[test]
 fn requests_that_no_longer_outrank_or_with_preemption_off_are_dropped() {
     for (leader_prio, allow) in [(2, true), (3, true), (1, false)] {
         let c = ElectionConfig::builder()
