@@ -1120,6 +1120,10 @@ fn a_leaders_debug_shows_a_utf8_payload_as_text_and_any_other_as_bytes() {
     assert!(shown.contains("payload: Some([255, 1])"), "{shown}");
     info.payload = None;
     assert!(format!("{info:?}").contains("payload: None"));
+    assert!(format!("{info:?}").contains("version: None"));
+    info.version = Some(semver::Version::new(1, 5, 0));
+    let shown = format!("{info:?}");
+    assert!(shown.contains("version: Some(1.5.0)"), "{shown}");
 }
 
 // --- The view's classification, field by field ---

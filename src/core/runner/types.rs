@@ -128,8 +128,9 @@ pub struct LeaderInfo {
     pub priority: Priority,
     /// The payload the leader publishes (for example, the address where it serves).
     pub payload: Option<Vec<u8>>,
-    /// The version the leader registered when it acquired its ballot (docs/design.md §14.1), if it
-    /// registered one ([`RunnerBuilder::version`](crate::runner::RunnerBuilder::version)).
+    /// The version the leader runs, as its record names it (docs/design.md §14.1: written when
+    /// it acquires and at each renewal, from its registration), if it registered one
+    /// ([`RunnerBuilder::version`](crate::runner::RunnerBuilder::version)).
     pub version: Option<semver::Version>,
 }
 
@@ -164,11 +165,19 @@ impl std::fmt::Debug for LeaderInfo {
                 }
             }
         }
+        /// A version as it is written (`1.5.0`).
+        struct Shown<'a>(&'a semver::Version);
+        impl std::fmt::Debug for Shown<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Display::fmt(self.0, f)
+            }
+        }
         f.debug_struct("LeaderInfo")
             .field("ballot", &self.ballot)
             .field("id", &self.id)
             .field("priority", &self.priority)
             .field("payload", &self.payload.as_deref().map(Payload))
+            .field("version", &self.version.as_ref().map(Shown))
             .finish()
     }
 }
