@@ -201,17 +201,28 @@ pub(crate) async fn measure(cluster_file: &str, memdb: &Report) -> Res<FdbReport
 /// The rolling-upgrade figures alone (`--upgrade-only`), on the cluster `cluster_file` names,
 /// under a fresh subspace that is cleared at the end.
 pub(crate) async fn measure_upgrade(cluster_file: &str) -> Res<crate::upgrade::UpgradeFigures> {
+    on_fresh_root(cluster_file, |db, root| async move {
+        let fresh = || Arc::clone(&db);
+        let root = root.subspace(&("upgrade",));
+        crate::upgrade::measure("FoundationDB", fresh, &root, crate::upgrade::TRIALS).await
+    })
+    .await
+}
+
+/// `body` on the cluster `cluster_file` names, under a fresh subspace that is cleared at the
+/// end (also after `body` failed).
+async fn on_fresh_root<T, Fut>(
+    cluster_file: &str,
+    body: impl FnOnce(Arc<Database>, Subspace) -> Fut,
+) -> Res<T>
+where
+    Fut: std::future::Future<Output = Res<T>>,
+{
     let db = Arc::new(Database::new(Some(cluster_file))?);
     let nonce: u64 = rand::random();
     let root = Subspace::from(("fdb-leader-election-perf", nonce));
     reachable(&db, &root, cluster_file).await?;
-    let result = crate::upgrade::measure(
-        "FoundationDB",
-        || Arc::clone(&db),
-        &root.subspace(&("upgrade",)),
-        crate::upgrade::TRIALS,
-    )
-    .await;
+    let result = body(Arc::clone(&db), root.clone()).await;
     let cleared = clear(&db, &root).await;
     let figures = result?;
     cleared?;
@@ -315,15 +326,10 @@ async fn scenarios(
 /// The health figures alone (`--health-only`), on the cluster `cluster_file` names, under a
 /// fresh subspace that is cleared at the end.
 pub(crate) async fn measure_health(cluster_file: &str) -> Res<crate::health::HealthFigures> {
-    let db = Arc::new(Database::new(Some(cluster_file))?);
-    let nonce: u64 = rand::random();
-    let root = Subspace::from(("fdb-leader-election-perf", nonce));
-    reachable(&db, &root, cluster_file).await?;
-    let result = crate::health::measure_on(|| Arc::clone(&db), &root.subspace(&("health",))).await;
-    let cleared = clear(&db, &root).await;
-    let figures = result?;
-    cleared?;
-    Ok(figures)
+    on_fresh_root(cluster_file, |db, root| async move {
+        crate::health::measure_on(|| Arc::clone(&db), &root.subspace(&("health",))).await
+    })
+    .await
 }
 
 /// The configuration of the measuring elections: the defaults (lease 10 s, heartbeat 3 s),
