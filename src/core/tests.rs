@@ -1244,3 +1244,89 @@ fn rank_counts_equal_priorities_only_if_registered_strictly_earlier() {
         1
     );
 }
+
+// --- Adversarial review (wt-review) ---
+
+/// A renewal that kept a request but whose commit failed: the runner never saw the request
+/// (a failed cycle reports nothing), so the guard stayed open and work kept starting. The
+/// drain (the grace) may begin only when the guard closes, i.e. at the first cycle whose
+/// commit reports the request; the next cycle must not cut that work at once.
+fn assert_an_unconfirmed_keep_does_not_start_the_grace(min_tenure_ms: u64) {
+    let c = ElectionConfig::builder()
+        .min_tenure(Duration::from_millis(min_tenure_ms))
+        .handover_grace(Duration::from_secs(2))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    st.set_busy(true);
+    rec.handover = request("new", 2);
+    // 1,000 ms: a busy leader keeps the request, renewing. Its commit fails (a conflict, a
+    // timeout, a partition): not adopted, and the runner's guard is not closed.
+    let p = plan(run(&mut st, &c, &rec, 1, 1_000));
+    assert_eq!(p.action, Action::Renewed);
+    // 7,000 ms (still within the belief: the lease is 10 s): the retry reads the same record.
+    // Its commit is the first that reports the request, so the guard closes only now, and
+    // in-flight work is owed the full grace from now.
+    let p = plan(run(&mut st, &c, &rec, 1, 7_000));
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::Renewed, Some(at(9_000))),
+        "the work in flight was cut with no drain at all: the grace was counted from a \
+         keep that never committed (min tenure {min_tenure_ms} ms)"
+    );
+}
+
+#[test]
+fn review_a_keep_within_the_minimum_tenure_that_never_committed_does_not_start_the_grace() {
+    assert_an_unconfirmed_keep_does_not_start_the_grace(5_000);
+}
+
+#[test]
+fn review_a_keep_that_never_committed_does_not_start_the_grace() {
+    assert_an_unconfirmed_keep_does_not_start_the_grace(0);
+}
+
+/// docs/design.md §10.6: no path leaves a leader holding the leadership with a closed guard
+/// for longer than `handover_grace` plus one heartbeat. The runner closes the guard at the
+/// first cycle that reports a request honoured (`Plan::honoured`), also within the minimum
+/// tenure; an idle leader then sits on a closed guard (doing no work while every follower
+/// waits) until its minimum tenure ends.
+#[test]
+fn review_a_guard_closed_within_the_minimum_tenure_is_held_no_longer_than_grace_plus_a_heartbeat() {
+    let c = ElectionConfig::builder()
+        .min_tenure(Duration::from_secs(9))
+        .handover_grace(Duration::from_secs(1))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let heartbeat = u64::try_from(c.heartbeat_interval().as_millis()).unwrap();
+    let grace = 1_000;
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    rec.handover = request("new", 2);
+    // An idle leader cycles every heartbeat, each commit confirmed.
+    let mut closed_at = None;
+    let mut t = 1_000;
+    while t < 9_000 {
+        let p = plan(run(&mut st, &c, &rec, 1, t));
+        if p.action == Action::HandedOver {
+            return;
+        }
+        assert_eq!(p.action, Action::Renewed);
+        if p.honoured.is_some() && closed_at.is_none() {
+            closed_at = Some(t); // the runner closes the guard (note_request)
+        }
+        if let Some(closed) = closed_at {
+            assert!(
+                t <= closed + grace + heartbeat,
+                "at {t} ms the leader renews holding a guard closed since {closed} ms \
+                 (grace {grace} ms, heartbeat {heartbeat} ms): no work runs, nobody else leads"
+            );
+        }
+        assert!(st.adopt(p.adopt.as_ref().unwrap()));
+        rec = p.write.unwrap();
+        t += heartbeat;
+    }
+}
