@@ -600,3 +600,51 @@ fn a_leader_holding_while_not_eligible_never_hands_over_to_an_ineligible_request
     assert_eq!(w.handover, None, "the request is dropped");
     assert_eq!(w.reservation, None);
 }
+
+// --- Adversarial review (wt-review) ---
+
+/// docs/design.md §13.6: a directed request whose target is not live and eligible when the
+/// leader reads it is refused, with its reason published. The leader checks the target only
+/// at the request's "first sight", which it judges by whether it had noted *a* request: one
+/// that replaced a candidate's request it was already draining for is never checked, and a
+/// request to a name nobody live carries moves the leadership to someone else, silently.
+#[test]
+fn review_a_directed_request_replacing_a_candidates_is_refused_when_its_target_is_not_live() {
+    let c = cfg();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    let rows: Registry = vec![(named("new"), cand(2, 1, rec.renewal))];
+    rec.handover = Some(Party::Candidate(Named::new(named("new"), Priority::new(2))));
+    st.set_busy(true);
+    let p = decide(
+        &mut st,
+        &c,
+        &rec,
+        1,
+        true,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::Renewed, "draining for the candidate's request");
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
+    // The operator runs `resign --to ghost`: nobody live is named "ghost".
+    let req = directed(&p.write.unwrap(), "ghost");
+    st.set_busy(false);
+    let p = decide(
+        &mut st,
+        &c,
+        &req,
+        1,
+        true,
+        UnhealthyPolicy::Hold,
+        200,
+        &rows,
+    );
+    assert!(
+        p.refused.as_deref().is_some_and(|r| r.contains("ghost")),
+        "the request to ghost was not refused: {:?} reserved for {:?}",
+        p.action,
+        p.write.as_ref().and_then(|w| w.reservation().map(Named::id))
+    );
+}
