@@ -1637,3 +1637,33 @@ fn an_eligibility_change_runs_the_next_cycle_at_once() {
     let out = r.feed(Event::EligibilityChanged);
     assert!(!has(&out, |c| *c == Command::RunCycle), "{out:?}");
 }
+
+// --- Adversarial review (wt-review) ---
+
+/// docs/design.md §13.3 and §13.9: under `hold`, a leader that is not eligible, with nobody
+/// live eligible, keeps leading ("under hold with nobody eligible, nobody releases"). A leader
+/// that began draining for its ineligibility (its guard closed for a live eligible successor)
+/// and whose successor then died or became ineligible is told by the core to hold; the
+/// machine instead "steps down anyway" (its guard is closed and no request is honoured), and
+/// the resignation finds nobody to reserve for: an unreserved vacancy that nobody eligible can
+/// fill, the outage `hold` exists to prevent. It should reopen the guard and hold.
+#[test]
+fn review_a_holding_leader_whose_drain_target_vanished_does_not_release() {
+    let mut r = Run::leader();
+    r.at(100).believe(1, 394);
+    r.busy = true;
+    let mut rep = report(Action::Renewed, owned("me", 1, 2), Some(1));
+    rep.ineligible = Some(crate::core::Ineligible::SteppingDown);
+    r.watching(owned("me", 1, 1));
+    let out = r.cycling().feed(Event::CycleCommitted(rep));
+    assert!(has(&out, |c| *c == Command::CloseGuard), "{out:?}");
+    // The successor died while the work drained; nobody live is eligible: the core holds.
+    r.at(150).believe(1, 444);
+    let mut rep = report(Action::Renewed, owned("me", 1, 3), Some(1));
+    rep.ineligible = Some(crate::core::Ineligible::Holding);
+    let out = r.cycling().feed(Event::CycleCommitted(rep));
+    assert!(
+        !has(&out, |c| *c == Command::SteppingDownAnyway),
+        "a holding leader steps down with nobody eligible to take over: {out:?}"
+    );
+}
