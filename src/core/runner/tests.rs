@@ -1667,3 +1667,14 @@ fn review_a_holding_leader_whose_drain_target_vanished_does_not_release() {
         "a holding leader steps down with nobody eligible to take over: {out:?}"
     );
 }
+
+/// `LeaderInfo` gained `version` (docs/design.md §14.1), but its hand-written `Debug` lists the
+/// fields it had before: a leader's version never shows in a `{:?}` (logs, assertion messages)
+/// and two infos that differ only by version print the same.
+#[test]
+fn review_a_leaders_debug_shows_its_version() {
+    let mut info = LeaderInfo::of(&owned("a", 1, 1)).unwrap();
+    info.version = Some(semver::Version::new(1, 5, 0));
+    let shown = format!("{info:?}");
+    assert!(shown.contains("1.5.0"), "{shown}");
+}
