@@ -110,3 +110,42 @@ async fn review_a_busy_leader_drains_for_the_grace_after_its_guard_closes() {
 async fn review_a_failed_keep_of_a_request_does_not_cut_the_work_without_a_drain() {
     busy_leader_asked_to_hand_over(Duration::from_millis(110)).await;
 }
+
+/// docs/design.md §10.6: no path leaves a leader holding the leadership with a closed guard
+/// for longer than `handover_grace` plus one heartbeat. An idle leader within its minimum
+/// tenure that is asked to hand over closes its guard at once (it starts no new work) and
+/// keeps the leadership, workless, until the tenure ends.
+#[tokio::test(start_paused = true)]
+async fn review_an_idle_leader_within_its_minimum_tenure_does_not_sit_on_a_closed_guard() {
+    let db = db();
+    let grace = Duration::from_millis(100);
+    let cfg = config()
+        .to_builder()
+        .handover_grace(grace)
+        .min_tenure(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let a = builder(db.clone(), "alpha", 1)
+        .config(cfg.clone())
+        .start()
+        .unwrap();
+    let ga = a.elected().await.unwrap();
+    let b = builder(db.clone(), "bravo", 2).config(cfg).start().unwrap();
+    let start = Instant::now();
+    let mut closed_at = None;
+    while !ga.is_cancelled() {
+        if closed_at.is_none() && !ga.accepts_work() {
+            closed_at = Some(Instant::now());
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "no handover");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let held = closed_at.map(|c| c.elapsed());
+    assert!(
+        held.is_none_or(|h| h <= grace + HEARTBEAT),
+        "the leader held its leadership with a closed guard (no work accepted) for {held:?}"
+    );
+    b.elected().await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}
