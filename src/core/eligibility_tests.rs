@@ -626,7 +626,11 @@ fn review_a_directed_request_replacing_a_candidates_is_refused_when_its_target_i
         100,
         &rows,
     );
-    assert_eq!(p.action, Action::Renewed, "draining for the candidate's request");
+    assert_eq!(
+        p.action,
+        Action::Renewed,
+        "draining for the candidate's request"
+    );
     assert!(st.adopt(p.adopt.as_ref().unwrap()));
     // The operator runs `resign --to ghost`: nobody live is named "ghost".
     let req = directed(&p.write.unwrap(), "ghost");
@@ -645,6 +649,34 @@ fn review_a_directed_request_replacing_a_candidates_is_refused_when_its_target_i
         p.refused.as_deref().is_some_and(|r| r.contains("ghost")),
         "the request to ghost was not refused: {:?} reserved for {:?}",
         p.action,
-        p.write.as_ref().and_then(|w| w.reservation().map(Named::id))
+        p.write
+            .as_ref()
+            .and_then(|w| w.reservation().map(Named::id))
+    );
+}
+
+/// docs/design.md §13.4: "A leader that stepped down for health stays ineligible for at least
+/// a cool-down (default: one lease), so leadership does not flap between two sick
+/// processes." The cool-down starts only when the *leader health* check failed; a leader that
+/// stepped down because its *readiness* failed is eligible again at its next passing check
+/// (rise 1: at once), and may take the leadership straight back.
+#[test]
+fn review_a_leader_that_stepped_down_for_readiness_cools_down_too() {
+    use crate::core::health::Health;
+    use crate::runner::CheckSettings;
+    let s = CheckSettings::new(Duration::from_secs(1), Duration::from_secs(1), 1, 1).unwrap();
+    let mut h = Health::new(Some(s), None, Duration::from_secs(10));
+    h.readiness_answer(Ok(()));
+    h.leading(true, at(0));
+    assert!(h.eligibility(at(0)).is_eligible());
+    h.readiness_answer(Err("database unreachable".into()));
+    assert!(!h.eligibility(at(1_000)).is_eligible());
+    // It hands over (not eligible), and its leadership ends.
+    h.leading(false, at(1_100));
+    // Its next readiness check passes.
+    h.readiness_answer(Ok(()));
+    assert!(
+        !h.eligibility(at(2_000)).is_eligible(),
+        "eligible again 900 ms after stepping down for health (cool-down 10 s)"
     );
 }
