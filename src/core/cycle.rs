@@ -3,7 +3,7 @@
 use super::rank::{Ranking, Standing, best_live, rank_among};
 use super::write::{Owned, step_down, write_owned};
 use super::{
-    Action, CycleInput, Decision, Ineligible, LocalState, Lookup, Mode, Plan, Tenure,
+    Action, CycleInput, Decision, Drain, Ineligible, LocalState, Lookup, Mode, Plan, Tenure,
     UnhealthyPolicy, after, lapse_at, nothing,
 };
 use crate::error::ElectionError;
@@ -83,11 +83,8 @@ fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Part
     let Some(reg) = input.lookups.requester else {
         return Err(Lookup::Requester(req.id.clone()));
     };
-    // An ineligible requester is never honoured, also by a leader that holds while not
-    // eligible itself (two ineligible standings compare by version and priority alone).
-    let outranks = reg.is_some_and(|r| {
-        r.is_eligible() && ranking(input).outranks(&Standing::of(r), &my_standing(input))
-    });
+    let outranks =
+        reg.is_some_and(|r| ranking(input).outranks(&Standing::of(r), &my_standing(input)));
     Ok((outranks && live(input, reg)).then(|| Party::Candidate(req.clone())))
 }
 
@@ -117,6 +114,12 @@ fn decide_as_leader(
     if !cfg.election_enabled {
         return step_down(st, input, None, Action::SteppedDown);
     }
+    // The grace counts from the guard's closing: the start of the first cycle whose renewal
+    // closed it committed (noted by the adoption of that renewal only), or this cycle, if its
+    // own renewal closes it. A renewal that never committed closed nothing, so it starts no
+    // grace (docs/design.md §10.6).
+    let drain_since = tenure.drain.as_ref().map_or(t0, |d| d.since);
+    let grace_end = after(drain_since, cfg.handover_grace);
     let mut ineligible = None;
     if !input.eligible {
         // Not eligible (docs/design.md §13.3): hand over to the best live eligible candidate as an
@@ -127,7 +130,6 @@ fn decide_as_leader(
             Err(need) => return Ok(Decision::Need(need)),
         };
         if reserve.is_some() || input.when_ineligible == UnhealthyPolicy::Release {
-            let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
             if !st.busy() || t0 >= grace_end {
                 return step_down(st, input, reserve, Action::SteppedDownIneligible)
                     .map(|d| stepping_down_ineligible(d, Ineligible::SteppingDown));
@@ -138,7 +140,10 @@ fn decide_as_leader(
                 handover: rec.handover.clone(),
                 handover_to: rec.handover_to.clone(),
                 acquired_at: tenure.acquired_at,
-                handover_seen_at: st.tenure().and_then(|t| t.handover_seen_at),
+                drain: Some(Drain {
+                    since: drain_since,
+                    request: tenure.drain.and_then(|d| d.request),
+                }),
             };
             let mut plan = write_owned(st, input, owned)?;
             plan.action = Action::Renewed;
@@ -150,8 +155,17 @@ fn decide_as_leader(
         ineligible = Some(Ineligible::Holding);
     }
 
+    // The request read, as the drain notes it: one other than the drain's is seen for the
+    // first time.
+    let request = rec
+        .handover
+        .clone()
+        .map(|party| (party, rec.handover_to.clone()));
+    let first_sight = tenure.drain.as_ref().is_none_or(|d| d.request != request);
     let mut next_action_at = None;
+    // The request the renewal keeps in the record, and whether its keeping closes the guard.
     let mut keep_request = None;
+    let mut closes = false;
     let mut refused = None;
     match rec.handover.as_ref() {
         None => {}
@@ -161,23 +175,23 @@ fn decide_as_leader(
                 Err(need) => return Ok(Decision::Need(need)),
             };
             if let Some(reserve) = reserve {
-                // The guard closes as soon as the request is kept, within the minimum tenure
-                // too: the work drains from then. So the request is noted now, and the grace
-                // counts from the later of then and the tenure's end (not from the first cycle
-                // after it, which a partition may delay by any length).
-                let seen = st.note_handover_request(t0);
-                let tenure_end = after(tenure.acquired_at, cfg.min_tenure);
-                if t0 < tenure_end {
-                    next_action_at = Some(tenure_end);
-                } else {
-                    let grace_end = after(seen.max(tenure_end), cfg.handover_grace);
-                    if !st.busy() || t0 >= grace_end {
-                        return step_down(st, input, Some(reserve), Action::HandedOver)
-                            .map(|d| honouring(d, rec.handover.clone()));
-                    }
-                    next_action_at = Some(grace_end);
-                }
                 keep_request = rec.handover.clone();
+                let tenure_end = after(tenure.acquired_at, cfg.min_tenure);
+                if t0 < tenure_end && tenure.drain.is_none() {
+                    // Within the minimum tenure the request is kept, but the guard stays
+                    // open: a closed guard is never held longer than the grace and a
+                    // heartbeat (docs/design.md §10.6). The drain starts at the first cycle
+                    // from the tenure's end.
+                    next_action_at = Some(tenure_end);
+                } else if !st.busy() || t0 >= grace_end {
+                    return step_down(st, input, Some(reserve), Action::HandedOver)
+                        .map(|d| honouring(d, rec.handover.clone()));
+                } else {
+                    // The guard closes now (or stays closed, if an earlier request or the
+                    // leader's ineligibility closed it: the grace then runs from then).
+                    next_action_at = Some(grace_end);
+                    closes = true;
+                }
             }
             // A request that is not honourable (preemption disabled, the requester no longer
             // outranks this leader, or is gone) is dropped by the renewal below.
@@ -187,11 +201,11 @@ fn decide_as_leader(
             // setting, after draining in-flight work within the grace, and reserve for the
             // best live eligible candidate (or the one of the name the request directs it to)
             // so leadership moves in one commit.
-            let first_sight = tenure.handover_seen_at.is_none();
             if let (Some(to), true) = (rec.handover_to.as_deref(), first_sight) {
-                // A directed request whose target is not live and eligible now is refused
-                // before the guard closes: the leader keeps leading, the request is cleared,
-                // and the reason is published (docs/design.md §13.6).
+                // A directed request whose target is not live and eligible when the leader
+                // first reads it is refused before the guard closes for it: the leader keeps
+                // leading, the request is cleared, and the reason is published
+                // (docs/design.md §13.6).
                 match directed_reservation(st, input, to) {
                     Err(need) => return Ok(Decision::Need(need)),
                     Ok(None) => {
@@ -204,7 +218,6 @@ fn decide_as_leader(
                 }
             }
             if refused.is_none() {
-                let grace_end = after(st.note_handover_request(t0), cfg.handover_grace);
                 if !st.busy() || t0 >= grace_end {
                     // The directed target, if it is still live and eligible; else (it died or
                     // became ineligible while the work drained, the guard closed already) the
@@ -228,14 +241,21 @@ fn decide_as_leader(
                 }
                 next_action_at = Some(grace_end);
                 keep_request = rec.handover.clone();
+                closes = true;
             }
         }
     }
 
-    // Renew: same ballot, new renewal, validity from this attempt's start.
-    let handover_seen_at = keep_request
-        .as_ref()
-        .and_then(|_| st.tenure().and_then(|t| t.handover_seen_at));
+    // Renew: same ballot, new renewal, validity from this attempt's start. A renewal that
+    // closes the guard notes the drain, adopted only once its commit is confirmed.
+    let drain = if closes {
+        Some(Drain {
+            since: drain_since,
+            request,
+        })
+    } else {
+        None
+    };
     let handover_to = keep_request
         .as_ref()
         .and_then(Party::operator)
@@ -245,10 +265,9 @@ fn decide_as_leader(
         handover: keep_request,
         handover_to,
         acquired_at: tenure.acquired_at,
-        // Read back after noting the request, so the grace is not restarted by renewals.
-        handover_seen_at,
+        drain,
     };
-    let honoured = owned.handover.clone();
+    let honoured = if closes { owned.handover.clone() } else { None };
     let mut plan = write_owned(st, input, owned)?;
     plan.action = Action::Renewed;
     plan.next_action_at = next_action_at;
@@ -510,7 +529,7 @@ fn acquire(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision, Elec
         handover: None,
         handover_to: None,
         acquired_at: input.started_at,
-        handover_seen_at: None,
+        drain: None,
     };
     let mut plan = write_owned(st, input, owned)?;
     plan.action = Action::Acquired;

@@ -492,6 +492,8 @@ fn a_directed_target_lost_while_the_work_drained_gives_way_to_the_best_live_elig
     );
     assert_eq!(p.action, Action::Renewed);
     assert_eq!(p.honoured, Some(Party::Operator(id("ops"))), "draining");
+    // Its commit is confirmed: the guard closed, the drain began.
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
     let kept = p.write.unwrap();
     assert_eq!(
         kept.handover_to.as_deref(),
@@ -601,7 +603,7 @@ fn a_leader_holding_while_not_eligible_never_hands_over_to_an_ineligible_request
     assert_eq!(w.reservation, None);
 }
 
-// --- Adversarial review (wt-review) ---
+// --- Found by an adversarial review ---
 
 /// docs/design.md §13.6: a directed request whose target is not live and eligible when the
 /// leader reads it is refused, with its reason published. The leader checks the target only
@@ -609,7 +611,7 @@ fn a_leader_holding_while_not_eligible_never_hands_over_to_an_ineligible_request
 /// that replaced a candidate's request it was already draining for is never checked, and a
 /// request to a name nobody live carries moves the leadership to someone else, silently.
 #[test]
-fn review_a_directed_request_replacing_a_candidates_is_refused_when_its_target_is_not_live() {
+fn a_directed_request_replacing_a_candidates_is_refused_when_its_target_is_not_live() {
     let c = cfg();
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
@@ -661,7 +663,7 @@ fn review_a_directed_request_replacing_a_candidates_is_refused_when_its_target_i
 /// stepped down because its *readiness* failed is eligible again at its next passing check
 /// (rise 1: at once), and may take the leadership straight back.
 #[test]
-fn review_a_leader_that_stepped_down_for_readiness_cools_down_too() {
+fn a_leader_that_stepped_down_for_readiness_cools_down_too() {
     use crate::core::health::Health;
     use crate::runner::CheckSettings;
     let s = CheckSettings::new(Duration::from_secs(1), Duration::from_secs(1), 1, 1).unwrap();

@@ -10,8 +10,7 @@
 //! - **Leader health** runs only while leading, against the leader's work (a follower has no
 //!   work to check: it is never judged by this check). It starts passing with each new
 //!   leadership; `fall` consecutive failures make the leader ineligible, so it hands over. A
-//!   leader that stepped down while its health check failed stays ineligible for the
-//!   cool-down, so leadership does not flap between two sick processes. A leader that keeps
+//!   leader that stepped down while either check failed stays ineligible for the cool-down, so leadership does not flap between two sick processes. A leader that keeps
 //!   leading while failing (nobody else eligible: `hold`) becomes eligible again after `rise`
 //!   passes.
 //!
@@ -233,7 +232,7 @@ pub struct Health {
     leader: Option<Hysteresis>,
     cool_down: Duration,
     leading: bool,
-    /// Ineligible until then: it stepped down while its leader health check failed.
+    /// Ineligible until then: it stepped down while a check failed.
     cooling_until: Option<LocalInstant>,
 }
 
@@ -281,19 +280,21 @@ impl Health {
     }
 
     /// Leadership began (`true`) or ended (`false`) at `now`. A leadership that ends while
-    /// its health check fails starts the cool-down; a new one starts with the check passing.
+    /// a check fails (its leader health check or its readiness: it stepped down for health)
+    /// starts the cool-down; a new one starts with the leader health check passing.
     pub fn leading(&mut self, leading: bool, now: LocalInstant) {
         if leading == self.leading {
             return;
         }
         self.leading = leading;
-        let Some(l) = &mut self.leader else {
-            return;
-        };
-        if !leading && l.passing() == Some(false) {
+        let failing =
+            |h: &Option<Hysteresis>| h.as_ref().is_some_and(|h| h.passing() == Some(false));
+        if !leading && (failing(&self.leader) || failing(&self.readiness)) {
             self.cooling_until = Some(now.saturating_add(self.cool_down));
         }
-        *l = Hysteresis::new(l.settings, Some(true));
+        if let Some(l) = &mut self.leader {
+            *l = Hysteresis::new(l.settings, Some(true));
+        }
     }
 
     /// What the checks make of the eligibility at `now`: ineligible while readiness fails (or

@@ -27,7 +27,7 @@ mod write;
 
 #[cfg(test)]
 pub(crate) use state::Role;
-pub(crate) use state::{LocalState, Observed, PendingAttempt, Tenure};
+pub(crate) use state::{Drain, LocalState, Observed, PendingAttempt, Tenure};
 
 use std::time::Duration;
 

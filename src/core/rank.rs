@@ -76,10 +76,12 @@ impl<'a> Ranking<'a> {
         ))
     }
 
-    /// Whether `a` ranks strictly above `b`: what preemption requires (equal standings
-    /// never preempt).
+    /// Whether `a` may preempt `b`: `a` is eligible and ranks strictly above `b` (equal
+    /// standings never preempt; an ineligible candidate preempts nobody, also a leader that
+    /// holds while not eligible itself, against whom two ineligible standings would compare
+    /// by version and priority alone).
     pub(crate) fn outranks(&self, a: &Standing<'a>, b: &Standing<'a>) -> bool {
-        self.compare(a, b) == Ordering::Greater
+        a.eligible && self.compare(a, b) == Ordering::Greater
     }
 
     /// The total order of registrations: standing, then the earlier registration.

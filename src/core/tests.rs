@@ -648,43 +648,62 @@ fn min_tenure_delays_honouring_a_request() {
 }
 
 #[test]
-fn a_request_kept_within_the_minimum_tenure_drains_from_the_tenures_end_not_from_a_late_cycle() {
+fn a_request_kept_within_the_minimum_tenure_leaves_the_guard_open_until_the_tenures_end() {
     let c = ElectionConfig::builder()
         .min_tenure(Duration::from_secs(5))
         .handover_grace(Duration::from_secs(2))
         .takeover_stagger(Duration::ZERO)
         .build()
         .unwrap();
-    // A busy leader keeps a request within its minimum tenure: its guard closes then.
+    // A busy leader keeps a request within its minimum tenure: its guard stays open (a closed
+    // guard is held at most the grace and a heartbeat, docs/design.md §10.6).
     let start = |st: &mut LocalState| {
         let mut rec = lead(st, &c, 1, 0);
         st.set_busy(true);
         rec.handover = request("new", 2);
         let p = plan(run(st, &c, &rec, 1, 1_000));
         assert_eq!(
-            (p.action, p.next_action_at),
-            (Action::Renewed, Some(at(5_000)))
+            (p.action, p.next_action_at, p.honoured.clone()),
+            (Action::Renewed, Some(at(5_000)), None),
+            "kept, the guard open"
         );
+        assert_eq!(p.write.as_ref().unwrap().handover, request("new", 2));
         assert!(st.adopt(p.adopt.as_ref().unwrap()));
         p.write.unwrap()
     };
-    // Its first cycle after the tenure: the grace runs from the tenure's end, not from now.
+    // Its first cycle after the tenure (a late one): the guard closes now, and the work in
+    // flight is owed the whole grace from now.
     let mut st = LocalState::new(id("me"));
     let w = start(&mut st);
     let p = plan(run(&mut st, &c, &w, 1, 6_000));
     assert_eq!(
-        (p.action, p.next_action_at),
-        (Action::Renewed, Some(at(7_000)))
+        (p.action, p.next_action_at, p.honoured.clone()),
+        (Action::Renewed, Some(at(8_000)), request("new", 2))
     );
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
+    let w = p.write.unwrap();
+    assert_eq!(plan(run(&mut st, &c, &w, 1, 7_999)).action, Action::Renewed);
     assert_eq!(
-        plan(run(&mut st, &c, &w, 1, 7_000)).action,
+        plan(run(&mut st, &c, &w, 1, 8_000)).action,
         Action::HandedOver
     );
-    // A partition kept it from cycling until after the grace, and an operator's request
-    // replaced the candidate's meanwhile: the drain began when the guard closed, so it hands
-    // over at its first cycle (seed 3034 of the campaign: it renewed for another grace).
+    // Idle at the tenure's end: it hands over at once.
     let mut st = LocalState::new(id("me"));
-    let mut w = start(&mut st);
+    let w = start(&mut st);
+    st.set_busy(false);
+    assert_eq!(
+        plan(run(&mut st, &c, &w, 1, 5_000)).action,
+        Action::HandedOver
+    );
+    // The guard closed at 6,000 ms; a partition kept it from cycling until after the grace,
+    // and an operator's request replaced the candidate's meanwhile: the drain began when the
+    // guard closed, so it hands over at its first cycle (seed 3034 of the campaign: it
+    // renewed for another grace).
+    let mut st = LocalState::new(id("me"));
+    let w = start(&mut st);
+    let p = plan(run(&mut st, &c, &w, 1, 6_000));
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
+    let mut w = p.write.unwrap();
     w.handover = Some(Party::Operator(id("ops")));
     assert_eq!(
         plan(run(&mut st, &c, &w, 1, 9_000)).action,
@@ -1245,7 +1264,7 @@ fn rank_counts_equal_priorities_only_if_registered_strictly_earlier() {
     );
 }
 
-// --- Adversarial review (wt-review) ---
+// --- Found by an adversarial review ---
 
 /// A renewal that kept a request but whose commit failed: the runner never saw the request
 /// (a failed cycle reports nothing), so the guard stayed open and work kept starting. The
@@ -1279,12 +1298,12 @@ fn assert_an_unconfirmed_keep_does_not_start_the_grace(min_tenure_ms: u64) {
 }
 
 #[test]
-fn review_a_keep_within_the_minimum_tenure_that_never_committed_does_not_start_the_grace() {
+fn a_keep_within_the_minimum_tenure_that_never_committed_does_not_start_the_grace() {
     assert_an_unconfirmed_keep_does_not_start_the_grace(5_000);
 }
 
 #[test]
-fn review_a_keep_that_never_committed_does_not_start_the_grace() {
+fn a_keep_that_never_committed_does_not_start_the_grace() {
     assert_an_unconfirmed_keep_does_not_start_the_grace(0);
 }
 
@@ -1294,7 +1313,7 @@ fn review_a_keep_that_never_committed_does_not_start_the_grace() {
 /// tenure; an idle leader then sits on a closed guard (doing no work while every follower
 /// waits) until its minimum tenure ends.
 #[test]
-fn review_a_guard_closed_within_the_minimum_tenure_is_held_no_longer_than_grace_plus_a_heartbeat() {
+fn a_guard_closed_within_the_minimum_tenure_is_held_no_longer_than_grace_plus_a_heartbeat() {
     let c = ElectionConfig::builder()
         .min_tenure(Duration::from_secs(9))
         .handover_grace(Duration::from_secs(1))

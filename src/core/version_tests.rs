@@ -165,6 +165,15 @@ fn the_ranking_under_every_policy() {
             ..st(Some(&new), 9)
         };
         assert!(r.outranks(&st(None, 0), &sick), "{policy}");
+        // An ineligible candidate preempts nobody: not an eligible leader, nor one that holds
+        // while not eligible itself, whatever their versions and priorities.
+        assert!(!r.outranks(&sick, &st(None, 0)), "{policy}");
+        let holding = Standing {
+            eligible: false,
+            ..st(Some(&new), 0)
+        };
+        assert_eq!(r.compare(&sick, &holding), Greater, "{policy}");
+        assert!(!r.outranks(&sick, &holding), "{policy}");
     }
 }
 

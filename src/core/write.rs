@@ -16,7 +16,7 @@ pub(super) struct Owned {
     /// With an operator's request kept: the name it directs the vacancy to.
     pub(super) handover_to: Option<String>,
     pub(super) acquired_at: LocalInstant,
-    pub(super) handover_seen_at: Option<LocalInstant>,
+    pub(super) drain: Option<super::Drain>,
 }
 
 /// The record this candidate writes as owner (renewal + 1, the configured lease, its payload,
@@ -57,7 +57,7 @@ pub(super) fn write_owned(
         lease,
         valid_until,
         acquired_at: owned.acquired_at,
-        handover_seen_at: owned.handover_seen_at,
+        drain: owned.drain,
     };
     st.push_pending(PendingAttempt {
         seq,

@@ -157,9 +157,37 @@ impl Machine {
         else {
             return;
         };
+        if report.ineligible == Some(Ineligible::Holding) {
+            // Not eligible, and the successor it drained for died or became ineligible:
+            // nobody live is eligible, so it holds (docs/design.md §13.3). Stepping down would
+            // leave a vacancy nobody eligible can fill.
+            self.reopen_when_drained(closed_at, ctx, out);
+            return;
+        }
         out.push(Command::SteppingDownAnyway);
         self.resigns = 1;
         self.resign_since = Some(closed_at.min(ctx.now));
+    }
+
+    /// A leader that holds with a guard closed for a handover that can no longer happen: once
+    /// the drained work is idle or the grace has passed, the closed guard ends
+    /// ([`StopReason::HandoverWithdrawn`]) and a fresh guard of the same ballot takes new
+    /// work at once (no closed guard is kept, docs/design.md §10.6). Until then it waits: the
+    /// next cycle is at most a heartbeat away.
+    fn reopen_when_drained(&mut self, closed_at: LocalInstant, ctx: &Ctx, out: &mut Vec<Command>) {
+        let grace_over = ctx.now >= closed_at.saturating_add(self.config.handover_grace());
+        if ctx.work_in_flight && !grace_over {
+            return;
+        }
+        let Some(g) = self.guard.as_mut() else {
+            return;
+        };
+        out.push(Command::RevokeGuard(StopReason::HandoverWithdrawn));
+        g.closed_at = None;
+        out.push(Command::IssueGuard {
+            ballot: g.ballot,
+            deadline: g.deadline,
+        });
     }
 
     /// Moves the live guard's deadline back to the belief's if the belief now ends sooner

@@ -1030,6 +1030,8 @@ fn names_are_stable_labels() {
         (StopReason::Superseded, "superseded", false),
         (StopReason::LeaseExpired, "lease_expired", false),
         (StopReason::ElectionsDisabled, "elections_disabled", false),
+        (StopReason::Ineligible { to: None }, "ineligible", false),
+        (StopReason::HandoverWithdrawn, "handover_withdrawn", false),
         (StopReason::Unregistered, "unregistered", false),
         (StopReason::Shutdown, "shutdown", true),
         (StopReason::RunnerStopped, "runner_stopped", false),
@@ -1638,7 +1640,7 @@ fn an_eligibility_change_runs_the_next_cycle_at_once() {
     assert!(!has(&out, |c| *c == Command::RunCycle), "{out:?}");
 }
 
-// --- Adversarial review (wt-review) ---
+// --- Found by an adversarial review ---
 
 /// docs/design.md §13.3 and §13.9: under `hold`, a leader that is not eligible, with nobody
 /// live eligible, keeps leading ("under hold with nobody eligible, nobody releases"). A leader
@@ -1648,7 +1650,7 @@ fn an_eligibility_change_runs_the_next_cycle_at_once() {
 /// the resignation finds nobody to reserve for: an unreserved vacancy that nobody eligible can
 /// fill, the outage `hold` exists to prevent. It should reopen the guard and hold.
 #[test]
-fn review_a_holding_leader_whose_drain_target_vanished_does_not_release() {
+fn a_holding_leader_whose_drain_target_vanished_does_not_release() {
     let mut r = Run::leader();
     r.at(100).believe(1, 394);
     r.busy = true;
@@ -1666,13 +1668,42 @@ fn review_a_holding_leader_whose_drain_target_vanished_does_not_release() {
         !has(&out, |c| *c == Command::SteppingDownAnyway),
         "a holding leader steps down with nobody eligible to take over: {out:?}"
     );
+    // Its work still drains (within the grace): the closed guard stays.
+    assert!(
+        !has(&out, |c| matches!(c, Command::IssueGuard { .. })),
+        "{out:?}"
+    );
+    // Idle at the next cycle: the drained guard ends and a fresh one of the same ballot
+    // takes new work (no closed guard is kept).
+    r.busy = false;
+    r.at(200).believe(1, 494);
+    let mut rep = report(Action::Renewed, owned("me", 1, 4), Some(1));
+    rep.ineligible = Some(crate::core::Ineligible::Holding);
+    let out = r.cycling().feed(Event::CycleCommitted(rep));
+    assert!(
+        has(&out, |c| *c
+            == Command::RevokeGuard(StopReason::HandoverWithdrawn)),
+        "{out:?}"
+    );
+    assert!(
+        has(
+            &out,
+            |c| matches!(c, Command::IssueGuard { ballot, .. } if ballot.get() == 1)
+        ),
+        "{out:?}"
+    );
+    assert!(!has(&out, |c| *c == Command::SteppingDownAnyway), "{out:?}");
+    assert!(
+        !has(&out, |c| matches!(c, Command::EndLeadership { .. })),
+        "{out:?}"
+    );
 }
 
 /// `LeaderInfo` gained `version` (docs/design.md §14.1), but its hand-written `Debug` lists the
 /// fields it had before: a leader's version never shows in a `{:?}` (logs, assertion messages)
 /// and two infos that differ only by version print the same.
 #[test]
-fn review_a_leaders_debug_shows_its_version() {
+fn a_leaders_debug_shows_its_version() {
     let mut info = LeaderInfo::of(&owned("a", 1, 1)).unwrap();
     info.version = Some(semver::Version::new(1, 5, 0));
     let shown = format!("{info:?}");

@@ -83,6 +83,12 @@ pub enum StopReason {
         /// The candidate the vacancy was reserved for.
         to: Option<CandidateId>,
     },
+    /// Its guard had closed for a handover that can no longer happen: it was not eligible,
+    /// and the successor it drained its work for died or became ineligible, so it keeps the
+    /// leadership (the `hold` policy, nobody live eligible). This guard ends once its work is
+    /// idle (at most the grace), and a fresh guard of the same ballot, taking new work,
+    /// follows at once: the leadership itself never stopped.
+    HandoverWithdrawn,
     /// The candidate's registration disappeared (it was evicted as dead).
     Unregistered,
     /// The runner is shutting down.
@@ -97,6 +103,7 @@ impl StopReason {
         match self {
             StopReason::HandedOver { .. } => "handed_over",
             StopReason::Ineligible { .. } => "ineligible",
+            StopReason::HandoverWithdrawn => "handover_withdrawn",
             StopReason::Resigned => "resigned",
             StopReason::Superseded => "superseded",
             StopReason::LeaseExpired => "lease_expired",

@@ -26,8 +26,22 @@ pub(crate) struct Tenure {
     pub(crate) valid_until: LocalInstant,
     /// Start of the attempt that acquired this ballot.
     pub(crate) acquired_at: LocalInstant,
-    /// When this leader first saw the pending handover request.
-    pub(crate) handover_seen_at: Option<LocalInstant>,
+    /// The drain under way: set only by the adoption of a renewal whose commit is confirmed
+    /// and that closed the guard (docs/design.md §10.6), so the grace counts from a guard
+    /// the runner really closed.
+    pub(crate) drain: Option<Drain>,
+}
+
+/// A leader's drain: since when its guard accepts no new work, and the request it closed for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Drain {
+    /// The start of the first cycle whose committed renewal closed the guard.
+    pub(crate) since: LocalInstant,
+    /// The request it closed for, with the name an operator's request directs the vacancy
+    /// to (`None`: it steps down because it is not eligible). A different request read later
+    /// is seen for the first time (a directed one is then checked for its target), though
+    /// the grace still counts from `since`: the guard closed once.
+    pub(crate) request: Option<(crate::record::Party, Option<String>)>,
 }
 
 /// This candidate's role.
@@ -284,7 +298,7 @@ impl LocalState {
             lease: rec.lease,
             valid_until: p.started_at.saturating_add(cfg.local_validity(rec.lease)),
             acquired_at: same_term.as_ref().map_or(p.started_at, |t| t.acquired_at),
-            handover_seen_at: same_term.and_then(|t| t.handover_seen_at),
+            drain: same_term.and_then(|t| t.drain),
         };
         self.install(tenure);
         Ok(())
@@ -313,14 +327,6 @@ impl LocalState {
     pub(crate) fn set_rank(&mut self, rank: u32) {
         if let Some(o) = self.observed.as_mut() {
             o.rank = Some(rank);
-        }
-    }
-
-    /// When this leader first saw the current handover request (noting `t0` if now).
-    pub(crate) fn note_handover_request(&mut self, t0: LocalInstant) -> LocalInstant {
-        match &mut self.role {
-            Role::Leader(t) => *t.handover_seen_at.get_or_insert(t0),
-            Role::Follower => t0,
         }
     }
 

@@ -22,7 +22,7 @@ fn tenure(ballot: u64, renewal: u64, until_ms: u64) -> Tenure {
         lease: Duration::from_secs(10),
         valid_until: at(until_ms),
         acquired_at: at(0),
-        handover_seen_at: None,
+        drain: None,
     }
 }
 
@@ -171,7 +171,10 @@ fn a_recognised_renewal_keeps_the_term_it_renews() {
     let mut st = LocalState::new(id("me"));
     let mut t = tenure(4, 6, 9_000);
     t.acquired_at = at(100);
-    t.handover_seen_at = Some(at(200));
+    t.drain = Some(Drain {
+        since: at(200),
+        request: None,
+    });
     st.role = Role::Leader(t);
     st.push_pending(pending(3, true));
     st.recognize_own_write(&record_by("me", 4, 7, 3, true), &cfg, None)
@@ -183,7 +186,7 @@ fn a_recognised_renewal_keeps_the_term_it_renews() {
         at(100),
         "the term started at its acquisition"
     );
-    assert_eq!(t.handover_seen_at, Some(at(200)));
+    assert_eq!(t.drain.as_ref().map(|d| d.since), Some(at(200)));
     assert_eq!(
         t.valid_until,
         at(3_000).saturating_add(cfg.local_validity(Duration::from_secs(10)))

@@ -1,4 +1,4 @@
-//! Adversarial review (wt-review): a leader's renewal that keeps a handover request but whose
+//! Found by an adversarial review: a leader's renewal that keeps a handover request but whose
 //! commit fails starts the grace in the core while the runner's guard stays open, so the
 //! next successful cycle cuts the work in flight with no drain at all.
 
@@ -98,7 +98,7 @@ async fn busy_leader_asked_to_hand_over(window: Duration) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn review_a_busy_leader_drains_for_the_grace_after_its_guard_closes() {
+async fn a_busy_leader_drains_for_the_grace_after_its_guard_closes() {
     busy_leader_asked_to_hand_over(Duration::ZERO).await;
 }
 
@@ -107,7 +107,7 @@ async fn review_a_busy_leader_drains_for_the_grace_after_its_guard_closes() {
 /// the runner never closed the guard; the first cycle that commits closes it and cuts the
 /// work in the same step.
 #[tokio::test(start_paused = true)]
-async fn review_a_failed_keep_of_a_request_does_not_cut_the_work_without_a_drain() {
+async fn a_failed_keep_of_a_request_does_not_cut_the_work_without_a_drain() {
     busy_leader_asked_to_hand_over(Duration::from_millis(110)).await;
 }
 
@@ -116,7 +116,7 @@ async fn review_a_failed_keep_of_a_request_does_not_cut_the_work_without_a_drain
 /// tenure that is asked to hand over closes its guard at once (it starts no new work) and
 /// keeps the leadership, workless, until the tenure ends.
 #[tokio::test(start_paused = true)]
-async fn review_an_idle_leader_within_its_minimum_tenure_does_not_sit_on_a_closed_guard() {
+async fn an_idle_leader_within_its_minimum_tenure_does_not_sit_on_a_closed_guard() {
     let db = db();
     let grace = Duration::from_millis(100);
     let cfg = config()
