@@ -330,3 +330,78 @@ fn read_only_commands_never_create_a_store() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("(name typo)"), "{}", stderr(&out));
 }
+
+#[test]
+fn status_watch_and_config_get_work_on_a_store_this_user_may_only_read() {
+    let world = World::new();
+    let dir = world.path("read-only");
+    fs::create_dir(&dir).unwrap();
+    let db = dir.join("election.db");
+    let mut setup = Command::new(bin());
+    setup
+        .arg("--sqlite")
+        .arg(&db)
+        .args(["config", "set", "--lease", "2s"]);
+    let out = output_of(setup);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = fs::read(&db).unwrap();
+    // Only reading allowed: the file 0444 in a folder 0555 (so no -wal or -shm either).
+    fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
+    fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
+    let root = nix::unistd::geteuid().is_root();
+    let exe = if root {
+        let exe = world.path("fdb-leader");
+        if fs::hard_link(bin(), &exe).is_err() {
+            fs::copy(bin(), &exe).unwrap();
+        }
+        exe
+    } else {
+        std::path::PathBuf::from(bin())
+    };
+    let command = |args: &[&str]| {
+        let mut c = Command::new(&exe);
+        c.arg("--sqlite").arg(&db).args(args);
+        if root {
+            // Root may write anything: an unprivileged user, who may only read.
+            c.uid(65534).gid(65534);
+        }
+        c
+    };
+    let out = output_of(command(&["status", "--json"]));
+    assert_no_panic(&stderr(&out));
+    assert!(out.status.success(), "status: {}", stderr(&out));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["lease_ms"], 2000, "{status}");
+    let out = output_of(command(&["config", "get"]));
+    assert!(out.status.success(), "config get: {}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2s"));
+    // `watch` keeps watching (a store it could not open would end it at once, exit 3) and
+    // stops cleanly on Ctrl-C.
+    let mut watch = command(&["watch"])
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(
+        watch.try_wait().unwrap().is_none(),
+        "watch ended on a read-only store"
+    );
+    cli_support::signal(&watch, nix::sys::signal::Signal::SIGINT);
+    let status = wait_exit(&mut watch, PATIENCE).expect("watch stops on SIGINT");
+    let mut err = String::new();
+    std::io::Read::read_to_string(watch.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_no_panic(&err);
+    assert!(status.success(), "watch: {status:?}: {err}");
+    // Nothing written, nothing created.
+    assert_eq!(fs::read(&db).unwrap(), before);
+    let left: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["election.db"]);
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+}
