@@ -405,3 +405,62 @@ fn status_watch_and_config_get_work_on_a_store_this_user_may_only_read() {
     assert_eq!(left, ["election.db"]);
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+#[test]
+fn a_watch_reading_a_store_as_it_stood_ends_when_a_writer_starts() {
+    let world = World::new();
+    let dir = world.path("frozen");
+    fs::create_dir(&dir).unwrap();
+    let db = dir.join("election.db");
+    let mut config_set = Command::new(bin());
+    config_set
+        .arg("--sqlite")
+        .arg(&db)
+        .args(["config", "set", "--lease", "2s"]);
+    let out = output_of(config_set);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Nobody has it open (no -wal beside it), and this user may not make the -shm: the watch
+    // reads it as it stands.
+    fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
+    fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
+    let root = nix::unistd::geteuid().is_root();
+    let exe = if root {
+        let exe = world.path("fdb-leader");
+        if fs::hard_link(bin(), &exe).is_err() {
+            fs::copy(bin(), &exe).unwrap();
+        }
+        exe
+    } else {
+        std::path::PathBuf::from(bin())
+    };
+    let mut watch = Command::new(&exe);
+    watch.arg("--sqlite").arg(&db).arg("watch");
+    if root {
+        watch.uid(65534).gid(65534);
+    }
+    let mut watch = watch
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(watch.try_wait().unwrap().is_none(), "watch ended at once");
+    // A writer starts (its -wal appears): what the watch reads may be stale from now on, so
+    // it ends with the store error and says why.
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&db, fs::Permissions::from_mode(0o644)).unwrap();
+    let writer = fdb_leader_election::SqliteDb::open(&db).unwrap();
+    let status = wait_exit(&mut watch, PATIENCE);
+    drop(writer);
+    let Some(status) = status else {
+        cli_support::signal(&watch, nix::sys::signal::Signal::SIGKILL);
+        panic!("the watch went on reading a store a writer had started on");
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(watch.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_no_panic(&err);
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("was created"), "{err}");
+}

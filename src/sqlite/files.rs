@@ -98,6 +98,11 @@ pub enum FileChange {
     Deleted,
     /// Another file is there (another device or inode).
     Replaced,
+    /// A file that was not there when the handle opened the store is there now: a writer
+    /// started on a store this handle reads as it stood at its open (a
+    /// [read-only](super::SqliteOptions::read_only) handle on a store with no write-ahead log
+    /// whose folder this user may not write), so what it reads may be stale.
+    Created,
 }
 
 /// A file of a store is no longer the file this handle has open: it was deleted or replaced
@@ -108,7 +113,11 @@ pub enum FileChange {
 #[error(
     "the store's {file} {} {} while in use",
     path.display(),
-    match change { FileChange::Deleted => "was deleted", FileChange::Replaced => "was replaced by another file" }
+    match change {
+        FileChange::Deleted => "was deleted",
+        FileChange::Replaced => "was replaced by another file",
+        FileChange::Created => "was created (a writer started; open the store again to read its commits)",
+    }
 )]
 pub struct StoreFileChanged {
     path: PathBuf,
@@ -137,7 +146,7 @@ impl StoreFileChanged {
         self.file
     }
 
-    /// Whether it was deleted or replaced.
+    /// Whether it was deleted, replaced or created.
     pub fn change(&self) -> FileChange {
         self.change
     }
@@ -213,8 +222,37 @@ impl Opened {
 #[derive(Clone, Debug)]
 pub(super) struct StoreFiles {
     database: Opened,
-    log: Opened,
-    index: Opened,
+    log: Side,
+    index: Side,
+}
+
+/// The `-wal` or the `-shm` of a store, as a handle opened it.
+#[derive(Clone, Debug)]
+enum Side {
+    /// Open: it must stay the file at its path.
+    Opened(Opened),
+    /// Absent at the open of a read-only handle, which SQLite opens once a writer creates it.
+    Unrecorded,
+    /// Absent at the open of a handle that reads the store as it stood (SQLite's
+    /// `immutable`): it must stay absent, or the handle's reads may be stale.
+    MustStayAbsent(StoreFile, PathBuf),
+}
+
+impl Side {
+    fn check(&self) -> Result<(), StoreFileChanged> {
+        match self {
+            Side::Opened(opened) => opened.check(),
+            Side::Unrecorded => Ok(()),
+            Side::MustStayAbsent(file, path) => match current(path) {
+                None => Ok(()),
+                Some(_) => Err(StoreFileChanged {
+                    path: path.clone(),
+                    file: *file,
+                    change: FileChange::Created,
+                }),
+            },
+        }
+    }
 }
 
 /// `path` with `suffix` appended to its last component.
@@ -233,6 +271,26 @@ impl StoreFiles {
         given: &Path,
         conn: &rusqlite::Connection,
     ) -> Result<StoreFiles, StoreFileChanged> {
+        Self::record_with(given, conn, None)
+    }
+
+    /// As [`record`](Self::record), for a read-only handle: a `-wal` or `-shm` that is absent
+    /// is not required (a reader creates neither); if `frozen` (the handle reads the store
+    /// as it stood at its open) it must stay absent.
+    pub(super) fn record_read_only(
+        given: &Path,
+        conn: &rusqlite::Connection,
+        frozen: bool,
+    ) -> Result<StoreFiles, StoreFileChanged> {
+        Self::record_with(given, conn, Some(frozen))
+    }
+
+    /// `read_only`: `None` for a read-write handle, else whether it is frozen.
+    fn record_with(
+        given: &Path,
+        conn: &rusqlite::Connection,
+        read_only: Option<bool>,
+    ) -> Result<StoreFiles, StoreFileChanged> {
         let sqlite_name = conn
             .path()
             .filter(|p| !p.is_empty())
@@ -240,18 +298,21 @@ impl StoreFiles {
         let given = std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf());
         let open = open_file_ids();
         let open = open.as_deref();
+        let side = |file: StoreFile, suffix: &str| {
+            let path = with_suffix(&sqlite_name, suffix);
+            match read_only {
+                Some(frozen) if current(&path).is_none() => Ok(if frozen {
+                    Side::MustStayAbsent(file, path)
+                } else {
+                    Side::Unrecorded
+                }),
+                _ => Opened::record(file, path, open).map(Side::Opened),
+            }
+        };
         Ok(StoreFiles {
             database: Opened::record(StoreFile::Database, given, open)?,
-            log: Opened::record(
-                StoreFile::WriteAheadLog,
-                with_suffix(&sqlite_name, "-wal"),
-                open,
-            )?,
-            index: Opened::record(
-                StoreFile::SharedMemoryIndex,
-                with_suffix(&sqlite_name, "-shm"),
-                open,
-            )?,
+            log: side(StoreFile::WriteAheadLog, "-wal")?,
+            index: side(StoreFile::SharedMemoryIndex, "-shm")?,
         })
     }
 
@@ -266,14 +327,17 @@ impl StoreFiles {
     /// one that holds a lock on the database file but none on the `-shm` at its path, at
     /// every look for about a second. `None` if there is none (or this system cannot tell).
     pub(super) fn user_of_other_files(&self) -> Option<u32> {
-        let mut suspects = split_users(self.database.id, self.index.id);
+        let Side::Opened(index) = &self.index else {
+            return None;
+        };
+        let mut suspects = split_users(self.database.id, index.id);
         let mut delay = Duration::from_millis(2);
         let mut waited = Duration::ZERO;
         while !suspects.is_empty() && waited < SPLIT_PATIENCE {
             std::thread::sleep(delay);
             waited = waited.saturating_add(delay);
             delay = delay.saturating_mul(2).min(Duration::from_millis(250));
-            let now = split_users(self.database.id, self.index.id);
+            let now = split_users(self.database.id, index.id);
             suspects.retain(|pid| now.contains(pid));
         }
         suspects.first().copied()

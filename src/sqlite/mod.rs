@@ -171,6 +171,8 @@ pub struct SqliteDb {
 struct Shared {
     path: PathBuf,
     options: SqliteOptions,
+    /// How its connections open the file.
+    access: schema::Access,
     /// The store's files as this handle opened them ([the rule](files)).
     files: StoreFiles,
     /// Idle connections, none inside a transaction.
@@ -191,7 +193,7 @@ impl Shared {
         let idle = lock(&self.pool).pop();
         match idle {
             Some(conn) => Ok(conn),
-            None => schema::reconnect(&self.path, &self.options),
+            None => schema::reconnect(&self.path, &self.options, self.access),
         }
     }
 
@@ -261,11 +263,12 @@ impl SqliteDb {
         options: SqliteOptions,
     ) -> Result<SqliteDb, SqliteOpenError> {
         let path = path.as_ref().to_path_buf();
-        let (anchor, files) = schema::open(&path, &options)?;
+        let (anchor, files, access) = schema::open(&path, &options)?;
         Ok(SqliteDb {
             shared: Arc::new(Shared {
                 path,
                 options,
+                access,
                 files,
                 pool: Mutex::new(Vec::new()),
                 anchor: Mutex::new(anchor),
@@ -420,7 +423,7 @@ impl SqliteDb {
     /// guard is dropped, as another process committing slowly would. For tests.
     #[doc(hidden)]
     pub fn debug_hold_write_lock(&self) -> Result<DebugWriteLock, TxnError> {
-        let conn = schema::reconnect(&self.shared.path, &self.shared.options)?;
+        let conn = schema::reconnect(&self.shared.path, &self.shared.options, self.shared.access)?;
         conn.execute_batch("BEGIN IMMEDIATE")
             .map_err(error::txn_error)?;
         Ok(DebugWriteLock { conn })

@@ -72,6 +72,18 @@ pub struct SqliteOptions {
     /// [`DEFAULT_MAX_IDLE_CONNECTIONS`] (4). A transaction holds a connection from its first
     /// read to its commit; more are opened when needed.
     pub max_idle_connections: usize,
+    /// Open the store only to read it. Default `false`. A read-only handle creates nothing
+    /// (the store must exist: [`SqliteDb::open_with`](super::SqliteDb::open_with) fails
+    /// otherwise) and changes nothing, not even the journal mode, so it works on a file this
+    /// user may only read (a `0444` file, a read-only mount); every commit that writes fails
+    /// with a fatal error. It sees other processes' commits as a read-write handle does,
+    /// with one exception: on a store whose folder this user may not write and that has no
+    /// `-wal` beside it (no writer is at work: one keeps its `-wal` there), SQLite cannot make
+    /// the `-shm` it shares with writers, so the store is read as it stands (SQLite's
+    /// `immutable`), and once a writer starts (a `-wal` appears) every commit and watch fails
+    /// with a [`StoreFileChanged`](super::StoreFileChanged) of
+    /// [`FileChange::Created`](super::FileChange::Created): open the store again to read on.
+    pub read_only: bool,
 }
 
 impl Default for SqliteOptions {
@@ -83,6 +95,7 @@ impl Default for SqliteOptions {
             durability: Durability::default(),
             log_retention: DEFAULT_LOG_RETENTION,
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
+            read_only: false,
         }
     }
 }
@@ -122,6 +135,12 @@ impl SqliteOptions {
     /// These options, with `max_idle_connections`.
     pub fn with_max_idle_connections(mut self, max_idle_connections: usize) -> Self {
         self.max_idle_connections = max_idle_connections;
+        self
+    }
+
+    /// These options, with `read_only` (see [`read_only`](Self::read_only)).
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 }

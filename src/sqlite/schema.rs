@@ -73,25 +73,80 @@ pub(super) const LOG_HAS_KEY_SINCE: &str =
 pub(super) const LOG_HAS_RANGE_SINCE: &str =
     "SELECT EXISTS (SELECT 1 FROM log WHERE key >= ?1 AND key < ?2 AND version > ?3)";
 
-/// Opens `path` (creating it if `create`) and sets the connection up: busy timeout, durability.
-fn connect(path: &Path, options: &SqliteOptions, create: bool) -> rusqlite::Result<Connection> {
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if create {
-        flags |= OpenFlags::SQLITE_OPEN_CREATE;
-    }
-    let conn = Connection::open_with_flags(path, flags)?;
+/// How a handle's connections open the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Access {
+    /// Read and write (the anchor of a new handle may create the file).
+    ReadWrite,
+    /// Read only ([`SqliteOptions::read_only`]).
+    ReadOnly,
+    /// Read only, the file as it stands (SQLite's `immutable`: no locks, no `-shm`), for a
+    /// read-only handle that cannot make the `-shm` (see [`SqliteOptions::read_only`]).
+    Frozen,
+}
+
+/// Opens `path` (creating it if `create`, read-write only) and sets the connection up: busy
+/// timeout, durability.
+fn connect(
+    path: &Path,
+    options: &SqliteOptions,
+    access: Access,
+    create: bool,
+) -> rusqlite::Result<Connection> {
+    let conn = match access {
+        Access::ReadWrite => {
+            let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            if create {
+                flags |= OpenFlags::SQLITE_OPEN_CREATE;
+            }
+            Connection::open_with_flags(path, flags)?
+        }
+        Access::ReadOnly => Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?,
+        Access::Frozen => Connection::open_with_flags(
+            immutable_uri(path),
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_URI,
+        )?,
+    };
     conn.busy_timeout(options.busy_timeout)?;
-    conn.execute_batch(match options.durability {
-        Durability::Full => "PRAGMA synchronous = FULL",
-        Durability::Normal => "PRAGMA synchronous = NORMAL",
-    })?;
+    if access == Access::ReadWrite {
+        conn.execute_batch(match options.durability {
+            Durability::Full => "PRAGMA synchronous = FULL",
+            Durability::Normal => "PRAGMA synchronous = NORMAL",
+        })?;
+    }
     conn.set_prepared_statement_cache_capacity(STATEMENTS.len().saturating_add(4));
     Ok(conn)
 }
 
+/// The URI that opens `path` as it stands (`file:` and the path, percent-encoded, with
+/// `immutable=1`).
+fn immutable_uri(path: &Path) -> String {
+    use std::fmt::Write as _;
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            let _ = write!(uri, "%{b:02X}");
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
 /// Another connection to an opened store (for the pool or the watch poller).
-pub(super) fn reconnect(path: &Path, options: &SqliteOptions) -> Result<Connection, TxnError> {
-    connect(path, options, false).map_err(txn_error)
+pub(super) fn reconnect(
+    path: &Path,
+    options: &SqliteOptions,
+    access: Access,
+) -> Result<Connection, TxnError> {
+    connect(path, options, access, false).map_err(txn_error)
 }
 
 /// What a path names, if it exists and is not a regular file (symbolic links followed).
@@ -126,12 +181,11 @@ fn not_regular(path: &Path) -> Option<&'static str> {
 /// Refuses a path (or a `-wal` or `-shm` beside it) that names something other than a
 /// regular file, before anything is opened or created.
 fn check_regular(path: &Path) -> Result<(), SqliteOpenError> {
-    let side = |suffix: &str| {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        std::path::PathBuf::from(name)
-    };
-    for file in [path.to_path_buf(), side("-wal"), side("-shm")] {
+    for file in [
+        path.to_path_buf(),
+        with_suffix(path, "-wal"),
+        with_suffix(path, "-shm"),
+    ] {
         if let Some(kind) = not_regular(&file) {
             return Err(SqliteOpenError::NotAFile {
                 path: path.to_path_buf(),
@@ -150,10 +204,13 @@ fn check_regular(path: &Path) -> Result<(), SqliteOpenError> {
 pub(super) fn open(
     path: &Path,
     options: &SqliteOptions,
-) -> Result<(Connection, StoreFiles), SqliteOpenError> {
+) -> Result<(Connection, StoreFiles, Access), SqliteOpenError> {
     check_regular(path)?;
+    if options.read_only {
+        return open_read_only(path, options);
+    }
     let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
-    let conn = connect(path, options, true).map_err(sqlite)?;
+    let conn = connect(path, options, Access::ReadWrite, true).map_err(sqlite)?;
     let patience = options.busy_timeout;
     // Read-only first: a file that is not a database fails here, and another application's
     // database is refused before anything (its journal mode included) is changed.
@@ -198,7 +255,67 @@ pub(super) fn open(
     };
     checked?;
     end.map_err(sqlite)?;
-    Ok((conn, files))
+    Ok((conn, files, Access::ReadWrite))
+}
+
+/// Opens the existing store at `path` to read it only ([`SqliteOptions::read_only`]):
+/// creates and changes nothing; checks that it is an election store of this schema.
+fn open_read_only(
+    path: &Path,
+    options: &SqliteOptions,
+) -> Result<(Connection, StoreFiles, Access), SqliteOpenError> {
+    let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
+    let patience = options.busy_timeout;
+    let mut access = Access::ReadOnly;
+    let mut conn = connect(path, options, access, false).map_err(sqlite)?;
+    let read = match retry_busy(patience, || header(&conn)) {
+        // SQLite cannot make the `-shm` (a folder this user may not write). With no `-wal`
+        // beside the file no writer is at work, so the file is the whole store: read it as
+        // it stands.
+        Err(e) if cannot_share(&e) && !with_suffix(path, "-wal").exists() => {
+            access = Access::Frozen;
+            conn = connect(path, options, access, false).map_err(sqlite)?;
+            retry_busy(patience, || header(&conn))
+        }
+        read => read,
+    };
+    let (objects, application_id) = read.map_err(sqlite)?;
+    if objects == 0 {
+        return Err(SqliteOpenError::WrongSchema {
+            path: path.to_path_buf(),
+            reason: "empty: no store was ever created in it (a read-only open creates nothing)"
+                .to_owned(),
+        });
+    }
+    let files =
+        StoreFiles::record_read_only(path, &conn, access == Access::Frozen).map_err(|source| {
+            SqliteOpenError::FilesChanged {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+    retry_busy(patience, || conn.execute_batch("BEGIN")).map_err(sqlite)?;
+    let checked = check_schema(&conn, path, application_id);
+    let end = conn.execute_batch("ROLLBACK");
+    checked?;
+    end.map_err(sqlite)?;
+    Ok((conn, files, access))
+}
+
+/// Whether SQLite failed for want of the `-shm`: a read-only connection to a file in
+/// write-ahead-log mode whose `-shm` it may not create.
+fn cannot_share(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+    )
+}
+
+/// `path` with `suffix` appended to its last component.
+fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    std::path::PathBuf::from(name)
 }
 
 /// How many schema objects the file holds, and its application id.
@@ -273,6 +390,21 @@ fn create_or_check(conn: &Connection, path: &Path) -> Result<(), SqliteOpenError
         }
         return Ok(());
     }
+    check_schema(conn, path, application_id)
+}
+
+/// Checks the schema of an existing store (not empty), whose `application_id` was read in
+/// the same transaction.
+fn check_schema(
+    conn: &Connection,
+    path: &Path,
+    application_id: i64,
+) -> Result<(), SqliteOpenError> {
+    let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
+    let wrong = |reason: String| SqliteOpenError::WrongSchema {
+        path: path.to_path_buf(),
+        reason,
+    };
     if application_id != APPLICATION_ID {
         return Err(wrong(format!(
             "application id {application_id:#x}, expected {APPLICATION_ID:#x}"

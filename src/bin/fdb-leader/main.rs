@@ -36,7 +36,7 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::cli::{Cli, Command, ConfigCommand, StoreChoice};
+use crate::cli::{Cli, Command, ConfigCommand, ShardsCommand, StoreChoice};
 use crate::exit::{Exit, Failure};
 use crate::guarded::Guarded;
 use crate::signals::{Fatal, Signals};
@@ -180,11 +180,15 @@ async fn open_and_execute(
     match store {
         StoreChoice::Sqlite(path) => {
             // Only `run` and `config set` create a store; the others (`shards` too) answer "no
-            // election".
-            let create = matches!(
-                command,
-                Command::Run(_) | Command::Config(ConfigCommand::Set(_))
-            );
+            // election". The commands that only read open it read-only.
+            let open = match &command {
+                Command::Run(_) | Command::Config(ConfigCommand::Set(_)) => store::Open::Create,
+                Command::Status(_)
+                | Command::Watch(_)
+                | Command::Config(ConfigCommand::Get { .. })
+                | Command::Shards(ShardsCommand::Status(_)) => store::Open::ReadOnly,
+                _ => store::Open::Existing,
+            };
             if let (Command::Watch(args), Some(signals)) = (&command, signals.as_mut()) {
                 if args.wait && !path.exists() {
                     if let Some(code) = wait_for_file(&path, signals).await {
@@ -192,7 +196,7 @@ async fn open_and_execute(
                     }
                 }
             }
-            let db = store::open_sqlite(&path, create, allow_network_fs, &ctx).await?;
+            let db = store::open_sqlite(&path, open, allow_network_fs, &ctx).await?;
             if matches!(command, Command::Run(_) | Command::Watch(_)) {
                 tokio::spawn(identity::monitor(
                     db.clone(),

@@ -157,7 +157,7 @@ fn access_cause(errno: Errno) -> Option<Cause> {
 /// Checks that this user may read and write the store at `path`, the `-wal` and `-shm` files
 /// beside it, and its directory (where SQLite creates them): before opening, so that a store
 /// that cannot be used is refused at once, with nothing created.
-pub(crate) fn check_store_access(path: &Path) -> Result<(), Failure> {
+pub(crate) fn check_store_access(path: &Path, writes: bool) -> Result<(), Failure> {
     let refuse = |cause: Cause, what: &Path, errno: Errno| {
         Failure::store(format!(
             "the store cannot be used: {}: {} ({})",
@@ -166,7 +166,13 @@ pub(crate) fn check_store_access(path: &Path) -> Result<(), Failure> {
             fix(cause, path)
         ))
     };
-    let rw = AccessFlags::R_OK | AccessFlags::W_OK;
+    // A command that only reads needs to read the files, nothing more: the store opens
+    // read-only (SqliteOptions::read_only) and creates nothing beside them.
+    let rw = if writes {
+        AccessFlags::R_OK | AccessFlags::W_OK
+    } else {
+        AccessFlags::R_OK
+    };
     // A directory, a FIFO or a device is refused by the store itself
     // (`SqliteOpenError::NotAFile`), before it creates anything.
     let mut files = vec![path.to_path_buf()];
@@ -186,7 +192,7 @@ pub(crate) fn check_store_access(path: &Path) -> Result<(), Failure> {
         }
     }
     let dir = parent_dir(path);
-    if dir.is_dir() {
+    if writes && dir.is_dir() {
         if let Err(errno) =
             nix::unistd::access(dir.as_path(), AccessFlags::W_OK | AccessFlags::X_OK)
         {

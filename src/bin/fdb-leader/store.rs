@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fdb_leader_election::runner::ElectionDatabase;
 use fdb_leader_election::shard::ShardedElection;
-use fdb_leader_election::sqlite::SqliteOpenError;
+use fdb_leader_election::sqlite::{SqliteOpenError, SqliteOptions};
 use fdb_leader_election::{ElectionError, LeaderElection, SqliteDb};
 use foundationdb_tuple::Subspace;
 
@@ -189,24 +189,37 @@ pub(crate) fn shard_subspace(name: &str) -> Subspace {
 /// processes creating a new file at once, say).
 const OPEN_RETRY_FOR: Duration = Duration::from_secs(10);
 
-/// Opens (`create`: or creates) the SQLite store at `path`, after checking that it is on a
-/// local file system (unless `allow_network_fs`) and that this user may read and write it. A
-/// command that must not create it answers "no election" for a missing file.
+/// How a command opens its SQLite store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Open {
+    /// To read and write, creating it if it does not exist (`run`, `config set`).
+    Create,
+    /// To read and write an existing one.
+    Existing,
+    /// To read only (`status`, `watch`, `config get`, `shards status`): it creates and
+    /// changes nothing, so a store this user may only read will do.
+    ReadOnly,
+}
+
+/// Opens the SQLite store at `path` as `open` says, after checking that it is on a local file
+/// system (unless `allow_network_fs`) and that this user may use it so. A command that must
+/// not create it answers "no election" for a missing file.
 pub(crate) async fn open_sqlite(
     path: &Path,
-    create: bool,
+    open: Open,
     allow_network_fs: bool,
     ctx: &Ctx,
 ) -> Result<SqliteDb, Failure> {
-    if !create && !path.exists() {
+    if open != Open::Create && !path.exists() {
         return Err(ctx.no_election());
     }
     preflight::check_local_fs(path, allow_network_fs)?;
-    preflight::check_store_access(path)?;
+    preflight::check_store_access(path, open != Open::ReadOnly)?;
+    let options = SqliteOptions::default().with_read_only(open == Open::ReadOnly);
     let start = tokio::time::Instant::now();
     let mut delay = Duration::from_millis(20);
     loop {
-        match SqliteDb::open(path) {
+        match SqliteDb::open_with(path, options.clone()) {
             Ok(db) => return Ok(db),
             Err(e) if is_busy(&e) && start.elapsed() < OPEN_RETRY_FOR => {
                 tracing::debug!(error = %outer_and_root(&e), "the store is locked; retrying");

@@ -1,0 +1,121 @@
+//! A read-only SQLite handle (`SqliteOptions::read_only`): it reads what writers commit,
+//! creates and changes nothing, refuses every write, and refuses a file that is no store.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use fdb_leader_election::sqlite::{SqliteDb, SqliteOpenError, SqliteOptions};
+use fdb_leader_election::{ElectionTxn, ReadMode, TxnErrorKind};
+
+fn read_only() -> SqliteOptions {
+    SqliteOptions::default().with_read_only(true)
+}
+
+async fn put(db: &SqliteDb, key: &[u8], value: &[u8]) {
+    let txn = db.create_transaction();
+    txn.set(key, value);
+    txn.commit().await.unwrap();
+}
+
+async fn get(db: &SqliteDb, key: &[u8]) -> Option<Vec<u8>> {
+    let txn = db.create_transaction();
+    let value = txn.get(key, ReadMode::Serializable).await.unwrap();
+    txn.commit().await.unwrap();
+    value
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_read_only_handle_reads_what_a_writer_commits_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.db");
+    let writer = SqliteDb::open(&path).unwrap();
+    put(&writer, b"k", b"1").await;
+    let reader = SqliteDb::open_with(&path, read_only()).unwrap();
+    assert_eq!(get(&reader, b"k").await.as_deref(), Some(&b"1"[..]));
+    // A later commit of the writer is seen, and fires the reader's watch.
+    let txn = reader.create_transaction();
+    txn.get(b"k", ReadMode::Serializable).await.unwrap();
+    let watch = txn.watch(b"k").unwrap();
+    txn.commit().await.unwrap();
+    put(&writer, b"k", b"2").await;
+    tokio::time::timeout(Duration::from_secs(5), watch)
+        .await
+        .expect("the watch fires")
+        .unwrap();
+    assert_eq!(get(&reader, b"k").await.as_deref(), Some(&b"2"[..]));
+    // A write through the reader fails for good, and changes nothing.
+    let txn = reader.create_transaction();
+    txn.set(b"k", b"3");
+    let err = txn.commit().await.unwrap_err();
+    assert_eq!(err.kind(), TxnErrorKind::Fatal, "{err}");
+    assert_eq!(get(&writer, b"k").await.as_deref(), Some(&b"2"[..]));
+}
+
+#[tokio::test]
+async fn a_read_only_open_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.db");
+    // No file: refused, and none is created.
+    let err = SqliteDb::open_with(&path, read_only()).unwrap_err();
+    assert!(matches!(err, SqliteOpenError::CannotOpen { .. }), "{err:?}");
+    assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    // An empty file: no store in it, and it stays empty.
+    fs::write(&path, b"").unwrap();
+    let err = SqliteDb::open_with(&path, read_only()).unwrap_err();
+    assert!(
+        matches!(err, SqliteOpenError::WrongSchema { .. }),
+        "{err:?}"
+    );
+    assert_eq!(fs::read(&path).unwrap(), b"");
+    // A store nobody has open (its -wal and -shm gone with its last writer): read, and
+    // the file is left byte for byte.
+    fs::remove_file(&path).unwrap();
+    {
+        let writer = SqliteDb::open(&path).unwrap();
+        put(&writer, b"k", b"v").await;
+    }
+    let before = fs::read(&path).unwrap();
+    {
+        let reader = SqliteDb::open_with(&path, read_only()).unwrap();
+        assert_eq!(get(&reader, b"k").await.as_deref(), Some(&b"v"[..]));
+    }
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+#[tokio::test]
+async fn a_read_only_open_refuses_what_is_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t (x)").unwrap();
+    }
+    let err = SqliteDb::open_with(&path, read_only()).unwrap_err();
+    assert!(
+        matches!(err, SqliteOpenError::WrongSchema { .. }),
+        "{err:?}"
+    );
+    fs::write(
+        dir.path().join("text.db"),
+        b"not a database, at all, not one bit",
+    )
+    .unwrap();
+    let err = SqliteDb::open_with(dir.path().join("text.db"), read_only()).unwrap_err();
+    assert!(
+        matches!(err, SqliteOpenError::NotADatabase { .. }),
+        "{err:?}"
+    );
+}
