@@ -678,3 +678,28 @@ fn a_stored_election_of_more_shards_than_run_supervises_is_refused_before_joinin
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_second_supervisor_of_one_name_is_warned_which_member_has_it() {
+    let _many = many();
+    let mut s = Shards::new("600ms", "200ms");
+    let mut a = s.start("a", &["--shards", "2"], &["0.5"]);
+    let first = s.wait_spread(PATIENCE, &[("a", 2)]);
+    let a_id = first[0].id.clone();
+    // The same --name again, its output in files of another name.
+    let mut twin = s.start_logged("a", "twin", &["--shards", "2"], &["0.5"]);
+    let warned = poll(PATIENCE, || {
+        s.world
+            .stderr_of("twin")
+            .lines()
+            .find(|l| l.contains("WARN") && l.contains("a member of the name a"))
+            .map(str::to_owned)
+    })
+    .unwrap_or_else(|| panic!("no warning:\n{}", s.world.stderr_of("twin")));
+    // It names the member already there, and says what to do.
+    assert!(warned.contains(&a_id), "{warned}");
+    assert!(warned.contains("give each its own --name"), "{warned}");
+    assert!(!s.world.stderr_of("a").contains("of the name a"));
+    stop_cleanly(&s, "twin", &mut twin);
+    stop_cleanly(&s, "a", &mut a);
+}

@@ -116,6 +116,11 @@ impl Shards {
     /// Starts `fdb-leader --sqlite DB --election jobs run --lease … --heartbeat … --name NAME
     /// --grace 1s EXTRA… -- sh shard_child.sh LOG CHILD…`; stderr to `NAME.err`.
     pub fn start(&mut self, name: &str, extra: &[&str], child: &[&str]) -> Child {
+        self.start_logged(name, name, extra, child)
+    }
+
+    /// As [`start`](Self::start), its stderr to `LOG.err`.
+    pub fn start_logged(&mut self, name: &str, log: &str, extra: &[&str], child: &[&str]) -> Child {
         let mut command = Command::new(bin());
         command
             .arg("--sqlite")
@@ -128,7 +133,7 @@ impl Shards {
             .arg(self.world.path("shard_child.sh"))
             .arg(self.world.log())
             .args(child);
-        self.world.start(command, name)
+        self.world.start(command, log)
     }
 
     /// `fdb-leader --sqlite DB --election jobs ARGS…`, run to completion.

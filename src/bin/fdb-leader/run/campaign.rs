@@ -55,7 +55,7 @@ pub(super) async fn run<D: ElectionDatabase>(
         stop = signals.recv() => return signals.stopped(stop, "before joining the election"),
         joined = joined => joined?,
     };
-    warn_of_namesakes(ctx, &candidate, &candidates);
+    warn_of_live_namesakes(ctx, &candidate, &candidates);
     if args.try_once {
         if let Some(taken) = taken_by(&record) {
             return Err(Failure::not_elected(format!(
@@ -200,23 +200,9 @@ fn debug_block_runtime_once() {
 
 /// Warns when a live candidate of this one's `--name` is already in the election: two
 /// supervisors of one name cannot be told apart by their logs, `status` or `pkill -f`.
-fn warn_of_namesakes(ctx: &Ctx, candidate: &Candidate, candidates: &[CandidateInfo]) {
-    let name = candidate.id().name();
-    let namesakes: Vec<String> = candidates
-        .iter()
-        .filter(|c| c.live && c.id.name() == name && c.id != *candidate.id())
-        .map(|c| c.id.to_string())
-        .collect();
-    if !namesakes.is_empty() {
-        tracing::warn!(
-            "a live candidate of the name {name} is already in the election {}: {} (this one \
-             is {}); two supervisors of one --name cannot be told apart by their logs, \
-             `status` or `pkill -f`: give each its own --name",
-            ctx.name,
-            namesakes.join(", "),
-            candidate.id(),
-        );
-    }
+fn warn_of_live_namesakes(ctx: &Ctx, candidate: &Candidate, candidates: &[CandidateInfo]) {
+    let live = candidates.iter().filter(|c| c.live).map(|c| &c.id);
+    super::warn_of_namesakes(ctx, "a live candidate", candidate.id(), live);
 }
 
 /// Who holds the leadership in `record`, in words, or `None` if it is free.

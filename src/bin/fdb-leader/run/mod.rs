@@ -339,6 +339,30 @@ fn end_of(stop: Stop) -> RunEnd {
     }
 }
 
+/// Warns when one of `others` (`what`: "a live candidate", "a member") has the name of `me`:
+/// two supervisors of one name cannot be told apart by their logs, `status` or `pkill -f`.
+fn warn_of_namesakes<'a>(
+    ctx: &Ctx,
+    what: &str,
+    me: &fdb_leader_election::CandidateId,
+    others: impl Iterator<Item = &'a fdb_leader_election::CandidateId>,
+) {
+    let name = me.name();
+    let namesakes: Vec<String> = others
+        .filter(|id| id.name() == name && *id != me)
+        .map(ToString::to_string)
+        .collect();
+    if !namesakes.is_empty() {
+        tracing::warn!(
+            "{what} of the name {name} is already in the election {}: {} (this one is {me}); \
+             two supervisors of one --name cannot be told apart by their logs, `status` or \
+             `pkill -f`: give each its own --name",
+            ctx.name,
+            namesakes.join(", "),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use fdb_leader_election::runner::{ElectionDatabase, HealthProblem};
 use fdb_leader_election::shard::{Layout, ShardChange, ShardedRunner};
-use fdb_leader_election::{Ballot, ElectionConfig, Priority, ShardId, Weight};
+use fdb_leader_election::{Ballot, CandidateId, ElectionConfig, Priority, ShardId, Weight};
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
@@ -113,6 +113,8 @@ struct Stored {
     layout: Layout,
     /// The timing (the coordinator election's, created with the sharded election's).
     config: ElectionConfig,
+    /// The members not fenced out, when this process joined.
+    members: Vec<CandidateId>,
 }
 
 /// `run --shards M`, with what [`preflight()`](super::preflight()) prepared.
@@ -135,7 +137,17 @@ pub(super) async fn run<D: ElectionDatabase>(
             election.initialize(&txn, &desired, &wanted).await?;
             let layout = election.layout(&txn).await?;
             let config = election.read_config(&txn).await?;
-            Ok(Stored { layout, config })
+            let members = election.members(&txn).await?;
+            let members = members
+                .into_iter()
+                .filter(|(_, m)| !m.is_fenced())
+                .map(|(id, _)| id)
+                .collect();
+            Ok(Stored {
+                layout,
+                config,
+                members,
+            })
         }
     });
     let stored = tokio::select! {
@@ -385,6 +397,12 @@ impl<D: ElectionDatabase> Session<'_, D> {
         let runner = builder
             .start()
             .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;
+        super::warn_of_namesakes(
+            self.ctx,
+            "a member",
+            runner.id(),
+            self.stored.members.iter(),
+        );
         tracing::info!(
             member = %runner.id(),
             election = %self.ctx.name,
