@@ -1,0 +1,63 @@
+//! Found by an adversarial review (review 2): the read-only open of `status`/`watch` refuses
+//! an empty store file as "another application's" (exit 3), while `run` and `config set`
+//! take the same file as a new store of their own. SQLite creates the file empty and writes
+//! the schema after, so `watch --wait`, which waits for "a run or config set to create it",
+//! can find the file in that state and end with exit 3 instead of watching.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+mod cli_support;
+
+use std::fs;
+use std::process::Command;
+use std::time::Duration;
+
+use cli_support::{World, bin, output_of};
+
+#[test]
+fn watch_wait_keeps_waiting_through_a_store_being_created() {
+    let world = World::new();
+    let db = world.db();
+    let mut watch = Command::new(bin());
+    watch
+        .arg("--sqlite")
+        .arg(&db)
+        .args(["watch", "--wait"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut watch = watch.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(watch.try_wait().unwrap().is_none(), "watch --wait waits");
+    // The file appears, empty, as a creating `run` makes it; the schema follows a moment later
+    // (here, slowly).
+    fs::write(&db, b"").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut config_set = Command::new(bin());
+    config_set
+        .arg("--sqlite")
+        .arg(&db)
+        .args(["config", "set", "--lease", "2s"]);
+    let out = output_of(config_set);
+    assert!(
+        out.status.success(),
+        "config set takes the empty file as its new store: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let ended = watch.try_wait().unwrap();
+    if ended.is_none() {
+        cli_support::signal(&watch, nix::sys::signal::Signal::SIGINT);
+        let _ = cli_support::wait_exit(&mut watch, Duration::from_secs(10));
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(watch.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        ended.is_none(),
+        "watch --wait ended ({ended:?}) on the store being created: {err}"
+    );
+}
