@@ -205,6 +205,15 @@ impl Candidate {
         self.lock().core.set_busy(busy);
     }
 
+    /// Tells the election when the leader stopped taking new work for a handover (its guard
+    /// closed, at `Some(at)` on this candidate's clock), or that it takes work again (`None`).
+    /// The handover grace counts from then: work in flight is owed the whole grace from the
+    /// moment it could see the request. The runner does this itself; without it, the grace
+    /// counts from the start of the cycle whose confirmed renewal first kept the request.
+    pub fn set_guard_closed_at(&self, at: Option<LocalInstant>) {
+        self.lock().core.set_guard_closed_at(at);
+    }
+
     /// Whether this candidate believes, now, that it leads: a local check, no database read.
     /// The belief ends on its own at the local deadline, even if the database is unreachable.
     ///

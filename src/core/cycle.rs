@@ -114,18 +114,23 @@ fn decide_as_leader(
     if !cfg.election_enabled {
         return step_down(st, input, None, Action::SteppedDown);
     }
-    // The grace counts from the guard's closing: the start of the first cycle whose renewal
-    // closed it committed (noted by the adoption of that renewal only), or this cycle, if its
-    // own renewal closes it. A renewal that never committed closed nothing, so it starts no
-    // grace (docs/design.md §10.6).
-    let drain_since = tenure.drain.as_ref().map_or(t0, |d| d.since);
+    // The grace counts from the guard's closing: when the runner closed it (after the commit
+    // that closed it was confirmed, and however the drain's reason changed since); without a
+    // runner's word, the start of the cycle whose renewal closed it, noted by the adoption of
+    // that renewal only; else this cycle, if its own renewal closes it. A renewal that never
+    // committed closed nothing, so it starts no grace (docs/design.md §10.6).
+    let drain_since = st
+        .guard_closed_at()
+        .or(tenure.drain.as_ref().map(|d| d.since))
+        .unwrap_or(t0);
     let grace_end = after(drain_since, cfg.handover_grace);
     let mut ineligible = None;
     if !input.eligible {
         // Not eligible (docs/design.md §13.3): hand over to the best live eligible candidate as an
         // honoured request does (its work drained first, at most the grace); with nobody
         // eligible, the policy decides.
-        let reserve = match best_live_reservation(st, input) {
+        // An operator's directed request is honoured here too (docs/design.md §13.6).
+        let reserve = match directed_or_best(st, input) {
             Ok(reserve) => reserve,
             Err(need) => return Ok(Decision::Need(need)),
         };
@@ -219,22 +224,9 @@ fn decide_as_leader(
             }
             if refused.is_none() {
                 if !st.busy() || t0 >= grace_end {
-                    // The directed target, if it is still live and eligible; else (it died or
-                    // became ineligible while the work drained, the guard closed already) the
-                    // best live eligible candidate.
-                    let directed = match rec.handover_to.as_deref() {
-                        Some(to) => match directed_reservation(st, input, to) {
-                            Ok(found) => found,
-                            Err(need) => return Ok(Decision::Need(need)),
-                        },
-                        None => None,
-                    };
-                    let reserve = match directed {
-                        Some(found) => Some(found),
-                        None => match best_live_reservation(st, input) {
-                            Ok(reserve) => reserve,
-                            Err(need) => return Ok(Decision::Need(need)),
-                        },
+                    let reserve = match directed_or_best(st, input) {
+                        Ok(reserve) => reserve,
+                        Err(need) => return Ok(Decision::Need(need)),
                     };
                     return step_down(st, input, reserve, Action::HandedOver)
                         .map(|d| honouring(d, rec.handover.clone()));
@@ -275,6 +267,20 @@ fn decide_as_leader(
     plan.ineligible = ineligible;
     plan.refused = refused;
     Ok(Decision::Plan(plan))
+}
+
+/// The candidate an operator's directed request in the record names, if it is live and
+/// eligible; else (no directed request, or its target died or became ineligible while the
+/// work drained, the guard closed already) the best live eligible candidate. `Err` asks for
+/// the registry first.
+fn directed_or_best(st: &LocalState, input: &CycleInput<'_>) -> Result<Option<Party>, Lookup> {
+    let rec = input.leader;
+    if let (Some(Party::Operator(_)), Some(to)) = (&rec.handover, rec.handover_to.as_deref()) {
+        if let Some(found) = directed_reservation(st, input, to)? {
+            return Ok(Some(found));
+        }
+    }
+    best_live_reservation(st, input)
 }
 
 /// The best live eligible candidate named `name` ([`CandidateId::name`]) other than this one,

@@ -1349,3 +1349,51 @@ fn a_guard_closed_within_the_minimum_tenure_is_held_no_longer_than_grace_plus_a_
         t += heartbeat;
     }
 }
+
+/// docs/design.md §10.6: the grace counts from the guard's real closing, as the runner saw
+/// it (after the closing renewal's commit was confirmed), not from that cycle's start; and a
+/// guard the runner still holds closed keeps its closing time when the drain's reason came
+/// and went (the drain noted in the tenure was dropped meanwhile).
+#[test]
+fn the_grace_counts_from_when_the_runner_closed_the_guard() {
+    let c = ElectionConfig::builder()
+        .handover_grace(Duration::from_secs(2))
+        .takeover_stagger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    st.set_busy(true);
+    rec.handover = request("new", 2);
+    // The closing renewal starts at 1,000 ms; its commit is confirmed, and the guard closed,
+    // at 1,300 ms.
+    let p = plan(run(&mut st, &c, &rec, 1, 1_000));
+    assert_eq!(p.next_action_at, Some(at(3_000)));
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
+    st.set_guard_closed_at(Some(at(1_300)));
+    let w = p.write.unwrap();
+    let p = plan(run(&mut st, &c, &w, 1, 3_000));
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::Renewed, Some(at(3_300))),
+        "the work in flight is owed the grace from the guard's closing"
+    );
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
+    let w = p.write.unwrap();
+    assert_eq!(
+        plan(run(&mut st, &c, &w, 1, 3_300)).action,
+        Action::HandedOver
+    );
+    // Without the runner's word (the manual flow), from the closing cycle's start.
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 1, 0);
+    st.set_busy(true);
+    rec.handover = request("new", 2);
+    let p = plan(run(&mut st, &c, &rec, 1, 1_000));
+    assert!(st.adopt(p.adopt.as_ref().unwrap()));
+    let w = p.write.unwrap();
+    assert_eq!(
+        plan(run(&mut st, &c, &w, 1, 3_000)).action,
+        Action::HandedOver
+    );
+}

@@ -19,8 +19,10 @@ use crate::record::{Eligibility, Named};
 /// already effective (or already over) when they run, so act on the [`LeadershipGuard`],
 /// whose cancellation is immediate, rather than on the callback's timing.
 ///
-/// For each ballot this process wins, [`on_elected`](Self::on_elected) is called exactly once
-/// and [`on_stopped`](Self::on_stopped) exactly once, after it.
+/// For each guard this process is handed, [`on_elected`](Self::on_elected) is called exactly
+/// once and [`on_stopped`](Self::on_stopped) exactly once, after it: one guard per ballot it
+/// wins, and a fresh one of the same ballot after a handover withdrawn while it held
+/// ([`StopReason::HandoverWithdrawn`](super::StopReason::HandoverWithdrawn) ends the first).
 pub trait ElectionCallbacks: Send + Sync + 'static {
     /// This process became leader.
     fn on_elected(&self, guard: &LeadershipGuard) {

@@ -182,9 +182,8 @@ impl Machine {
         let Some(g) = self.guard.as_mut() else {
             return;
         };
-        out.push(Command::RevokeGuard(StopReason::HandoverWithdrawn));
         g.closed_at = None;
-        out.push(Command::IssueGuard {
+        out.push(Command::ReissueGuard {
             ballot: g.ballot,
             deadline: g.deadline,
         });

@@ -234,6 +234,15 @@ pub enum Command {
         /// The belief's end, on the candidate's clock.
         deadline: LocalInstant,
     },
+    /// End the live guard, closed for a handover that can no longer happen
+    /// ([`StopReason::HandoverWithdrawn`]), and hand the application a fresh one of the same
+    /// `ballot`, valid until `deadline`, that takes new work: the leadership never stopped.
+    ReissueGuard {
+        /// The ballot led.
+        ballot: Ballot,
+        /// The belief's end, on the candidate's clock.
+        deadline: LocalInstant,
+    },
     /// Move the guard's deadline to `deadline` (a renewal, or a shorter belief).
     SetGuardDeadline(LocalInstant),
     /// The guard accepts no new work (a handover or resignation is pending).

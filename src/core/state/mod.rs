@@ -119,6 +119,10 @@ pub(crate) struct LocalState {
     pending: VecDeque<PendingAttempt>,
     next_seq: u64,
     busy: bool,
+    /// When the leader's guard closed (it takes no new work: a drain began), as whoever
+    /// carries the leadership out saw it (the runner), `None` while it takes work. The grace
+    /// counts from here: the guard's real closing, after its commit was confirmed.
+    guard_closed_at: Option<LocalInstant>,
     /// The ballot this candidate released (stepped down, handed over, resigned): until the
     /// record stops naming it at this ballot, the vacancy has not landed and is written again.
     released: Option<Ballot>,
@@ -138,6 +142,7 @@ impl LocalState {
             pending: VecDeque::new(),
             next_seq: 1,
             busy: false,
+            guard_closed_at: None,
             released: None,
             held: None,
             cycle_open: false,
@@ -225,6 +230,14 @@ impl LocalState {
 
     pub(crate) fn set_busy(&mut self, busy: bool) {
         self.busy = busy;
+    }
+
+    pub(crate) fn guard_closed_at(&self) -> Option<LocalInstant> {
+        self.guard_closed_at
+    }
+
+    pub(crate) fn set_guard_closed_at(&mut self, at: Option<LocalInstant>) {
+        self.guard_closed_at = at;
     }
 
     /// The valid tenure at `now`, if any.

@@ -20,6 +20,7 @@ impl<D: ElectionDatabase> Executor<D> {
                 let (Some(me), Some(work)) = (self.brain.me.clone(), shared.work.clone()) else {
                     return;
                 };
+                me.set_guard_closed_at(None);
                 let guard = LeadershipGuard::new(ballot, me, deadline, work);
                 self.guard = Some(guard.clone());
                 shared.guard_tx.send_replace(Some(guard.clone()));
@@ -32,6 +33,30 @@ impl<D: ElectionDatabase> Executor<D> {
                 );
                 shared.channels().notify(Notice::Elected(guard));
             }
+            Command::ReissueGuard { ballot, deadline } => {
+                let (Some(me), Some(work)) = (self.brain.me.clone(), shared.work.clone()) else {
+                    return;
+                };
+                me.set_guard_closed_at(None);
+                let reason = StopReason::HandoverWithdrawn;
+                if let Some(old) = self.guard.take() {
+                    old.revoke(reason.clone());
+                    shared
+                        .channels()
+                        .notify(Notice::Stopped(ballot, reason.clone()));
+                    self.ended.push(old);
+                }
+                let guard = LeadershipGuard::new(ballot, me, deadline, work);
+                self.guard = Some(guard.clone());
+                shared.guard_tx.send_replace(Some(guard.clone()));
+                shared.metrics.transition(reason.as_str());
+                tracing::info!(
+                    ballot = ballot.get(),
+                    "the handover was withdrawn (nobody eligible to take over): leading on, \
+                     taking new work on a fresh guard"
+                );
+                shared.channels().notify(Notice::Elected(guard));
+            }
             Command::SetGuardDeadline(deadline) => {
                 if let Some(guard) = self.guard.as_ref() {
                     guard.set_deadline(deadline);
@@ -40,6 +65,10 @@ impl<D: ElectionDatabase> Executor<D> {
             Command::CloseGuard => {
                 if let Some(guard) = self.guard.as_ref() {
                     guard.close();
+                }
+                // The grace of a handover counts from here (docs/design.md §10.6).
+                if let Some(me) = self.me() {
+                    me.set_guard_closed_at(Some(self.brain.clock.now()));
                 }
             }
             Command::RevokeGuard(reason) => {
@@ -51,6 +80,9 @@ impl<D: ElectionDatabase> Executor<D> {
                 let Some(guard) = self.guard.take() else {
                     return;
                 };
+                if let Some(me) = self.me() {
+                    me.set_guard_closed_at(None);
+                }
                 shared.guard_tx.send_replace(None);
                 shared.status.not_leading();
                 shared.metrics.is_leader.set(0.0);

@@ -3,14 +3,38 @@
 
 use fdb_leader_election::runner::StopReason;
 use fdb_leader_election::runner::machine::Event as In;
+use fdb_leader_election::{Ballot, LocalInstant};
 
-use super::{OpKind, Status};
+use super::{OpKind, SimGuard, Status, nanos};
 use crate::events::Event;
 use crate::plants::Plant;
 use crate::time::Nanos;
 use crate::world::World;
 
 impl World {
+    /// Hands the process a guard of `ballot` (a new leadership, or a fresh guard of the same
+    /// ballot after a withdrawn handover) and starts its work loop.
+    pub(super) fn issue_guard(&mut self, pid: usize, ballot: Ballot, deadline: LocalInstant) {
+        let label = self.label(pid);
+        if let Some(p) = self.procs.get_mut(pid) {
+            let now = p.clock.local_now();
+            p.candidate.set_guard_closed_at(None);
+            p.guard = Some(SimGuard {
+                ballot: ballot.get(),
+                deadline: nanos(deadline.since_origin()),
+                revoked: false,
+                closed: false,
+                closed_since: None,
+                closed_for_request: false,
+                issued_at: now,
+            });
+            p.cached_token = Some(ballot.get());
+        }
+        self.log(format!("{label} guard issued b{}", ballot.get()));
+        self.leadership_began(pid, ballot.get());
+        self.start_work_loop(pid);
+    }
+
     /// Moves the guard's deadline at once (its timer re-armed), unless the plant
     /// `guard-deadline-after-reply` holds back a lowered deadline while a cycle is in flight
     /// until the operation ends, as the executor did before the fix of DESIGN §10.3.

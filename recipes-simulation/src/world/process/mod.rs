@@ -445,31 +445,23 @@ impl World {
                 let d = self.local_delay(pid, wait);
                 self.schedule_control(pid, d.max(1));
             }
-            Command::IssueGuard { ballot, deadline } => {
-                let label = self.label(pid);
-                if let Some(p) = self.procs.get_mut(pid) {
-                    let now = p.clock.local_now();
-                    p.guard = Some(SimGuard {
-                        ballot: ballot.get(),
-                        deadline: nanos(deadline.since_origin()),
-                        revoked: false,
-                        closed: false,
-                        closed_since: None,
-                        closed_for_request: false,
-                        issued_at: now,
-                    });
-                    p.cached_token = Some(ballot.get());
-                }
-                self.log(format!("{label} guard issued b{}", ballot.get()));
-                self.leadership_began(pid, ballot.get());
-                self.start_work_loop(pid);
+            Command::ReissueGuard { ballot, deadline } => {
+                // The drained guard ends; a fresh one of the same ballot takes new work.
+                self.revoke(
+                    pid,
+                    &fdb_leader_election::runner::StopReason::HandoverWithdrawn,
+                );
+                self.issue_guard(pid, ballot, deadline);
             }
+            Command::IssueGuard { ballot, deadline } => self.issue_guard(pid, ballot, deadline),
             Command::SetGuardDeadline(deadline) => {
                 self.set_guard_deadline(pid, nanos(deadline.since_origin()))
             }
             Command::CloseGuard => {
                 if let Some(p) = self.procs.get_mut(pid) {
                     let now = p.clock.local_now();
+                    // As the runner does: the grace of a handover counts from here.
+                    p.candidate.set_guard_closed_at(Some(local(now)));
                     let bounds = bounds(&p.machine);
                     if let Some(g) = p.guard.as_mut() {
                         g.closed = true;
@@ -496,6 +488,7 @@ impl World {
                 let label = self.label(pid);
                 if let Some(p) = self.procs.get_mut(pid) {
                     p.cadence.excuse();
+                    p.candidate.set_guard_closed_at(None);
                     if let Some(g) = p.guard.as_mut() {
                         g.revoked = true;
                     }

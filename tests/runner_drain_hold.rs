@@ -1,0 +1,80 @@
+//! Found by an adversarial review: a leader that is not eligible drains its work
+//! for a successor; the successor turns ineligible for a moment (the leader holds, with its
+//! guard still closed, and its renewal forgets the drain), then eligible again: the core
+//! starts a *new* grace from that cycle, while the guard has been closed since the first one.
+//! docs/design.md §10.6: no path leaves a leader holding the leadership with a closed guard
+//! for longer than `handover_grace` plus one heartbeat.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+
+mod runner_support;
+
+use std::time::Duration;
+
+use fdb_leader_election::LeaderElection;
+use fdb_leader_election::runner::Runner;
+use runner_support::*;
+use tokio::time::Instant;
+
+async fn mark(db: &fdb_leader_election::MemDb, runner: &Runner, name: &str, eligible: bool) {
+    let e: LeaderElection = runner.election().clone();
+    let name = name.to_owned();
+    db.run(|txn, _| {
+        let (e, name) = (e.clone(), name.clone());
+        async move { e.set_eligible(&txn, &name, eligible, "review").await }
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_successor_that_flickers_ineligible_does_not_restart_the_grace() {
+    let db = db();
+    let grace = Duration::from_secs(1);
+    let cfg = config().to_builder().handover_grace(grace).build().unwrap();
+    let a = builder(db.clone(), "alpha", 2)
+        .config(cfg.clone())
+        .start()
+        .unwrap();
+    let ga = a.elected().await.unwrap();
+    // Work in flight that outlasts the grace: the leader steps down at the grace's end.
+    let _task = ga.spawn(async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    });
+    let b = builder(db.clone(), "bravo", 1).config(cfg).start().unwrap();
+    tokio::time::sleep(HEARTBEAT * 3).await;
+    assert!(ga.accepts_work(), "alpha leads, open");
+
+    // The operator excludes alpha: it drains for bravo.
+    mark(&db, &a, "alpha", false).await;
+    let closed_at = {
+        wait_until("alpha's guard closes", HEARTBEAT * 3, || !ga.accepts_work()).await;
+        Instant::now()
+    };
+    assert!(!ga.is_cancelled());
+    // Bravo is excluded for a moment (alpha holds: nobody else is eligible) and comes back.
+    tokio::time::sleep(HEARTBEAT * 2).await;
+    mark(&db, &a, "bravo", false).await;
+    tokio::time::sleep(HEARTBEAT * 3).await;
+    mark(&db, &a, "bravo", true).await;
+
+    wait_until("alpha steps down", Duration::from_secs(5), || {
+        ga.is_cancelled()
+    })
+    .await;
+    let held = closed_at.elapsed();
+    assert!(
+        held <= grace + HEARTBEAT + Duration::from_millis(20),
+        "alpha held the leadership with a closed guard for {held:?} (grace {grace:?}, \
+         heartbeat {HEARTBEAT:?}); stop reason {:?}",
+        ga.stop_reason()
+    );
+    b.elected().await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}
