@@ -692,7 +692,7 @@ fn a_second_supervisor_of_one_name_is_warned_which_member_has_it() {
         s.world
             .stderr_of("twin")
             .lines()
-            .find(|l| l.contains("WARN") && l.contains("a member of the name a"))
+            .find(|l| l.contains("WARN") && l.contains("a member (live, or crashed less than a lease ago: not fenced out yet) of the name a"))
             .map(str::to_owned)
     })
     .unwrap_or_else(|| panic!("no warning:\n{}", s.world.stderr_of("twin")));

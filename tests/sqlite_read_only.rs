@@ -72,13 +72,11 @@ async fn a_read_only_open_creates_nothing() {
     let err = SqliteDb::open_with(&path, read_only()).unwrap_err();
     assert!(matches!(err, SqliteOpenError::CannotOpen { .. }), "{err:?}");
     assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
-    // An empty file: no store in it, and it stays empty.
+    // An empty file (a writer created it and has not written the schema yet): no store in
+    // it yet, and it stays empty.
     fs::write(&path, b"").unwrap();
     let err = SqliteDb::open_with(&path, read_only()).unwrap_err();
-    assert!(
-        matches!(err, SqliteOpenError::WrongSchema { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, SqliteOpenError::Empty { .. }), "{err:?}");
     assert_eq!(fs::read(&path).unwrap(), b"");
     // A store nobody has open (its -wal and -shm gone with its last writer): read, and
     // the file is left byte for byte.

@@ -45,6 +45,14 @@ pub enum SqliteOpenError {
         #[source]
         source: Box<dyn StdError + Send + Sync + 'static>,
     },
+    /// A [read-only](super::SqliteOptions::read_only) open found no store in the file: it is
+    /// empty, or a writer has created it and not yet written the schema. A read-write open
+    /// would make it a store; a read-only one creates nothing.
+    #[error("{} holds no election store yet (empty)", path.display())]
+    Empty {
+        /// The database file.
+        path: PathBuf,
+    },
     /// The file is a SQLite database, but not one this store created: other tables, missing
     /// tables or columns, or another application's id.
     #[error("{} is a SQLite database but not an election store: {reason}", path.display())]
@@ -139,6 +147,7 @@ impl SqliteOpenError {
             | SqliteOpenError::NotADatabase { path, .. }
             | SqliteOpenError::Corrupt { path, .. }
             | SqliteOpenError::WrongSchema { path, .. }
+            | SqliteOpenError::Empty { path }
             | SqliteOpenError::UnsupportedSchemaVersion { path, .. }
             | SqliteOpenError::NoWriteAheadLog { path, .. }
             | SqliteOpenError::NotAFile { path, .. }

@@ -98,6 +98,9 @@ pub enum FileChange {
     Deleted,
     /// Another file is there (another device or inode).
     Replaced,
+    /// The database file was written since the handle opened the store to read it as it
+    /// stood (see [`Created`](Self::Created)): a writer came (and perhaps went) meanwhile.
+    Modified,
     /// A file that was not there when the handle opened the store is there now: a writer
     /// started on a store this handle reads as it stood at its open (a
     /// [read-only](super::SqliteOptions::read_only) handle on a store with no write-ahead log
@@ -117,6 +120,7 @@ pub enum FileChange {
         FileChange::Deleted => "was deleted",
         FileChange::Replaced => "was replaced by another file",
         FileChange::Created => "was created (a writer started; open the store again to read its commits)",
+        FileChange::Modified => "was written (a writer came; open the store again to read its commits)",
     }
 )]
 pub struct StoreFileChanged {
@@ -224,6 +228,34 @@ pub(super) struct StoreFiles {
     database: Opened,
     log: Side,
     index: Side,
+    /// For a handle that reads the store as it stood: the database file's stamp when it was
+    /// opened, which must not change (a writer that came and went leaves no `-wal`, but it
+    /// wrote the file).
+    frozen: Option<Stamp>,
+}
+
+/// What changes when a file is written: its size and its modification time (not its change
+/// time, which a `chmod` moves too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Stamp {
+    /// Whether the file was empty.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The stamp of the file at `path`, `None` if nothing is there.
+pub(super) fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+    })
 }
 
 /// The `-wal` or the `-shm` of a store, as a handle opened it.
@@ -276,13 +308,16 @@ impl StoreFiles {
 
     /// As [`record`](Self::record), for a read-only handle: a `-wal` or `-shm` that is absent
     /// is not required (a reader creates neither); if `frozen` (the handle reads the store
-    /// as it stood at its open) it must stay absent.
+    /// as it stood at its open, the database file's stamp then) it must stay absent, and the
+    /// database file unwritten.
     pub(super) fn record_read_only(
         given: &Path,
         conn: &rusqlite::Connection,
-        frozen: bool,
+        frozen: Option<Stamp>,
     ) -> Result<StoreFiles, StoreFileChanged> {
-        Self::record_with(given, conn, Some(frozen))
+        let mut files = Self::record_with(given, conn, Some(frozen.is_some()))?;
+        files.frozen = frozen;
+        Ok(files)
     }
 
     /// `read_only`: `None` for a read-write handle, else whether it is frozen.
@@ -313,14 +348,24 @@ impl StoreFiles {
             database: Opened::record(StoreFile::Database, given, open)?,
             log: side(StoreFile::WriteAheadLog, "-wal")?,
             index: side(StoreFile::SharedMemoryIndex, "-shm")?,
+            frozen: None,
         })
     }
 
-    /// Applies [the rule](self): every file at its path is the file the handle opened.
+    /// Applies [the rule](self): every file at its path is the file the handle opened (and,
+    /// for a handle that reads the store as it stood, unwritten).
     pub(super) fn check(&self) -> Result<(), StoreFileChanged> {
         self.database.check()?;
         self.log.check()?;
-        self.index.check()
+        self.index.check()?;
+        match self.frozen {
+            Some(at_open) if stamp(&self.database.path) != Some(at_open) => Err(StoreFileChanged {
+                path: self.database.path.clone(),
+                file: StoreFile::Database,
+                change: FileChange::Modified,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Another process that uses the store through other files (see [the module](self)):

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use super::error::{SqliteOpenError, txn_error};
-use super::files::StoreFiles;
+use super::files::{self, StoreFiles};
 use super::{Durability, SqliteOptions};
 use crate::store::txn::TxnError;
 
@@ -266,12 +266,28 @@ fn open_read_only(
 ) -> Result<(Connection, StoreFiles, Access), SqliteOpenError> {
     let sqlite = |e| SqliteOpenError::from_sqlite(path, e);
     let patience = options.busy_timeout;
-    let mut access = Access::ReadOnly;
+    // Taken first: a write after it fails a frozen handle's reads (StoreFiles::check).
+    let at_open = files::stamp(path);
+    if at_open.is_some_and(|s| s.is_empty()) {
+        return Err(SqliteOpenError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    // With no `-wal` beside the file no writer is at work (one keeps its `-wal` there from
+    // its first read to its last close), so the file is the whole store: it is read as it
+    // stands, which creates no `-wal` or `-shm` (SQLite would, for a reader, and leave them,
+    // owned by this user). A writer that starts later shows, by its `-wal` or by writing the
+    // file, and fails the handle (see `StoreFiles`). With a `-wal`, the store is read as a
+    // writer's peer, its `-shm` shared.
+    let mut access = if with_suffix(path, "-wal").exists() {
+        Access::ReadOnly
+    } else {
+        Access::Frozen
+    };
     let mut conn = connect(path, options, access, false).map_err(sqlite)?;
     let read = match retry_busy(patience, || header(&conn)) {
-        // SQLite cannot make the `-shm` (a folder this user may not write). With no `-wal`
-        // beside the file no writer is at work, so the file is the whole store: read it as
-        // it stands.
+        // The writer left meanwhile, taking its `-wal` and `-shm` along, and SQLite cannot
+        // make the `-shm` (a folder this user may not write): read the file as it stands.
         Err(e) if cannot_share(&e) && !with_suffix(path, "-wal").exists() => {
             access = Access::Frozen;
             conn = connect(path, options, access, false).map_err(sqlite)?;
@@ -280,20 +296,24 @@ fn open_read_only(
         read => read,
     };
     let (objects, application_id) = read.map_err(sqlite)?;
+    if objects == 0 && application_id == 0 {
+        return Err(SqliteOpenError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
     if objects == 0 {
         return Err(SqliteOpenError::WrongSchema {
             path: path.to_path_buf(),
-            reason: "empty: no store was ever created in it (a read-only open creates nothing)"
-                .to_owned(),
+            reason: format!("empty, but marked with another application id ({application_id:#x})"),
         });
     }
-    let files =
-        StoreFiles::record_read_only(path, &conn, access == Access::Frozen).map_err(|source| {
-            SqliteOpenError::FilesChanged {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
+    let frozen = at_open.filter(|_| access == Access::Frozen);
+    let files = StoreFiles::record_read_only(path, &conn, frozen).map_err(|source| {
+        SqliteOpenError::FilesChanged {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
     retry_busy(patience, || conn.execute_batch("BEGIN")).map_err(sqlite)?;
     let checked = check_schema(&conn, path, application_id);
     let end = conn.execute_batch("ROLLBACK");

@@ -190,7 +190,7 @@ async fn open_and_execute(
                 _ => store::Open::Existing,
             };
             if let (Command::Watch(args), Some(signals)) = (&command, signals.as_mut()) {
-                if args.wait && !path.exists() {
+                if args.wait && (!path.exists() || store::holds_no_store_yet(&path)) {
                     if let Some(code) = wait_for_file(&path, signals).await {
                         return Ok(code);
                     }
@@ -226,7 +226,8 @@ async fn open_and_execute(
 async fn wait_for_file(path: &std::path::Path, signals: &mut Signals) -> Option<ExitCode> {
     tracing::info!(store = %path.display(), "no store file yet: waiting for a run or config set to create it (--wait)");
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
-    while !path.exists() {
+    // The file appears before the store in it: wait for both.
+    while !path.exists() || store::holds_no_store_yet(path) {
         tokio::select! {
             _ = ticks.tick() => {}
             stop = signals.recv() => {

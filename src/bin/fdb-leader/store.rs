@@ -221,6 +221,8 @@ pub(crate) async fn open_sqlite(
     loop {
         match SqliteDb::open_with(path, options.clone()) {
             Ok(db) => return Ok(db),
+            // A file with no store in it yet is no election yet, as a missing one is.
+            Err(SqliteOpenError::Empty { .. }) => return Err(ctx.no_election()),
             Err(e) if is_busy(&e) && start.elapsed() < OPEN_RETRY_FOR => {
                 tracing::debug!(error = %outer_and_root(&e), "the store is locked; retrying");
                 tokio::time::sleep(delay).await;
@@ -229,6 +231,16 @@ pub(crate) async fn open_sqlite(
             Err(e) => return Err(open_failure(&e)),
         }
     }
+}
+
+/// Whether the file at `path` holds no store yet: empty, or created by a writer that has not
+/// written the schema yet (a read-only open, which creates nothing, says so).
+pub(crate) fn holds_no_store_yet(path: &Path) -> bool {
+    let options = SqliteOptions::default().with_read_only(true);
+    matches!(
+        SqliteDb::open_with(path, options),
+        Err(SqliteOpenError::Empty { .. })
+    )
 }
 
 /// Whether opening failed only because another connection held the lock.

@@ -399,7 +399,7 @@ impl<D: ElectionDatabase> Session<'_, D> {
             .map_err(|e| Failure::usage(format!("run: {}", chain(&e))))?;
         super::warn_of_namesakes(
             self.ctx,
-            "a member",
+            "a member (live, or crashed less than a lease ago: not fenced out yet)",
             runner.id(),
             self.stored.members.iter(),
         );

@@ -1,4 +1,4 @@
-//! Found by an adversarial review (review 2): `status` (a read-only command, which "creates
+//! Found by an adversarial review: `status` (a read-only command, which "creates
 //! and changes nothing") on a service's store in a folder others may write (as /tmp) leaves
 //! a `-wal` and a `-shm` owned by the operator who ran it, which the service may not write.
 
@@ -64,7 +64,7 @@ fn status_by_another_user_creates_nothing_beside_a_services_store() {
     assert!(out.status.success(), "status: {}", stderr(&out));
     let left = listing();
     // The service can still write its store.
-    let out = output_of(as_user(SERVICE, &["config", "set", "--lease", "3s"]));
+    let out = output_of(as_user(SERVICE, &["config", "set", "--lease", "2500ms"]));
     assert!(
         left == ["election.db"] && out.status.success(),
         "files beside the store after the operator's status: {left:?}; the service's next \

@@ -1,4 +1,4 @@
-//! Found by an adversarial review (review 2): the read-only open of `status`/`watch` refuses
+//! Found by an adversarial review: the read-only open of `status`/`watch` refuses
 //! an empty store file as "another application's" (exit 3), while `run` and `config set`
 //! take the same file as a new store of their own. SQLite creates the file empty and writes
 //! the schema after, so `watch --wait`, which waits for "a run or config set to create it",

@@ -1,4 +1,4 @@
-//! Found by an adversarial review (review 2): read-only SQLite handles
+//! Found by an adversarial review: read-only SQLite handles
 //! (`SqliteOptions::read_only`) must create and change nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -58,4 +58,3 @@ async fn a_read_only_handle_creates_no_wal_or_shm_beside_a_store_nobody_has_open
         "files beside the store while a read-only handle had it open, and after"
     );
 }
-
