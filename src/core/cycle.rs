@@ -341,9 +341,10 @@ fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision
         return step_down(st, input, None, Action::SteppedDown);
     }
     if !input.eligible {
-        // Not eligible: the best live eligible candidate, or unreserved (it let go already,
-        // so holding is no longer an option).
-        return match best_live_reservation(st, input) {
+        // Not eligible: the live eligible target of an operator's directed request, else the
+        // best live eligible candidate, or unreserved (it let go already, so holding is no
+        // longer an option).
+        return match directed_or_best(st, input) {
             Ok(reserve) => step_down(st, input, reserve, Action::SteppedDownIneligible)
                 .map(|d| stepping_down_ineligible(d, Ineligible::SteppingDown)),
             Err(need) => Ok(Decision::Need(need)),
@@ -364,17 +365,8 @@ fn release_again(st: &mut LocalState, input: &CycleInput<'_>) -> Result<Decision
         _ => (Action::Resigned, None),
     };
     // An operator's request directed at a name: that candidate while it is live and eligible,
-    // as the release that never landed chose it (docs/design.md §13.6).
-    if let (Some(Party::Operator(_)), Some(to)) = (&rec.handover, rec.handover_to.as_deref()) {
-        match directed_reservation(st, input, to) {
-            Ok(Some(reserve)) => {
-                return step_down(st, input, Some(reserve), action).map(|d| honouring(d, honoured));
-            }
-            Ok(None) => {}
-            Err(need) => return Ok(Decision::Need(need)),
-        }
-    }
-    match best_live_reservation(st, input) {
+    // as the release that never landed chose it (docs/design.md §13.6); else the best.
+    match directed_or_best(st, input) {
         Ok(reserve) => step_down(st, input, reserve, action).map(|d| honouring(d, honoured)),
         Err(need) => Ok(Decision::Need(need)),
     }

@@ -10,8 +10,8 @@
 //! - honouring a candidate's handover request: reserved for the requester, which the read
 //!   shows live, eligible, and ranked above the leader (version under the policy, then
 //!   priority: DESIGN §14.3);
-//! - an operator's request directed at a name: reserved for the best live eligible candidate
-//!   of that name, or (none left) the best live eligible one;
+//! - an operator's request directed at a name (by a leader eligible or not): reserved for the
+//!   best live eligible candidate of that name, or (none left) the best live eligible one;
 //! - an operator's request, a resignation, a step-down for ineligibility: reserved for the best
 //!   live eligible candidate (of equals, the earlier registration), or unreserved if the read
 //!   shows none;
@@ -63,21 +63,30 @@ impl Successor {
             best(&rank, rows, me, renewal, lag).map(|r| r.id.clone())
         };
         let best_live = || best_of(&mut read.registry.iter());
+        // An operator's request directed at a name: the best live eligible one of that name,
+        // else the best live eligible one.
+        let directed_or_best = || {
+            let directed = prior.operator_request.as_ref().and_then(|_| {
+                prior
+                    .operator_request_to
+                    .as_ref()
+                    .and_then(|name| best_of(&mut read.registry.iter().filter(|r| &r.name == name)))
+            });
+            directed.or_else(best_live).map_or(Due::Nobody, Due::To)
+        };
         let due = match e.op {
             Op::Cycle(CycleAction::SteppedDown) => Due::Nobody,
             Op::Cycle(CycleAction::HandedOver) if prior.operator_request.is_none() => {
                 let (requester, _) = prior.handover.as_ref()?;
                 return Self::requester(c, read, prior, new, &rank, requester);
             }
-            Op::Cycle(CycleAction::HandedOver) => {
-                let directed = prior.operator_request_to.as_ref().and_then(|name| {
-                    best_of(&mut read.registry.iter().filter(|r| &r.name == name))
-                });
-                directed.or_else(best_live).map_or(Due::Nobody, Due::To)
+            // A leader that is not eligible honours an operator's directed request too.
+            Op::Cycle(CycleAction::HandedOver | CycleAction::SteppedDownIneligible) => {
+                directed_or_best()
             }
-            Op::Cycle(CycleAction::Resigned | CycleAction::SteppedDownIneligible)
-            | Op::Resign
-            | Op::Unregister { resigned: true } => best_live().map_or(Due::Nobody, Due::To),
+            Op::Cycle(CycleAction::Resigned) | Op::Resign | Op::Unregister { resigned: true } => {
+                best_live().map_or(Due::Nobody, Due::To)
+            }
             _ => return None,
         };
         let got = new
