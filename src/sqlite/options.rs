@@ -74,15 +74,18 @@ pub struct SqliteOptions {
     pub max_idle_connections: usize,
     /// Open the store only to read it. Default `false`. A read-only handle creates nothing
     /// (the store must exist: [`SqliteDb::open_with`](super::SqliteDb::open_with) fails
-    /// otherwise) and changes nothing, not even the journal mode, so it works on a file this
-    /// user may only read (a `0444` file, a read-only mount); every commit that writes fails
-    /// with a fatal error. It sees other processes' commits as a read-write handle does,
-    /// with one exception: on a store whose folder this user may not write and that has no
-    /// `-wal` beside it (no writer is at work: one keeps its `-wal` there), SQLite cannot make
-    /// the `-shm` it shares with writers, so the store is read as it stands (SQLite's
-    /// `immutable`), and once a writer starts (a `-wal` appears) every commit and watch fails
-    /// with a [`StoreFileChanged`](super::StoreFileChanged) of
-    /// [`FileChange::Created`](super::FileChange::Created): open the store again to read on.
+    /// otherwise, with [`SqliteOpenError::Empty`](super::SqliteOpenError::Empty) for a file
+    /// that holds no store yet) and changes nothing, not even the journal mode or the files
+    /// beside it, so it works on a file this user may only read (a `0444` file, a read-only
+    /// mount) and leaves nothing behind. Every commit that writes fails with a fatal error.
+    ///
+    /// With a writer at work (its `-wal` beside the file), it reads as the writer's peer and
+    /// sees its commits. With none, it reads the file as it stands (SQLite's `immutable`,
+    /// which needs no `-shm`), and once a writer starts or comes and goes every commit and
+    /// watch fails with a [`StoreFileChanged`](super::StoreFileChanged) of
+    /// [`FileChange::Created`](super::FileChange::Created) or
+    /// [`FileChange::Modified`](super::FileChange::Modified): open the store again to read
+    /// on.
     pub read_only: bool,
 }
 
