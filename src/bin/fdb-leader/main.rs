@@ -179,16 +179,6 @@ async fn open_and_execute(
     };
     match store {
         StoreChoice::Sqlite(path) => {
-            // Only `run` and `config set` create a store; the others (`shards` too) answer "no
-            // election". The commands that only read open it read-only.
-            let open = match &command {
-                Command::Run(_) | Command::Config(ConfigCommand::Set(_)) => store::Open::Create,
-                Command::Status(_)
-                | Command::Watch(_)
-                | Command::Config(ConfigCommand::Get { .. })
-                | Command::Shards(ShardsCommand::Status(_)) => store::Open::ReadOnly,
-                _ => store::Open::Existing,
-            };
             if let (Command::Watch(args), Some(signals)) = (&command, signals.as_mut()) {
                 if args.wait && (!path.exists() || store::holds_no_store_yet(&path)) {
                     if let Some(code) = wait_for_file(&path, signals).await {
@@ -196,6 +186,20 @@ async fn open_and_execute(
                     }
                 }
             }
+            // Only `run` and `config set` create a store; the others (`shards` too) answer "no
+            // election". The commands that only read open it read-only.
+            let open = match &command {
+                Command::Run(_) | Command::Config(ConfigCommand::Set(_)) => store::Open::Create,
+                // `watch` outlives writers that come and go: read-only (which reads a store
+                // no writer uses as it stands, and ends when one starts) only for a user who
+                // may not write the store; otherwise as the writers' peer.
+                Command::Watch(_) if store::may_write(&path) => store::Open::Existing,
+                Command::Status(_)
+                | Command::Watch(_)
+                | Command::Config(ConfigCommand::Get { .. })
+                | Command::Shards(ShardsCommand::Status(_)) => store::Open::ReadOnly,
+                _ => store::Open::Existing,
+            };
             let db = store::open_sqlite(&path, open, allow_network_fs, &ctx).await?;
             if matches!(command, Command::Run(_) | Command::Watch(_)) {
                 tokio::spawn(identity::monitor(

@@ -243,6 +243,18 @@ pub(crate) fn holds_no_store_yet(path: &Path) -> bool {
     )
 }
 
+/// Whether this user may write the store at `path`: the file and its folder (for the `-wal`
+/// and `-shm` beside it).
+pub(crate) fn may_write(path: &Path) -> bool {
+    use nix::unistd::{AccessFlags, access};
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    access(path, AccessFlags::R_OK | AccessFlags::W_OK).is_ok()
+        && access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
+}
+
 /// Whether opening failed only because another connection held the lock.
 fn is_busy(e: &SqliteOpenError) -> bool {
     let SqliteOpenError::Sqlite { source, .. } = e else {
