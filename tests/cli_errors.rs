@@ -25,6 +25,14 @@ fn on(path: &Path, args: &[&str]) -> Output {
     output_of(command)
 }
 
+/// Runs `sql` on a connection of its own to the store at `path`, as another program would.
+fn sql(path: &Path, sql: &str) {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .execute_batch(sql)
+        .unwrap();
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -118,10 +126,8 @@ fn foreign_and_newer_stores_are_refused() {
     assert_eq!(total, 350);
 
     let newer = world.path("newer.db");
-    let db = SqliteDb::open(&newer).unwrap();
-    db.debug_execute_batch("UPDATE meta SET value = 99 WHERE name = 'schema'")
-        .unwrap();
-    drop(db);
+    drop(SqliteDb::open(&newer).unwrap());
+    sql(&newer, "UPDATE meta SET value = 99 WHERE name = 'schema'");
     for args in COMMANDS {
         assert_fails(&on(&newer, args), 3, "schema version 99");
     }
@@ -132,10 +138,7 @@ fn corrupt_election_records_are_a_store_error_not_a_panic() {
     let world = World::new();
     let out = world.cli(&["config", "set", "--min-tenure", "1s"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let db = SqliteDb::open(world.db()).unwrap();
-    db.debug_execute_batch("UPDATE kv SET value = x'ff00ff'")
-        .unwrap();
-    drop(db);
+    sql(&world.db(), "UPDATE kv SET value = x'ff00ff'");
     for args in COMMANDS {
         assert_fails(&world.cli(args), 3, "corrupt value at key");
     }

@@ -656,7 +656,7 @@ async fn dropping_an_armed_watch_cancels_it() {
     drop(watch);
     put(&db, b"k", b"v").await;
     assert_eq!(db.stats().watches_fired, 0);
-    assert_eq!(db.debug_armed_watches(), 0);
+    assert_eq!(db.armed_watches(), 0);
 }
 
 #[tokio::test]
@@ -706,15 +706,15 @@ async fn history_stays_bounded() {
             t.set(key.as_bytes(), &i.to_be_bytes());
         }
         t.commit().await.unwrap();
-        assert!(db.debug_version_count() <= window + 1);
-        assert!(db.debug_value_versions() <= keys as usize + window + 1);
+        assert!(db.retained_commits() <= window + 1);
+        assert!(db.retained_value_versions() <= keys as usize + window + 1);
     }
 
     // Once time moves on, a single commit collapses the history.
     clock.advance(Duration::from_secs(6));
     put(&db, b"k0", b"end").await;
-    assert_eq!(db.debug_version_count(), 1);
-    assert!(db.debug_value_versions() <= keys as usize + 1);
+    assert_eq!(db.retained_commits(), 1);
+    assert!(db.retained_value_versions() <= keys as usize + 1);
     assert_eq!(db.committed_version(), 10_002);
 }
 

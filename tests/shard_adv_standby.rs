@@ -261,7 +261,7 @@ async fn steady_state_reads_with_watches_on_off_and_refused() {
             "watches {mode}: members range reads {m:.1}/s, shards range reads {s:.1}/s, \
              outstanding watches {}, armed {}",
             db.outstanding_watches(),
-            db.debug_armed_watches()
+            db.armed_watches()
         );
         // coordinator: 4 per heartbeat (40/s); 2 standbys: about 1 per heartbeat each.
         assert!(m < 80.0, "watches {mode}: {m}/s");
@@ -351,14 +351,14 @@ async fn a_coordinator_without_a_member_record_is_watched_without_a_loop() {
         "foreign coordinator: {m:.1}/s members, {s:.1}/s shards, outstanding {}, armed {}, \
          coordinators {:?}, held {}",
         db.outstanding_watches(),
-        db.debug_armed_watches(),
+        db.armed_watches(),
         rs.iter()
             .map(ShardedRunner::is_coordinator)
             .collect::<Vec<_>>(),
         held(&all)
     );
     assert!(m < 50.0, "{m}/s");
-    assert!(db.debug_armed_watches() < 200);
+    assert!(db.armed_watches() < 200);
     for r in &rs {
         r.shutdown().await;
     }
@@ -451,7 +451,7 @@ async fn forty_members_read_once_per_heartbeat_each_and_fail_over() {
     eprintln!(
         "40 members: {m:.1}/s members reads, {s:.1}/s shards reads, outstanding {}, armed {}",
         db.outstanding_watches(),
-        db.debug_armed_watches()
+        db.armed_watches()
     );
     assert!(m < 40.0 + 39.0 * 10.0 * 1.5, "{m}/s");
     let coord = rs.iter().position(ShardedRunner::is_coordinator).unwrap();

@@ -37,6 +37,30 @@ fn options() -> SqliteOptions {
     SqliteOptions::default().with_watch_poll_interval(POLL)
 }
 
+/// Runs `sql` on a connection of its own to the store at `path`, as another program would:
+/// it bypasses every invariant of the store (to plant a foreign schema, say).
+fn sql(path: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+/// The first column of the first row of `query` on the store at `path`, read on a connection
+/// of its own.
+fn query_i64(path: &Path, query: &str) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.query_row(query, [], |row| row.get(0)).unwrap()
+}
+
+/// Takes SQLite's write lock on a connection of its own to the store at `path` and holds it
+/// until the connection is dropped, as another process committing slowly would.
+fn hold_write_lock(path: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    conn
+}
+
 /// A store in a fresh temporary directory (removed when the `TempDir` drops).
 fn temp_store(options: SqliteOptions) -> (TempDir, PathBuf, SqliteDb) {
     let dir = tempfile::tempdir().unwrap();
@@ -251,8 +275,7 @@ async fn a_new_file_gets_the_schema_and_reopens_with_its_data() {
     let (dir, path, db) = temp_store(options());
     assert_eq!(db.committed_version().unwrap(), 0);
     assert_eq!(
-        db.debug_query_i64("SELECT value FROM meta WHERE name = 'schema'")
-            .unwrap(),
+        query_i64(&path, "SELECT value FROM meta WHERE name = 'schema'"),
         SCHEMA_VERSION
     );
     put(&db, b"k", b"v").await;
@@ -369,8 +392,7 @@ async fn checkpointed_store(path: &Path, n: u32) -> Vec<u8> {
     for i in 0..n {
         put(&db, format!("key{i:04}").as_bytes(), &[7; 500]).await;
     }
-    db.debug_execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
+    sql(path, "PRAGMA wal_checkpoint(TRUNCATE)");
     drop(db);
     std::fs::read(path).unwrap()
 }
@@ -464,8 +486,7 @@ async fn unknown_schema_versions_and_foreign_databases_are_refused() {
     let (_dir, path, db) = temp_store(options());
     put(&db, b"k", b"v").await;
 
-    db.debug_execute_batch("UPDATE meta SET value = 99 WHERE name = 'schema'")
-        .unwrap();
+    sql(&path, "UPDATE meta SET value = 99 WHERE name = 'schema'");
     let e = open_err(&path);
     match &e {
         SqliteOpenError::UnsupportedSchemaVersion {
@@ -480,30 +501,30 @@ async fn unknown_schema_versions_and_foreign_databases_are_refused() {
         SqliteOpenError::UnsupportedSchemaVersion { found: 99, .. }
     ));
 
-    db.debug_execute_batch("DELETE FROM meta WHERE name = 'schema'")
-        .unwrap();
+    sql(&path, "DELETE FROM meta WHERE name = 'schema'");
     assert!(matches!(
         open_err(&path),
         SqliteOpenError::WrongSchema { .. }
     ));
 
-    db.debug_execute_batch(&format!(
-        "INSERT INTO meta VALUES ('schema', {SCHEMA_VERSION}); \
-         DROP TABLE log; CREATE TABLE log (something_else INTEGER)"
-    ))
-    .unwrap();
+    sql(
+        &path,
+        &format!(
+            "INSERT INTO meta VALUES ('schema', {SCHEMA_VERSION}); \
+             DROP TABLE log; CREATE TABLE log (something_else INTEGER)"
+        ),
+    );
     let e = open_err(&path);
     assert!(matches!(e, SqliteOpenError::WrongSchema { .. }), "{e:?}");
     assert!(e.to_string().contains("column named version"), "{e}");
 
-    db.debug_execute_batch("DROP TABLE meta").unwrap();
+    sql(&path, "DROP TABLE meta");
     let e = open_err(&path);
     assert!(matches!(e, SqliteOpenError::WrongSchema { .. }), "{e:?}");
     assert!(e.to_string().contains("no meta table"), "{e}");
 
     // Another application's database.
-    db.debug_execute_batch("PRAGMA application_id = 42")
-        .unwrap();
+    sql(&path, "PRAGMA application_id = 42");
     let e = open_err(&path);
     assert!(e.to_string().contains("application id 0x2a"), "{e}");
 }
@@ -612,14 +633,10 @@ async fn pruning_the_log_never_loses_a_conflict() {
     assert_eq!(read(&db, b"out").await, None);
 
     // The log holds the last two versions' keys only, and the floor says so.
-    assert_eq!(db.debug_query_i64("SELECT count(*) FROM log").unwrap(), 2);
+    assert_eq!(query_i64(&path, "SELECT count(*) FROM log"), 2);
+    assert_eq!(query_i64(&path, "SELECT min(version) FROM log"), 5);
     assert_eq!(
-        db.debug_query_i64("SELECT min(version) FROM log").unwrap(),
-        5
-    );
-    assert_eq!(
-        db.debug_query_i64("SELECT value FROM meta WHERE name = 'log_floor'")
-            .unwrap(),
+        query_i64(&path, "SELECT value FROM meta WHERE name = 'log_floor'"),
         4
     );
 
@@ -686,8 +703,7 @@ async fn a_held_write_lock_makes_commits_wait_then_fail_retryably() {
             .with_durability(Durability::Normal),
     );
     put(&db, b"k", b"v").await;
-    let other = SqliteDb::open_with(&path, options()).unwrap();
-    let lock = other.debug_hold_write_lock().unwrap();
+    let lock = hold_write_lock(&path);
 
     // Readers are not blocked by a writer.
     let reader = db.create_transaction();
@@ -725,8 +741,7 @@ async fn a_held_write_lock_makes_commits_wait_then_fail_retryably() {
 #[tokio::test(flavor = "current_thread")]
 async fn waiting_for_the_lock_does_not_block_the_runtime() {
     let (_dir, path, db) = temp_store(options().with_busy_timeout(Duration::from_secs(5)));
-    let other = SqliteDb::open_with(&path, options()).unwrap();
-    let lock = other.debug_hold_write_lock().unwrap();
+    let lock = hold_write_lock(&path);
     let committer = {
         let db = db.clone();
         tokio::spawn(async move {
@@ -1296,14 +1311,12 @@ async fn what_sqlite_does_to_its_files_never_trips_the_rule() {
         put(&b, b"k", &value).await;
         assert_eq!(read(&c, b"k").await, Some(value.to_vec()));
         match round {
-            5 => a
-                .debug_execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-                .unwrap(),
-            8 => b
-                .debug_execute_batch(
-                    "PRAGMA journal_size_limit = 0; PRAGMA wal_checkpoint(RESTART)",
-                )
-                .unwrap(),
+            // Another program checkpoints the log.
+            5 => sql(&path, "PRAGMA wal_checkpoint(TRUNCATE)"),
+            8 => sql(
+                &path,
+                "PRAGMA journal_size_limit = 0; PRAGMA wal_checkpoint(RESTART)",
+            ),
             // Another handle comes and goes.
             11 => drop(SqliteDb::open_with(&path, options()).unwrap()),
             _ => {}

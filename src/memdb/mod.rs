@@ -245,23 +245,42 @@ impl MemDb {
     }
 
     /// How many write commits are retained for conflict detection: those a live transaction
-    /// may still conflict with. For tests of memory bounds.
-    #[doc(hidden)]
-    pub fn debug_version_count(&self) -> usize {
+    /// may still conflict with. A diagnostic of memory: it stays bounded by the transactions
+    /// in flight, whatever the number of commits.
+    ///
+    /// ```
+    /// use fdb_leader_election::MemDb;
+    ///
+    /// let db = MemDb::new();
+    /// assert_eq!(db.retained_commits(), 0);
+    /// ```
+    pub fn retained_commits(&self) -> usize {
         self.shared.store().retained_commits()
     }
 
-    /// How many value versions (clears included) are retained over all keys. For tests of
-    /// memory bounds.
-    #[doc(hidden)]
-    pub fn debug_value_versions(&self) -> usize {
+    /// How many value versions (clears included) are retained over all keys: one per key,
+    /// plus those a live transaction may still read. A diagnostic of memory.
+    ///
+    /// ```
+    /// use fdb_leader_election::MemDb;
+    ///
+    /// let db = MemDb::new();
+    /// assert_eq!(db.retained_value_versions(), 0);
+    /// ```
+    pub fn retained_value_versions(&self) -> usize {
         self.shared.store().retained_values()
     }
 
-    /// How many armed watches are held (cancelled ones until they are swept). For tests of
-    /// memory bounds.
-    #[doc(hidden)]
-    pub fn debug_armed_watches(&self) -> usize {
+    /// How many watches are armed (cancelled ones count until they are swept). A diagnostic
+    /// of memory: dropped watches do not accumulate.
+    ///
+    /// ```
+    /// use fdb_leader_election::MemDb;
+    ///
+    /// let db = MemDb::new();
+    /// assert_eq!(db.armed_watches(), 0);
+    /// ```
+    pub fn armed_watches(&self) -> usize {
         self.shared.store().armed_watches()
     }
 }

@@ -205,11 +205,7 @@ async fn cancelled_watches_are_swept() {
         drop(t.watch(&i.to_be_bytes()).unwrap());
         t.commit().await.unwrap();
     }
-    assert!(
-        db.debug_armed_watches() <= 64,
-        "{}",
-        db.debug_armed_watches()
-    );
+    assert!(db.armed_watches() <= 64, "{}", db.armed_watches());
 }
 
 #[tokio::test]

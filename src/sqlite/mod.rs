@@ -396,51 +396,6 @@ impl SqliteDb {
     pub fn options(&self) -> &SqliteOptions {
         &self.shared.options
     }
-
-    /// Runs `sql` on an idle connection, outside any transaction. For tests of the file
-    /// checks (planting a foreign schema, say): it bypasses every invariant of the store.
-    #[doc(hidden)]
-    pub fn debug_execute_batch(&self, sql: &str) -> Result<(), TxnError> {
-        let conn = self.shared.checkout()?;
-        let result = conn.execute_batch(sql).map_err(error::txn_error);
-        self.shared.checkin(conn);
-        result
-    }
-
-    /// The first column of the first row of `sql`, as an integer. For tests (the size of the
-    /// log, say).
-    #[doc(hidden)]
-    pub fn debug_query_i64(&self, sql: &str) -> Result<i64, TxnError> {
-        let conn = self.shared.checkout()?;
-        let result = conn
-            .query_row(sql, [], |row| row.get(0))
-            .map_err(error::txn_error);
-        self.shared.checkin(conn);
-        result
-    }
-
-    /// Takes SQLite's write lock on a connection of its own and holds it until the returned
-    /// guard is dropped, as another process committing slowly would. For tests.
-    #[doc(hidden)]
-    pub fn debug_hold_write_lock(&self) -> Result<DebugWriteLock, TxnError> {
-        let conn = schema::reconnect(&self.shared.path, &self.shared.options, self.shared.access)?;
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .map_err(error::txn_error)?;
-        Ok(DebugWriteLock { conn })
-    }
-}
-
-/// Holds SQLite's write lock until dropped: see [`SqliteDb::debug_hold_write_lock`].
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct DebugWriteLock {
-    conn: Connection,
-}
-
-impl Drop for DebugWriteLock {
-    fn drop(&mut self) {
-        let _ = self.conn.execute_batch("ROLLBACK");
-    }
 }
 
 /// Runs the runner's transactions through [`SqliteDb::run_with`]'s loop: conflicts and
