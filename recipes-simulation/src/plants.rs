@@ -67,11 +67,15 @@ pub enum Plant {
     /// A resignation or step-down reserves its vacancy for the best live eligible candidate
     /// by priority alone, ignoring the version policy, rewritten in its own transaction.
     ReserveIgnoresVersions,
+    /// The executor never tells the candidate when it closed the guard
+    /// (`Candidate::set_guard_closed_at`): the grace counts from the start of the cycle whose
+    /// renewal closed it, and the commit's latency is cut from the drain.
+    DrainFromCycleStart,
 }
 
 impl Plant {
     /// Every plant, in listing order.
-    pub const ALL: [Plant; 19] = [
+    pub const ALL: [Plant; 20] = [
         Plant::ClockDriftBeyondRho,
         Plant::ActWithoutLeaseCheck,
         Plant::UnfencedLeaderWork,
@@ -91,6 +95,7 @@ impl Plant {
         Plant::RiseNeverTold,
         Plant::ReleaseUnderHold,
         Plant::ReserveIgnoresVersions,
+        Plant::DrainFromCycleStart,
     ];
 
     /// The name used on the command line.
@@ -115,6 +120,7 @@ impl Plant {
             Plant::RiseNeverTold => "rise-never-told",
             Plant::ReleaseUnderHold => "release-under-hold",
             Plant::ReserveIgnoresVersions => "reserve-ignores-versions",
+            Plant::DrainFromCycleStart => "drain-from-cycle-start",
         }
     }
 
@@ -134,6 +140,7 @@ impl Plant {
             Plant::RiseNeverTold => OracleId::EligibleLeads,
             Plant::ReleaseUnderHold => OracleId::Hold,
             Plant::ReserveIgnoresVersions => OracleId::Successor,
+            Plant::DrainFromCycleStart => OracleId::DrainServed,
             Plant::LostWakeup => OracleId::Progress,
             Plant::RywAdoption
             | Plant::UncappedShorterLease

@@ -68,6 +68,9 @@ pub struct Closed {
     pub failed_at: Option<Nanos>,
     /// How long the leader was paused since, on its clock.
     pub paused: Nanos,
+    /// The shortest grace the leader may have read since (oracle 27): the grace then,
+    /// lowered by every configuration committed since.
+    pub grace_floor: Nanos,
 }
 
 impl Closed {
@@ -79,7 +82,14 @@ impl Closed {
             bounds,
             failed_at: None,
             paused: 0,
+            grace_floor: bounds.grace,
         }
+    }
+
+    /// A configuration with `grace` was committed: the leader may read it and drain that
+    /// long only.
+    pub fn lower_grace(&mut self, grace: Nanos) {
+        self.grace_floor = self.grace_floor.min(grace);
     }
 
     /// A cycle or resignation failed at `local_now` while the guard is closed.

@@ -101,6 +101,7 @@ mod tests {
                 reservation_timeout: 1,
                 ..ConfigView::default()
             },
+            handover_grace: 0,
             new_history: Vec::new(),
             candidates: None,
         }

@@ -135,6 +135,7 @@ mod tests {
                 reservation_timeout: 1,
                 ..ConfigView::default()
             },
+            handover_grace: 0,
             new_history,
             candidates: None,
         }

@@ -16,6 +16,7 @@ mod ballots;
 mod belief;
 mod cadence;
 mod closed_guard;
+pub mod drain_served;
 mod eligible_leads;
 mod eligible_reservation;
 mod fencing;
@@ -97,6 +98,9 @@ pub enum OracleId {
     ///     given the registry its transaction read: the requester that outranks it, the
     ///     directed target, or the best live eligible candidate (DESIGN §14.5).
     Successor,
+    /// 27. A leader whose guard closed with guarded work in flight ends it, while the work
+    ///     still runs, only once the grace from the closing has passed (DESIGN §10.6).
+    DrainServed,
     /// S1 (sharded, 11). At most one member believes it owns a shard at any true instant
     ///     (its lease and ownership view, or a live guard), and queries never change it.
     ShardBelief,
@@ -133,7 +137,7 @@ pub enum OracleId {
 
 impl OracleId {
     /// Every oracle, in order.
-    pub const ALL: [OracleId; 16] = [
+    pub const ALL: [OracleId; 17] = [
         OracleId::BeliefOverlap,
         OracleId::Fencing,
         OracleId::Ballots,
@@ -150,6 +154,7 @@ impl OracleId {
         OracleId::EligibleLeads,
         OracleId::Hold,
         OracleId::Successor,
+        OracleId::DrainServed,
     ];
 
     /// The sharded simulation's oracles (`sim --sharded`), in order.
@@ -185,6 +190,7 @@ impl OracleId {
             OracleId::EligibleLeads => "eligible-leads",
             OracleId::Hold => "hold",
             OracleId::Successor => "successor",
+            OracleId::DrainServed => "drain-served",
             OracleId::ShardBelief => "shard-belief",
             OracleId::ShardFencing => "shard-fencing",
             OracleId::ShardBallots => "shard-ballots",
@@ -217,6 +223,7 @@ impl OracleId {
             OracleId::EligibleLeads => 24,
             OracleId::Hold => 25,
             OracleId::Successor => 26,
+            OracleId::DrainServed => 27,
             OracleId::ShardBelief => 11,
             OracleId::ShardFencing => 12,
             OracleId::ShardBallots => 13,
@@ -364,6 +371,8 @@ pub struct DbState {
     pub shadow: Option<u64>,
     /// The configuration.
     pub config: ConfigView,
+    /// The configuration's handover grace, nanoseconds.
+    pub handover_grace: Nanos,
     /// History entries committed since the last snapshot: (version in the key, entry).
     pub new_history: Vec<(u64, Option<Entry>)>,
     /// Every registration (read at the end of a run only).

@@ -216,6 +216,8 @@ pub(crate) struct World {
     /// The first failing step's violations.
     failed: Option<(Nanos, Vec<Violation>)>,
     last_checked_version: u64,
+    /// The handover grace of the configuration as last committed (oracle 27).
+    stored_grace: Nanos,
     shadow_final: Option<u64>,
 }
 
@@ -296,6 +298,7 @@ impl World {
             found: Vec::new(),
             failed: None,
             last_checked_version: 0,
+            stored_grace: crate::time::nanos(params.config.handover_grace()),
             shadow_final: None,
             params,
         };
@@ -541,6 +544,8 @@ impl World {
         if version != self.last_checked_version {
             self.last_checked_version = version;
             if let Some(state) = self.snapshot(false) {
+                self.stored_grace = state.handover_grace;
+                self.grace_committed(state.handover_grace);
                 let found: Vec<Violation> = [
                     self.history.check(&state),
                     self.fencing.check(&state),

@@ -66,6 +66,7 @@ impl World {
                 counter: wire::decode_u64(counter.as_deref()),
                 shadow: wire::decode_u64(shadow.as_deref()),
                 config: ConfigView::of(&config),
+                handover_grace: crate::time::nanos(config.handover_grace()),
                 new_history: history
                     .into_iter()
                     .map(|(k, v)| {

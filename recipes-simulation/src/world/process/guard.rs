@@ -5,7 +5,7 @@ use fdb_leader_election::runner::StopReason;
 use fdb_leader_election::runner::machine::Event as In;
 use fdb_leader_election::{Ballot, LocalInstant};
 
-use super::{OpKind, SimGuard, Status, nanos};
+use super::{OpKind, Process, SimGuard, Status, nanos};
 use crate::events::Event;
 use crate::plants::Plant;
 use crate::time::Nanos;
@@ -57,6 +57,7 @@ impl World {
 
     /// Revokes the guard (unless the plant holds the revoke back until the commit).
     pub(super) fn revoke(&mut self, pid: usize, reason: &StopReason) {
+        self.drain_served(pid, reason);
         let in_cycle = self
             .procs
             .get(pid)
@@ -78,7 +79,7 @@ impl World {
 
     /// Waits (within `bound` on the process's clock) for the guarded task in flight.
     pub(super) fn drain(&mut self, pid: usize, bound: Nanos) {
-        let busy = self.procs.get(pid).is_some_and(|p| p.work_inflight > 0);
+        let busy = self.procs.get(pid).is_some_and(Process::busy);
         if !busy {
             self.feed(pid, In::Drained(true));
             return;

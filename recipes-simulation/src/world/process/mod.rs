@@ -150,6 +150,15 @@ pub(crate) struct Process {
     pub(crate) reserved_seen: Option<(Nanos, Nanos)>,
 }
 
+impl Process {
+    /// Guarded work is in flight: a guarded task runs (between its pieces of work too) or a
+    /// piece of its work is committing. What the tokio runner counts as its guarded tasks in
+    /// flight, both for the machine (`Ctx`) and for the candidate (`set_busy`).
+    pub(crate) fn busy(&self) -> bool {
+        self.task_ballot.is_some() || self.work_inflight > 0
+    }
+}
+
 impl std::fmt::Debug for Process {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Process")
@@ -363,7 +372,7 @@ impl World {
         if p.status == Status::Dead {
             return;
         }
-        let busy = p.work_inflight > 0;
+        let busy = p.busy();
         let mut ctx = Ctx::of(Some(&p.candidate), &p.clock, busy);
         if self.plant == Some(Plant::BeliefShorterThanMargin) {
             // The planted defect: the machine is told of a belief that ends earlier, by the
@@ -458,16 +467,22 @@ impl World {
                 self.set_guard_deadline(pid, nanos(deadline.since_origin()))
             }
             Command::CloseGuard => {
+                let forgets = self.plant == Some(Plant::DrainFromCycleStart);
                 if let Some(p) = self.procs.get_mut(pid) {
                     let now = p.clock.local_now();
-                    // As the runner does: the grace of a handover counts from here.
-                    p.candidate.set_guard_closed_at(Some(local(now)));
+                    // As the runner does: the grace of a handover counts from here (plant
+                    // `drain-from-cycle-start`: from the start of the cycle that closed it).
+                    if !forgets {
+                        p.candidate.set_guard_closed_at(Some(local(now)));
+                    }
                     let bounds = bounds(&p.machine);
+                    let stored_grace = self.stored_grace;
                     if let Some(g) = p.guard.as_mut() {
                         g.closed = true;
                         let issued_at = g.issued_at;
                         g.closed_since
-                            .get_or_insert_with(|| Closed::new(now, issued_at, bounds));
+                            .get_or_insert_with(|| Closed::new(now, issued_at, bounds))
+                            .lower_grace(stored_grace);
                     }
                 }
             }
@@ -486,6 +501,7 @@ impl World {
             }
             Command::EndLeadership { ballot, reason } => {
                 let label = self.label(pid);
+                self.drain_served(pid, &reason);
                 if let Some(p) = self.procs.get_mut(pid) {
                     p.cadence.excuse();
                     p.candidate.set_guard_closed_at(None);

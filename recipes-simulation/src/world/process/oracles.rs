@@ -1,12 +1,14 @@
-//! The runner oracles' feed (9, renewal cadence; 10, no closed guard kept): what each
-//! process's executor tells them as its machine cycles, renews, closes and ends its guard.
+//! The runner oracles' feed (9, renewal cadence; 10, no closed guard kept; 27, a drain
+//! served in full): what each process's executor tells them as its machine cycles, renews,
+//! closes and ends its guard.
 
 use fdb_leader_election::CandidateId;
+use fdb_leader_election::runner::StopReason;
 use rand::Rng;
 
 use super::{Status, bounds};
 use crate::events::{Chaos, Event};
-use crate::oracles::{Renewal, Violation};
+use crate::oracles::{Renewal, Violation, drain_served};
 use crate::plants::Plant;
 use crate::time::{Nanos, nanos};
 use crate::world::World;
@@ -58,7 +60,7 @@ impl World {
         let Some(p) = self.procs.get_mut(pid) else {
             return;
         };
-        let busy = p.work_inflight > 0 || p.task_ballot.is_some();
+        let busy = p.busy();
         let Some(g) = p.guard.as_mut().filter(|g| g.closed && !g.revoked) else {
             return;
         };
@@ -101,6 +103,45 @@ impl World {
                 "nothing else ends it"
             }
         ));
+    }
+
+    /// Oracle 27 as the guard of `pid` ends for `reason`: an end that drains first (a
+    /// handover, an ineligible step-down, a withdrawn handover) of a closed guard with a
+    /// guarded task in flight comes no sooner than the grace from the closing.
+    pub(super) fn drain_served(&mut self, pid: usize, reason: &StopReason) {
+        let drains = matches!(
+            reason,
+            StopReason::HandedOver { .. }
+                | StopReason::Ineligible { .. }
+                | StopReason::HandoverWithdrawn
+        );
+        let Some(p) = self.procs.get(pid).filter(|_| drains) else {
+            return;
+        };
+        let Some((g, c)) = p
+            .guard
+            .as_ref()
+            .filter(|g| !g.revoked)
+            .and_then(|g| g.closed_since.map(|c| (g, c)))
+        else {
+            return;
+        };
+        let busy = p.busy();
+        let mut c = c;
+        c.lower_grace(bounds(&p.machine).grace);
+        let now = p.clock.local_now();
+        let found = drain_served::check(&c, &p.label, g.ballot, now, busy, reason.as_str());
+        self.found.extend(found);
+    }
+
+    /// A configuration with `grace` was committed: every closed guard's leader may read it
+    /// (oracle 27).
+    pub(in crate::world) fn grace_committed(&mut self, grace: Nanos) {
+        for p in &mut self.procs {
+            if let Some(c) = p.guard.as_mut().and_then(|g| g.closed_since.as_mut()) {
+                c.lower_grace(grace);
+            }
+        }
     }
 
     /// Oracles 9 and 10 at the current step, for every live process.
