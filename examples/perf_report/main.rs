@@ -1012,11 +1012,13 @@ async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
         "fdb-leader-election performance report (MemDb; lease 300 ms / heartbeat 100 ms for timings)"
     );
     println!("{:<44} {:>12}  {:<14}", "figure", "value", "target");
+    // docs/design.md §5: the configuration, the leader record, its own registration and its
+    // own eligibility mark (§13), read concurrently in one round.
     row(
         "key reads per follower cycle",
         r.reads_per_cycle_follower.to_string(),
-        "<= 3",
-        r.reads_per_cycle_follower <= 3,
+        "<= 4",
+        r.reads_per_cycle_follower <= 4,
     );
     row(
         "key writes per follower cycle",
@@ -1027,8 +1029,8 @@ async fn memdb_report(r: &mut Report) -> Res<MemDbTimes> {
     row(
         "key reads per leader cycle",
         r.reads_per_cycle_leader.to_string(),
-        "<= 3",
-        r.reads_per_cycle_leader <= 3,
+        "<= 4",
+        r.reads_per_cycle_leader <= 4,
     );
     row(
         "key writes per leader cycle",
