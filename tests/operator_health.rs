@@ -264,3 +264,41 @@ async fn a_vacancy_reserved_for_a_candidate_that_died_opens_after_the_reservatio
     w.clock.advance(Duration::from_millis(20));
     assert_eq!(w.cycle(&other).await, Action::Acquired);
 }
+
+// Found by an adversarial review: a directed resign (`resign --to NAME`) and a leader that
+// is not eligible.
+
+/// docs/design.md §13.6: `resign --to NAME` "asks the leader to reserve its vacancy for that
+/// candidate". A leader that turns ineligible (its own health, or an operator's mark) before
+/// it reads the directed request steps down for its health instead, to the best live eligible
+/// candidate, ignoring the operator's live, eligible target, and publishes no refusal: the
+/// direction is dropped silently.
+#[tokio::test]
+async fn an_ineligible_leader_with_a_directed_request_reserves_for_the_named_candidate() {
+    let w = World::new().await;
+    let leader = w.join("leader", 5).await;
+    let best = w.join("best", 9).await;
+    let chosen = w.join("chosen", 1).await;
+    best.set_eligible(false, "warming up").unwrap();
+    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    best.set_eligible(true, "").unwrap();
+    for c in [&best, &chosen] {
+        w.cycle(c).await;
+    }
+    assert!(matches!(
+        w.resign_to("chosen").await,
+        Ok(OperatorOutcome::Done { .. })
+    ));
+    // The leader falls ill before its next cycle.
+    leader.set_eligible(false, "disk full").unwrap();
+    let action = w.cycle(&leader).await;
+    let rec = w.record().await;
+    let reserved = rec.reservation().map(|r| r.id().clone());
+    assert_eq!(
+        reserved.as_ref(),
+        Some(chosen.id()),
+        "the operator directed the vacancy to 'chosen' (live, eligible); the leader ({action:?}) \
+         reserved it for {reserved:?} (best is {})",
+        best.id()
+    );
+}
