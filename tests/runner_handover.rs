@@ -401,7 +401,8 @@ async fn a_leader_whose_requester_left_during_the_drain_steps_down_anyway() {
         .expect("c leads within the grace and a heartbeat")
         .unwrap();
     assert!(ga.is_cancelled(), "a's closed guard ended before c led");
-    assert_eq!(ga.stop_reason(), Some(StopReason::Resigned));
+    // a stepped down on its own: the application never asked it to resign.
+    assert_eq!(ga.stop_reason(), Some(StopReason::SteppedDown));
     assert_eq!(gc.ballot(), Ballot::new(2));
     assert!(drained.elapsed() <= config().handover_grace() + HEARTBEAT);
     a.shutdown().await;

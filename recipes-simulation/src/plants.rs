@@ -71,11 +71,14 @@ pub enum Plant {
     /// (`Candidate::set_guard_closed_at`): the grace counts from the start of the cycle whose
     /// renewal closed it, and the commit's latency is cut from the drain.
     DrainFromCycleStart,
+    /// The executor never closes the guard when the machine says so: guarded work keeps
+    /// starting while the leader drains for a handover, and the handover cuts it.
+    OpenGuardInDrain,
 }
 
 impl Plant {
     /// Every plant, in listing order.
-    pub const ALL: [Plant; 20] = [
+    pub const ALL: [Plant; 21] = [
         Plant::ClockDriftBeyondRho,
         Plant::ActWithoutLeaseCheck,
         Plant::UnfencedLeaderWork,
@@ -96,6 +99,7 @@ impl Plant {
         Plant::ReleaseUnderHold,
         Plant::ReserveIgnoresVersions,
         Plant::DrainFromCycleStart,
+        Plant::OpenGuardInDrain,
     ];
 
     /// The name used on the command line.
@@ -121,6 +125,7 @@ impl Plant {
             Plant::ReleaseUnderHold => "release-under-hold",
             Plant::ReserveIgnoresVersions => "reserve-ignores-versions",
             Plant::DrainFromCycleStart => "drain-from-cycle-start",
+            Plant::OpenGuardInDrain => "open-guard-in-drain",
         }
     }
 
@@ -140,7 +145,7 @@ impl Plant {
             Plant::RiseNeverTold => OracleId::EligibleLeads,
             Plant::ReleaseUnderHold => OracleId::Hold,
             Plant::ReserveIgnoresVersions => OracleId::Successor,
-            Plant::DrainFromCycleStart => OracleId::DrainServed,
+            Plant::DrainFromCycleStart | Plant::OpenGuardInDrain => OracleId::DrainServed,
             Plant::LostWakeup => OracleId::Progress,
             Plant::RywAdoption
             | Plant::UncappedShorterLease

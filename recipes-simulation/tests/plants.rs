@@ -159,7 +159,12 @@ fn a_drain_counted_from_the_cycles_start_is_caught_by_the_drain_served_oracle() 
 }
 
 #[test]
+fn a_guard_left_open_in_a_drain_is_caught_by_the_drain_served_oracle() {
+    check(Plant::OpenGuardInDrain);
+}
+
+#[test]
 fn every_plant_has_a_test_and_a_distinct_name() {
     let names: std::collections::BTreeSet<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(names.len(), 20);
+    assert_eq!(names.len(), 21);
 }

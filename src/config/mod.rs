@@ -152,7 +152,9 @@ impl ElectionConfig {
     }
 
     /// How long a leader asked to hand over may keep renewing while it finishes in-flight work
-    /// (unless set, half the lease).
+    /// (unless set, half the lease). It counts from when the runner closed the guard, and a
+    /// drain under way follows the configuration its leader reads at each cycle: lowering the
+    /// grace shortens a drain already under way, raising it lengthens it.
     pub fn handover_grace(&self) -> Duration {
         self.handover_grace
     }

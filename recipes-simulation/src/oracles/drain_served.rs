@@ -9,12 +9,15 @@
 //! closed it, on the leader's own clock. Ending it sooner cuts work that the library promised
 //! to wait for (a slow commit that shortened the drain was such a bug).
 //!
-//! Judged when the guard is revoked for a handover, an ineligible step-down or a withdrawn
-//! handover (the ends that drain first). The other ends are not drains: a lapse, a fence, an
-//! operator who disables elections, the application's own resignation or shutdown (bounded by
-//! its stop timeout). The grace is the smallest the leader may have read since it closed the
-//! guard: the one in force at the closing, lowered by any configuration committed since (an
-//! operator may shorten the grace while the leader drains, and the leader then uses it).
+//! Judged when the guard is revoked for a handover, an ineligible step-down, a withdrawn
+//! handover, the application's resignation (`Runner::resign` waits "like a handover") or a
+//! step-down anyway (the ends that drain first). A guard that never closed and ends so with
+//! work in flight drained nothing: it is judged as if it closed then, so only a zero grace
+//! lets it pass. The other ends are not drains: a lapse, a fence, an operator who disables
+//! elections, a shutdown (bounded by its stop timeout). The grace is the smallest the leader
+//! may have read since it closed the guard: the one in force at the closing, lowered by any
+//! configuration committed since (an operator may shorten the grace while the leader drains,
+//! and the leader then uses it: `ElectionConfig::handover_grace` says so).
 
 use super::{Closed, OracleId, Violation};
 use crate::time::{Nanos, secs};
@@ -34,9 +37,8 @@ pub fn check(
         Violation::new(
             OracleId::DrainServed,
             format!(
-                "{label} ended its closed guard of ballot {ballot} ({reason}) at local {} s with \
-                 guarded work in flight: the guard closed at {} s and the grace of {} s lasts \
-                 until {} s",
+                "{label} ended its guard of ballot {ballot} ({reason}) at local {} s with guarded \
+                 work in flight: the guard closed at {} s and the grace of {} s lasts until {} s",
                 secs(local_now),
                 secs(closed.at),
                 secs(closed.grace_floor),

@@ -43,9 +43,10 @@ impl Machine {
                     reserved_for: to.clone(),
                 }
             }
-            StopReason::Resigned | StopReason::Shutdown | StopReason::ElectionsDisabled => {
-                ChangeReason::SteppedDown { reserved_for: None }
-            }
+            StopReason::Resigned
+            | StopReason::SteppedDown
+            | StopReason::Shutdown
+            | StopReason::ElectionsDisabled => ChangeReason::SteppedDown { reserved_for: None },
             _ => ChangeReason::LeaseLapsed,
         };
         if let Some(change) = self.view.refresh(None, fallback) {
@@ -150,10 +151,10 @@ impl Machine {
         {
             return;
         }
-        let Some(closed_at) = self
+        let Some((closed_at, resign_asked)) = self
             .live_guard()
             .filter(|g| Some(g.ballot) == report.leading)
-            .and_then(|g| g.closed_at)
+            .and_then(|g| g.closed_at.map(|at| (at, g.resign_asked)))
         else {
             return;
         };
@@ -167,6 +168,8 @@ impl Machine {
         out.push(Command::SteppingDownAnyway);
         self.resigns = 1;
         self.resign_since = Some(closed_at.min(ctx.now));
+        // The application's own resignation that failed is still the application's.
+        self.stepping_down = !resign_asked;
     }
 
     /// A leader that holds with a guard closed for a handover that can no longer happen: once
@@ -183,6 +186,7 @@ impl Machine {
             return;
         };
         g.closed_at = None;
+        g.resign_asked = false;
         out.push(Command::ReissueGuard {
             ballot: g.ballot,
             deadline: g.deadline,
@@ -242,6 +246,7 @@ impl Machine {
                     deadline: belief.valid_until,
                     revoked: None,
                     closed_at: None,
+                    resign_asked: false,
                 });
                 out.push(Command::IssueGuard {
                     ballot,

@@ -9,6 +9,11 @@ impl Machine {
             return;
         }
         self.resigns = self.resigns.saturating_add(1);
+        // The application asks: whatever ends the guard now, it asked for it.
+        self.stepping_down = false;
+        if let Some(g) = self.guard.as_mut() {
+            g.resign_asked = true;
+        }
         if self.resign_since.is_none() {
             self.start_resign(ctx, out);
         }

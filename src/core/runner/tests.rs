@@ -515,6 +515,13 @@ fn a_request_withdrawn_while_the_leader_drained_makes_it_step_down_anyway() {
             }),
         "{out:?}"
     );
+    // The application never asked: the guard ends as a step-down, not a resignation (which
+    // `is_requested` would excuse from `OnLoss::Exit`).
+    r.belief = None;
+    assert_eq!(
+        r.feed(Event::ResignDecided),
+        vec![Command::RevokeGuard(StopReason::SteppedDown)]
+    );
 }
 
 #[test]
@@ -537,6 +544,12 @@ fn a_failed_resignation_leaves_no_closed_guard_it_is_retried() {
     assert!(
         has(&out, |c| matches!(c, Command::Resign { .. })),
         "{out:?}"
+    );
+    // The application asked for this resignation: it stays one.
+    r.belief = None;
+    assert_eq!(
+        r.feed(Event::ResignDecided),
+        vec![Command::RevokeGuard(StopReason::Resigned)]
     );
 }
 
@@ -1032,6 +1045,7 @@ fn names_are_stable_labels() {
         (StopReason::ElectionsDisabled, "elections_disabled", false),
         (StopReason::Ineligible { to: None }, "ineligible", false),
         (StopReason::HandoverWithdrawn, "handover_withdrawn", false),
+        (StopReason::SteppedDown, "stepped_down", false),
         (StopReason::Unregistered, "unregistered", false),
         (StopReason::Shutdown, "shutdown", true),
         (StopReason::RunnerStopped, "runner_stopped", false),

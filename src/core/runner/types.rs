@@ -89,6 +89,12 @@ pub enum StopReason {
     /// idle (at most the grace), and a fresh guard of the same ballot, taking new work,
     /// follows at once: the leadership itself never stopped.
     HandoverWithdrawn,
+    /// Its guard had closed for a handover or a step-down that no longer applies (the
+    /// requester unregistered or died, preemption was turned off, or it became eligible again
+    /// while it drained), and it stepped down anyway once its work was idle or the grace had
+    /// passed, reserving for the best live candidate: no leader keeps a closed guard
+    /// (docs/design.md §10.6). The application did not ask for it.
+    SteppedDown,
     /// The candidate's registration disappeared (it was evicted as dead).
     Unregistered,
     /// The runner is shutting down.
@@ -104,6 +110,7 @@ impl StopReason {
             StopReason::HandedOver { .. } => "handed_over",
             StopReason::Ineligible { .. } => "ineligible",
             StopReason::HandoverWithdrawn => "handover_withdrawn",
+            StopReason::SteppedDown => "stepped_down",
             StopReason::Resigned => "resigned",
             StopReason::Superseded => "superseded",
             StopReason::LeaseExpired => "lease_expired",

@@ -468,6 +468,7 @@ impl World {
             }
             Command::CloseGuard => {
                 let forgets = self.plant == Some(Plant::DrainFromCycleStart);
+                let stays_open = self.plant == Some(Plant::OpenGuardInDrain);
                 if let Some(p) = self.procs.get_mut(pid) {
                     let now = p.clock.local_now();
                     // As the runner does: the grace of a handover counts from here (plant
@@ -477,7 +478,8 @@ impl World {
                     }
                     let bounds = bounds(&p.machine);
                     let stored_grace = self.stored_grace;
-                    if let Some(g) = p.guard.as_mut() {
+                    // Plant `open-guard-in-drain`: the guard is never closed.
+                    if let Some(g) = p.guard.as_mut().filter(|_| !stays_open) {
                         g.closed = true;
                         let issued_at = g.issued_at;
                         g.closed_since

@@ -8,7 +8,7 @@ use rand::Rng;
 
 use super::{Status, bounds};
 use crate::events::{Chaos, Event};
-use crate::oracles::{Renewal, Violation, drain_served};
+use crate::oracles::{Closed, Renewal, Violation, drain_served};
 use crate::plants::Plant;
 use crate::time::{Nanos, nanos};
 use crate::world::World;
@@ -106,31 +106,38 @@ impl World {
     }
 
     /// Oracle 27 as the guard of `pid` ends for `reason`: an end that drains first (a
-    /// handover, an ineligible step-down, a withdrawn handover) of a closed guard with a
-    /// guarded task in flight comes no sooner than the grace from the closing.
+    /// handover, an ineligible step-down, a withdrawn handover, a resignation, a step-down
+    /// anyway) of a guard with a guarded task in flight comes no sooner than the grace from
+    /// the closing; a guard that never closed is not ended so, unless the grace is zero.
     pub(super) fn drain_served(&mut self, pid: usize, reason: &StopReason) {
         let drains = matches!(
             reason,
             StopReason::HandedOver { .. }
                 | StopReason::Ineligible { .. }
                 | StopReason::HandoverWithdrawn
+                | StopReason::Resigned
+                | StopReason::SteppedDown
         );
+        let stored_grace = self.stored_grace;
         let Some(p) = self.procs.get(pid).filter(|_| drains) else {
             return;
         };
-        let Some((g, c)) = p
-            .guard
-            .as_ref()
-            .filter(|g| !g.revoked)
-            .and_then(|g| g.closed_since.map(|c| (g, c)))
-        else {
+        let Some(g) = p.guard.as_ref().filter(|g| !g.revoked) else {
             return;
         };
-        let busy = p.busy();
-        let mut c = c;
-        c.lower_grace(bounds(&p.machine).grace);
         let now = p.clock.local_now();
-        let found = drain_served::check(&c, &p.label, g.ballot, now, busy, reason.as_str());
+        // A guard that never closed drained nothing: as if it closed now.
+        let mut c = g
+            .closed_since
+            .unwrap_or_else(|| Closed::new(now, g.issued_at, bounds(&p.machine)));
+        c.lower_grace(bounds(&p.machine).grace);
+        c.lower_grace(stored_grace);
+        let why = if g.closed_since.is_some() {
+            reason.as_str().to_owned()
+        } else {
+            format!("{}, without closing it first", reason.as_str())
+        };
+        let found = drain_served::check(&c, &p.label, g.ballot, now, p.busy(), &why);
         self.found.extend(found);
     }
 

@@ -353,7 +353,9 @@ impl<D: ElectionDatabase> Session<'_, D> {
 /// Whether leadership ends by a cooperative handover, not by a loss.
 fn routine_handover(guard: &LeadershipGuard) -> bool {
     match guard.stop_reason() {
-        Some(StopReason::HandedOver { .. } | StopReason::Resigned) => true,
+        Some(StopReason::HandedOver { .. } | StopReason::Resigned | StopReason::SteppedDown) => {
+            true
+        }
         None => guard.is_handover_requested(),
         Some(_) => false,
     }
