@@ -151,10 +151,10 @@ impl Machine {
         {
             return;
         }
-        let Some((closed_at, resign_asked)) = self
+        let Some(closed_at) = self
             .live_guard()
             .filter(|g| Some(g.ballot) == report.leading)
-            .and_then(|g| g.closed_at.map(|at| (at, g.resign_asked)))
+            .and_then(|g| g.closed_at)
         else {
             return;
         };
@@ -168,8 +168,6 @@ impl Machine {
         out.push(Command::SteppingDownAnyway);
         self.resigns = 1;
         self.resign_since = Some(closed_at.min(ctx.now));
-        // The application's own resignation that failed is still the application's.
-        self.stepping_down = !resign_asked;
     }
 
     /// A leader that holds with a guard closed for a handover that can no longer happen: once

@@ -26,7 +26,6 @@ impl Machine {
         out.push(Command::DisarmWatch);
         self.resigns = 0;
         self.resign_since = None;
-        self.stepping_down = false;
         // 2. Wait for them, within the bound (then 3. resign and unregister).
         self.draining = true;
     }

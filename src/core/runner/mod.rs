@@ -68,7 +68,9 @@ struct Guard {
     /// Since when the guard accepts no new work (a handover or operator request is
     /// honoured, or a resignation waits): the leader steps down when idle, within the grace.
     closed_at: Option<LocalInstant>,
-    /// The application's resignation closed it, or asked while it was closed.
+    /// The application asked to resign while it was live (its resignation closed it, or
+    /// came while it was closed): a resignation that ends it is the application's
+    /// (`StopReason::Resigned`), else the machine's own step-down (`SteppedDown`).
     resign_asked: bool,
 }
 
@@ -135,9 +137,6 @@ pub struct Machine {
     /// Resignations asked for and not answered; the first waits (from `since`) for work.
     resigns: u32,
     resign_since: Option<LocalInstant>,
-    /// The waiting resignation is the machine's own step-down (`SteppingDownAnyway`), which
-    /// the application did not ask for: it ends the guard with `StopReason::SteppedDown`.
-    stepping_down: bool,
     exit_on_loss: bool,
     view: LeaderView,
     /// An observer's timing of the record it reads.
@@ -221,7 +220,6 @@ impl Machine {
             tasks_finished: true,
             resigns: 0,
             resign_since: None,
-            stepping_down: false,
             exit_on_loss: false,
             observed: None,
             state: None,
@@ -278,17 +276,17 @@ impl Machine {
             }
             Event::ResignRequested => self.resign_requested(&ctx, &mut out),
             Event::ResignDecided => {
-                let reason = if self.stepping_down {
-                    StopReason::SteppedDown
-                } else {
+                let asked = self.live_guard().is_none_or(|g| g.resign_asked);
+                let reason = if asked {
                     StopReason::Resigned
+                } else {
+                    StopReason::SteppedDown
                 };
                 self.revoke_unless_believed(&ctx, reason, &mut out)
             }
             Event::ResignDone => {
                 self.in_flight = None;
                 self.resign_since = None;
-                self.stepping_down = false;
                 self.run_now = true;
             }
             Event::ShutdownRequested => self.begin_leaving(&ctx, StopReason::Shutdown, &mut out),

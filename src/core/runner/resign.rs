@@ -9,8 +9,7 @@ impl Machine {
             return;
         }
         self.resigns = self.resigns.saturating_add(1);
-        // The application asks: whatever ends the guard now, it asked for it.
-        self.stepping_down = false;
+        // The application asks: a resignation that ends this guard is its own.
         if let Some(g) = self.guard.as_mut() {
             g.resign_asked = true;
         }
