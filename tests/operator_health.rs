@@ -65,6 +65,17 @@ impl World {
         c
     }
 
+    /// Three candidates: "leader" (priority 5) leads, "best" (9) outranks it but was not
+    /// eligible when it acquired (it warmed up), "chosen" (1) ranks last.
+    async fn leader_best_and_chosen(&self) -> (Candidate, Candidate, Candidate) {
+        let leader = self.join("leader", 5).await;
+        let best = self.join("best", 9).await;
+        let chosen = self.join("chosen", 1).await;
+        best.set_eligible(false, "warming up").unwrap();
+        assert_eq!(self.cycle(&leader).await, Action::Acquired);
+        (leader, best, chosen)
+    }
+
     async fn cycle(&self, c: &Candidate) -> Action {
         self.election.run_cycle(&self.db, c).await.unwrap().action
     }
@@ -173,11 +184,7 @@ async fn an_operators_mark_outlives_restarts_and_excludes_a_leader() {
 #[tokio::test]
 async fn a_directed_resign_reserves_for_the_named_candidate_or_is_refused_changing_nothing() {
     let w = World::new().await;
-    let leader = w.join("leader", 5).await;
-    let best = w.join("best", 9).await;
-    let chosen = w.join("chosen", 1).await;
-    best.set_eligible(false, "warming up").unwrap();
-    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    let (leader, best, chosen) = w.leader_best_and_chosen().await;
     for c in [&best, &chosen] {
         w.cycle(c).await;
     }
@@ -276,11 +283,7 @@ async fn a_vacancy_reserved_for_a_candidate_that_died_opens_after_the_reservatio
 #[tokio::test]
 async fn an_ineligible_leader_with_a_directed_request_reserves_for_the_named_candidate() {
     let w = World::new().await;
-    let leader = w.join("leader", 5).await;
-    let best = w.join("best", 9).await;
-    let chosen = w.join("chosen", 1).await;
-    best.set_eligible(false, "warming up").unwrap();
-    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    let (leader, best, chosen) = w.leader_best_and_chosen().await;
     best.set_eligible(true, "").unwrap();
     for c in [&best, &chosen] {
         w.cycle(c).await;
