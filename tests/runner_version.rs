@@ -303,3 +303,72 @@ async fn the_sharded_coordinator_election_follows_the_version_policy() {
         new.shutdown().await;
     }
 }
+
+/// Three runners under no-downgrade: `a` (2.0.0) leads, `b` (1.0.0, the highest priority) and
+/// `c` (2.0.0) follow. `b`'s and `c`'s heartbeats are seeded from `seed`, so their waits for
+/// the lapse start in either order.
+async fn upgrade_trio(seed: u64) -> (Runner, Runner, Runner) {
+    let db = db();
+    let start = |name: &str, version: &str, priority: i32, seed: u64| {
+        builder(db.clone(), name, priority)
+            .config(with_policy(VersionPolicy::NoDowngrade))
+            .version(version)
+            .seed(seed)
+            .start()
+            .unwrap()
+    };
+    let a = start("a", "2.0.0", 1, seed);
+    a.elected().await.unwrap();
+    let b = start("b", "1.0.0", 9, seed.wrapping_mul(31).wrapping_add(7));
+    let c = start("c", "2.0.0", 1, seed.wrapping_mul(17).wrapping_add(3));
+    tokio::time::sleep(HEARTBEAT * 5).await;
+    assert!(
+        a.is_leader(),
+        "seed {seed}: a still leads (b and c never outrank it)"
+    );
+    (a, b, c)
+}
+
+/// Issue 38 item 1: a lapsed-lease takeover honours the ranking. After a crash of a 2.0.0
+/// leader, a 1.0.0 follower of a higher priority never takes the lapsed lease while a 2.0.0
+/// follower is live, whichever of them started waiting first (before the fix, about a quarter
+/// of the seeds made `b` lead at ballot 2, and `no-downgrade` then ranked against it).
+#[tokio::test(start_paused = true)]
+async fn a_crashed_leaders_lease_goes_to_the_version_no_downgrade_allows() {
+    for seed in 0..20 {
+        let (a, b, c) = upgrade_trio(seed).await;
+        a.abort();
+        wait_until("a successor", LEASE * 10, || b.is_leader() || c.is_leader()).await;
+        assert!(
+            c.is_leader() && !b.is_leader(),
+            "seed {seed}: the 1.0.0 follower took the 2.0.0 leader's lapsed lease while the \
+             2.0.0 follower was live"
+        );
+        assert_eq!(c.leadership().unwrap().ballot().get(), 2, "seed {seed}");
+        tokio::time::sleep(LEASE * 2).await;
+        assert!(c.is_leader() && !b.is_leader(), "seed {seed}: and keeps it");
+        b.shutdown().await;
+        c.shutdown().await;
+    }
+}
+
+/// The other side of the rule: a 2.0.0 follower that crashed with the leader does not hold the
+/// election up longer than its silence takes to hear (the reservation timeout, two
+/// heartbeats, from the last part of the lease): the 1.0.0 follower takes over, as the only
+/// one left.
+#[tokio::test(start_paused = true)]
+async fn a_newer_follower_that_crashed_with_the_leader_is_passed_over_within_the_timeout() {
+    for seed in 0..5 {
+        let (a, b, c) = upgrade_trio(seed).await;
+        a.abort();
+        c.abort();
+        let took = wait_until("the 1.0.0 follower", LEASE * 10, || b.is_leader()).await;
+        let bound = LEASE + HEARTBEAT * 3;
+        assert!(
+            took <= bound,
+            "seed {seed}: took {took:?}, more than a lease and the silence ({bound:?})"
+        );
+        assert_eq!(b.leadership().unwrap().ballot().get(), 2, "seed {seed}");
+        b.shutdown().await;
+    }
+}

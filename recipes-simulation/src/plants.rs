@@ -74,11 +74,16 @@ pub enum Plant {
     /// The executor never closes the guard when the machine says so: guarded work keeps
     /// starting while the leader drains for a handover, and the handover cuts it.
     OpenGuardInDrain,
+    /// Every follower takes over a lease it has seen unchanged for a full lease at once, by
+    /// writing a takeover record with a raw transaction, whatever its rank: the first whose
+    /// wait ends wins (the library before issue 38, where the rank stagger alone ordered
+    /// takeovers).
+    TakeoverIgnoresRank,
 }
 
 impl Plant {
     /// Every plant, in listing order.
-    pub const ALL: [Plant; 21] = [
+    pub const ALL: [Plant; 22] = [
         Plant::ClockDriftBeyondRho,
         Plant::ActWithoutLeaseCheck,
         Plant::UnfencedLeaderWork,
@@ -100,6 +105,7 @@ impl Plant {
         Plant::ReserveIgnoresVersions,
         Plant::DrainFromCycleStart,
         Plant::OpenGuardInDrain,
+        Plant::TakeoverIgnoresRank,
     ];
 
     /// The name used on the command line.
@@ -126,6 +132,7 @@ impl Plant {
             Plant::ReserveIgnoresVersions => "reserve-ignores-versions",
             Plant::DrainFromCycleStart => "drain-from-cycle-start",
             Plant::OpenGuardInDrain => "open-guard-in-drain",
+            Plant::TakeoverIgnoresRank => "takeover-ignores-rank",
         }
     }
 
@@ -144,7 +151,7 @@ impl Plant {
             Plant::FollowerIgnoresReadiness => OracleId::IneligibleAcquires,
             Plant::RiseNeverTold => OracleId::EligibleLeads,
             Plant::ReleaseUnderHold => OracleId::Hold,
-            Plant::ReserveIgnoresVersions => OracleId::Successor,
+            Plant::ReserveIgnoresVersions | Plant::TakeoverIgnoresRank => OracleId::Successor,
             Plant::DrainFromCycleStart | Plant::OpenGuardInDrain => OracleId::DrainServed,
             Plant::LostWakeup => OracleId::Progress,
             Plant::RywAdoption

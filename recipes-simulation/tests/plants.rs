@@ -164,7 +164,12 @@ fn a_guard_left_open_in_a_drain_is_caught_by_the_drain_served_oracle() {
 }
 
 #[test]
+fn a_takeover_that_ignores_the_version_ranking_is_caught_by_the_successor_oracle() {
+    check(Plant::TakeoverIgnoresRank);
+}
+
+#[test]
 fn every_plant_has_a_test_and_a_distinct_name() {
     let names: std::collections::BTreeSet<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(names.len(), 21);
+    assert_eq!(names.len(), 22);
 }

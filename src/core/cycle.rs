@@ -1,11 +1,12 @@
 //! One election cycle decided, as the leader (renew, hand over, step down) or as a follower.
 
-use super::rank::{Ranking, Standing, best_live, rank_among};
+use super::rank::{Ranking, Standing, best_live, ranked_ahead};
 use super::write::{Owned, step_down, write_owned};
 use super::{
     Action, CycleInput, Decision, Drain, Ineligible, LocalState, Lookup, Mode, Plan, Tenure,
     UnhealthyPolicy, after, lapse_at, nothing,
 };
+use crate::clock::LocalInstant;
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
 use crate::record::{CandidateRecord, FenceRecord, Named, Party};
@@ -400,7 +401,7 @@ fn decide_as_follower(
                 .is_none_or(|r| r.candidate().is_some());
         let (base, now) = if rec.owner.is_none() && rec.reservation.is_none() {
             // An unreserved vacancy: nobody believes they lead, so timing is irrelevant to
-            // safety; only the rank stagger applies, counted from the first sighting.
+            // safety; only the ranking applies, from the first sighting.
             (obs.first_seen, input.read_at)
         } else if leader_written {
             // A vacancy its leader reserved for another candidate (a handover, a resignation,
@@ -417,47 +418,66 @@ fn decide_as_follower(
             // a reading taken before this attempt (so before the belief would start).
             (lapse_at(obs.first_seen, rec.lease), t0)
         };
-        let at = if now < base || cfg.takeover_stagger.is_zero() {
-            base // not due yet (the rank is looked up only when it is), or no stagger
+        // Who ranks ahead is looked up from the last reservation timeout before the takeover
+        // falls due, so that a candidate ranked ahead that died with the leader has been
+        // heard silent by then; never in a healthy lease's first heartbeat, so followers of a
+        // leader that renews read the registry no more than before (docs/design.md §5).
+        let silence = cfg.reservation_timeout();
+        let scan_from = LocalInstant::from_origin(base.since_origin().saturating_sub(silence))
+            .max(after(obs.first_seen, cfg.heartbeat_interval).min(base));
+        let at = if now < scan_from {
+            base // not due yet (the registry is looked up only when it soon is)
         } else {
-            let rank = match obs.rank {
-                Some(rank) => rank,
-                None => {
-                    let Some(rows) = input.lookups.registry else {
-                        return Ok(Decision::Need(Lookup::Registry));
-                    };
-                    let exclude: Vec<&CandidateId> = [
-                        rec.owner.as_ref().map(|o| &o.id),
-                        rec.reservation
-                            .as_ref()
-                            .and_then(Party::candidate)
-                            .map(|r| &r.id),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    let rank = rank_among(
-                        st.id(),
-                        my_standing(input),
-                        input.registration,
-                        rows,
-                        rec.renewal,
-                        cfg.renewals_before_dead(),
-                        &exclude,
-                        ranking(input),
-                    );
-                    st.set_rank(rank);
-                    rank
-                }
+            // Who ranks ahead of this candidate among the live eligible ones (docs/design.md
+            // §4, §14.3)? The ranking is judged against the record's leader version: a lapsed
+            // leader's, kept in the record, so `no-downgrade` ranks a takeover as it ranks a
+            // handover.
+            let Some(rows) = input.lookups.registry else {
+                return Ok(Decision::Need(Lookup::Registry));
             };
-            // Capped at one heartbeat: ranks are liveness only, and candidates that died
-            // while renewals were frozen can still count as live, so the bound "a leader
-            // within lease + 2 heartbeats" must not depend on them.
+            let exclude: Vec<&CandidateId> = [
+                rec.owner.as_ref().map(|o| &o.id),
+                rec.reservation
+                    .as_ref()
+                    .and_then(Party::candidate)
+                    .map(|r| &r.id),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let mine = my_standing(input);
+            let ahead = ranked_ahead(
+                st.id(),
+                mine,
+                input.registration,
+                rows,
+                rec.renewal,
+                cfg.renewals_before_dead(),
+                &exclude,
+                ranking(input),
+            );
+            // The rule: a candidate the version policy ranks ahead (docs/design.md §14.2: a
+            // version `prefer-oldest` or `no-downgrade` would not let this one pass) that
+            // still heartbeats takes over, not this one; this one takes over only once each
+            // of them has been silent for the reservation timeout (dead, though the registry,
+            // measured in renewals that stopped with the leader, still shows it live).
+            // Priority is a preference, not a rule: a takeover by a lower priority is followed
+            // by a cooperative preemption.
+            let beats: Vec<(&CandidateId, u64)> = ahead
+                .iter()
+                .filter(|(_, c)| ranking(input).policy_outranks(&Standing::of(c), &mine))
+                .map(|(id, c)| (id, c.heartbeat))
+                .collect();
+            let silent_from = st.silent_ahead_from(&beats, input.read_at, silence);
+            // The speed-up: the rank stagger (priority included), so the best usually goes
+            // first and a takeover is rarely followed by a preemption. Capped at one heartbeat.
+            let rank = u32::try_from(ahead.len()).unwrap_or(u32::MAX);
             let stagger = cfg
                 .takeover_stagger
                 .saturating_mul(rank)
                 .min(cfg.heartbeat_interval);
-            after(base, stagger)
+            let staggered = after(base, stagger);
+            silent_from.map_or(staggered, |s| s.max(staggered))
         };
         if now >= at {
             return acquire(st, input);

@@ -76,6 +76,14 @@ impl<'a> Ranking<'a> {
         ))
     }
 
+    /// Whether `a` ranks ahead of `b` by eligibility and the version policy alone, before
+    /// any priority: the part of the ranking that is a rule for takeovers, not a preference
+    /// (docs/design.md §4, §14.3). Under [`VersionPolicy::Ignore`] nobody does, between
+    /// eligible candidates.
+    pub(crate) fn policy_outranks(&self, a: &Standing<'a>, b: &Standing<'a>) -> bool {
+        (a.eligible, self.class(a.version)) > (b.eligible, self.class(b.version))
+    }
+
     /// Whether `a` may preempt `b`: `a` is eligible and ranks strictly above `b` (equal
     /// standings never preempt; an ineligible candidate preempts nobody, also a leader that
     /// holds while not eligible itself, against whom two ineligible standings would compare
@@ -91,11 +99,11 @@ impl<'a> Ranking<'a> {
     }
 }
 
-/// This candidate's rank among the live eligible candidates that could take over: how many of
-/// them rank above it. Candidates in `exclude` (the lapsed owner, the reservation holder) are
-/// not counted.
+/// The live eligible candidates that rank ahead of this one for a takeover, by the total
+/// order (standing, then the earlier registration). Candidates in `exclude` (the lapsed owner,
+/// the reservation holder) are not counted.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn rank_among<'a>(
+pub(crate) fn ranked_ahead<'a>(
     me: &CandidateId,
     mine: Standing<'a>,
     my_registration: u64,
@@ -104,8 +112,8 @@ pub(crate) fn rank_among<'a>(
     max_lag: u64,
     exclude: &[&CandidateId],
     ranking: Ranking<'a>,
-) -> u32 {
-    let ahead = candidates
+) -> Vec<&'a (CandidateId, CandidateRecord)> {
+    candidates
         .iter()
         .filter(|(id, c)| {
             id != me
@@ -117,8 +125,34 @@ pub(crate) fn rank_among<'a>(
                     .then(my_registration.cmp(&c.registration))
                     == Ordering::Greater
         })
-        .count();
-    u32::try_from(ahead).unwrap_or(u32::MAX)
+        .collect()
+}
+
+/// This candidate's rank among the live eligible candidates that could take over: how many of
+/// them rank above it ([`ranked_ahead`]).
+#[cfg(test)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rank_among<'a>(
+    me: &CandidateId,
+    mine: Standing<'a>,
+    my_registration: u64,
+    candidates: &'a [(CandidateId, CandidateRecord)],
+    current_renewal: u64,
+    max_lag: u64,
+    exclude: &[&CandidateId],
+    ranking: Ranking<'a>,
+) -> u32 {
+    let ahead = ranked_ahead(
+        me,
+        mine,
+        my_registration,
+        candidates,
+        current_renewal,
+        max_lag,
+        exclude,
+        ranking,
+    );
+    u32::try_from(ahead.len()).unwrap_or(u32::MAX)
 }
 
 /// The best live eligible candidate other than `me`, by the ranking.

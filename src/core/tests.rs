@@ -310,8 +310,19 @@ fn a_handover_request_does_not_restart_followers_timers() {
     plan(run(&mut st, &c, &owned("old", 1, 7, 20), 1, 0));
     let mut with_request = owned("old", 1, 7, 20);
     with_request.handover = request("hi", 9);
+    // The requester died with the leader (its registration a renewal-limit behind).
+    let rows = vec![(id("old"), cand(1, 1, 20)), (id("hi"), cand(9, 2, 0))];
     assert_eq!(
-        plan(run(&mut st, &c, &with_request, 1, 10_001)).action,
+        plan(run_in(
+            &mut st,
+            &c,
+            &with_request,
+            1,
+            10_001,
+            Mode::Cycle,
+            &rows
+        ))
+        .action,
         Action::Acquired
     );
 }
@@ -325,8 +336,11 @@ fn takeover_is_staggered_by_rank() {
     let rec = owned("old", 1, 7, 20);
     let mut st = LocalState::new(id("me"));
     plan(run(&mut st, &c, &rec, 1, 0));
-    // Before the lease is up the rank is not even looked up.
-    assert_eq!(plan(run(&mut st, &c, &rec, 1, 5_000)).action, Action::None);
+    // Before the lease's last reservation timeout (6 s) the registry is not even looked up.
+    assert_eq!(
+        plan(run_raw(&mut st, &c, &rec, 1, 4_000)).action,
+        Action::None
+    );
     assert!(matches!(
         run_raw(&mut st, &c, &rec, 1, 10_001),
         Decision::Need(Lookup::Registry)
@@ -341,12 +355,14 @@ fn takeover_is_staggered_by_rank() {
         (id("dead"), cand(9, 0, 1)),
     ];
     let p = plan(run_in(&mut st, &c, &rec, 1, 10_001, Mode::Cycle, &registry));
-    assert_eq!(st.observed().and_then(|o| o.rank), Some(2));
     assert_eq!(p.action, Action::None);
     assert_eq!(p.next_action_at, Some(at(10_001 + 600)));
-    assert_eq!(plan(run(&mut st, &c, &rec, 1, 10_600)).action, Action::None);
+    // Priority alone is a preference: nobody is deferred to while it heartbeats.
+    assert!(st.observed().unwrap().heard.is_empty());
+    let p = plan(run_in(&mut st, &c, &rec, 1, 10_600, Mode::Cycle, &registry));
+    assert_eq!(p.action, Action::None);
     assert_eq!(
-        plan(run(&mut st, &c, &rec, 1, 10_601)).action,
+        plan(run_in(&mut st, &c, &rec, 1, 10_601, Mode::Cycle, &registry)).action,
         Action::Acquired
     );
 }
@@ -360,18 +376,213 @@ fn the_stagger_is_capped_at_one_heartbeat() {
     let rec = owned("old", 1, 7, 20);
     let mut st = LocalState::new(id("me"));
     plan(run(&mut st, &c, &rec, 1, 0));
-    assert!(matches!(
-        run_raw(&mut st, &c, &rec, 1, 10_001),
-        Decision::Need(Lookup::Registry)
-    ));
     let registry: Registry = (0..1_000)
         .map(|i| (id(&format!("c{i}")), cand(5, i, 20)))
         .collect();
     let p = plan(run_in(&mut st, &c, &rec, 1, 10_001, Mode::Cycle, &registry));
-    assert_eq!(st.observed().and_then(|o| o.rank), Some(1_000));
     assert_eq!(p.next_action_at, Some(at(10_001 + 3_000)));
     assert_eq!(
-        plan(run(&mut st, &c, &rec, 1, 13_001)).action,
+        plan(run_in(&mut st, &c, &rec, 1, 13_001, Mode::Cycle, &registry)).action,
+        Action::Acquired
+    );
+}
+
+/// Under `no-downgrade`, a lapsed 2.0.0 leader's record: `me` runs 1.0.0 with the highest
+/// priority, `c` runs 2.0.0 with a lower one (issue 38's reproduction, in the core).
+fn lapsed_upgrade() -> (ElectionConfig, LeaderRecord, Registry, semver::Version) {
+    let c = ElectionConfig::builder()
+        .takeover_stagger(Duration::ZERO)
+        .version_policy(crate::record::VersionPolicy::NoDowngrade)
+        .build()
+        .unwrap();
+    let mut rec = owned("a", 5, 7, 20);
+    let v2 = semver::Version::new(2, 0, 0);
+    rec.leader_version = Some(v2.clone());
+    let mut newer = cand(1, 2, 20);
+    newer.version = Some(v2.clone());
+    let mut leader = cand(5, 1, 20);
+    leader.version = Some(v2.clone());
+    let registry = vec![(id("a"), leader), (id("c"), newer)];
+    (c, rec, registry, semver::Version::new(1, 0, 0))
+}
+
+/// One decision of a candidate of version `v`, its registry lookups answered from `rows`.
+fn run_v(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+    v: &semver::Version,
+    t0_ms: u64,
+    rows: &Registry,
+) -> Plan {
+    let mut lookups = Lookups::default();
+    loop {
+        let input = CycleInput {
+            version: Some(v),
+            ..input(c, rec, prio, t0_ms, Mode::Cycle, lookups)
+        };
+        match decide_cycle(st, &input).unwrap() {
+            Decision::Need(Lookup::Registry) if lookups.registry.is_none() => {
+                lookups.registry = Some(rows);
+            }
+            Decision::Need(n) => panic!("unexpected lookup {n:?}"),
+            Decision::Plan(p) => return p,
+        }
+    }
+}
+
+#[test]
+fn a_lapsed_lease_goes_to_the_candidate_the_policy_ranks_ahead_while_it_heartbeats() {
+    let (c, rec, mut rows, v1) = lapsed_upgrade();
+    let mut me = LocalState::new(id("me"));
+    // me saw the lapsed record first, so its wait ends first: the stagger alone let it win.
+    run_v(&mut me, &c, &rec, 9, &v1, 0, &rows);
+    // The lease lapses at 10,001 ms, but c (2.0.0, at least the lapsed leader's version) ranks
+    // ahead of me (1.0.0) under no-downgrade, whatever the priorities: me defers while c
+    // heartbeats. Heard first at 4,002 ms (the lease's last reservation timeout, 6 s).
+    let p = run_v(&mut me, &c, &rec, 9, &v1, 4_001, &rows);
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::None, Some(at(10_002)))
+    );
+    let p = run_v(&mut me, &c, &rec, 9, &v1, 7_000, &rows);
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::None, Some(at(10_002)))
+    );
+    rows[1].1.heartbeat = 1; // c heartbeats at 8 s
+    let p = run_v(&mut me, &c, &rec, 9, &v1, 8_000, &rows);
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::None, Some(at(14_001)))
+    );
+    rows[1].1.heartbeat = 2; // and at 11 s
+    assert_eq!(
+        run_v(&mut me, &c, &rec, 9, &v1, 11_000, &rows).action,
+        Action::None
+    );
+    assert_eq!(
+        run_v(&mut me, &c, &rec, 9, &v1, 16_000, &rows).action,
+        Action::None
+    );
+    // c fell silent after 11 s (it died): passed over once silent for the reservation
+    // timeout on me's clock, at 17,001 ms.
+    assert_eq!(
+        run_v(&mut me, &c, &rec, 9, &v1, 17_000, &rows).action,
+        Action::None
+    );
+    let p = run_v(&mut me, &c, &rec, 9, &v1, 17_001, &rows);
+    assert_eq!(p.action, Action::Acquired);
+    assert_eq!(p.write.unwrap().leader_version, Some(v1));
+}
+
+#[test]
+fn a_candidate_ranked_ahead_that_died_with_the_leader_costs_no_more_than_the_lease() {
+    let (c, rec, rows, v1) = lapsed_upgrade();
+    let mut me = LocalState::new(id("me"));
+    run_v(&mut me, &c, &rec, 9, &v1, 0, &rows);
+    // c is heard from 4,002 ms on and never heartbeats again: silent by 10,002 ms, one
+    // millisecond after the lapse.
+    run_v(&mut me, &c, &rec, 9, &v1, 4_001, &rows);
+    assert_eq!(
+        run_v(&mut me, &c, &rec, 9, &v1, 10_001, &rows).action,
+        Action::None
+    );
+    assert_eq!(
+        run_v(&mut me, &c, &rec, 9, &v1, 10_002, &rows).action,
+        Action::Acquired
+    );
+}
+
+#[test]
+fn the_candidate_ranked_first_takes_a_lapsed_lease_at_once() {
+    let (c, rec, rows, _) = lapsed_upgrade();
+    let v2 = semver::Version::new(2, 0, 0);
+    let mut best = LocalState::new(id("c"));
+    // c (2.0.0, priority 1) is first under no-downgrade: nobody ahead, no deference.
+    run_v(&mut best, &c, &rec, 1, &v2, 0, &rows);
+    assert_eq!(
+        run_v(&mut best, &c, &rec, 1, &v2, 10_001, &rows).action,
+        Action::Acquired
+    );
+    // Under `ignore`, priority alone ranks: the 1.0.0 candidate of priority 9 is first.
+    let (mut flat, _, _, v1) = lapsed_upgrade();
+    flat = ElectionConfig::builder()
+        .takeover_stagger(flat.takeover_stagger())
+        .build()
+        .unwrap();
+    let mut me = LocalState::new(id("me"));
+    run_v(&mut me, &flat, &rec, 9, &v1, 0, &rows);
+    assert_eq!(
+        run_v(&mut me, &flat, &rec, 9, &v1, 10_001, &rows).action,
+        Action::Acquired
+    );
+}
+
+#[test]
+fn no_downgrade_ranks_a_takeover_against_the_lapsed_leaders_version() {
+    // The lapsed leader ran 2.0.0; 1.5.0 and 1.0.0 are both older, so priority decides
+    // between them: me (1.0.0, priority 9) goes first, c (1.5.0, priority 1) does not count
+    // ahead of it.
+    let (c, rec, mut rows, v1) = lapsed_upgrade();
+    rows[1].1.version = Some(semver::Version::new(1, 5, 0));
+    let mut me = LocalState::new(id("me"));
+    run_v(&mut me, &c, &rec, 9, &v1, 0, &rows);
+    assert_eq!(
+        run_v(&mut me, &c, &rec, 9, &v1, 10_001, &rows).action,
+        Action::Acquired
+    );
+}
+
+#[test]
+fn vacancies_defer_to_the_version_the_policy_ranks_ahead_too() {
+    let c = ElectionConfig::builder()
+        .takeover_stagger(Duration::ZERO)
+        .version_policy(crate::record::VersionPolicy::PreferOldest)
+        .build()
+        .unwrap();
+    let (old, new) = (semver::Version::new(1, 0, 0), semver::Version::new(1, 1, 0));
+    let mut heir = cand(5, 1, 10);
+    heir.version = Some(old.clone());
+    let mut oldest = cand(1, 2, 10);
+    oldest.version = Some(old.clone());
+    let rows = vec![(id("heir"), heir), (id("oldest"), oldest)];
+    // An unreserved vacancy: under prefer-oldest, oldest (1.0.0) is heard at once, so me
+    // (1.1.0, priority 9) waits until it has been silent for the reservation timeout (6 s).
+    let mut me = LocalState::new(id("me"));
+    let p = run_v(&mut me, &c, &vacant(4, 10, None), 9, &new, 0, &rows);
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::None, Some(at(6_001)))
+    );
+    assert_eq!(
+        run_v(&mut me, &c, &vacant(4, 10, None), 9, &new, 6_000, &rows).action,
+        Action::Acquired
+    );
+    // A vacancy reserved for heir: heir is not counted ahead (its own timeout runs), oldest
+    // is. Looked up from the first heartbeat on (3,001 ms): oldest silent from 9,002 ms.
+    let reserved = vacant(4, 10, Some(("heir", 5)));
+    let mut me = LocalState::new(id("me"));
+    assert_eq!(
+        run_v(&mut me, &c, &reserved, 9, &new, 0, &rows).action,
+        Action::None
+    );
+    let p = run_v(&mut me, &c, &reserved, 9, &new, 3_001, &rows);
+    assert_eq!(
+        (p.action, p.next_action_at),
+        (Action::None, Some(at(9_002)))
+    );
+    assert_eq!(
+        run_v(&mut me, &c, &reserved, 9, &new, 9_001, &rows).action,
+        Action::Acquired
+    );
+    // oldest itself takes the reserved vacancy once the reservation timed out (6,001 ms):
+    // heir is not ahead of it.
+    let mut first = LocalState::new(id("oldest"));
+    run_v(&mut first, &c, &reserved, 1, &old, 0, &rows);
+    assert_eq!(
+        run_v(&mut first, &c, &reserved, 1, &old, 6_000, &rows).action,
         Action::Acquired
     );
 }
@@ -887,7 +1098,12 @@ fn exhausted_ballots_are_errors_not_wraps() {
     let mut st = LocalState::new(id("me"));
     let input_rec = vacant(u64::MAX, 10, None);
     let c = cfg();
-    let input = input(&c, &input_rec, 0, 0, Mode::Cycle, Lookups::default());
+    let rows = Registry::new();
+    let lookups = Lookups {
+        registry: Some(&rows),
+        requester: None,
+    };
+    let input = input(&c, &input_rec, 0, 0, Mode::Cycle, lookups);
     assert!(matches!(
         decide_cycle(&mut st, &input),
         Err(ElectionError::BallotExhausted)
@@ -1107,9 +1323,20 @@ fn a_record_read_back_in_the_transaction_that_wrote_it_is_never_recognised() {
     let c = cfg();
     let mut st = LocalState::new(id("me"));
     let before = vacant(4, 10, None);
+    let nobody = Registry::new();
     let input0 = CycleInput {
         read_version: Some(7),
-        ..input(&c, &before, 1, 0, Mode::Cycle, Lookups::default())
+        ..input(
+            &c,
+            &before,
+            1,
+            0,
+            Mode::Cycle,
+            Lookups {
+                registry: Some(&nobody),
+                requester: None,
+            },
+        )
     };
     let p = plan(decide_cycle(&mut st, &input0).unwrap());
     let written = p.write.unwrap();

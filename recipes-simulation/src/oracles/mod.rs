@@ -96,7 +96,8 @@ pub enum OracleId {
     Hold,
     /// 26. Every vacancy a leader writes goes to the candidate the version policy allows,
     ///     given the registry its transaction read: the requester that outranks it, the
-    ///     directed target, or the best live eligible candidate (DESIGN §14.5).
+    ///     directed target, or the best live eligible candidate; and no takeover lands on a
+    ///     candidate while one the policy ranks ahead still heartbeats (DESIGN §4, §14.5).
     Successor,
     /// 27. A leader whose guard closed with guarded work in flight ends it, while the work
     ///     still runs, only once the grace from the closing has passed (DESIGN §10.6).
@@ -320,6 +321,8 @@ pub struct TxnRead {
     pub holds: bool,
     /// The actor believed it led when the operation began.
     pub believed: bool,
+    /// The true time at which the transaction read (its operation ran).
+    pub at: Nanos,
 }
 
 /// A process that believes, at the current true instant, that it leads.

@@ -1,7 +1,7 @@
-//! Oracle 26: every vacancy a leader writes over its own leadership goes to the candidate the
-//! version policy allows, given the registry its transaction read (DESIGN §14.5: "every
-//! change of owner lands on a candidate the policy allows, given the registry read by that
-//! transaction, or on the best live one when none is allowed").
+//! Oracle 26: every change of owner lands on a candidate the version policy allows, given the
+//! registry its transaction read (DESIGN §14.5: "every change of owner lands on a candidate the
+//! policy allows, given the registry read by that transaction, or on the best live one when
+//! none is allowed").
 //!
 //! A cooperative change of owner is decided by the transaction that writes the vacancy (the
 //! successor fills it in one commit); so this oracle judges that transaction, by why it let
@@ -17,19 +17,39 @@
 //!   shows none;
 //! - elections off: unreserved.
 //!
-//! Takeovers (a lapsed lease, an unreserved vacancy, a reservation its holder did not fill in
-//! time) are ordered by the rank stagger, which is liveness only (DESIGN §4: capped at a
-//! heartbeat, since the registry's liveness lags a crash), so who wins one is not judged here:
-//! oracle 23 judges that the winner is eligible, and oracles 5 and 24 that the best one leads
-//! once faults stop.
+//! A takeover (a lapsed lease, an unreserved vacancy, a reservation its holder did not fill in
+//! time) is decided by the transaction that acquires: it must not land on a candidate while
+//! another one that the policy ranks ahead of it (DESIGN §4: its version, against the version
+//! of the record's last leader, kept in the record) still heartbeats. "Still heartbeats", as
+//! the acquirer can know it: the registry its transaction read shows that candidate live and
+//! eligible, not the lapsed owner nor the holder of the reservation that timed out, and the
+//! heartbeat it shows was committed less than `reservation_timeout / (1 + ρ)` of true time
+//! before that read (a candidate silent for the reservation timeout on the acquirer's clock
+//! is passed over: it died, though the registry, measured in renewals that stopped with the
+//! leader, still shows it live). Priority and registration order among candidates the policy
+//! ranks alike are a preference that the rank stagger serves and preemption restores, not
+//! judged here. A heartbeat is timed from the commit that first wrote it, or from an earlier
+//! write of the same heartbeat that never committed but that another candidate's cycle,
+//! composed into the same transaction, read (the library times what it reads).
+
+use std::collections::BTreeMap;
 
 use super::rank::{Rank, RegView, Stand, best, version};
 use super::{CommitFacts, OracleId, Violation};
 use crate::history::{CycleAction, Op, RecordView};
+use crate::time::{Nanos, PPM, scale, secs};
 
 /// Oracle 26.
 #[derive(Debug, Default)]
-pub struct Successor;
+pub struct Successor {
+    rho_ppm: u64,
+    /// Each candidate's last heartbeat committed, and the true time of the commit that first
+    /// wrote it.
+    heard: BTreeMap<String, (u64, Nanos)>,
+    /// A heartbeat written by a transaction that never committed, read there by a composed
+    /// cycle, and when: a later commit of the same heartbeat counts from here.
+    uncommitted: BTreeMap<String, (u64, Nanos)>,
+}
 
 /// Who the vacancy must go to.
 #[derive(Debug, PartialEq, Eq)]
@@ -41,11 +61,119 @@ enum Due {
 }
 
 impl Successor {
-    /// Checks a committed transaction.
-    pub fn on_commit(c: &CommitFacts<'_>) -> Option<Violation> {
+    /// The oracle, for clocks whose rate error is at most `rho_ppm`.
+    pub fn new(rho_ppm: u32) -> Self {
+        Successor {
+            rho_ppm: u64::from(rho_ppm),
+            heard: BTreeMap::new(),
+            uncommitted: BTreeMap::new(),
+        }
+    }
+
+    /// Checks a committed transaction, then notes the heartbeats it wrote.
+    pub fn on_commit(&mut self, c: &CommitFacts<'_>) -> Option<Violation> {
         if !c.applied {
             return None;
         }
+        let verdict = Self::vacancy(c).or_else(|| self.takeover(c));
+        for (id, cand) in &c.entry.candidates_set {
+            // The commit that first wrote this heartbeat (a write that keeps it, a claim
+            // without a heartbeat, is no sign of life), or the uncommitted write of it that a
+            // composed cycle read before.
+            let known = self.heard.get(id).is_some_and(|h| h.0 == cand.heartbeat);
+            let early = self.uncommitted.remove(id);
+            if !known {
+                let at = early
+                    .filter(|u| u.0 == cand.heartbeat)
+                    .map_or(c.at, |u| u.1.min(c.at));
+                self.heard.insert(id.clone(), (cand.heartbeat, at));
+            }
+        }
+        for id in &c.entry.candidates_cleared {
+            self.heard.remove(id);
+            self.uncommitted.remove(id);
+        }
+        verdict
+    }
+
+    /// Notes a heartbeat written at `at` by a transaction that never commits, read there by
+    /// another candidate's cycle composed into it: that candidate saw it from then on, and a
+    /// later commit of the same heartbeat (the counter did not move) counts from here.
+    pub fn note_uncommitted(&mut self, id: &str, heartbeat: u64, at: Nanos) {
+        if self.heard.get(id).is_none_or(|h| h.0 != heartbeat) {
+            self.uncommitted.insert(id.to_owned(), (heartbeat, at));
+        }
+    }
+
+    /// A takeover: an acquisition of a new ballot that is not the fill of the acquirer's own
+    /// reservation, by a process's cycle (or a planted raw takeover).
+    fn takeover(&self, c: &CommitFacts<'_>) -> Option<Violation> {
+        let e = c.entry;
+        if !matches!(e.op, Op::Cycle(CycleAction::Acquired) | Op::RogueTakeover) {
+            return None;
+        }
+        let (read, prior, new) = (c.read?, e.prior.as_ref()?, e.leader.as_ref()?);
+        let me = e.actor_id.as_deref()?;
+        let mine = read.registry.iter().find(|r| r.id == me)?;
+        if prior.reservation.as_ref().is_some_and(|r| r.0 == me) {
+            return None;
+        }
+        let rank = Rank {
+            policy: read.config.policy(),
+            leader: version(prior.leader_version.as_deref()),
+        };
+        let excluded = |id: &str| {
+            prior.owner.as_ref().is_some_and(|o| o.0 == id)
+                || prior.reservation.as_ref().is_some_and(|r| r.0 == id)
+        };
+        let silence = scale(
+            read.config.reservation_timeout,
+            PPM.unsigned_abs(),
+            PPM.unsigned_abs().saturating_add(self.rho_ppm),
+        );
+        let my_version = version(mine.cand.version.as_deref());
+        let lag = read.config.renewals_before_dead;
+        read.registry
+            .iter()
+            .filter(|r| r.id != me && !excluded(&r.id) && r.cand.eligible)
+            .filter(|r| r.live(prior.renewal, lag))
+            .filter(|r| {
+                rank.versions(
+                    version(r.cand.version.as_deref()).as_ref(),
+                    my_version.as_ref(),
+                ) == std::cmp::Ordering::Greater
+            })
+            .find_map(|r| {
+                let &(heartbeat, at) = self.heard.get(&r.id)?;
+                let ago = read.at.saturating_sub(at);
+                (heartbeat == r.cand.heartbeat && ago < silence).then(|| {
+                    Violation::new(
+                        OracleId::Successor,
+                        format!(
+                            "{} ({}, version {}) took ballot {} over a record of ballot {} \
+                             while {} (version {}), ranked ahead of it under the {} policy \
+                             (leader version {}), had heartbeated {} s before its read, less \
+                             than reservation_timeout/(1+rho) = {} s (version {})",
+                            e.actor,
+                            me,
+                            mine.cand.version.as_deref().unwrap_or("none"),
+                            new.ballot,
+                            prior.ballot,
+                            r.id,
+                            r.cand.version.as_deref().unwrap_or("none"),
+                            rank.policy,
+                            prior.leader_version.as_deref().unwrap_or("none"),
+                            secs(ago),
+                            secs(silence),
+                            e.version
+                        ),
+                    )
+                })
+            })
+    }
+
+    /// A vacancy written over the writer's own leadership.
+    fn vacancy(c: &CommitFacts<'_>) -> Option<Violation> {
         let e = c.entry;
         let read = c.read?;
         let (prior, new) = (e.prior.as_ref()?, e.leader.as_ref()?);
@@ -229,7 +357,7 @@ mod tests {
     }
 
     fn judge(e: &Entry, r: &TxnRead) -> Option<Violation> {
-        Successor::on_commit(&CommitFacts {
+        Successor::new(0).on_commit(&CommitFacts {
             at: 0,
             entry: e,
             applied: true,
@@ -294,5 +422,129 @@ mod tests {
             l.reservation = Some(("new".into(), 9));
         }
         assert!(judge(&e, &r).is_none());
+    }
+
+    const MS: Nanos = 1_000_000;
+
+    /// `me` (1.0.0) takes ballot 5 over `old`'s lapsed lease (2.0.0); `c` (2.0.0) is live;
+    /// the transaction read at 10 s, with a reservation timeout of 100 ms.
+    fn takeover(policy: VersionPolicy) -> (Entry, TxnRead) {
+        let mut e = Entry::new(
+            "n0v1",
+            Some("me".into()),
+            9,
+            Op::Cycle(CycleAction::Acquired),
+        );
+        e.prior = Some(RecordView {
+            ballot: 4,
+            renewal: 6,
+            owner: Some(("old".into(), 5)),
+            leader_version: Some("2.0.0".into()),
+            ..RecordView::default()
+        });
+        e.leader = Some(RecordView {
+            ballot: 5,
+            renewal: 7,
+            owner: Some(("me".into(), 9)),
+            ..RecordView::default()
+        });
+        let mut r = read(policy);
+        r.config.reservation_timeout = 100 * MS;
+        r.registry = vec![
+            reg("me", 9, Some("1.0.0"), 0),
+            reg("old", 5, Some("2.0.0"), 1),
+            reg("c", 1, Some("2.0.0"), 2),
+        ];
+        r.at = 10_000 * MS;
+        (e, r)
+    }
+
+    /// The oracle, having seen `c`'s heartbeat 0 committed at `at`.
+    fn heard_at(at: Nanos) -> Successor {
+        let mut o = Successor::new(0);
+        let mut hb = Entry::new("n2v1", Some("c".into()), 1, Op::Cycle(CycleAction::None));
+        hb.candidates_set
+            .push(("c".into(), reg("c", 1, Some("2.0.0"), 2).cand));
+        assert!(
+            o.on_commit(&CommitFacts {
+                at,
+                entry: &hb,
+                applied: true,
+                read: None,
+            })
+            .is_none()
+        );
+        o
+    }
+
+    fn judged(o: &mut Successor, e: &Entry, r: &TxnRead) -> Option<Violation> {
+        o.on_commit(&CommitFacts {
+            at: r.at.saturating_add(MS),
+            entry: e,
+            applied: true,
+            read: Some(r),
+        })
+    }
+
+    #[test]
+    fn a_takeover_never_passes_over_a_version_ranked_ahead_that_still_heartbeats() {
+        let (e, r) = takeover(VersionPolicy::NoDowngrade);
+        // c heartbeated 50 ms before the read: still there.
+        let v = judged(&mut heard_at(9_950 * MS), &e, &r);
+        assert!(v.is_some_and(|v| v.message.contains("ranked ahead")));
+        // Silent for the reservation timeout: passed over.
+        assert!(judged(&mut heard_at(9_900 * MS), &e, &r).is_none());
+        // A heartbeat that only a later write repeated (a claim) counts from its first commit.
+        let mut o = heard_at(9_800 * MS);
+        let mut again = Entry::new("n2v1", Some("c".into()), 1, Op::Cycle(CycleAction::None));
+        again
+            .candidates_set
+            .push(("c".into(), reg("c", 1, Some("2.0.0"), 2).cand));
+        o.on_commit(&CommitFacts {
+            at: 9_990 * MS,
+            entry: &again,
+            applied: true,
+            read: None,
+        });
+        assert!(judged(&mut o, &e, &r).is_none());
+        // An uncommitted write of the same heartbeat, read by a composed cycle, counts from
+        // then.
+        let mut o = Successor::new(0);
+        o.note_uncommitted("c", 0, 9_950 * MS);
+        o.on_commit(&CommitFacts {
+            at: 9_990 * MS,
+            entry: &again,
+            applied: true,
+            read: None,
+        });
+        let (_, at) = o.heard.get("c").copied().unwrap_or_default();
+        assert_eq!(at, 9_950 * MS);
+    }
+
+    #[test]
+    fn a_takeover_is_judged_by_the_version_policy_alone() {
+        // Under ignore, c (priority 1) is no rule for me (priority 9) nor would a higher
+        // priority be: the stagger's preference, restored by preemption.
+        let (e, r) = takeover(VersionPolicy::Ignore);
+        assert!(judged(&mut heard_at(9_990 * MS), &e, &r).is_none());
+        // The lapsed owner and the holder of a reservation that timed out are not waited for.
+        let (mut e, r) = takeover(VersionPolicy::NoDowngrade);
+        if let Some(p) = e.prior.as_mut() {
+            p.owner = None;
+            p.reservation = Some(("c".into(), 1));
+        }
+        assert!(judged(&mut heard_at(9_990 * MS), &e, &r).is_none());
+        // Filling one's own reservation is no takeover.
+        if let Some(p) = e.prior.as_mut() {
+            p.reservation = Some(("me".into(), 9));
+        }
+        assert!(judged(&mut heard_at(9_990 * MS), &e, &r).is_none());
+        // An older version than the lapsed leader's is not ahead under no-downgrade.
+        let (e, mut r) = takeover(VersionPolicy::NoDowngrade);
+        if let Some(c) = r.registry.get_mut(2) {
+            c.cand.version = Some("1.5.0".into());
+        }
+        let mut o = heard_at(9_990 * MS);
+        assert!(judged(&mut o, &e, &r).is_none());
     }
 }

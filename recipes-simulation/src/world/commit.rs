@@ -12,7 +12,7 @@ use crate::events::Event;
 pub(crate) use crate::history::Entry;
 use crate::history::{CycleAction, Op};
 use crate::oracles::{
-    CommitFacts, EligibleReservation, HistoryReplay, Hold, IneligibleAcquires, Successor, TxnRead,
+    CommitFacts, EligibleReservation, HistoryReplay, Hold, IneligibleAcquires, TxnRead,
 };
 use crate::plants::Plant;
 use crate::time::Nanos;
@@ -301,7 +301,7 @@ impl World {
             EligibleReservation::on_commit(&facts),
             IneligibleAcquires::on_commit(&facts),
             Hold::on_commit(&facts),
-            Successor::on_commit(&facts),
+            self.successor.on_commit(&facts),
         ]
         .into_iter()
         .flatten()

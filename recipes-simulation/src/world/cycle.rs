@@ -225,6 +225,12 @@ impl World {
         if compose == Compose::GuestCycle {
             // The application gives up on the transaction: nothing commits, nothing is adopted.
             self.stats.abandoned_compositions = self.stats.abandoned_compositions.saturating_add(1);
+            // The guest's cycle read this candidate's heartbeat, uncommitted: for the version
+            // oracle, a sign of life seen from now on.
+            if let Some(me) = &me {
+                self.successor
+                    .note_uncommitted(&cand.id().to_string(), me.heartbeat(), self.now);
+            }
             return Err(ElectionError::Database(TxnError::with_source(
                 TxnErrorKind::OtherRetryable,
                 "the application abandoned its composed transaction",
@@ -243,13 +249,13 @@ impl World {
             ));
         }
         let action = CycleAction::of(cycle.action());
-        // What it read, for the eligibility and version oracles: an acquisition or a request
-        // its eligibility; a vacancy written over its leadership the registry too.
+        // What it read, for the eligibility and version oracles: a request its eligibility;
+        // an acquisition (who ranked ahead of it) and a vacancy written over its leadership
+        // the registry too.
         let read = match action {
-            CycleAction::Acquired | CycleAction::RequestedHandover => {
-                self.txn_read(pid, txn, false, before.is_some())
-            }
-            CycleAction::HandedOver
+            CycleAction::RequestedHandover => self.txn_read(pid, txn, false, before.is_some()),
+            CycleAction::Acquired
+            | CycleAction::HandedOver
             | CycleAction::SteppedDown
             | CycleAction::SteppedDownIneligible
             | CycleAction::Resigned => self.txn_read(pid, txn, true, before.is_some()),

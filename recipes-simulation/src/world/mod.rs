@@ -31,7 +31,7 @@ use crate::faults::SimFaults;
 use crate::oracles::rank::{Rank, Stand};
 use crate::oracles::{
     Ballots, Belief, BeliefOverlap, EligibleLeads, Fencing, HistoryReplay, LiveProc, Liveness,
-    Preemption, Progress, ReservationTimeout, Violation,
+    Preemption, Progress, ReservationTimeout, Successor, Violation,
 };
 use crate::params::{Options, Params};
 use crate::plants::Plant;
@@ -187,6 +187,7 @@ pub(crate) struct World {
     fencing: Fencing,
     ballots: Ballots,
     preemption: Preemption,
+    successor: Successor,
     liveness: Liveness,
     history: HistoryReplay,
     reservation_timeout: ReservationTimeout,
@@ -282,6 +283,7 @@ impl World {
             fencing: Fencing::default(),
             ballots: Ballots::default(),
             preemption: Preemption::new(rho),
+            successor: Successor::new(rho),
             liveness: Liveness::default(),
             history: HistoryReplay::default(),
             reservation_timeout: ReservationTimeout::default(),

@@ -50,6 +50,7 @@ impl World {
             eligible: p.checks.own.is_eligible() && !marked,
             holds: p.checks.holds,
             believed,
+            at: self.now,
         }))
     }
 }

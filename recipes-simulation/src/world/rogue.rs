@@ -1,6 +1,7 @@
 //! Planted faults that emulate defects of the library (they live only in the simulation; the
-//! library has none of them): the rogue follower that takes over after half a lease, and the
-//! leader that keeps the belief of a longer lease after writing a shorter one.
+//! library has none of them): the rogue follower that takes over after half a lease, the
+//! followers that take over at the lapse whatever their rank, and the leader that keeps the
+//! belief of a longer lease after writing a shorter one.
 
 use fdb_leader_election::runner::machine::Failure;
 use fdb_leader_election::{Candidate, ElectionError, ElectionTxn, LeaderRecord, Leadership};
@@ -22,12 +23,14 @@ impl World {
             return;
         }
         let id = (record.ballot().get(), record.renewal());
-        if p.rogue_obs.map(|(i, _)| i) != Some(id) {
-            p.rogue_obs = Some((id, p.clock.local_now()));
+        if p.rogue_obs.map(|(i, _, _)| i) != Some(id) {
+            p.rogue_obs = Some((id, p.clock.local_now(), nanos(record.lease_duration())));
         }
     }
 
-    /// Whether the rogue's half-lease wait is over for a record owned by someone else.
+    /// Whether the rogue's wait is over for a record owned by someone else: half a lease
+    /// (`takeover-after-half-lease`), or the record's full lease, as the lapse rule says,
+    /// whatever the rogue's rank (`takeover-ignores-rank`).
     pub(super) fn rogue_due(&self, pid: usize) -> bool {
         let Some(p) = self.procs.get(pid) else {
             return false;
@@ -35,8 +38,10 @@ impl World {
         if !p.rogue || self.acting_belief(pid).is_some() {
             return false;
         }
-        p.rogue_obs.is_some_and(|(_, first)| {
-            p.clock.local_now() >= first.saturating_add(self.params.lease / 2)
+        let full = self.plant == Some(Plant::TakeoverIgnoresRank);
+        p.rogue_obs.is_some_and(|(_, first, lease)| {
+            let wait = if full { lease } else { self.params.lease / 2 };
+            p.clock.local_now() >= first.saturating_add(wait)
         })
     }
 
@@ -60,7 +65,7 @@ impl World {
             let prior = election.leader_record(&txn).await?;
             let config = election.read_config(&txn).await?;
             let owned_by_other = prior.owner().is_some_and(|o| o.id() != cand.id());
-            if obs.map(|(i, _)| i) != Some((prior.ballot().get(), prior.renewal()))
+            if obs.map(|(i, _, _)| i) != Some((prior.ballot().get(), prior.renewal()))
                 || !owned_by_other
             {
                 return Ok(None);
@@ -92,10 +97,9 @@ impl World {
         match res {
             Ok(Some((prior, written, ballot, validity))) => {
                 let label = self.label(pid);
-                self.log(format!(
-                    "{label} ROGUE takes over b{} after half a lease",
-                    ballot.get()
-                ));
+                self.log(format!("{label} ROGUE takes over b{}", ballot.get()));
+                // What it read, for the version oracle (who ranked ahead of it).
+                let read = self.txn_read(pid, &txn, true, false);
                 let mut entry = self.entry_for(pid, Op::RogueTakeover);
                 entry.prior = Some(RecordView::of(&prior));
                 entry.leader = Some(RecordView::of(&written));
@@ -111,7 +115,7 @@ impl World {
                     faultless: false,
                     op: Some(seq),
                     landing: false,
-                    read: None,
+                    read,
                 });
             }
             Ok(None) => {

@@ -65,8 +65,20 @@ pub(crate) struct Observed {
     pub(crate) writer: Option<AttemptId>,
     /// A reading taken after the read that first saw this identity.
     pub(crate) first_seen: LocalInstant,
-    /// This candidate's takeover rank for this observation, once looked up.
-    pub(crate) rank: Option<u32>,
+    /// The candidates the version policy ranks ahead of this one, as the registry showed
+    /// them while a takeover of this observation was due or soon due, each with the heartbeat
+    /// its registration showed and since when: while one of them still heartbeats, it is the
+    /// one to take over (docs/design.md §4).
+    pub(crate) heard: Vec<Heard>,
+}
+
+/// A candidate ranked ahead of this one, and the last heartbeat seen of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Heard {
+    pub(crate) id: CandidateId,
+    pub(crate) heartbeat: u64,
+    /// A reading taken after the read that first showed this heartbeat.
+    pub(crate) since: LocalInstant,
 }
 
 impl Observed {
@@ -80,7 +92,7 @@ impl Observed {
                 renewal: rec.renewal,
                 writer: rec.writer.clone(),
                 first_seen: read_at,
-                rank: None,
+                heard: Vec::new(),
             });
         }
     }
@@ -336,11 +348,39 @@ impl LocalState {
         Observed::note(&mut self.observed, rec, read_at);
     }
 
-    /// Stores the takeover rank for the current observation.
-    pub(crate) fn set_rank(&mut self, rank: u32) {
-        if let Some(o) = self.observed.as_mut() {
-            o.rank = Some(rank);
+    /// **The deference rule**, the one place it is written: notes the heartbeats of the
+    /// candidates ranked ahead of this one (`ahead`: id and heartbeat, as a registry read that
+    /// ended before `read_at` shows them), and returns the instant from which every one of
+    /// them will have shown the same heartbeat for `silence`: none of them still heartbeats,
+    /// so none of them is there to take over. `None` when nobody ranks ahead. A candidate
+    /// passed over this way is one whose heartbeat has not changed for `silence` on this
+    /// candidate's clock; one that heartbeats keeps its turn, however long its own wait for
+    /// the lapse still is.
+    pub(crate) fn silent_ahead_from(
+        &mut self,
+        ahead: &[(&CandidateId, u64)],
+        read_at: LocalInstant,
+        silence: Duration,
+    ) -> Option<LocalInstant> {
+        let o = self.observed.as_mut()?;
+        let mut heard = Vec::with_capacity(ahead.len());
+        for &(id, heartbeat) in ahead {
+            let since = o
+                .heard
+                .iter()
+                .find(|h| &h.id == id && h.heartbeat == heartbeat)
+                .map_or(read_at, |h| h.since);
+            heard.push(Heard {
+                id: id.clone(),
+                heartbeat,
+                since,
+            });
         }
+        o.heard = heard;
+        o.heard
+            .iter()
+            .map(|h| h.since.saturating_add(silence))
+            .max()
     }
 
     /// Adopts leadership prepared by an attempt whose commit is now confirmed. Ignored if the

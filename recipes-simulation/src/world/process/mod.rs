@@ -123,8 +123,8 @@ pub(crate) struct Process {
     /// registration ages, and eviction races its claims.
     pub(crate) claims_only: bool,
     pub(crate) rogue_tenure: Option<RogueTenure>,
-    /// The identity the rogue watches and when (local) it first saw it.
-    pub(crate) rogue_obs: Option<((u64, u64), Nanos)>,
+    /// The identity the rogue watches, when (local) it first saw it, and the record's lease.
+    pub(crate) rogue_obs: Option<((u64, u64), Nanos, Nanos)>,
     pub(crate) rogue_seq: u64,
     /// Plant `uncapped-shorter-lease`: the belief (ballot, local end) it keeps after writing a
     /// shorter lease.
@@ -235,7 +235,8 @@ impl World {
             local(clock.local_now()),
         );
         let pid = self.procs.len();
-        let rogue = self.plant == Some(Plant::TakeoverAfterHalfLease) && node == 0;
+        let rogue = (self.plant == Some(Plant::TakeoverAfterHalfLease) && node == 0)
+            || self.plant == Some(Plant::TakeoverIgnoresRank);
         let claims_only = self.rng.random_ratio(1, 8);
         self.procs.push(Process {
             label: label.clone(),
