@@ -98,7 +98,7 @@ pub enum ElectionError {
     #[error("operator override refused: {reason}")]
     OperatorRefused {
         /// Why, and the fix.
-        reason: &'static str,
+        reason: String,
     },
     /// An id, payload, metadata or key exceeds its size limit.
     #[error("{what} is {len} bytes, more than the limit of {max}")]

@@ -574,3 +574,88 @@ fn a_sharded_member_registers_its_version_for_the_coordinator_election() {
     signal(&member, Signal::SIGTERM);
     assert!(wait_exit(&mut member, PATIENCE).is_some_and(|s| s.success()));
 }
+
+/// Issue 38 items 1 and 2 with real processes: under no-downgrade, a 2.0.0 leader `a`, a
+/// 1.0.0 follower `b` of the highest priority and a 2.0.0 follower `c`. `status` says the
+/// policy does not let `b` lead, `resign --to b` is refused (naming the policy and the
+/// versions, nothing written), and after `kill -9` of `a`'s supervisor `c` takes the lapsed
+/// lease, never `b`.
+#[test]
+fn the_version_policy_picks_a_killed_leaders_successor_and_refuses_a_directed_downgrade() {
+    let mut world = World::new();
+    let out = world.cli(&["config", "set", "--version-policy", "no-downgrade"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut a = world.start_run("a", &["--app-version", "2.0.0"]);
+    let (started_a, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let (watch, lines) = watch_json(&world);
+    let b = world.start_run("b", &["--app-version", "1.0.0", "--priority", "9"]);
+    let c = world.start_run("c", &["--app-version", "2.0.0"]);
+    let status = wait_live_candidates(&world, 3);
+    // watch --json says it too, once b is registered.
+    let policy = poll(PATIENCE, || {
+        let v: Value = serde_json::from_str(&lines.recv_timeout(PATIENCE).ok()?).ok()?;
+        (v["reason"] == "policy").then_some(v)
+    })
+    .expect("a policy line");
+    assert!(
+        is_label(policy["candidate"].as_str().unwrap(), "b"),
+        "{policy}"
+    );
+    assert_eq!(policy["policy_allows"], false, "{policy}");
+    assert_eq!(candidate(&status, "a").unwrap()["policy_allows"], true);
+    assert_eq!(candidate(&status, "b").unwrap()["policy_allows"], false);
+    assert_eq!(candidate(&status, "c").unwrap()["policy_allows"], true);
+    let shown = text(&world.cli(&["status"]).stdout);
+    assert!(
+        shown.contains("POLICY") && shown.contains("version policy (no-downgrade)"),
+        "{shown}"
+    );
+
+    let out = world.cli(&[
+        "resign",
+        "--to",
+        "b",
+        "--expected-ballot",
+        &started_a.ballot.to_string(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for needle in [
+        "--to b: refused, nothing was written",
+        "no-downgrade",
+        "\"b\" (1.0.0)",
+        "(2.0.0)",
+        "config set --version-policy ignore",
+    ] {
+        assert!(err.contains(needle), "{needle:?} in {err}");
+    }
+    assert_no_panic(&err);
+    let status = status_json(&world).unwrap();
+    assert_eq!(status["operator_request"], Value::Null);
+    assert!(is_label(status["leader"].as_str().unwrap(), "a"));
+
+    // A crash: the supervisor killed, no resignation.
+    signal(&a, Signal::SIGKILL);
+    let _ = wait_exit(&mut a, PATIENCE);
+    let (started_c, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && !is_label(&e.id, "a"))
+        .unwrap_or_else(|| panic!("nobody took over:\n{}", world.stderr_of("b")));
+    assert!(
+        is_label(&started_c.id, "c"),
+        "{} took the lapsed lease",
+        started_c.id
+    );
+    assert_eq!(started_c.ballot, started_a.ballot + 1);
+    std::thread::sleep(cli_support::HEARTBEAT_DUR * 5);
+    assert!(
+        !world
+            .events()
+            .iter()
+            .any(|e| e.kind == "start" && is_label(&e.id, "b")),
+        "{:?}",
+        world.log_lines()
+    );
+    stop(&mut [b, c], watch);
+}

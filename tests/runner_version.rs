@@ -372,3 +372,117 @@ async fn a_newer_follower_that_crashed_with_the_leader_is_passed_over_within_the
         b.shutdown().await;
     }
 }
+
+/// Issue 38 item 2: `resign --to` agrees with the version policy. Under no-downgrade, with the
+/// leader `a` and `c` on 2.0.0, a directed resign to `b` (1.0.0) is refused, naming the
+/// policy and the versions, and writes nothing; `status` (the library's `list_candidates`)
+/// says the policy does not let `b` lead. With `c` gone, or under `ignore`, it is accepted.
+#[tokio::test]
+async fn a_directed_resign_to_a_version_the_policy_does_not_allow_is_refused() {
+    use fdb_leader_election::{Ballot, LeaderElection, OperatorOutcome};
+    let db = MemDb::new();
+    let election = LeaderElection::new(Subspace::from("directed"));
+    let config = with_policy(VersionPolicy::NoDowngrade);
+    let candidate = |name: &str, version: &str, priority: i32| {
+        let c = Candidate::new(CandidateId::random(name).unwrap(), Priority::new(priority));
+        c.set_version(Some(Version::parse(version).unwrap()));
+        c
+    };
+    let (a, b, c) = (
+        candidate("a", "2.0.0", 1),
+        candidate("b", "1.0.0", 9),
+        candidate("c", "2.0.0", 1),
+    );
+    let (e, cfg) = (election.clone(), config.clone());
+    let (ra, rb, rc) = (a.clone(), b.clone(), c.clone());
+    db.run(|txn, _| {
+        let (e, cfg, a) = (e.clone(), cfg.clone(), ra.clone());
+        async move {
+            e.initialize_with_config(&txn, &cfg).await?;
+            e.register_candidate(&txn, &a).await
+        }
+    })
+    .await
+    .unwrap();
+    assert!(election.run_cycle(&db, &a).await.unwrap().is_leader());
+    let e = election.clone();
+    db.run(|txn, _| {
+        let (e, b, c) = (e.clone(), rb.clone(), rc.clone());
+        async move {
+            e.register_candidate(&txn, &b).await?;
+            e.register_candidate(&txn, &c).await
+        }
+    })
+    .await
+    .unwrap();
+    let operator = CandidateId::random("ops").unwrap();
+    let ask = |to: &'static str| {
+        let (e, op) = (election.clone(), operator.clone());
+        let db = db.clone();
+        async move {
+            db.run(|txn, _| {
+                let (e, op) = (e.clone(), op.clone());
+                async move { e.request_resign_to(&txn, &op, Ballot::new(1), to).await }
+            })
+            .await
+        }
+    };
+    let err = ask("b").await.unwrap_err();
+    let ElectionError::OperatorRefused { reason } = &err else {
+        panic!("{err:?}");
+    };
+    for needle in [
+        "no-downgrade",
+        "\"b\" (1.0.0)",
+        "(2.0.0)",
+        "the leader runs 2.0.0",
+    ] {
+        assert!(reason.contains(needle), "{needle:?} in {reason}");
+    }
+    let record = {
+        let e = election.clone();
+        db.run(|txn, _| {
+            let e = e.clone();
+            async move { e.leader_record(&txn).await }
+        })
+        .await
+        .unwrap()
+    };
+    assert!(record.operator_request().is_none(), "nothing was written");
+    let listed = {
+        let e = election.clone();
+        db.run(|txn, _| {
+            let e = e.clone();
+            async move { e.list_candidates(&txn).await }
+        })
+        .await
+        .unwrap()
+    };
+    let allows: Vec<(String, bool)> = listed
+        .iter()
+        .map(|i| (i.id.name().to_owned(), i.policy_allows))
+        .collect();
+    assert_eq!(
+        allows,
+        [("a".into(), true), ("b".into(), false), ("c".into(), true)]
+    );
+    // c is the one the policy allows.
+    assert!(matches!(ask("c").await, Ok(OperatorOutcome::Done { .. })));
+    // Under ignore, b may be named.
+    let e = election.clone();
+    db.run(|txn, _| {
+        let e = e.clone();
+        async move {
+            let cfg = e.read_config(&txn).await?;
+            let cfg = cfg
+                .to_builder()
+                .version_policy(VersionPolicy::Ignore)
+                .build()
+                .map_err(|e| ElectionError::InvalidConfig(e))?;
+            e.write_config(&txn, &cfg).await
+        }
+    })
+    .await
+    .unwrap();
+    assert!(matches!(ask("b").await, Ok(OperatorOutcome::Done { .. })));
+}

@@ -1,6 +1,7 @@
 //! One election cycle decided, as the leader (renew, hand over, step down) or as a follower.
 
-use super::rank::{Ranking, Standing, best_live, ranked_ahead};
+use super::operator::{DirectedRefusal, directed_target};
+use super::rank::{Ranking, Standing, best_live, policy_ahead, ranked_ahead};
 use super::write::{Owned, step_down, write_owned};
 use super::{
     Action, CycleInput, Decision, Drain, Ineligible, LocalState, Lookup, Mode, Plan, Tenure,
@@ -208,19 +209,16 @@ fn decide_as_leader(
             // best live eligible candidate (or the one of the name the request directs it to)
             // so leadership moves in one commit.
             if let (Some(to), true) = (rec.handover_to.as_deref(), first_sight) {
-                // A directed request whose target is not live and eligible when the leader
-                // first reads it is refused before the guard closes for it: the leader keeps
-                // leading, the request is cleared, and the reason is published
-                // (docs/design.md §13.6).
+                // A directed request whose target is not live and eligible, or not allowed by
+                // the version policy, when the leader first reads it is refused before the
+                // guard closes for it: the leader keeps leading, the request is cleared, and
+                // the reason is published (docs/design.md §13.6, §14.2).
                 match directed_reservation(st, input, to) {
                     Err(need) => return Ok(Decision::Need(need)),
-                    Ok(None) => {
-                        refused = Some(format!(
-                            "no live eligible candidate named {to:?} when the leader read the \
-                             request"
-                        ));
+                    Ok(Err(why)) => {
+                        refused = Some(format!("{why}, when the leader read the request"));
                     }
-                    Ok(Some(_)) => {}
+                    Ok(Ok(_)) => {}
                 }
             }
             if refused.is_none() {
@@ -277,29 +275,26 @@ fn decide_as_leader(
 fn directed_or_best(st: &LocalState, input: &CycleInput<'_>) -> Result<Option<Party>, Lookup> {
     let rec = input.leader;
     if let (Some(Party::Operator(_)), Some(to)) = (&rec.handover, rec.handover_to.as_deref()) {
-        if let Some(found) = directed_reservation(st, input, to)? {
+        if let Ok(found) = directed_reservation(st, input, to)? {
             return Ok(Some(found));
         }
     }
     best_live_reservation(st, input)
 }
 
-/// The best live eligible candidate named `name` ([`CandidateId::name`]) other than this one,
-/// for an operator's directed request. `Err` asks for the registry first.
+/// The target of an operator's directed request named `name`
+/// ([`directed_target`](super::operator::directed_target): live, eligible, and allowed by the
+/// version policy), or why there is none. `Err` asks for the registry first.
 fn directed_reservation(
     st: &LocalState,
     input: &CycleInput<'_>,
     name: &str,
-) -> Result<Option<Party>, Lookup> {
+) -> Result<Result<Party, DirectedRefusal>, Lookup> {
     let rows = input.lookups.registry.ok_or(Lookup::Registry)?;
-    let named: Vec<(CandidateId, CandidateRecord)> = rows
-        .iter()
-        .filter(|(id, _)| id.name() == name)
-        .cloned()
-        .collect();
-    Ok(best_live(
+    Ok(directed_target(
         st.id(),
-        &named,
+        rows,
+        name,
         input.leader.renewal,
         input.config.renewals_before_dead(),
         ranking(input),
@@ -463,11 +458,19 @@ fn decide_as_follower(
             // measured in renewals that stopped with the leader, still shows it live).
             // Priority is a preference, not a rule: a takeover by a lower priority is followed
             // by a cooperative preemption.
-            let beats: Vec<(&CandidateId, u64)> = ahead
-                .iter()
-                .filter(|(_, c)| ranking(input).policy_outranks(&Standing::of(c), &mine))
-                .map(|(id, c)| (id, c.heartbeat))
-                .collect();
+            let mut exclude_me = exclude.clone();
+            exclude_me.push(st.id());
+            let beats: Vec<(&CandidateId, u64)> = policy_ahead(
+                &mine,
+                rows,
+                rec.renewal,
+                cfg.renewals_before_dead(),
+                &exclude_me,
+                ranking(input),
+            )
+            .into_iter()
+            .map(|(id, c)| (id, c.heartbeat))
+            .collect();
             let silent_from = st.silent_ahead_from(&beats, input.read_at, silence);
             // The speed-up: the rank stagger (priority included), so the best usually goes
             // first and a takeover is rarely followed by a preemption. Capped at one heartbeat.

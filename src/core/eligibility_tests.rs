@@ -682,3 +682,55 @@ fn a_leader_that_stepped_down_for_readiness_cools_down_too() {
         "eligible again 900 ms after stepping down for health (cool-down 10 s)"
     );
 }
+
+#[test]
+fn a_directed_request_to_a_version_the_policy_does_not_allow_is_refused_by_the_leader() {
+    // The leader runs 2.0.0 under no-downgrade; "chosen" (1.0.0) was named, and "newer"
+    // (2.0.0) is live: the leader refuses when it reads the request, as the operator's own
+    // check would have (docs/design.md §14.2), naming the policy and the versions.
+    let c = cfg()
+        .to_builder()
+        .version_policy(crate::record::VersionPolicy::NoDowngrade)
+        .build()
+        .unwrap();
+    let (v1, v2) = (semver::Version::new(1, 0, 0), semver::Version::new(2, 0, 0));
+    let mut st = LocalState::new(id("me"));
+    let mut rec = lead(&mut st, &c, 5, 0);
+    rec.leader_version = Some(v2.clone());
+    let mut chosen = cand(9, 1, rec.renewal);
+    chosen.version = Some(v1);
+    let mut newer = cand(1, 2, rec.renewal);
+    newer.version = Some(v2);
+    let rows: Registry = vec![(named("chosen"), chosen), (named("newer"), newer.clone())];
+    let p = decide(
+        &mut st,
+        &c,
+        &directed(&rec, "chosen"),
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        100,
+        &rows,
+    );
+    assert_eq!(p.action, Action::Renewed);
+    let why = p.refused.unwrap();
+    for needle in ["no-downgrade", "\"chosen\" (1.0.0)", "(2.0.0)"] {
+        assert!(why.contains(needle), "{needle:?} in {why}");
+    }
+    // "newer" named instead: handed over to it.
+    let p = decide(
+        &mut st,
+        &c,
+        &directed(&p.write.unwrap(), "newer"),
+        5,
+        true,
+        UnhealthyPolicy::Hold,
+        200,
+        &rows,
+    );
+    assert_eq!(p.action, Action::HandedOver);
+    assert_eq!(
+        p.write.unwrap().reservation().map(Named::id),
+        Some(&named("newer"))
+    );
+}

@@ -11,9 +11,10 @@
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
-use crate::record::{AttemptId, LeaderRecord, Party};
+use crate::record::{AttemptId, CandidateRecord, LeaderRecord, Named, Party};
 
 use super::next_renewal;
+use super::rank::{Ranking, Standing, best_live, policy_ahead};
 use super::resign::ResignRejected;
 
 fn operator_attempt(operator: &CandidateId) -> Option<AttemptId> {
@@ -78,6 +79,114 @@ pub(crate) fn request_resign(
     write.handover = Some(Party::Operator(operator.clone()));
     write.handover_to = to.map(str::to_owned);
     Ok(write)
+}
+
+/// Why no candidate of a name may take leadership from an operator's directed request
+/// (`resign --to NAME`, docs/design.md §13.6, §14.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum DirectedRefusal {
+    /// No live eligible candidate of that name, other than the leader.
+    NoneLive { name: String },
+    /// Every live eligible candidate of that name is one the version policy does not let
+    /// lead: a live eligible candidate it ranks ahead (`ahead`, with its version) is there.
+    Policy {
+        name: String,
+        policy: crate::record::VersionPolicy,
+        target_version: Option<semver::Version>,
+        leader_version: Option<semver::Version>,
+        ahead: CandidateId,
+        ahead_version: Option<semver::Version>,
+    },
+}
+
+impl std::fmt::Display for DirectedRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = |v: &Option<semver::Version>| {
+            v.as_ref()
+                .map_or_else(|| "no version".to_owned(), ToString::to_string)
+        };
+        match self {
+            DirectedRefusal::NoneLive { name } => write!(
+                f,
+                "no live eligible candidate named {name:?} (other than the leader)"
+            ),
+            DirectedRefusal::Policy {
+                name,
+                policy,
+                target_version,
+                leader_version,
+                ahead,
+                ahead_version,
+            } => write!(
+                f,
+                "the version policy {policy} does not let {name:?} ({}) lead while {ahead} \
+                 ({}) is live and eligible (the leader runs {}); change the policy first, or \
+                 resign without a target",
+                v(target_version),
+                v(ahead_version),
+                v(leader_version),
+            ),
+        }
+    }
+}
+
+/// **The target of an operator's directed request**, the one place it is chosen: the best
+/// live eligible candidate named `name` other than `leader` (by the ranking) that the version
+/// policy lets lead, judged against the leader's version: no live eligible candidate other
+/// than the leader and itself ranks ahead of it by version ([`policy_ahead`](super::rank::policy_ahead)).
+/// Used by [`request_resign_to`](crate::LeaderElection::request_resign_to) when the operator
+/// asks, and by the leader when it reads the request and when it steps down.
+pub(crate) fn directed_target(
+    leader: &CandidateId,
+    rows: &[(CandidateId, CandidateRecord)],
+    name: &str,
+    current_renewal: u64,
+    max_lag: u64,
+    ranking: Ranking<'_>,
+) -> Result<Named, DirectedRefusal> {
+    let named: Vec<&(CandidateId, CandidateRecord)> = rows
+        .iter()
+        .filter(|(id, c)| {
+            id.name() == name
+                && id != leader
+                && c.is_eligible()
+                && c.is_live(current_renewal, max_lag)
+        })
+        .collect();
+    let mut blocked = None;
+    let allowed: Vec<(CandidateId, CandidateRecord)> = named
+        .iter()
+        .filter(|(id, c)| {
+            let ahead = policy_ahead(
+                &Standing::of(c),
+                rows,
+                current_renewal,
+                max_lag,
+                &[leader, id],
+                ranking,
+            );
+            match ahead.first() {
+                None => true,
+                Some((a, ac)) => {
+                    blocked.get_or_insert_with(|| DirectedRefusal::Policy {
+                        name: name.to_owned(),
+                        policy: ranking.policy,
+                        target_version: c.version.clone(),
+                        leader_version: ranking.leader_version.cloned(),
+                        ahead: a.clone(),
+                        ahead_version: ac.version.clone(),
+                    });
+                    false
+                }
+            }
+        })
+        .map(|row| (*row).clone())
+        .collect();
+    best_live(leader, &allowed, current_renewal, max_lag, ranking).ok_or_else(|| {
+        blocked.unwrap_or(DirectedRefusal::NoneLive {
+            name: name.to_owned(),
+        })
+    })
 }
 
 #[cfg(test)]

@@ -155,6 +155,31 @@ pub(crate) fn rank_among<'a>(
     u32::try_from(ahead.len()).unwrap_or(u32::MAX)
 }
 
+/// **What the version policy allows**, the one place it is written: the live eligible
+/// candidates (other than those in `exclude`) that the policy ranks ahead of `standing`
+/// ([`Ranking::policy_outranks`]: their version, before any priority). A candidate with none
+/// ahead of it is one the policy lets lead; one with some must wait for them: a follower to
+/// take over (while they heartbeat, docs/design.md §4), an operator's `resign --to` to name
+/// it (docs/design.md §13.6, §14.2).
+pub(crate) fn policy_ahead<'a>(
+    standing: &Standing<'a>,
+    candidates: &'a [(CandidateId, CandidateRecord)],
+    current_renewal: u64,
+    max_lag: u64,
+    exclude: &[&CandidateId],
+    ranking: Ranking<'a>,
+) -> Vec<&'a (CandidateId, CandidateRecord)> {
+    candidates
+        .iter()
+        .filter(|(id, c)| {
+            !exclude.contains(&id)
+                && c.is_eligible()
+                && c.is_live(current_renewal, max_lag)
+                && ranking.policy_outranks(&Standing::of(c), standing)
+        })
+        .collect()
+}
+
 /// The best live eligible candidate other than `me`, by the ranking.
 pub(crate) fn best_live<'a>(
     me: &CandidateId,

@@ -86,7 +86,10 @@ impl LeaderElection {
     /// leader of ballot `expected` to step down and reserve its vacancy for the best live
     /// eligible candidate named `to` ([`CandidateId::name`]), which takes over in one commit.
     /// Refused here (nothing written) when the registry this transaction reads has no live
-    /// eligible candidate of that name other than the leader. The leader checks again when
+    /// eligible candidate of that name other than the leader, or none that the version policy
+    /// lets lead (docs/design.md §14.2: under `no-downgrade`, one older than the leader while a
+    /// candidate at least as new is live; under `prefer-oldest` or `prefer-newest`, one while
+    /// a candidate of a version the policy prefers is live). The leader checks again when
     /// it reads the request, before it stops its work: if none is there then, it keeps
     /// leading and clears the request, publishing why ([`resign_refusal`](Self::resign_refusal)).
     /// If the target dies or becomes ineligible while the leader drains its work (its guard
@@ -94,7 +97,8 @@ impl LeaderElection {
     ///
     /// # Errors
     ///
-    /// [`ElectionError::OperatorRefused`] (no such candidate), [`ElectionError::InvalidId`]
+    /// [`ElectionError::OperatorRefused`] (no such candidate, or the version policy does not
+    /// let it lead: the reason names the policy and the versions), [`ElectionError::InvalidId`]
     /// (an empty name); corrupt values; database errors. No leader or a ballot mismatch is
     /// [`OperatorOutcome::Rejected`].
     pub async fn request_resign_to<T: ElectionTxn>(
@@ -115,16 +119,23 @@ impl LeaderElection {
             self.scan(txn, ReadMode::Snapshot, true),
         );
         let (config, leader, rows) = (config?, leader?, rows?);
-        let found = rows.iter().any(|(id, c)| {
-            id.name() == to
-                && !leader.is_owned_by(id)
-                && c.is_eligible()
-                && c.is_live(leader.renewal, config.renewals_before_dead())
-        });
-        if !found {
-            return Err(ElectionError::OperatorRefused {
-                reason: "no live eligible candidate of that name (other than the leader)",
-            });
+        if let Some(owner) = leader.owner.as_ref() {
+            let target = core::operator::directed_target(
+                &owner.id,
+                &rows,
+                to,
+                leader.renewal,
+                config.renewals_before_dead(),
+                core::rank::Ranking {
+                    policy: config.version_policy(),
+                    leader_version: leader.leader_version.as_ref(),
+                },
+            );
+            if let Err(why) = target {
+                return Err(ElectionError::OperatorRefused {
+                    reason: why.to_string(),
+                });
+            }
         }
         match core::operator::request_resign(&leader, operator, expected, Some(to)) {
             Err(rejected) => Ok(OperatorOutcome::Rejected(rejected)),

@@ -229,7 +229,8 @@ impl LeaderElection {
     }
 
     /// Lists every registered candidate in registration order, each marked live or not
-    /// (liveness is measured in leader renewals seen, never by comparing clocks).
+    /// (liveness is measured in leader renewals seen, never by comparing clocks) and whether
+    /// the version policy lets it lead ([`CandidateInfo::policy_allows`]).
     ///
     /// # Errors
     ///
@@ -243,12 +244,34 @@ impl LeaderElection {
             self.leader_with(txn, ReadMode::Snapshot),
             self.scan(txn, ReadMode::Snapshot, false)
         );
-        let (config, leader) = (config?, leader?);
+        let (config, leader, rows) = (config?, leader?, rows?);
         let lag = config.renewals_before_dead();
-        let mut out: Vec<CandidateInfo> = rows?
+        let ranking = crate::core::rank::Ranking {
+            policy: config.version_policy(),
+            leader_version: leader.leader_version.as_ref(),
+        };
+        let owner = leader.owner.as_ref().map(|o| &o.id);
+        let allows: Vec<bool> = rows
+            .iter()
+            .map(|(id, record)| {
+                let exclude: Vec<&CandidateId> = [Some(id), owner].into_iter().flatten().collect();
+                crate::core::rank::policy_ahead(
+                    &crate::core::rank::Standing::of(record),
+                    &rows,
+                    leader.renewal,
+                    lag,
+                    &exclude,
+                    ranking,
+                )
+                .is_empty()
+            })
+            .collect();
+        let mut out: Vec<CandidateInfo> = rows
             .into_iter()
-            .map(|(id, record)| CandidateInfo {
+            .zip(allows)
+            .map(|((id, record), policy_allows)| CandidateInfo {
                 live: record.is_live(leader.renewal, lag),
+                policy_allows,
                 id,
                 record,
             })

@@ -442,6 +442,13 @@ pub struct CandidateInfo {
     pub record: CandidateRecord,
     /// Whether it counts as live against the leader record's current renewal counter.
     pub live: bool,
+    /// Whether the election's version policy lets it lead now (docs/design.md §14.2): no live
+    /// eligible candidate other than the leader and itself has a version the policy ranks
+    /// ahead of its own (judged against the leader's version). Under `ignore`, every eligible
+    /// candidate; a candidate the policy does not allow takes over no lapsed lease while
+    /// one ahead of it heartbeats, and no operator's `resign --to` may name it. Its own
+    /// eligibility (health, marks) is [`CandidateRecord::is_eligible`], apart.
+    pub policy_allows: bool,
 }
 
 /// The fence record: the ballot and whether its leader still holds it. It changes only when

@@ -11,7 +11,9 @@
 //!   shows live, eligible, and ranked above the leader (version under the policy, then
 //!   priority: DESIGN §14.3);
 //! - an operator's request directed at a name (by a leader eligible or not): reserved for the
-//!   best live eligible candidate of that name, or (none left) the best live eligible one;
+//!   best live eligible candidate of that name that the version policy lets lead (none of a
+//!   version it ranks ahead is live, but the leader), or (none left) the best live eligible
+//!   one;
 //! - an operator's request, a resignation, a step-down for ineligibility: reserved for the best
 //!   live eligible candidate (of equals, the earlier registration), or unreserved if the read
 //!   shows none;
@@ -191,14 +193,31 @@ impl Successor {
             best(&rank, rows, me, renewal, lag).map(|r| r.id.clone())
         };
         let best_live = || best_of(&mut read.registry.iter());
-        // An operator's request directed at a name: the best live eligible one of that name,
-        // else the best live eligible one.
+        // An operator's request directed at a name: the best live eligible one of that name
+        // that the version policy lets lead (no live eligible candidate but the leader and
+        // itself has a version the policy ranks ahead), else the best live eligible one.
+        let allowed = |r: &&RegView| {
+            let mine = version(r.cand.version.as_deref());
+            !read.registry.iter().any(|o| {
+                o.id != me
+                    && o.id != r.id
+                    && o.cand.eligible
+                    && o.live(renewal, lag)
+                    && rank.versions(version(o.cand.version.as_deref()).as_ref(), mine.as_ref())
+                        == std::cmp::Ordering::Greater
+            })
+        };
         let directed_or_best = || {
             let directed = prior.operator_request.as_ref().and_then(|_| {
-                prior
-                    .operator_request_to
-                    .as_ref()
-                    .and_then(|name| best_of(&mut read.registry.iter().filter(|r| &r.name == name)))
+                prior.operator_request_to.as_ref().and_then(|name| {
+                    best_of(
+                        &mut read
+                            .registry
+                            .iter()
+                            .filter(|r| &r.name == name)
+                            .filter(allowed),
+                    )
+                })
             });
             directed.or_else(best_live).map_or(Due::Nobody, Due::To)
         };

@@ -4,6 +4,7 @@
 use fdb_leader_election::runner::ElectionDatabase;
 use fdb_leader_election::{
     Ballot, CandidateId, ElectionError, MAX_REASON_BYTES, OperatorOutcome, ResignRejected,
+    VersionPolicy,
 };
 
 use crate::cli::EligibleArgs;
@@ -183,7 +184,7 @@ pub(crate) async fn resign<D: ElectionDatabase>(
                         .await
                     {
                         Err(ElectionError::OperatorRefused { reason }) => {
-                            return Ok(Err(reason));
+                            return Ok(Err((reason, config.version_policy())));
                         }
                         other => other?,
                     }
@@ -194,10 +195,19 @@ pub(crate) async fn resign<D: ElectionDatabase>(
         }
     })
     .await?
-    .map_err(|reason| {
+    .map_err(|(reason, policy)| {
+        // Under a version policy, the way to name an older version anyway.
+        let policy = if policy == VersionPolicy::Ignore {
+            String::new()
+        } else {
+            format!(
+                "; to let versions play no part, change the policy first with {}",
+                ctx.suggest(&["config", "set", "--version-policy", "ignore"])
+            )
+        };
         Failure::rejected(format!(
             "--to {}: refused, nothing was written: {reason}; see the candidates, their \
-             eligibility and liveness in {}",
+             eligibility, liveness and standing under the version policy in {}{policy}",
             to.unwrap_or_default(),
             ctx.suggest(&["status"])
         ))

@@ -99,6 +99,7 @@ pub(crate) fn to_json(
                 "leader": owner.is_some_and(|o| o.id() == &c.id),
                 "eligible": c.record.is_eligible(),
                 "eligibility_reason": c.record.eligibility().reason(),
+                "policy_allows": c.policy_allows,
                 "version": c.record.version().map(ToString::to_string),
             })
         })
@@ -238,8 +239,8 @@ pub(crate) fn to_text(
             .unwrap_or(0)
             .max("VERSION".len());
         out.push(format!(
-            "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<8}",
-            "ID", "PRIORITY", "VERSION", "LIVE", "HEARTBEAT", "LAG", "ELIGIBLE"
+            "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<6}  {:<8}",
+            "ID", "PRIORITY", "VERSION", "LIVE", "HEARTBEAT", "LAG", "POLICY", "ELIGIBLE"
         ));
         for c in candidates {
             let leader = if record.owner().is_some_and(|o| o.id() == &c.id) {
@@ -252,19 +253,24 @@ pub(crate) fn to_text(
                 Some(reason) => format!("no ({reason})"),
             };
             out.push(format!(
-                "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<8}{leader}",
+                "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<6}  {:<8}{leader}",
                 c.id.as_str(),
                 c.record.priority().get(),
                 version(c),
                 if c.live { "yes" } else { "no" },
                 c.record.heartbeat(),
                 renewal_lag(record, c),
+                if c.policy_allows { "yes" } else { "no" },
                 eligible,
             ));
         }
         out.push(format!(
             "LAG: leader renewals since the candidate's last heartbeat (no clocks compared); live means at most {}",
             config.renewals_before_dead()
+        ));
+        out.push(format!(
+            "POLICY: whether the version policy ({}) lets it take the leadership: no live eligible candidate other than the leader runs a version the policy ranks ahead",
+            config.version_policy()
         ));
     }
     if !marks.is_empty() {

@@ -199,13 +199,57 @@ impl VersionLine<'_> {
     }
 }
 
-/// What `watch` last printed of each candidate, by id: its eligibility and its version.
-type Seen = BTreeMap<String, (Eligibility, Option<Version>)>;
+/// Whether the version policy lets a candidate lead, first seen not to or changed, as
+/// printed.
+#[derive(Debug)]
+pub(crate) struct PolicyLine<'a> {
+    pub(crate) candidate: &'a str,
+    pub(crate) allows: bool,
+}
+
+impl PolicyLine<'_> {
+    pub(crate) fn text(&self, time: &str) -> String {
+        if self.allows {
+            format!(
+                "{time} candidate {} allowed by the version policy",
+                self.candidate
+            )
+        } else {
+            format!(
+                "{time} candidate {} not allowed by the version policy (a version it ranks ahead is live)",
+                self.candidate
+            )
+        }
+    }
+
+    pub(crate) fn json(&self, time: &str) -> Value {
+        json!({
+            "time": time,
+            "reason": "policy",
+            "candidate": self.candidate,
+            "policy_allows": self.allows,
+        })
+    }
+
+    fn print(&self, as_json: bool) -> Result<(), Failure> {
+        let time = now_rfc3339();
+        if as_json {
+            output::line(&self.json(&time).to_string())
+        } else {
+            output::line(&self.text(&time))
+        }
+    }
+}
+
+/// What `watch` last printed of each candidate, by id: its eligibility, its version, and
+/// whether the version policy lets it lead.
+type Seen = BTreeMap<String, (Eligibility, Option<Version>, bool)>;
 
 /// Reads the registry and prints each candidate whose eligibility changed since `seen` (at
-/// the first read, each one that is not eligible), and each whose version is new or changed
-/// (at the first read, each one that registered a version). A failed read is skipped: the
-/// next one reports what changed.
+/// the first read, each one that is not eligible), each whose version is new or changed
+/// (at the first read, each one that registered a version), and each whose standing under
+/// the version policy changed (at the first read, each one the policy does not let lead). A
+/// failed read is skipped: the next one reports what changed.
 async fn candidate_changes<D: ElectionDatabase>(
     db: &D,
     ctx: &Ctx,
@@ -231,15 +275,19 @@ async fn candidate_changes<D: ElectionDatabase>(
         .map(|c| {
             (
                 c.id.to_string(),
-                (c.record.eligibility().clone(), c.record.version().cloned()),
+                (
+                    c.record.eligibility().clone(),
+                    c.record.version().cloned(),
+                    c.policy_allows,
+                ),
             )
         })
         .collect();
-    for (id, (e, v)) in &now {
+    for (id, (e, v, allows)) in &now {
         let before = seen.as_ref().and_then(|s| s.get(id));
         let eligibility_changed = match before {
             None => !e.is_eligible(),
-            Some((b, _)) => b != e,
+            Some((b, _, _)) => b != e,
         };
         if eligibility_changed {
             EligibilityLine {
@@ -250,12 +298,23 @@ async fn candidate_changes<D: ElectionDatabase>(
         }
         let version_changed = match before {
             None => v.is_some(),
-            Some((_, b)) => b != v,
+            Some((_, b, _)) => b != v,
         };
         if version_changed {
             VersionLine {
                 candidate: id,
                 version: v.as_ref(),
+            }
+            .print(as_json)?;
+        }
+        let policy_changed = match before {
+            None => !allows,
+            Some((_, _, b)) => b != allows,
+        };
+        if policy_changed {
+            PolicyLine {
+                candidate: id,
+                allows: *allows,
             }
             .print(as_json)?;
         }

@@ -73,13 +73,15 @@ pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionErr
     if !input.elections {
         return Err(ElectionError::OperatorRefused {
             reason: "elections are disabled: no member acquires or hands over a shard, and \
-                     the coordinator withdraws every move; enable them first",
+                     the coordinator withdraws every move; enable them first"
+                .to_owned(),
         });
     }
     if !input.frozen {
         return Err(ElectionError::OperatorRefused {
             reason: "placement is not frozen: freeze it first (set_frozen(true)), or the \
-                     coordinator would move the shard back to balance",
+                     coordinator would move the shard back to balance"
+                .to_owned(),
         });
     }
     if !input.to_live {
@@ -89,12 +91,13 @@ pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionErr
     }
     if input.to_drained {
         return Err(ElectionError::OperatorRefused {
-            reason: "the target member is drained by an operator: undrain it first",
+            reason: "the target member is drained by an operator: undrain it first".to_owned(),
         });
     }
     if input.to_weight == Weight::DRAINED {
         return Err(ElectionError::OperatorRefused {
-            reason: "the target member has weight 0 (it drained itself): it takes no shard",
+            reason: "the target member has weight 0 (it drained itself): it takes no shard"
+                .to_owned(),
         });
     }
     let rec = input.record;
@@ -173,7 +176,8 @@ pub(crate) fn decide_move(input: &MoveInput<'_>) -> Result<MovePlan, ElectionErr
         if !InboxFill::of(&before).fits(entries) {
             return Err(ElectionError::OperatorRefused {
                 reason: "a member's inbox is full: retry once it has acquired what is \
-                         reserved for it",
+                         reserved for it"
+                    .to_owned(),
             });
         }
     }
