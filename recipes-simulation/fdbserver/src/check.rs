@@ -1,0 +1,506 @@
+//! The check phase's oracles: pure functions over the log (in commit order) and the belief
+//! intervals the testers recorded. Each finding names its oracle; the workload reports each
+//! as a `SevError` trace event (`LeaderElectionViolation`), which fails the run.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use fdb_leader_election::Version;
+
+use crate::log::{Entry, Interval};
+
+/// A finding.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Violation {
+    pub(crate) oracle: &'static str,
+    pub(crate) message: String,
+}
+
+/// What the log shows, counted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Counts {
+    pub(crate) elections: u64,
+    pub(crate) takeovers: u64,
+    pub(crate) handovers: u64,
+    pub(crate) vacancies: u64,
+    pub(crate) fenced_writes: u64,
+    pub(crate) heartbeats: u64,
+    pub(crate) beliefs: u64,
+    pub(crate) policy_takeovers_judged: u64,
+    pub(crate) shard_acquisitions: u64,
+    pub(crate) shard_writes: u64,
+}
+
+/// Runs every oracle of the single election.
+pub(crate) fn check(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<Violation>) {
+    let mut found = Vec::new();
+    let mut counts = count(entries, intervals);
+    found.extend(ballots(entries));
+    found.extend(fenced_writes(entries));
+    found.extend(beliefs(intervals));
+    let (judged, v) = versions(entries);
+    counts.policy_takeovers_judged = judged;
+    found.extend(v);
+    if counts.elections == 0 || counts.fenced_writes == 0 {
+        found.push(progress(format!(
+            "{} elections, {} fenced writes",
+            counts.elections, counts.fenced_writes
+        )));
+    }
+    (counts, found)
+}
+
+/// Runs every oracle of the sharded election: its coordinator election's (ballots, beliefs,
+/// versions), and per shard ballots, fenced writes and beliefs.
+pub(crate) fn check_sharded(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<Violation>) {
+    let mut found = Vec::new();
+    let mut counts = count(entries, intervals);
+    found.extend(ballots(entries));
+    found.extend(beliefs(intervals));
+    let (judged, v) = versions(entries);
+    counts.policy_takeovers_judged = judged;
+    found.extend(v);
+    found.extend(shards(entries));
+    if counts.shard_acquisitions == 0 || counts.shard_writes == 0 || counts.elections == 0 {
+        found.push(progress(format!(
+            "{} coordinator elections, {} shard acquisitions, {} fenced shard writes",
+            counts.elections, counts.shard_acquisitions, counts.shard_writes
+        )));
+    }
+    (counts, found)
+}
+
+fn progress(what: String) -> Violation {
+    Violation {
+        oracle: "progress",
+        message: format!("a run that did nothing: {what}"),
+    }
+}
+
+/// Per shard, in commit order: acquisitions take strictly growing ballots, and fenced writes
+/// carry ballots no older than the one before and set the shard's counter to one more.
+pub(crate) fn shards(entries: &[Entry]) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut acquired: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut written: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for (n, e) in entries.iter().enumerate() {
+        match e {
+            Entry::ShardAcquired {
+                shard,
+                ballot,
+                member,
+            } => {
+                if let Some(high) = acquired.get(shard).filter(|h| *ballot <= **h) {
+                    found.push(Violation {
+                        oracle: "ballots",
+                        message: format!(
+                            "log entry {n}: {member} acquired shard {shard} at ballot {ballot} \
+                             after ballot {high}"
+                        ),
+                    });
+                }
+                let high = acquired.entry(*shard).or_insert(*ballot);
+                *high = (*high).max(*ballot);
+            }
+            Entry::ShardWork {
+                shard,
+                ballot,
+                member,
+                counter,
+            } => {
+                let (prev_ballot, prev_counter) = written.get(shard).copied().unwrap_or((0, 0));
+                if *ballot < prev_ballot {
+                    found.push(Violation {
+                        oracle: "fenced-writes",
+                        message: format!(
+                            "log entry {n}: {member} wrote shard {shard} with ballot {ballot} \
+                             after ballot {prev_ballot} had written"
+                        ),
+                    });
+                }
+                if *counter != prev_counter.saturating_add(1) {
+                    found.push(Violation {
+                        oracle: "fenced-writes",
+                        message: format!(
+                            "log entry {n}: {member} set shard {shard}'s counter to {counter} \
+                             after it was {prev_counter}: an update was lost"
+                        ),
+                    });
+                }
+                written.insert(*shard, (prev_ballot.max(*ballot), *counter));
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+fn count(entries: &[Entry], intervals: &[Interval]) -> Counts {
+    let mut c = Counts {
+        beliefs: u64::try_from(intervals.len()).unwrap_or(u64::MAX),
+        ..Counts::default()
+    };
+    for e in entries {
+        match e {
+            Entry::Acquired {
+                candidate, prior, ..
+            } => {
+                c.elections += 1;
+                if prior.reservation.as_deref() == Some(candidate.as_str()) {
+                    c.handovers += 1;
+                } else {
+                    c.takeovers += 1;
+                }
+            }
+            Entry::Vacancy { .. } => c.vacancies += 1,
+            Entry::Work { .. } => c.fenced_writes += 1,
+            Entry::Heartbeat { .. } => c.heartbeats += 1,
+            Entry::ShardAcquired { .. } => c.shard_acquisitions += 1,
+            Entry::ShardWork { .. } => c.shard_writes += 1,
+        }
+    }
+    c
+}
+
+/// Ballots never decrease and each has one owner: acquisitions, in commit order, take
+/// strictly growing ballots, and a vacancy is written by the owner of its ballot.
+pub(crate) fn ballots(entries: &[Entry]) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut owners: BTreeMap<u64, &str> = BTreeMap::new();
+    let mut high: Option<u64> = None;
+    for (n, e) in entries.iter().enumerate() {
+        match e {
+            Entry::Acquired {
+                ballot, candidate, ..
+            } => {
+                if high.is_some_and(|h| *ballot <= h) {
+                    found.push(Violation {
+                        oracle: "ballots",
+                        message: format!(
+                            "log entry {n}: {candidate} acquired ballot {ballot} after ballot {} \
+                             had been acquired",
+                            high.unwrap_or_default()
+                        ),
+                    });
+                }
+                high = Some(high.map_or(*ballot, |h| h.max(*ballot)));
+                owners.insert(*ballot, candidate);
+            }
+            Entry::Vacancy { ballot, by, .. } => {
+                if high.is_some_and(|h| *ballot < h) {
+                    found.push(Violation {
+                        oracle: "ballots",
+                        message: format!(
+                            "log entry {n}: {by} wrote a vacancy of ballot {ballot} after ballot \
+                             {} had been acquired",
+                            high.unwrap_or_default()
+                        ),
+                    });
+                }
+                if owners.get(ballot).is_some_and(|o| o != by) {
+                    found.push(Violation {
+                        oracle: "ballots",
+                        message: format!(
+                            "log entry {n}: {by} wrote the vacancy of ballot {ballot}, owned by {}",
+                            owners.get(ballot).copied().unwrap_or_default()
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Fenced writes arrive in ballot order, and the fenced counter loses no update: each write,
+/// in commit order, carries a ballot no older than the one before, and sets the counter to
+/// one more than the write before it.
+pub(crate) fn fenced_writes(entries: &[Entry]) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut last: Option<(u64, u64)> = None;
+    for (n, e) in entries.iter().enumerate() {
+        let Entry::Work {
+            ballot,
+            candidate,
+            counter,
+        } = e
+        else {
+            continue;
+        };
+        let (prev_ballot, prev_counter) = last.unwrap_or((0, 0));
+        if *ballot < prev_ballot {
+            found.push(Violation {
+                oracle: "fenced-writes",
+                message: format!(
+                    "log entry {n}: {candidate} wrote with ballot {ballot} after ballot \
+                     {prev_ballot} had written"
+                ),
+            });
+        }
+        if *counter != prev_counter.saturating_add(1) {
+            found.push(Violation {
+                oracle: "fenced-writes",
+                message: format!(
+                    "log entry {n}: {candidate} set the counter to {counter} after it was \
+                     {prev_counter}: an update was lost"
+                ),
+            });
+        }
+        last = Some((prev_ballot.max(*ballot), *counter));
+    }
+    found
+}
+
+/// No two candidates believe they lead at the same simulated instant: per scope (the
+/// election, or each shard).
+pub(crate) fn beliefs(intervals: &[Interval]) -> Vec<Violation> {
+    let mut scopes: BTreeMap<&str, Vec<&Interval>> = BTreeMap::new();
+    for i in intervals.iter().filter(|i| i.end > i.start) {
+        scopes.entry(i.scope.as_str()).or_default().push(i);
+    }
+    scopes
+        .into_iter()
+        .flat_map(|(scope, list)| overlaps(scope, list))
+        .collect()
+}
+
+fn overlaps(scope: &str, mut sorted: Vec<&Interval>) -> Vec<Violation> {
+    /// Shorter overlaps are the conversions' rounding.
+    const SLACK: f64 = 1e-6;
+    sorted.sort_by(|a, b| a.start.partial_cmp(&b.start).unwrap_or(Ordering::Equal));
+    let mut found = Vec::new();
+    let mut reach: Option<&Interval> = None;
+    for i in sorted {
+        if let Some(r) = reach {
+            let other = r.candidate != i.candidate || r.ballot != i.ballot;
+            if other && i.start + SLACK < r.end {
+                found.push(Violation {
+                    oracle: "beliefs",
+                    message: format!(
+                        "{}{} believed it led ballot {} from {:.6} s while {} believed it led \
+                         ballot {} until {:.6} s",
+                        if scope.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{scope}: ")
+                        },
+                        i.candidate,
+                        i.ballot,
+                        i.start,
+                        r.candidate,
+                        r.ballot,
+                        r.end
+                    ),
+                });
+            }
+        }
+        if reach.is_none_or(|r| i.end > r.end) {
+            reach = Some(i);
+        }
+    }
+    found
+}
+
+/// How `a` compares with `b` under `policy`, against the last leader's version `leader`
+/// (docs/design.md §14.2; written from the design for this oracle, the library's ranking being
+/// the thing judged). Greater ranks ahead.
+pub(crate) fn versions_rank(
+    policy: &str,
+    leader: Option<&Version>,
+    a: Option<&Version>,
+    b: Option<&Version>,
+) -> Ordering {
+    match policy {
+        "prefer-newest" => a.cmp(&b),
+        "prefer-oldest" => b.cmp(&a),
+        "no-downgrade" => {
+            let at_least = |v: Option<&Version>| leader.is_none_or(|l| v.is_some_and(|v| v >= l));
+            at_least(a).cmp(&at_least(b))
+        }
+        _ => Ordering::Equal,
+    }
+}
+
+/// Under a version policy, no takeover lands on a candidate while another that the policy
+/// ranks ahead of it still heartbeats: the registry the acquisition read shows that one
+/// live, eligible, neither the lapsed owner nor the holder of a lapsed reservation, and the
+/// heartbeat it shows was written by an attempt that started less than
+/// `reservation_timeout / (1 + ρ)` before the acquisition decided (the attempt committed no
+/// earlier than it started, so the heartbeat is that recent at least). Returns how many
+/// takeovers were judged.
+pub(crate) fn versions(entries: &[Entry]) -> (u64, Vec<Violation>) {
+    let parse = |v: &Option<String>| v.as_deref().and_then(|s| Version::parse(s).ok());
+    let mut first_written: BTreeMap<(&str, u64), f64> = BTreeMap::new();
+    let mut found = Vec::new();
+    let mut judged = 0;
+    for (n, e) in entries.iter().enumerate() {
+        match e {
+            Entry::Heartbeat {
+                candidate,
+                heartbeat,
+                started_at,
+            } => {
+                first_written
+                    .entry((candidate.as_str(), *heartbeat))
+                    .or_insert(*started_at);
+            }
+            Entry::Acquired {
+                ballot,
+                candidate,
+                version,
+                prior,
+                decided_at,
+                policy,
+                reservation_timeout,
+                rho_ppm,
+                registry,
+            } => {
+                if policy == "ignore" || prior.reservation.as_deref() == Some(candidate.as_str()) {
+                    continue;
+                }
+                judged += 1;
+                let leader = parse(&prior.leader_version);
+                let mine = parse(version);
+                let silence = reservation_timeout / (1.0 + f64::from(*rho_ppm) / 1e6);
+                for row in registry {
+                    let excluded = row.id == *candidate
+                        || prior.owner.as_deref() == Some(row.id.as_str())
+                        || prior.reservation.as_deref() == Some(row.id.as_str());
+                    if excluded || !row.eligible || !row.live {
+                        continue;
+                    }
+                    let theirs = parse(&row.version);
+                    if versions_rank(policy, leader.as_ref(), theirs.as_ref(), mine.as_ref())
+                        != Ordering::Greater
+                    {
+                        continue;
+                    }
+                    let Some(at) = first_written.get(&(row.id.as_str(), row.heartbeat)) else {
+                        continue;
+                    };
+                    if decided_at - at < silence {
+                        found.push(Violation {
+                            oracle: "versions",
+                            message: format!(
+                                "log entry {n}: {candidate} ({}) took ballot {ballot} under \
+                                 {policy} (the last leader ran {}) while {} ({}), ranked ahead, \
+                                 had heartbeated {:.3} s before, less than the {silence:.3} s \
+                                 that pass it over",
+                                version.as_deref().unwrap_or("no version"),
+                                prior.leader_version.as_deref().unwrap_or("no version"),
+                                row.id,
+                                row.version.as_deref().unwrap_or("no version"),
+                                decided_at - at
+                            ),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (judged, found)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::log::{Prior, Row};
+
+    fn acquired(ballot: u64, who: &str) -> Entry {
+        Entry::Acquired {
+            ballot,
+            candidate: who.into(),
+            version: Some("1.0.0".into()),
+            prior: Prior {
+                ballot: ballot.saturating_sub(1),
+                owner: Some("old".into()),
+                reservation: None,
+                leader_version: Some("2.0.0".into()),
+            },
+            decided_at: 10.0,
+            policy: "no-downgrade".into(),
+            reservation_timeout: 2.0,
+            rho_ppm: 10_000,
+            registry: vec![Row {
+                id: "c".into(),
+                version: Some("2.0.0".into()),
+                eligible: true,
+                live: true,
+                heartbeat: 7,
+            }],
+        }
+    }
+
+    fn work(ballot: u64, counter: u64) -> Entry {
+        Entry::Work {
+            ballot,
+            candidate: "a".into(),
+            counter,
+        }
+    }
+
+    #[test]
+    fn each_oracle_fails_on_what_it_forbids() {
+        assert!(ballots(&[acquired(2, "a"), acquired(3, "b")]).is_empty());
+        assert_eq!(ballots(&[acquired(3, "a"), acquired(3, "b")]).len(), 1);
+        assert!(fenced_writes(&[work(2, 1), work(3, 2)]).is_empty());
+        assert_eq!(fenced_writes(&[work(3, 1), work(2, 2)]).len(), 1);
+        assert_eq!(fenced_writes(&[work(3, 1), work(3, 3)]).len(), 1);
+        let i = |c: &str, b, s, e| Interval {
+            scope: String::new(),
+            candidate: c.into(),
+            ballot: b,
+            start: s,
+            end: e,
+        };
+        assert!(beliefs(&[i("a", 1, 0.0, 1.0), i("b", 2, 1.0, 2.0)]).is_empty());
+        assert_eq!(
+            beliefs(&[i("a", 1, 0.0, 1.5), i("b", 2, 1.0, 2.0)]).len(),
+            1
+        );
+        let hb = |at| Entry::Heartbeat {
+            candidate: "c".into(),
+            heartbeat: 7,
+            started_at: at,
+        };
+        // c (2.0.0) heartbeated 1 s before: still there, ranked ahead of 1.0.0.
+        assert_eq!(versions(&[hb(9.0), acquired(2, "a")]).1.len(), 1);
+        // Silent for the reservation timeout (2 s / 1.01): passed over.
+        assert!(versions(&[hb(7.9), acquired(2, "a")]).1.is_empty());
+        let (judged, _) = versions(&[acquired(2, "a")]);
+        assert_eq!(judged, 1);
+        let (counts, found) = check(&[], &[]);
+        assert_eq!(counts.elections, 0);
+        assert!(found.iter().any(|v| v.oracle == "progress"));
+    }
+
+    #[test]
+    fn the_ranking_follows_the_design() {
+        let v = |s: &str| Version::parse(s).unwrap();
+        let (old, new) = (v("1.0.0"), v("2.0.0"));
+        assert_eq!(
+            versions_rank("prefer-newest", None, Some(&new), Some(&old)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            versions_rank("prefer-oldest", None, Some(&old), Some(&new)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            versions_rank("no-downgrade", Some(&new), Some(&new), Some(&old)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            versions_rank("no-downgrade", Some(&new), Some(&v("1.5.0")), Some(&old)),
+            Ordering::Equal
+        );
+        assert_eq!(
+            versions_rank("ignore", None, Some(&new), Some(&old)),
+            Ordering::Equal
+        );
+    }
+}
