@@ -436,6 +436,111 @@ fn check_flags_are_refused_naming_the_flag_before_anything_is_created() {
     }
 }
 
+/// Issue 38 item 4: settings `run` would ignore are refused (exit 2, before anything is
+/// created), naming the flag or its variable and the fix. Before, `--shards 2 --unhealthy
+/// release` ran a member that then held its shards (the opposite of release), the check timings
+/// without any check were accepted and ignored, and `--health-fall -1` (two arguments) was
+/// refused as an unknown argument `-1`, without naming --health-fall. Each run would exit 0
+/// at once (`-- true`, `--on-child-exit exit`) if it were accepted.
+#[test]
+fn settings_run_would_ignore_are_refused_naming_the_flag_and_the_fix() {
+    let world = World::new();
+    /// The flags, the environment, and what stderr says.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case] = &[
+        (
+            &["--shards", "2", "--unhealthy", "release"],
+            &[],
+            &[
+                "--unhealthy release cannot be used with --shards",
+                "drop --unhealthy",
+            ],
+        ),
+        (
+            &["--shards", "2"],
+            &[("FDB_LEADER_UNHEALTHY", "release")],
+            &[
+                "FDB_LEADER_UNHEALTHY (--unhealthy) release cannot be used with --shards",
+                "unset FDB_LEADER_UNHEALTHY",
+            ],
+        ),
+        (
+            &["--shards", "2", "--health-url", "http://127.0.0.1:1/"],
+            &[],
+            &["--health-url cannot be used with --shards", "--ready-url"],
+        ),
+        (
+            &["--health-fall", "5"],
+            &[],
+            &[
+                "--health-fall says how the health checks run, and this run has none",
+                "--ready-command CMD",
+                "or drop --health-fall",
+            ],
+        ),
+        (
+            &["--health-rise", "1"],
+            &[],
+            &["--health-rise says how", "or drop --health-rise"],
+        ),
+        (
+            &["--health-interval", "500ms"],
+            &[],
+            &["--health-interval says how", "or drop --health-interval"],
+        ),
+        (
+            &["--health-timeout", "2s"],
+            &[],
+            &["--health-timeout says how", "or drop --health-timeout"],
+        ),
+        (
+            &[],
+            &[("FDB_LEADER_HEALTH_INTERVAL", "500ms")],
+            &[
+                "FDB_LEADER_HEALTH_INTERVAL (--health-interval) says how",
+                "or unset FDB_LEADER_HEALTH_INTERVAL",
+            ],
+        ),
+        (
+            &["--shards", "2", "--health-fall", "2"],
+            &[],
+            &[
+                "--health-fall says how",
+                "--ready-command CMD or --ready-url URL: with --shards",
+            ],
+        ),
+        (
+            &["--ready-command", "true", "--health-fall", "-1"],
+            &[],
+            &["invalid value '-1' for '--health-fall <N>'", "at least 1"],
+        ),
+        (
+            &["--ready-command", "true", "--health-rise", "-1"],
+            &[],
+            &["invalid value '-1' for '--health-rise <N>'", "at least 1"],
+        ),
+    ];
+    for (flags, env, expected) in cases {
+        let mut command = world.command();
+        command
+            .envs(env.iter().copied())
+            .args(["run", "--on-child-exit", "exit"])
+            .args(*flags)
+            .args(["--", "true"]);
+        let out = output_of(command);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_no_panic(&err);
+        assert_eq!(out.status.code(), Some(2), "{flags:?} {env:?}: {err}");
+        for needle in *expected {
+            assert!(
+                err.contains(needle),
+                "{flags:?} {env:?}: {needle:?} not in {err}"
+            );
+        }
+        assert!(!world.db().exists(), "{flags:?} {env:?} created the store");
+    }
+}
+
 #[test]
 fn a_member_that_is_not_ready_hands_its_shards_to_a_ready_one() {
     let mut world = World::new();
@@ -494,9 +599,9 @@ fn a_member_that_is_not_ready_hands_its_shards_to_a_ready_one() {
         "true",
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--health-command checks a leader's child")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "--health-command cannot be used with --shards: it checks the one leader's child"
+    ));
     for p in [&a, &b] {
         signal(p, Signal::SIGTERM);
     }

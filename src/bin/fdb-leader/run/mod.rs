@@ -122,18 +122,6 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
         ],
     )?;
     let checks = HealthChecks::of(args)?;
-    if args.shards.is_some() && (args.health_command.is_some() || args.health_url.is_some()) {
-        let flag = if args.health_command.is_some() {
-            "--health-command"
-        } else {
-            "--health-url"
-        };
-        return Err(Failure::usage(format!(
-            "{flag} checks a leader's child, and --shards has one per owned shard: check this \
-             member's readiness with --ready-command or --ready-url instead (an ineligible \
-             member's shards move away); nothing was created, no ballot used"
-        )));
-    }
     let current = watch::Sender::new(None::<Runner>);
     let member = watch::Sender::new(None::<ShardedRunner>);
     if let Some(addr) = args.metrics_listen {
