@@ -403,6 +403,121 @@ fn leader_and_follower_answer_and_leader_turns_503_at_the_deadline_while_blocked
     assert!(wait_exit(&mut a, PATIENCE).is_some() && wait_exit(&mut b, PATIENCE).is_some());
 }
 
+/// The child of `name` that started last, while it has not logged its stop: its pid.
+fn draining_child(world: &World, name: &str) -> Option<i32> {
+    world
+        .active()
+        .into_iter()
+        .rfind(|e| is_label(&e.id, name))
+        .map(|e| e.pid)
+}
+
+/// Polls `port`'s `/leader` until the child `pid` has stopped (logged its stop): the first
+/// answer other than 200 seen while the child still ran, and how long after `since`.
+fn leader_while_draining(
+    world: &World,
+    port: u16,
+    pid: i32,
+    since: Instant,
+) -> Option<(u16, String, Duration)> {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        let answer = http_get(port, "/leader", Duration::from_secs(1));
+        let still_running = world.active().iter().any(|e| e.pid == pid);
+        if !still_running {
+            return None;
+        }
+        if let Some((status, body)) = answer {
+            if status != 200 {
+                return Some((status, body, since.elapsed()));
+            }
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Issue 38 item 3: while a leader drains its child for a successor (its guard closed: a
+/// handover asked by `resign`, or a stop by SIGTERM), `/leader` answers 503, so that a load
+/// balancer sends no new request to the stopping child. Each child here takes 1.5 s to stop
+/// after SIGTERM. Before, `/leader` answered 200 until the leadership ended, after the child
+/// had stopped.
+#[test]
+fn leader_answers_503_while_the_leader_drains_its_child() {
+    let mut world = World::new();
+    let (pa, pb) = (free_port(), free_port());
+    let (la, lb) = (format!("127.0.0.1:{pa}"), format!("127.0.0.1:{pb}"));
+    let mut a = world.start_run_stopping_in("a", &["--metrics-listen", &la], "1.5");
+    let get = |port, path| http_get(port, path, Duration::from_secs(1));
+    let ballot = poll(PATIENCE, || match get(pa, "/leader") {
+        Some((200, body)) => body
+            .trim()
+            .strip_prefix("leader, ballot ")
+            .map(str::to_owned),
+        _ => None,
+    })
+    .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run_stopping_in("b", &["--metrics-listen", &lb], "1.5");
+    poll(PATIENCE, || {
+        matches!(get(pb, "/follower"), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("b never followed:\n{}", world.stderr_of("b")));
+    let child_a = poll(PATIENCE, || draining_child(&world, "a")).unwrap();
+
+    // A handover: the operator asks a to resign; a closes its guard, stops its child (1.5 s),
+    // then hands over to b.
+    let asked = Instant::now();
+    let out = world.cli(&["resign", "--expected-ballot", &ballot]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = leader_while_draining(&world, pa, child_a, asked);
+    let (status, body, after) = seen.unwrap_or_else(|| {
+        panic!(
+            "a's /leader answered 200 all through its child's drain:\n{}",
+            world.stderr_of("a")
+        )
+    });
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("draining"), "{body}");
+    assert!(
+        !matches!(get(pb, "/leader"), Some((200, _))),
+        "b led already: not a drain"
+    );
+    eprintln!("handover: a's /leader 503 {after:?} after the resign, its child still draining");
+
+    // A stop: b leads, and is stopped with SIGTERM; its guard closes before its child gets
+    // SIGTERM.
+    poll(PATIENCE, || {
+        matches!(get(pb, "/leader"), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("b never led:\n{}", world.stderr_of("b")));
+    let child_b = poll(PATIENCE, || draining_child(&world, "b")).unwrap();
+    let stopped = Instant::now();
+    signal(&b, Signal::SIGTERM);
+    let seen = leader_while_draining(&world, pb, child_b, stopped);
+    let (status, body, after) = seen.unwrap_or_else(|| {
+        panic!(
+            "b's /leader answered 200 all through its child's drain after SIGTERM:\n{}",
+            world.stderr_of("b")
+        )
+    });
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("draining"), "{body}");
+    eprintln!("stop: b's /leader 503 {after:?} after SIGTERM, its child still draining");
+    // b left cleanly, handing over to a.
+    assert_eq!(wait_exit(&mut b, PATIENCE).and_then(|s| s.code()), Some(0));
+    poll(PATIENCE, || {
+        matches!(get(pa, "/leader"), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("a never led again:\n{}", world.stderr_of("a")));
+    signal(&a, Signal::SIGTERM);
+    assert!(wait_exit(&mut a, PATIENCE).is_some());
+}
+
 #[test]
 fn check_flags_are_refused_naming_the_flag_before_anything_is_created() {
     let world = World::new();

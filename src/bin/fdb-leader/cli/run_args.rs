@@ -175,8 +175,9 @@ pub(crate) struct RunArgs {
     pub(crate) error_timeout: Option<Duration>,
 
     /// Serve /metrics (Prometheus), /healthz, and for load balancers /leader (200 while this
-    /// process leads), /follower (200 while an eligible follower), /shards and /shard/N (with
-    /// --shards) over HTTP on this address: PORT (on 127.0.0.1), HOST:PORT (the host name
+    /// process leads and takes new work: not while its child drains for a handover or a
+    /// stop), /follower (200 while an eligible follower), /shards and /shard/N (with --shards)
+    /// over HTTP on this address: PORT (on 127.0.0.1), HOST:PORT (the host name
     /// resolved) or IP:PORT, e.g. `9464`, `localhost:9464`, `127.0.0.1:9464`, `[::1]:9464`.
     #[arg(
         long,

@@ -185,11 +185,23 @@ fn sources(
 const NOT_CAMPAIGNING: &str = "not campaigning now (starting, or waiting before the next campaign)";
 
 /// `/leader` and `/follower` of the single election: judged now, against the belief's
-/// deadline (a blocked runner's leadership ends at its deadline here too).
+/// deadline (a blocked runner's leadership ends at its deadline here too). `/leader` is 200
+/// only while the leadership takes new work ([`LeadershipGuard::accepts_work`]): from the
+/// moment it closes to hand over, resign or leave, while its child drains, it is 503, so
+/// that a load balancer sends new requests to no stopping child.
+///
+/// [`LeadershipGuard::accepts_work`]: fdb_leader_election::runner::LeadershipGuard::accepts_work
 fn single_role(runner: &Runner, role: serve::Role) -> Result<String, String> {
     let leading = runner.leadership();
     match (role, leading) {
-        (serve::Role::Leader, Some(guard)) => Ok(format!("leader, ballot {}", guard.ballot())),
+        (serve::Role::Leader, Some(guard)) if guard.accepts_work() => {
+            Ok(format!("leader, ballot {}", guard.ballot()))
+        }
+        (serve::Role::Leader, Some(guard)) => Err(format!(
+            "the leader (ballot {}), draining: it takes no new work, its child is stopping \
+             and the leadership is being handed over",
+            guard.ballot()
+        )),
         (serve::Role::Leader, None) => Err(format!("not the leader ({})", runner.state())),
         (_, Some(guard)) => Err(format!(
             "the leader (ballot {}), not a follower",
