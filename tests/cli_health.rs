@@ -518,6 +518,59 @@ fn leader_answers_503_while_the_leader_drains_its_child() {
     assert!(wait_exit(&mut a, PATIENCE).is_some());
 }
 
+/// The same rule per shard (issue 38 item 3): while a member drains a shard's child for a
+/// move (b joins and takes one of a's two shards), a's `/shard/N` answers 503 for it, while
+/// the child still runs (it takes 1.5 s to stop). Before, it answered 200 until the shard was
+/// handed over.
+#[test]
+fn shard_answers_503_while_the_member_drains_its_child_for_a_move() {
+    let mut world = World::new();
+    let (pa, pb) = (free_port(), free_port());
+    let (la, lb) = (format!("127.0.0.1:{pa}"), format!("127.0.0.1:{pb}"));
+    let get = |port, path: &str| http_get(port, path, Duration::from_secs(1));
+    let mut a =
+        world.start_run_stopping_in("a", &["--shards", "2", "--metrics-listen", &la], "1.5");
+    poll(PATIENCE, || {
+        (matches!(get(pa, "/shard/0"), Some((200, _)))
+            && matches!(get(pa, "/shard/1"), Some((200, _))))
+        .then_some(())
+    })
+    .unwrap_or_else(|| panic!("a never owned both shards:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run_stopping_in("b", &["--shards", "2", "--metrics-listen", &lb], "0");
+    // One of a's shards moves to b: while its child drains, its /shard/N is 503, and a still
+    // runs both children.
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = None;
+    while Instant::now() < deadline && seen.is_none() {
+        for shard in [0, 1] {
+            if let Some((503, body)) = get(pa, &format!("/shard/{shard}")) {
+                let running = world
+                    .active()
+                    .iter()
+                    .filter(|e| is_label(&e.id, "a"))
+                    .count();
+                seen = Some((shard, body, running));
+            }
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (shard, body, running) =
+        seen.unwrap_or_else(|| panic!("no shard of a drained:\n{}", world.stderr_of("a")));
+    assert!(
+        body.contains("draining") && running == 2,
+        "shard {shard}: {body} with {running} children of a running"
+    );
+    // Then b owns it.
+    poll(PATIENCE, || {
+        matches!(get(pb, &format!("/shard/{shard}")), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("b never owned shard {shard}:\n{}", world.stderr_of("b")));
+    for p in [&a, &b] {
+        signal(p, Signal::SIGTERM);
+    }
+    assert!(wait_exit(&mut a, PATIENCE).is_some() && wait_exit(&mut b, PATIENCE).is_some());
+}
+
 #[test]
 fn check_flags_are_refused_naming_the_flag_before_anything_is_created() {
     let world = World::new();
