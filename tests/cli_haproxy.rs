@@ -24,20 +24,30 @@ use std::time::{Duration, Instant};
 use cli_support::*;
 use nix::sys::signal::Signal;
 
-/// The tiny HTTP child: answers every GET with its name.
+/// The tiny HTTP child: answers every GET with its name. On SIGTERM it drains as a service
+/// does: it keeps answering for `DRAIN`, with `NAME draining`, then exits.
 const CHILD: &str = r#"
-import http.server, sys
-name, port = sys.argv[1].encode(), int(sys.argv[2])
+import http.server, os, signal, sys, threading
+name, port, drain = sys.argv[1].encode(), int(sys.argv[2]), float(sys.argv[3])
+draining = []
+def term(*args):
+    draining.append(True)
+    threading.Timer(drain, lambda: os._exit(0)).start()
+signal.signal(signal.SIGTERM, term)
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        body = name + b" draining" if draining else name
         self.send_response(200)
-        self.send_header("Content-Length", str(len(name)))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(name)
+        self.wfile.write(body)
     def log_message(self, *args):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 "#;
+
+/// How long a child keeps answering after SIGTERM (within `run --grace 1s`).
+const DRAIN: Duration = Duration::from_millis(800);
 
 /// HAProxy's check interval in the test (the guide uses 1s).
 const INTER: Duration = Duration::from_millis(100);
@@ -152,6 +162,21 @@ fn fetch(port: u16) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// How late after a check interval HAProxy may still send a request to a server whose check
+/// turned 503 (its check's own round trip, and the test's polling).
+const CHECK_SLACK: Duration = Duration::from_millis(100);
+
+/// The answers of `got`, counted by status (`None`: no answer within 2 s).
+fn answers(got: &[&Got]) -> std::collections::BTreeMap<Option<u16>, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for g in got {
+        *counts
+            .entry(g.answer.as_ref().map(|(s, _)| *s))
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
 /// What one request through HAProxy got.
 #[derive(Debug, Clone)]
 struct Got {
@@ -204,7 +229,7 @@ fn haproxy_routes_to_the_leader_only_and_follows_a_handover() {
             "python3",
         ])
         .arg(world.path("child.py"))
-        .args([name, &app.to_string()]);
+        .args([name, &app.to_string(), &DRAIN.as_secs_f64().to_string()]);
         world.start(c, name)
     };
     let mut a = start(&mut world, "a", app_a, listen_a);
@@ -257,8 +282,10 @@ fn haproxy_routes_to_the_leader_only_and_follows_a_handover() {
         "{before:?}"
     );
 
-    // The handover: a is stopped (its child first, then it resigns to b in one commit).
+    // The handover: a is stopped. It closes its leadership (its /leader turns 503), stops
+    // its child (which drains for DRAIN, still answering), then resigns to b in one commit.
     let mut got = Vec::new();
+    let mut a_closed_at = None;
     let mut b_leads_at = None;
     let mut b_serves_at = None;
     let stopped_at = Instant::now();
@@ -268,6 +295,14 @@ fn haproxy_routes_to_the_leader_only_and_follows_a_handover() {
             at: Instant::now(),
             answer: get(),
         });
+        if a_closed_at.is_none()
+            && !matches!(
+                http_get(listen_a, "/leader", Duration::from_secs(1)),
+                Some((200, _))
+            )
+        {
+            a_closed_at = Some(Instant::now());
+        }
         if b_leads_at.is_none()
             && matches!(
                 http_get(listen_b, "/leader", Duration::from_secs(1)),
@@ -301,19 +336,54 @@ fn haproxy_routes_to_the_leader_only_and_follows_a_handover() {
     let wrong_leader = got
         .iter()
         .filter(|g| g.at >= b_leads_at)
-        .filter(|g| matches!(&g.answer, Some((200, who)) if who == "a"))
+        .filter(|g| matches!(&g.answer, Some((200, who)) if who.starts_with('a')))
         .count();
+    // The requests that reached a's draining child: HAProxy learns that a's /leader is 503 at
+    // its next check, so those sent within one check interval of the SIGTERM (a closes its
+    // leadership before its child gets SIGTERM) still reach it; none sent later. Before, a's
+    // /leader answered 200 all through the drain, and HAProxy sent a's stopping child every
+    // request for DRAIN.
+    let drained: Vec<&Got> = got
+        .iter()
+        .filter(|g| matches!(&g.answer, Some((200, who)) if who == "a draining"))
+        .collect();
+    let drained_late: Vec<&Got> = drained
+        .iter()
+        .copied()
+        .filter(|g| g.at > stopped_at + INTER + CHECK_SLACK)
+        .collect();
+    // The gap between a's close and b's commit: what HAProxy answered then.
+    let gap: Vec<&Got> = got
+        .iter()
+        .filter(|g| g.at < b_leads_at)
+        .filter(|g| !matches!(&g.answer, Some((200, who)) if who.starts_with('a')))
+        .collect();
+    let a_closed_at = a_closed_at.unwrap_or_else(|| panic!("a's /leader stayed 200 throughout"));
     eprintln!(
-        "haproxy handover: {} requests in 6 s; b leads {:?} after a's SIGTERM, its child serves \
-         {:?} after that; {} missed the leader before the commit (and the child's start) + one \
-         check interval ({} ms), {} after it; {} answered by a after the commit",
+        "haproxy handover: {} requests in 6 s; a's /leader 503 {:?} after its SIGTERM; {} \
+         requests reached a's draining child (the last sent {:?} after the SIGTERM), {} of them \
+         later than one check interval ({} ms) + {} ms; b leads {:?} after a's SIGTERM, its \
+         child serves {:?} after that; in the gap HAProxy answered {:?}; {} missed the leader \
+         before the commit (and the child's start) + one check interval, {} after it; {} \
+         answered by a after the commit",
         got.len(),
+        a_closed_at.duration_since(stopped_at),
+        drained.len(),
+        drained.last().map(|g| g.at.duration_since(stopped_at)),
+        drained_late.len(),
+        INTER.as_millis(),
+        CHECK_SLACK.as_millis(),
         b_leads_at.duration_since(stopped_at),
         b_serves_at.duration_since(b_leads_at),
+        answers(&gap),
         during.len(),
-        INTER.as_millis(),
         late.len(),
         wrong_leader,
+    );
+    assert!(
+        drained_late.is_empty(),
+        "requests that reached a's draining child later than {INTER:?} + {CHECK_SLACK:?} after \
+         its SIGTERM: {drained_late:?}"
     );
     assert_eq!(wrong_leader, 0);
     assert!(

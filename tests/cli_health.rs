@@ -403,6 +403,174 @@ fn leader_and_follower_answer_and_leader_turns_503_at_the_deadline_while_blocked
     assert!(wait_exit(&mut a, PATIENCE).is_some() && wait_exit(&mut b, PATIENCE).is_some());
 }
 
+/// The child of `name` that started last, while it has not logged its stop: its pid.
+fn draining_child(world: &World, name: &str) -> Option<i32> {
+    world
+        .active()
+        .into_iter()
+        .rfind(|e| is_label(&e.id, name))
+        .map(|e| e.pid)
+}
+
+/// Polls `port`'s `/leader` until the child `pid` has stopped (logged its stop): the first
+/// answer other than 200 seen while the child still ran, and how long after `since`.
+fn leader_while_draining(
+    world: &World,
+    port: u16,
+    pid: i32,
+    since: Instant,
+) -> Option<(u16, String, Duration)> {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        let answer = http_get(port, "/leader", Duration::from_secs(1));
+        let still_running = world.active().iter().any(|e| e.pid == pid);
+        if !still_running {
+            return None;
+        }
+        if let Some((status, body)) = answer {
+            if status != 200 {
+                return Some((status, body, since.elapsed()));
+            }
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Issue 38 item 3: while a leader drains its child for a successor (its guard closed: a
+/// handover asked by `resign`, or a stop by SIGTERM), `/leader` answers 503, so that a load
+/// balancer sends no new request to the stopping child. Each child here takes 1.5 s to stop
+/// after SIGTERM. Before, `/leader` answered 200 until the leadership ended, after the child
+/// had stopped.
+#[test]
+fn leader_answers_503_while_the_leader_drains_its_child() {
+    let mut world = World::new();
+    let (pa, pb) = (free_port(), free_port());
+    let (la, lb) = (format!("127.0.0.1:{pa}"), format!("127.0.0.1:{pb}"));
+    let mut a = world.start_run_stopping_in("a", &["--metrics-listen", &la], "1.5");
+    let get = |port, path| http_get(port, path, Duration::from_secs(1));
+    let ballot = poll(PATIENCE, || match get(pa, "/leader") {
+        Some((200, body)) => body
+            .trim()
+            .strip_prefix("leader, ballot ")
+            .map(str::to_owned),
+        _ => None,
+    })
+    .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run_stopping_in("b", &["--metrics-listen", &lb], "1.5");
+    poll(PATIENCE, || {
+        matches!(get(pb, "/follower"), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("b never followed:\n{}", world.stderr_of("b")));
+    let child_a = poll(PATIENCE, || draining_child(&world, "a")).unwrap();
+
+    // A handover: the operator asks a to resign; a closes its guard, stops its child (1.5 s),
+    // then hands over to b.
+    let asked = Instant::now();
+    let out = world.cli(&["resign", "--expected-ballot", &ballot]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = leader_while_draining(&world, pa, child_a, asked);
+    let (status, body, after) = seen.unwrap_or_else(|| {
+        panic!(
+            "a's /leader answered 200 all through its child's drain:\n{}",
+            world.stderr_of("a")
+        )
+    });
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("draining"), "{body}");
+    assert!(
+        !matches!(get(pb, "/leader"), Some((200, _))),
+        "b led already: not a drain"
+    );
+    eprintln!("handover: a's /leader 503 {after:?} after the resign, its child still draining");
+
+    // A stop: b leads, and is stopped with SIGTERM; its guard closes before its child gets
+    // SIGTERM.
+    poll(PATIENCE, || {
+        matches!(get(pb, "/leader"), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("b never led:\n{}", world.stderr_of("b")));
+    let child_b = poll(PATIENCE, || draining_child(&world, "b")).unwrap();
+    let stopped = Instant::now();
+    signal(&b, Signal::SIGTERM);
+    let seen = leader_while_draining(&world, pb, child_b, stopped);
+    let (status, body, after) = seen.unwrap_or_else(|| {
+        panic!(
+            "b's /leader answered 200 all through its child's drain after SIGTERM:\n{}",
+            world.stderr_of("b")
+        )
+    });
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("draining"), "{body}");
+    eprintln!("stop: b's /leader 503 {after:?} after SIGTERM, its child still draining");
+    // b left cleanly, handing over to a.
+    assert_eq!(wait_exit(&mut b, PATIENCE).and_then(|s| s.code()), Some(0));
+    poll(PATIENCE, || {
+        matches!(get(pa, "/leader"), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("a never led again:\n{}", world.stderr_of("a")));
+    signal(&a, Signal::SIGTERM);
+    assert!(wait_exit(&mut a, PATIENCE).is_some());
+}
+
+/// The same rule per shard (issue 38 item 3): while a member drains a shard's child for a
+/// move (b joins and takes one of a's two shards), a's `/shard/N` answers 503 for it, while
+/// the child still runs (it takes 1.5 s to stop). Before, it answered 200 until the shard was
+/// handed over.
+#[test]
+fn shard_answers_503_while_the_member_drains_its_child_for_a_move() {
+    let mut world = World::new();
+    let (pa, pb) = (free_port(), free_port());
+    let (la, lb) = (format!("127.0.0.1:{pa}"), format!("127.0.0.1:{pb}"));
+    let get = |port, path: &str| http_get(port, path, Duration::from_secs(1));
+    let mut a =
+        world.start_run_stopping_in("a", &["--shards", "2", "--metrics-listen", &la], "1.5");
+    poll(PATIENCE, || {
+        (matches!(get(pa, "/shard/0"), Some((200, _)))
+            && matches!(get(pa, "/shard/1"), Some((200, _))))
+        .then_some(())
+    })
+    .unwrap_or_else(|| panic!("a never owned both shards:\n{}", world.stderr_of("a")));
+    let mut b = world.start_run_stopping_in("b", &["--shards", "2", "--metrics-listen", &lb], "0");
+    // One of a's shards moves to b: while its child drains, its /shard/N is 503, and a still
+    // runs both children.
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = None;
+    while Instant::now() < deadline && seen.is_none() {
+        for shard in [0, 1] {
+            if let Some((503, body)) = get(pa, &format!("/shard/{shard}")) {
+                let running = world
+                    .active()
+                    .iter()
+                    .filter(|e| is_label(&e.id, "a"))
+                    .count();
+                seen = Some((shard, body, running));
+            }
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (shard, body, running) =
+        seen.unwrap_or_else(|| panic!("no shard of a drained:\n{}", world.stderr_of("a")));
+    assert!(
+        body.contains("draining") && running == 2,
+        "shard {shard}: {body} with {running} children of a running"
+    );
+    // Then b owns it.
+    poll(PATIENCE, || {
+        matches!(get(pb, &format!("/shard/{shard}")), Some((200, _))).then_some(())
+    })
+    .unwrap_or_else(|| panic!("b never owned shard {shard}:\n{}", world.stderr_of("b")));
+    for p in [&a, &b] {
+        signal(p, Signal::SIGTERM);
+    }
+    assert!(wait_exit(&mut a, PATIENCE).is_some() && wait_exit(&mut b, PATIENCE).is_some());
+}
+
 #[test]
 fn check_flags_are_refused_naming_the_flag_before_anything_is_created() {
     let world = World::new();
@@ -433,6 +601,111 @@ fn check_flags_are_refused_naming_the_flag_before_anything_is_created() {
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
         assert!(err.contains(expected), "{flags:?}: {err}");
         assert!(!world.db().exists(), "{flags:?} created the store");
+    }
+}
+
+/// Issue 38 item 4: settings `run` would ignore are refused (exit 2, before anything is
+/// created), naming the flag or its variable and the fix. Before, `--shards 2 --unhealthy
+/// release` ran a member that then held its shards (the opposite of release), the check timings
+/// without any check were accepted and ignored, and `--health-fall -1` (two arguments) was
+/// refused as an unknown argument `-1`, without naming --health-fall. Each run would exit 0
+/// at once (`-- true`, `--on-child-exit exit`) if it were accepted.
+#[test]
+fn settings_run_would_ignore_are_refused_naming_the_flag_and_the_fix() {
+    let world = World::new();
+    /// The flags, the environment, and what stderr says.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case] = &[
+        (
+            &["--shards", "2", "--unhealthy", "release"],
+            &[],
+            &[
+                "--unhealthy release cannot be used with --shards",
+                "drop --unhealthy",
+            ],
+        ),
+        (
+            &["--shards", "2"],
+            &[("FDB_LEADER_UNHEALTHY", "release")],
+            &[
+                "FDB_LEADER_UNHEALTHY (--unhealthy) release cannot be used with --shards",
+                "unset FDB_LEADER_UNHEALTHY",
+            ],
+        ),
+        (
+            &["--shards", "2", "--health-url", "http://127.0.0.1:1/"],
+            &[],
+            &["--health-url cannot be used with --shards", "--ready-url"],
+        ),
+        (
+            &["--health-fall", "5"],
+            &[],
+            &[
+                "--health-fall says how the health checks run, and this run has none",
+                "--ready-command CMD",
+                "or drop --health-fall",
+            ],
+        ),
+        (
+            &["--health-rise", "1"],
+            &[],
+            &["--health-rise says how", "or drop --health-rise"],
+        ),
+        (
+            &["--health-interval", "500ms"],
+            &[],
+            &["--health-interval says how", "or drop --health-interval"],
+        ),
+        (
+            &["--health-timeout", "2s"],
+            &[],
+            &["--health-timeout says how", "or drop --health-timeout"],
+        ),
+        (
+            &[],
+            &[("FDB_LEADER_HEALTH_INTERVAL", "500ms")],
+            &[
+                "FDB_LEADER_HEALTH_INTERVAL (--health-interval) says how",
+                "or unset FDB_LEADER_HEALTH_INTERVAL",
+            ],
+        ),
+        (
+            &["--shards", "2", "--health-fall", "2"],
+            &[],
+            &[
+                "--health-fall says how",
+                "--ready-command CMD or --ready-url URL: with --shards",
+            ],
+        ),
+        (
+            &["--ready-command", "true", "--health-fall", "-1"],
+            &[],
+            &["invalid value '-1' for '--health-fall <N>'", "at least 1"],
+        ),
+        (
+            &["--ready-command", "true", "--health-rise", "-1"],
+            &[],
+            &["invalid value '-1' for '--health-rise <N>'", "at least 1"],
+        ),
+    ];
+    for (flags, env, expected) in cases {
+        let mut command = world.command();
+        command
+            .envs(env.iter().copied())
+            .args(["run", "--on-child-exit", "exit"])
+            .args(*flags)
+            .args(["--", "true"]);
+        let out = output_of(command);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_no_panic(&err);
+        assert_eq!(out.status.code(), Some(2), "{flags:?} {env:?}: {err}");
+        for needle in *expected {
+            assert!(
+                err.contains(needle),
+                "{flags:?} {env:?}: {needle:?} not in {err}"
+            );
+        }
+        assert!(!world.db().exists(), "{flags:?} {env:?} created the store");
     }
 }
 
@@ -494,9 +767,9 @@ fn a_member_that_is_not_ready_hands_its_shards_to_a_ready_one() {
         "true",
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--health-command checks a leader's child")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "--health-command cannot be used with --shards: it checks the one leader's child"
+    ));
     for p in [&a, &b] {
         signal(p, Signal::SIGTERM);
     }

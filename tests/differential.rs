@@ -192,15 +192,18 @@ where
     .await;
     match outcome {
         Ok(()) => "retried".to_owned(),
-        Err(e) => format!("stopped {:?}", e.code()),
+        Err(e) => format!("stopped {}", differential::shown(&e)),
     }
 }
 
+/// What `run` does with an error of `kind` and `code`: retried, or stopped with the kind the
+/// code has (`run_loop_errors`: MemDb and SQLite returned the closure's kind, `Conflict:1031`
+/// where FoundationDB returns `Unavailable:1031`).
 fn expected_run(kind: fdb_leader_election::TxnErrorKind, code: Option<i32>) -> String {
     if differential::run_retries_embedded(kind, code) {
         "retried".to_owned()
     } else {
-        format!("stopped {code:?}")
+        format!("stopped {}", differential::stopped_with(kind, code))
     }
 }
 

@@ -660,11 +660,19 @@ mod cluster {
                     return Err(format!("{kind:?} {code:?} on {client:?}: {outcome:?}").into());
                 }
                 if let Err(e) = outcome {
-                    // Stopped with the same error.
+                    // Stopped with the same code, and the kind that code has (what MemDb and
+                    // SQLite return too: `run_loop_errors`).
                     let back = election_error(e);
-                    let same = matches!(&back, ElectionError::Database(t) if t.code() == code);
+                    let expected = differential::stopped_with(kind, code);
+                    let same = matches!(
+                        &back,
+                        ElectionError::Database(t) if differential::shown(t) == expected
+                    );
                     if !same {
-                        return Err(format!("{kind:?} {code:?} came back as {back:?}").into());
+                        return Err(format!(
+                            "{kind:?} {code:?} came back as {back:?}, not {expected}"
+                        )
+                        .into());
                     }
                 }
             }

@@ -64,6 +64,10 @@ impl MemDb {
     /// `transaction_too_old` are retried at once; the others after an exponential back-off
     /// (`tokio::time::sleep`, so a tokio runtime with time enabled is needed then). After an
     /// unknown commit result (1021), later attempts get [`MaybeCommitted(true)`](MaybeCommitted).
+    /// An error the closure returns with a code is returned with the kind that code has, as
+    /// FoundationDB's `Database::run` returns it (its `on_error` knows only the code): a
+    /// `Conflict` carrying 1031 comes back `Unavailable`, as 1031 is
+    /// ([`RetryClassify::txn_error_mut`] finds it).
     ///
     /// # Errors
     ///

@@ -184,6 +184,19 @@ pub(crate) fn retried_by_run(error: &TxnError) -> bool {
     }
 }
 
+/// Gives an error a closure returned to a retry loop (`MemDb::run`, `SqliteDb::run`) the kind
+/// its code has, if it carries one: FoundationDB's `Database::run` hands such an error to
+/// `on_error`, which knows it only by its code, and returns (or retries) it as that code, which
+/// the adapter classifies as an operation's error. So `run` reports one kind for one code on
+/// every store, whatever kind the closure wrote (a `Conflict` carrying 1031 is `Unavailable`,
+/// as 1031 is). Codes this crate does not name are fatal (no `libfdb_c` to ask), as injected
+/// faults are. An error without a code keeps its kind.
+pub(crate) fn classify_returned(error: &mut TxnError) {
+    if let Some(code) = error.code() {
+        error.set_kind(kind_of(code, Phase::Operation, Predicates::default));
+    }
+}
+
 /// Whether an error a retry loop retries may have committed, as FoundationDB's binding tells
 /// its next attempt (`FdbError::is_maybe_committed`): by its code when it has one (1021,
 /// 1039), by its kind otherwise.
@@ -286,6 +299,33 @@ mod tests {
             let commit = injected(code, Phase::Commit);
             assert!(commit.is_maybe_committed(), "{code}");
             assert_eq!(commit.code(), Some(code));
+        }
+    }
+
+    /// `run_loop_errors` (issue 38): a closure's error leaves `run` with its code's kind, as
+    /// FoundationDB's `Database::run` returns it; without a code, with its own.
+    #[test]
+    fn a_closure_error_returned_by_run_takes_its_codes_kind() {
+        use TxnErrorKind::*;
+        // (the closure's kind, its code, the kind `run` returns)
+        let table = [
+            (Conflict, Some(1031), Unavailable),
+            (Conflict, Some(1004), Unavailable),
+            (Fatal, Some(1020), Conflict),
+            (Unavailable, Some(1007), TooOld),
+            (Conflict, Some(1021), CommitUnknown),
+            (Conflict, Some(1032), Fatal),
+            (Conflict, Some(4242), Fatal),
+            (Conflict, None, Conflict),
+            (Unavailable, None, Unavailable),
+        ];
+        for (kind, code, returned) in table {
+            let mut e = TxnError::new(kind);
+            if let Some(code) = code {
+                e = e.with_code(code);
+            }
+            classify_returned(&mut e);
+            assert_eq!((e.kind(), e.code()), (returned, code), "{kind:?} {code:?}");
         }
     }
 

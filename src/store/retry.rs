@@ -27,16 +27,34 @@ impl MaybeCommitted {
 pub trait RetryClassify {
     /// The database error this error is, or wraps; `None` for errors that retrying cannot fix.
     fn txn_error(&self) -> Option<&TxnError>;
+
+    /// The same, to change: the loop gives a closure's error that carries a FoundationDB code
+    /// the kind that code has, as FoundationDB's `Database::run` does (its `on_error` knows
+    /// the error only by its code). `None` (the default) leaves the error as it is.
+    fn txn_error_mut(&mut self) -> Option<&mut TxnError> {
+        None
+    }
 }
 
 impl RetryClassify for TxnError {
     fn txn_error(&self) -> Option<&TxnError> {
         Some(self)
     }
+
+    fn txn_error_mut(&mut self) -> Option<&mut TxnError> {
+        Some(self)
+    }
 }
 
 impl RetryClassify for ElectionError {
     fn txn_error(&self) -> Option<&TxnError> {
+        match self {
+            ElectionError::Database(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn txn_error_mut(&mut self) -> Option<&mut TxnError> {
         match self {
             ElectionError::Database(e) => Some(e),
             _ => None,
@@ -111,9 +129,15 @@ where
         let error = match closure(txn.clone(), MaybeCommitted(maybe_committed)).await {
             Ok(value) => match commit(txn).await {
                 Ok(()) => return Ok(value),
+                // The store's own: its kind is already its code's, in a commit.
                 Err(e) => E::from(e),
             },
-            Err(e) => e,
+            Err(mut e) => {
+                if let Some(txn_error) = e.txn_error_mut() {
+                    fdb_codes::classify_returned(txn_error);
+                }
+                e
+            }
         };
         let kind = match error.txn_error() {
             Some(e) if fdb_codes::retried_by_run(e) => e.kind(),

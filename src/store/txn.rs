@@ -193,6 +193,11 @@ impl TxnError {
         self.kind
     }
 
+    /// Sets the kind (a retry loop gives a coded error its code's kind).
+    pub(crate) fn set_kind(&mut self, kind: TxnErrorKind) {
+        self.kind = kind;
+    }
+
     /// The database's numeric error code, if it has one.
     pub fn code(&self) -> Option<i32> {
         self.code

@@ -86,7 +86,7 @@ impl HealthChecks {
     }
 
     /// `builder` of a member of a sharded election, with the readiness check (a member has no
-    /// leader health check: `preflight` refuses one).
+    /// leader health check: the command line refuses one).
     pub(crate) fn apply_sharded<D: ElectionDatabase>(
         &self,
         mut builder: ShardedRunnerBuilder<D>,

@@ -1,9 +1,10 @@
 //! `--metrics-listen`: one plain HTTP/1.1 listener serving `/metrics` (Prometheus text format,
 //! from `metrics-exporter-prometheus`'s recorder) and `/healthz` (the runner's health check),
 //! like Kubernetes' leader-election health adaptor; and, for load balancers (docs/design.md §13.7),
-//! `/leader` (200 while this process leads, judged at each request against the belief's
-//! deadline), `/follower` (200 while a registered, eligible non-leader), and with `--shards`
-//! `/shards` (JSON) and `/shard/N` (200 while this member owns shard N).
+//! `/leader` (200 while this process leads and its leadership takes new work, judged at each
+//! request against the belief's deadline: 503 while it drains for a handover or a stop),
+//! `/follower` (200 while a registered, eligible non-leader), and with `--shards` `/shards`
+//! (JSON) and `/shard/N` (200 while this member owns shard N and takes new work for it).
 //!
 //! The exporter's own listener serves metrics only (and brings hyper); two GET routes need
 //! no more than this: one request per connection, bounded in size and time.

@@ -92,10 +92,12 @@ one lease otherwise. Both apply to the first election only.
 --metrics-listen ADDR serves, over plain HTTP on one listener, /metrics (Prometheus text:
 the runner's fdb_leader_* metrics) and /healthz (200 `ok`, or 503 naming the problem when
 the runner is wedged or dead; a follower is healthy). Prefer a loopback address. For load
-balancers it also answers /leader (200 while this process leads, judged against its lease
-at each request, so it turns 503 at the deadline even if this process is blocked),
+balancers it also answers /leader (200 while this process leads and takes new work, judged
+against its lease at each request, so it turns 503 at the deadline even if this process is
+blocked, and 503 as soon as it starts handing over or stopping, while the child drains),
 /follower (200 while an eligible follower), and with --shards /shards (JSON) and /shard/N
-(200 while this member owns shard N). Point HAProxy's `option httpchk GET /leader` at it.
+(200 while this member owns shard N and takes new work for it). Point HAProxy's `option
+httpchk GET /leader` at it.
 
 Health checks: --ready-command/--ready-url run on every candidate (can this host lead?);
 while they fail this process is not eligible: it does not campaign and, leading, hands over.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+mod check_timings;
 mod commands;
 mod help;
 mod run_args;
@@ -194,7 +195,9 @@ impl Cli {
             }
         }
         if let (Command::Run(run), Some(("run", m))) = (&cli.command, matches.subcommand()) {
-            if let Some(message) = sharded::conflict(&command, m, run) {
+            let conflict = sharded::conflict(&command, m, run)
+                .or_else(|| check_timings::conflict(&command, m, run));
+            if let Some(message) = conflict {
                 // The usage line of `run`, not of the whole command line.
                 let mut sub = command
                     .find_subcommand("run")
@@ -321,6 +324,18 @@ fn describe(command: &clap::Command, id: &str, origin: Origin) -> String {
         (Origin::Env, Some(var)) => format!("{} (--{long})", var.to_string_lossy()),
         _ => format!("--{long}"),
     }
+}
+
+/// `--flag` or `VARIABLE (--flag)` for a setting of `run`, and how to take it away: `drop
+/// --flag` or `unset VARIABLE`.
+pub(super) fn named(command: &clap::Command, m: &ArgMatches, id: &str) -> (String, String) {
+    let from = origin(m, id).unwrap_or(Origin::Flag);
+    let arg = command.get_arguments().find(|a| a.get_id() == id);
+    let fix = match (from, arg.and_then(clap::Arg::get_env)) {
+        (Origin::Env, Some(var)) => format!("unset {}", var.to_string_lossy()),
+        _ => format!("drop {}", describe(command, id, Origin::Flag)),
+    };
+    (describe(command, id, from), fix)
 }
 
 /// The store chosen on the command line.

@@ -20,6 +20,14 @@ fn app_version(text: &str) -> Result<Version, String> {
     })
 }
 
+/// `--health-fall N`, `--health-rise N`: a count of consecutive checks (clap names the flag
+/// and the value; zero is refused with the other check settings, by `CheckSettings`).
+fn check_count(text: &str) -> Result<u32, String> {
+    text.trim().parse().map_err(|_| {
+        "expected a whole number of consecutive checks, at least 1 (e.g. 3)".to_owned()
+    })
+}
+
 /// What `--on-child-exit` does when the child exits by itself while this process leads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub(crate) enum OnChildExit {
@@ -95,7 +103,12 @@ pub(crate) struct RunArgs {
 
     /// With --shards: this member's weight, its share of the shards (about M x W / the live
     /// members' total); 0 owns none. Default 1.
-    #[arg(long, value_name = "W", env = "FDB_LEADER_WEIGHT")]
+    #[arg(
+        long,
+        value_name = "W",
+        allow_negative_numbers = true,
+        env = "FDB_LEADER_WEIGHT"
+    )]
     pub(crate) weight: Option<u32>,
 
     /// The lease (at least 150ms), used when this process creates the election (an existing
@@ -162,8 +175,9 @@ pub(crate) struct RunArgs {
     pub(crate) error_timeout: Option<Duration>,
 
     /// Serve /metrics (Prometheus), /healthz, and for load balancers /leader (200 while this
-    /// process leads), /follower (200 while an eligible follower), /shards and /shard/N (with
-    /// --shards) over HTTP on this address: PORT (on 127.0.0.1), HOST:PORT (the host name
+    /// process leads and takes new work: not while its child drains for a handover or a
+    /// stop), /follower (200 while an eligible follower), /shards and /shard/N (with --shards)
+    /// over HTTP on this address: PORT (on 127.0.0.1), HOST:PORT (the host name
     /// resolved) or IP:PORT, e.g. `9464`, `localhost:9464`, `127.0.0.1:9464`, `[::1]:9464`.
     #[arg(
         long,
@@ -219,6 +233,8 @@ pub(crate) struct RunArgs {
         long,
         value_name = "N",
         default_value_t = 3,
+        value_parser = check_count,
+        allow_negative_numbers = true,
         env = "FDB_LEADER_HEALTH_FALL"
     )]
     pub(crate) health_fall: u32,
@@ -228,6 +244,8 @@ pub(crate) struct RunArgs {
         long,
         value_name = "N",
         default_value_t = 2,
+        value_parser = check_count,
+        allow_negative_numbers = true,
         env = "FDB_LEADER_HEALTH_RISE"
     )]
     pub(crate) health_rise: u32,

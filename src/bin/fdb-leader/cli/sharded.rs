@@ -4,7 +4,7 @@
 
 use clap::ArgMatches;
 
-use super::{OnChildExit, Origin, RunArgs, describe, origin};
+use super::{OnChildExit, RunArgs, Unhealthy, named};
 
 /// The most shards `run --shards` accepts. Each shard this process owns runs a child of its
 /// own under a watchdog of its own (and a task that tells the watchdog every renewal), and one
@@ -81,6 +81,18 @@ const SINGLE_ONLY: &[(&str, &str)] = &[
         "it campaigns again after a failed begin-command, and --shards runs no hooks (a child \
          that cannot be started ends the run with exit code 4)",
     ),
+    (
+        "health_command",
+        "it checks the one leader's child, and a member runs one child per owned shard: check \
+         this member's readiness with --ready-command or --ready-url instead (an unready \
+         member's shards move away)",
+    ),
+    (
+        "health_url",
+        "it checks the one leader's child, and a member runs one child per owned shard: check \
+         this member's readiness with --ready-command or --ready-url instead (an unready \
+         member's shards move away)",
+    ),
 ];
 
 /// Whether the setting `id` of `run` stands (after the exclusive groups were decided).
@@ -92,25 +104,16 @@ fn is_set(run: &RunArgs, id: &str) -> bool {
         "begin_command" => run.begin_command.is_some(),
         "end_command" => run.end_command.is_some(),
         "error_timeout" => run.error_timeout.is_some(),
+        "health_command" => run.health_command.is_some(),
+        "health_url" => run.health_url.is_some(),
         "weight" => run.weight.is_some(),
         _ => false,
     }
 }
 
-/// `--flag` or `VARIABLE (--flag)` for a setting of `run`, and how to take it away: `drop
-/// --flag` or `unset VARIABLE`.
-fn named(command: &clap::Command, m: &ArgMatches, id: &str) -> (String, String) {
-    let from = origin(m, id).unwrap_or(Origin::Flag);
-    let arg = command.get_arguments().find(|a| a.get_id() == id);
-    let fix = match (from, arg.and_then(clap::Arg::get_env)) {
-        (Origin::Env, Some(var)) => format!("unset {}", var.to_string_lossy()),
-        _ => format!("drop {}", describe(command, id, Origin::Flag)),
-    };
-    (describe(command, id, from), fix)
-}
-
-/// Why `run`'s settings cannot go together, if they cannot: a setting of the single election
-/// with `--shards`, `--on-child-exit resign` with `--shards`, or `--weight` without it.
+/// Why `run`'s settings cannot go together with `--shards`, if they cannot: a setting of the
+/// single election, `--on-child-exit resign` or `--unhealthy release` with `--shards`, or
+/// `--weight` without it.
 /// `command`: the whole command line (for the names of `run`'s flags and variables).
 pub(super) fn conflict(command: &clap::Command, m: &ArgMatches, run: &RunArgs) -> Option<String> {
     let run_command = command.find_subcommand("run")?;
@@ -139,6 +142,15 @@ pub(super) fn conflict(command: &clap::Command, m: &ArgMatches, run: &RunArgs) -
              decides who owns what); with --shards a shard's child that exits is restarted \
              after a back-off while this process owns the shard (restart, the default), or ends \
              the run (exit); {fix}, or choose one of those"
+        ));
+    }
+    if run.unhealthy == Unhealthy::Release {
+        let (flag, fix) = named(run_command, m, "unhealthy");
+        return Some(format!(
+            "{flag} release cannot be used with {shards}: a member that is not eligible counts \
+             as weight 0, and its shards move only to eligible members, each once its move \
+             lands; with no member eligible it keeps them (hold is what a sharded election \
+             does); {fix}"
         ));
     }
     None

@@ -199,6 +199,18 @@ fn settings_of_the_single_election_are_refused_with_shards() {
             &["--on-child-exit", "resign"],
             "--on-child-exit resign cannot be used with --shards",
         ),
+        (
+            &["--health-command", "true"],
+            "--health-command cannot be used with --shards",
+        ),
+        (
+            &["--health-url", "http://127.0.0.1:1/"],
+            "--health-url cannot be used with --shards",
+        ),
+        (
+            &["--unhealthy", "release"],
+            "--unhealthy release cannot be used with --shards",
+        ),
     ] {
         let mut args = vec!["--shards", "4"];
         args.extend(flags);
@@ -214,6 +226,78 @@ fn settings_of_the_single_election_are_refused_with_shards() {
         .err()
         .unwrap_or_default();
     assert!(e.contains("--weight needs --shards M"), "{e}");
+    // What a member does when it is not eligible: accepted.
+    let hold = run_args(&["--shards", "4", "--unhealthy", "hold", "--", "x"]);
+    assert!(hold.is_ok(), "{hold:?}");
+}
+
+#[test]
+fn check_timings_without_a_check_are_refused_naming_each_and_the_fix() {
+    for (flag, value) in [
+        ("--health-interval", "1s"),
+        ("--health-timeout", "2s"),
+        ("--health-fall", "5"),
+        ("--health-rise", "1"),
+    ] {
+        let e = run_args(&[flag, value, "--", "x"])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains(&format!(
+                "{flag} says how the health checks run, and this run has none"
+            )) && e.contains("--ready-command CMD")
+                && e.contains("--health-command CMD")
+                && e.contains(&format!("or drop {flag}")),
+            "{flag}: {e}"
+        );
+        // With --shards, only the readiness check is offered.
+        let e = run_args(&["--shards", "2", flag, value, "--", "x"])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains("--ready-url URL: with --shards") && !e.contains("--health-command CMD"),
+            "{flag}: {e}"
+        );
+        // With any check, they are its settings.
+        for check in [
+            ["--ready-command", "true"],
+            ["--ready-url", "http://127.0.0.1:1/"],
+            ["--health-command", "true"],
+            ["--health-url", "http://127.0.0.1:1/"],
+        ] {
+            let ok = run_args(&[check[0], check[1], flag, value, "--", "x"]);
+            assert!(ok.is_ok(), "{check:?} {flag}: {ok:?}");
+        }
+    }
+    let e = run_args(&["--health-fall", "5", "--health-rise", "1", "--", "x"])
+        .err()
+        .unwrap_or_default();
+    assert!(
+        e.contains("--health-fall, --health-rise say how")
+            && e.contains("so they would be ignored")
+            && e.contains("or drop --health-fall and drop --health-rise"),
+        "{e}"
+    );
+    // --unhealthy is not a check's timing: an operator's exclusion or the version policy make
+    // a leader ineligible without any check.
+    assert!(run_args(&["--unhealthy", "release", "--", "x"]).is_ok());
+}
+
+#[test]
+fn negative_check_counts_name_the_flag_as_one_argument_or_two() {
+    for flag in ["--health-fall", "--health-rise"] {
+        let joined = format!("{flag}=-1");
+        for args in [vec![flag, "-1"], vec![joined.as_str()]] {
+            let mut argv = args.clone();
+            argv.extend(["--ready-command", "true", "--", "x"]);
+            let e = run_args(&argv).err().unwrap_or_default();
+            assert!(
+                e.contains(&format!("invalid value '-1' for '{flag} <N>'"))
+                    && e.contains("a whole number of consecutive checks"),
+                "{args:?}: {e}"
+            );
+        }
+    }
 }
 
 /// Every argument of `cmd` and of its subcommands, at any depth, with the path to it.

@@ -22,6 +22,10 @@ use crate::process::{Proc, Spec, describe_exit};
 use crate::signals::{Asked, Stop};
 use crate::watchdog::Lease;
 
+/// How long a stop waits for the runner to close the leadership before it stops the child
+/// anyway (see [`Session::close_before_stopping`]).
+const CLOSE_BOUND: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Why the child is being stopped.
 enum Halt {
     /// A stop signal or a store failure.
@@ -248,6 +252,9 @@ impl<D: ElectionDatabase> Session<'_, D> {
                             tracing::warn!(reason = %describe(guard), "leadership ending: stopping the child");
                         }
                     }
+                    if matches!(halt, Halt::Stop(_) | Halt::Suspend) {
+                        self.close_before_stopping(guard).await;
+                    }
                     let stopped = child.stop(grace, Some(self.signals)).await;
                     if let Ok(status) = stopped.status {
                         tracing::info!(how = %describe_exit(status), "child stopped");
@@ -302,6 +309,28 @@ impl<D: ElectionDatabase> Session<'_, D> {
                 }
             }
         }
+    }
+
+    /// Before the child is stopped to leave the election (a stop signal, a store failure,
+    /// SIGTSTP): closes the leadership to new work, as a handover does, so that `/leader`
+    /// turns 503 before the child gets SIGTERM and a load balancer stops sending it requests
+    /// while it drains. It is the runner's resignation: it waits for the child (the guarded
+    /// work of [`lead`](Self::lead)), within the handover grace, before any vacancy commits;
+    /// the shutdown that follows the child's stop leaves the election as before. Waits for
+    /// the guard to close at most [`CLOSE_BOUND`] (the runner answers at once unless its
+    /// runtime is blocked).
+    async fn close_before_stopping(&self, guard: &LeadershipGuard) {
+        if !guard.accepts_work() {
+            return;
+        }
+        let runner = self.runner.clone();
+        tokio::spawn(async move {
+            // Its answer does not matter: the shutdown that follows leaves the election.
+            if let Err(e) = runner.resign().await {
+                tracing::debug!(error = %e, "closing the leadership before leaving");
+            }
+        });
+        let _ = tokio::time::timeout(CLOSE_BOUND, guard.handover_requested()).await;
     }
 
     /// Runs the end-command to completion, if there is one. A stop meanwhile is returned

@@ -122,18 +122,6 @@ pub(crate) fn preflight(args: &RunArgs) -> Result<Prepared, Failure> {
         ],
     )?;
     let checks = HealthChecks::of(args)?;
-    if args.shards.is_some() && (args.health_command.is_some() || args.health_url.is_some()) {
-        let flag = if args.health_command.is_some() {
-            "--health-command"
-        } else {
-            "--health-url"
-        };
-        return Err(Failure::usage(format!(
-            "{flag} checks a leader's child, and --shards has one per owned shard: check this \
-             member's readiness with --ready-command or --ready-url instead (an ineligible \
-             member's shards move away); nothing was created, no ballot used"
-        )));
-    }
     let current = watch::Sender::new(None::<Runner>);
     let member = watch::Sender::new(None::<ShardedRunner>);
     if let Some(addr) = args.metrics_listen {
@@ -197,11 +185,23 @@ fn sources(
 const NOT_CAMPAIGNING: &str = "not campaigning now (starting, or waiting before the next campaign)";
 
 /// `/leader` and `/follower` of the single election: judged now, against the belief's
-/// deadline (a blocked runner's leadership ends at its deadline here too).
+/// deadline (a blocked runner's leadership ends at its deadline here too). `/leader` is 200
+/// only while the leadership takes new work ([`LeadershipGuard::accepts_work`]): from the
+/// moment it closes to hand over, resign or leave, while its child drains, it is 503, so
+/// that a load balancer sends new requests to no stopping child.
+///
+/// [`LeadershipGuard::accepts_work`]: fdb_leader_election::runner::LeadershipGuard::accepts_work
 fn single_role(runner: &Runner, role: serve::Role) -> Result<String, String> {
     let leading = runner.leadership();
     match (role, leading) {
-        (serve::Role::Leader, Some(guard)) => Ok(format!("leader, ballot {}", guard.ballot())),
+        (serve::Role::Leader, Some(guard)) if guard.accepts_work() => {
+            Ok(format!("leader, ballot {}", guard.ballot()))
+        }
+        (serve::Role::Leader, Some(guard)) => Err(format!(
+            "the leader (ballot {}), draining: it takes no new work, its child is stopping \
+             and the leadership is being handed over",
+            guard.ballot()
+        )),
         (serve::Role::Leader, None) => Err(format!("not the leader ({})", runner.state())),
         (_, Some(guard)) => Err(format!(
             "the leader (ballot {}), not a follower",

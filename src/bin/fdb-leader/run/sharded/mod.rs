@@ -77,13 +77,19 @@ pub(super) fn health_note(member: &ShardedRunner) -> String {
     )
 }
 
-/// `/shards` (this member's shards, as JSON) and `/shard/N` (200 while it owns shard N),
-/// judged now against each shard's deadline.
+/// `/shards` (this member's shards, as JSON) and `/shard/N` (200 while it owns shard N and
+/// takes new work for it: 503 while the shard drains for a move), judged now against each
+/// shard's deadline.
 pub(super) fn role(member: &ShardedRunner, role: crate::serve::Role) -> Result<String, String> {
     match role {
         crate::serve::Role::Shard(n) => match member.guard(fdb_leader_election::ShardId::new(n)) {
-            Some(guard) => Ok(format!(
+            Some(guard) if guard.accepts_work() => Ok(format!(
                 "owner of shard {n}, ballot {}",
+                guard.fencing_token()
+            )),
+            Some(guard) => Err(format!(
+                "owner of shard {n} (ballot {}), draining: it takes no new work, its child is \
+                 stopping and the shard is being handed over",
                 guard.fencing_token()
             )),
             None => Err(format!("not the owner of shard {n}")),
