@@ -662,6 +662,7 @@ const CANDIDATE_FIELDS: &[&str] = &[
     "id",
     "leader",
     "live",
+    "policy_allows",
     "priority",
     "registration",
     "renewal_lag",

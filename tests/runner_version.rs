@@ -478,7 +478,7 @@ async fn a_directed_resign_to_a_version_the_policy_does_not_allow_is_refused() {
                 .to_builder()
                 .version_policy(VersionPolicy::Ignore)
                 .build()
-                .map_err(|e| ElectionError::InvalidConfig(e))?;
+                .map_err(ElectionError::InvalidConfig)?;
             e.write_config(&txn, &cfg).await
         }
     })

@@ -88,15 +88,20 @@ pub(crate) enum DirectedRefusal {
     /// No live eligible candidate of that name, other than the leader.
     NoneLive { name: String },
     /// Every live eligible candidate of that name is one the version policy does not let
-    /// lead: a live eligible candidate it ranks ahead (`ahead`, with its version) is there.
-    Policy {
-        name: String,
-        policy: crate::record::VersionPolicy,
-        target_version: Option<semver::Version>,
-        leader_version: Option<semver::Version>,
-        ahead: CandidateId,
-        ahead_version: Option<semver::Version>,
-    },
+    /// lead: a live eligible candidate it ranks ahead is there.
+    Policy(Box<PolicyRefusal>),
+}
+
+/// A directed request the version policy refuses: the name asked for, the policy, the
+/// versions of the target, the leader and the candidate (`ahead`) the policy ranks first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PolicyRefusal {
+    name: String,
+    policy: crate::record::VersionPolicy,
+    target_version: Option<semver::Version>,
+    leader_version: Option<semver::Version>,
+    ahead: CandidateId,
+    ahead_version: Option<semver::Version>,
 }
 
 impl std::fmt::Display for DirectedRefusal {
@@ -110,21 +115,17 @@ impl std::fmt::Display for DirectedRefusal {
                 f,
                 "no live eligible candidate named {name:?} (other than the leader)"
             ),
-            DirectedRefusal::Policy {
-                name,
-                policy,
-                target_version,
-                leader_version,
-                ahead,
-                ahead_version,
-            } => write!(
+            DirectedRefusal::Policy(p) => write!(
                 f,
-                "the version policy {policy} does not let {name:?} ({}) lead while {ahead} \
-                 ({}) is live and eligible (the leader runs {}); change the policy first, or \
+                "the version policy {policy} does not let {:?} ({}) lead while {} ({}) is \
+                 live and eligible (the leader runs {}); change the policy first, or \
                  resign without a target",
-                v(target_version),
-                v(ahead_version),
-                v(leader_version),
+                p.name,
+                v(&p.target_version),
+                p.ahead,
+                v(&p.ahead_version),
+                v(&p.leader_version),
+                policy = p.policy,
             ),
         }
     }
@@ -168,13 +169,15 @@ pub(crate) fn directed_target(
             match ahead.first() {
                 None => true,
                 Some((a, ac)) => {
-                    blocked.get_or_insert_with(|| DirectedRefusal::Policy {
-                        name: name.to_owned(),
-                        policy: ranking.policy,
-                        target_version: c.version.clone(),
-                        leader_version: ranking.leader_version.cloned(),
-                        ahead: a.clone(),
-                        ahead_version: ac.version.clone(),
+                    blocked.get_or_insert_with(|| {
+                        DirectedRefusal::Policy(Box::new(PolicyRefusal {
+                            name: name.to_owned(),
+                            policy: ranking.policy,
+                            target_version: c.version.clone(),
+                            leader_version: ranking.leader_version.cloned(),
+                            ahead: a.clone(),
+                            ahead_version: ac.version.clone(),
+                        }))
                     });
                     false
                 }

@@ -31,6 +31,7 @@ use fdb_leader_election::{
 };
 use foundationdb::options::TransactionOption;
 use foundationdb::{Database, FdbBindingError, RetryableTransaction};
+use foundationdb_simulation::Severity;
 
 use crate::log::{self, Entry, Prior, Row};
 use crate::options::Plant;
@@ -248,9 +249,11 @@ impl Incarnation {
         if let Some(t) = self.sleeping {
             at = at.min(now + self.s.clock.until(t));
         }
+        // The guard's deadline (the machine revokes it then); one that passed needs no wake.
         if let Some(g) = self.brain.borrow().guard {
-            if !g.revoked {
-                at = at.min(now + self.s.clock.until(g.deadline));
+            let until = self.s.clock.until(g.deadline);
+            if !g.revoked && until > 0.0 {
+                at = at.min(now + until);
             }
         }
         if let Some(t) = self.draining {
@@ -443,6 +446,14 @@ impl Incarnation {
                 }
                 Err(e) => {
                     s.tester.borrow_mut().stats.cycle_failures += 1;
+                    s.sim.trace(
+                        Severity::Info,
+                        "LeaderElectionCycleFailed",
+                        &[
+                            ("Candidate".into(), s.candidate.id().to_string()),
+                            ("Error".into(), format!("{e:?}")),
+                        ],
+                    );
                     Outcome::Event(Event::CycleFailed(Failure::of(&e)))
                 }
             }
@@ -538,10 +549,31 @@ impl Incarnation {
     /// priority changing.
     async fn chaos(&mut self, healthy_at: &mut Option<f64>) {
         let sim = self.s.sim.clone();
-        match sim.below(8) {
+        // A leader's pause is the one that matters most (a zombie leader): a third of a
+        // leader's faults are pauses.
+        let leads = self.s.candidate.leadership().is_some();
+        let pick = if leads && sim.chance(0.33) {
+            0
+        } else {
+            sim.below(8)
+        };
+        match pick {
             0 => {
                 self.s.tester.borrow_mut().stats.stalls += 1;
-                sim.sleep(sim.between(0.2, 7.0)).await;
+                let pause = sim.between(0.2, 15.0);
+                sim.trace(
+                    Severity::Info,
+                    "LeaderElectionStall",
+                    &[
+                        ("Candidate".into(), self.s.candidate.id().to_string()),
+                        ("Seconds".into(), format!("{pause:.3}")),
+                        (
+                            "Leads".into(),
+                            self.s.candidate.leadership().is_some().to_string(),
+                        ),
+                    ],
+                );
+                sim.sleep(pause).await;
                 self.sample();
             }
             1 if healthy_at.is_none()
@@ -620,6 +652,15 @@ fn apply(s: &Setup, brain: &Rc<RefCell<Brain>>, command: Command) {
     let mut b = brain.borrow_mut();
     match command {
         Command::IssueGuard { ballot, deadline } | Command::ReissueGuard { ballot, deadline } => {
+            s.sim.trace(
+                Severity::Info,
+                "LeaderElectionGuard",
+                &[
+                    ("Candidate".into(), s.candidate.id().to_string()),
+                    ("Ballot".into(), ballot.get().to_string()),
+                    ("ValidFor".into(), format!("{:.3}", s.clock.until(deadline))),
+                ],
+            );
             s.candidate.set_guard_closed_at(None);
             b.guard = Some(Guard {
                 ballot,
@@ -693,8 +734,12 @@ where
         .await
         .map_err(fdb_leader_election::fdb::election_error);
     if let Err(ElectionError::Database(e)) = &result {
-        if e.is_maybe_committed() {
-            tester.borrow_mut().stats.timeouts += 1;
+        // The attempt's bound passed (transaction_timed_out): its commit, if it had begun,
+        // may have applied. A commit_unknown_result returned (not retried) counts as one.
+        match e.code() {
+            Some(1031) => tester.borrow_mut().stats.timeouts += 1,
+            Some(1021) => tester.borrow_mut().stats.unknown_commits += 1,
+            _ => {}
         }
     }
     result
@@ -884,10 +929,27 @@ async fn work(s: Setup, token: Ballot) {
             async move { Ok(e.coordinate(&trx, &c, token).await?) }
         })
         .await;
-        let mut t = s.tester.borrow_mut();
         match done {
-            Ok(_) => t.stats.fenced_writes += 1,
-            Err(_) => t.stats.fenced_rejected += 1,
+            Ok(c) => {
+                s.tester.borrow_mut().stats.fenced_writes += 1;
+                s.sim.trace(
+                    Severity::Info,
+                    "LeaderElectionCoordinated",
+                    &[
+                        ("Ballot".into(), token.get().to_string()),
+                        ("Fenced".into(), c.fenced.len().to_string()),
+                        ("ShardsWritten".into(), c.shards_written.to_string()),
+                    ],
+                );
+            }
+            Err(e) => {
+                s.tester.borrow_mut().stats.fenced_rejected += 1;
+                s.sim.trace(
+                    Severity::Info,
+                    "LeaderElectionCoordinateFailed",
+                    &[("Error".into(), format!("{e:?}"))],
+                );
+            }
         }
         return;
     }
@@ -918,9 +980,19 @@ async fn work(s: Setup, token: Ballot) {
         }
     })
     .await;
-    let mut t = s.tester.borrow_mut();
     match result {
-        Ok(()) => t.stats.fenced_writes += 1,
-        Err(_) => t.stats.fenced_rejected += 1,
+        Ok(()) => s.tester.borrow_mut().stats.fenced_writes += 1,
+        Err(e) => {
+            s.tester.borrow_mut().stats.fenced_rejected += 1;
+            s.sim.trace(
+                Severity::Info,
+                "LeaderElectionWorkFailed",
+                &[
+                    ("Candidate".into(), s.candidate.id().to_string()),
+                    ("Ballot".into(), token.get().to_string()),
+                    ("Error".into(), format!("{e:?}")),
+                ],
+            );
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! intervals, written at the end of the run. The check phase replays them.
 
 use fdb_leader_election::Subspace;
-use foundationdb::options::MutationType;
+use foundationdb::options::{MutationType, StreamingMode};
 use foundationdb::tuple::Versionstamp;
 use foundationdb::{RangeOption, Transaction};
 use serde::{Deserialize, Serialize};
@@ -164,15 +164,18 @@ pub(crate) async fn read_all(
                 async move {
                     let mut opt = RangeOption::from((from, end));
                     opt.limit = Some(PAGE);
+                    opt.mode = StreamingMode::WantAll;
                     let values = trx.get_range(&opt, 1, true).await?;
-                    Ok(values
+                    let rows = values
                         .iter()
                         .map(|kv| (kv.key().to_vec(), kv.value().to_vec()))
-                        .collect::<Vec<_>>())
+                        .collect::<Vec<_>>();
+                    Ok((rows, values.more()))
                 }
             })
             .await?;
-        let full = page.len() == PAGE;
+        let (page, more) = page;
+        let full = more && !page.is_empty();
         if let Some((last, _)) = page.last() {
             let mut next = last.clone();
             next.push(0);

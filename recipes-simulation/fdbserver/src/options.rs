@@ -10,7 +10,7 @@ use foundationdb_simulation::WorkloadContext;
 /// catch (`scripts/fdb-sim --plant P`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Plant {
-    /// Clocks run up to 30% fast or slow, while the configuration says 1%: a leader's belief
+    /// Clocks run up to 45% fast or slow, while the configuration says 1%: a leader's belief
     /// outlives its lease and overlaps its successor's. Caught by the belief oracle.
     ClockBeyondRho,
     /// Leader work writes the counter with the last token it held, without the fence and

@@ -162,15 +162,18 @@ impl MemberLoop {
         for t in [self.sleeping, self.waiting].into_iter().flatten() {
             at = at.min(now + self.clock.until(t));
         }
+        // The lease's end, while guards stand on it (one that passed needs no wake: the
+        // guards are invalid by their deadline).
         if let Some(d) = self.member.lease_deadline() {
-            if !self.brain.borrow().guards.is_empty() {
-                at = at.min(now + self.clock.until(d));
+            let until = self.clock.until(d);
+            if !self.brain.borrow().guards.is_empty() && until > 0.0 {
+                at = at.min(now + until);
             }
         }
         if let Some(t) = self.draining {
             at = at.min(t);
         }
-        if self.work.is_none() {
+        if self.work.is_none() && self.work_possible() {
             at = at.min(self.next_work_at);
         }
         at.max(now)
@@ -249,6 +252,20 @@ impl MemberLoop {
                 }
             }
         }
+    }
+
+    /// Whether some shard's guarded work could start (so the next work time is worth waking
+    /// for).
+    fn work_possible(&self) -> bool {
+        if self.plant == Some(Plant::UnfencedShardWork) {
+            return !self.last_tokens.is_empty() || !self.brain.borrow().guards.is_empty();
+        }
+        let local = self.member.now();
+        self.brain
+            .borrow()
+            .guards
+            .values()
+            .any(|g| !g.closed && local < g.deadline)
     }
 
     /// Starts one piece of a shard's guarded work, for the first shard whose guard takes
@@ -409,6 +426,14 @@ impl MemberLoop {
                 }
                 Err(e) => {
                     tester.borrow_mut().stats.cycle_failures += 1;
+                    sim.trace(
+                        Severity::Info,
+                        "LeaderElectionMemberCycleFailed",
+                        &[
+                            ("Member".into(), member.id().to_string()),
+                            ("Error".into(), format!("{e:?}")),
+                        ],
+                    );
                     ShardEvent::CycleFailed(Failure::of(&e))
                 }
             }
@@ -521,7 +546,7 @@ impl ShardedWorkload {
     }
 
     fn config() -> ElectionConfig {
-        operator::config(5.0, VersionPolicy::Ignore, true).unwrap_or_default()
+        operator::config(10.0, VersionPolicy::Ignore, true).unwrap_or_default()
     }
 
     fn layout(&self) -> Option<Layout> {
@@ -542,7 +567,7 @@ impl ShardedWorkload {
                 return;
             };
             let bound: i64 = if self.options.plant == Some(Plant::ClockBeyondRho) {
-                300_000
+                450_000
             } else {
                 9_000
             };

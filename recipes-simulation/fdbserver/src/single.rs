@@ -54,7 +54,7 @@ impl SingleWorkload {
         let shared = self.sim.context().shared_random_number().unsigned_abs();
         let policy = VersionPolicy::ALL[usize::try_from(shared % n).unwrap_or(0)];
         // Valid by construction (the operator draws from the same function).
-        operator::config(5.0, policy, true).unwrap_or_default()
+        operator::config(10.0, policy, true).unwrap_or_default()
     }
 
     /// One candidate slot: incarnations one after another until `end`.
@@ -70,7 +70,7 @@ impl SingleWorkload {
             // Clocks: a large offset, a rate error within the configuration's bound (1%),
             // or far beyond it for the plant.
             let bound: i64 = if self.options.plant == Some(Plant::ClockBeyondRho) {
-                300_000
+                450_000
             } else {
                 9_000
             };

@@ -21,9 +21,9 @@ pub(crate) struct Stats {
     pub(crate) priority_changes: u64,
     pub(crate) cycles: u64,
     pub(crate) cycle_failures: u64,
-    /// Attempts that `Database::run` retried after a commit whose result was unknown.
+    /// Commits whose result was unknown (1021): retried by `Database::run`, or returned.
     pub(crate) unknown_commits: u64,
-    /// Operations that ended with a timeout (1031) or an unknown result.
+    /// Operations that ended with a timeout (1031: their commit, if begun, may have applied).
     pub(crate) timeouts: u64,
     pub(crate) acquisitions: u64,
     pub(crate) handovers: u64,
