@@ -51,7 +51,7 @@ pub(crate) fn check(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<V
 }
 
 /// Runs every oracle of the sharded election: its coordinator election's (ballots, beliefs,
-/// versions), and per shard ballots, fenced writes and beliefs.
+/// versions), and per shard the same rules of ballots, fenced writes and beliefs.
 pub(crate) fn check_sharded(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<Violation>) {
     let mut found = Vec::new();
     let mut counts = count(entries, intervals);
@@ -60,7 +60,7 @@ pub(crate) fn check_sharded(entries: &[Entry], intervals: &[Interval]) -> (Count
     let (judged, v) = versions(entries);
     counts.policy_takeovers_judged = judged;
     found.extend(v);
-    found.extend(shards(entries));
+    found.extend(fenced_writes(entries));
     if counts.shard_acquisitions == 0 || counts.shard_writes == 0 || counts.elections == 0 {
         found.push(progress(format!(
             "{} coordinator elections, {} shard acquisitions, {} fenced shard writes",
@@ -75,64 +75,6 @@ fn progress(what: String) -> Violation {
         oracle: "progress",
         message: format!("a run that did nothing: {what}"),
     }
-}
-
-/// Per shard, in commit order: acquisitions take strictly growing ballots, and fenced writes
-/// carry ballots no older than the one before and set the shard's counter to one more.
-pub(crate) fn shards(entries: &[Entry]) -> Vec<Violation> {
-    let mut found = Vec::new();
-    let mut acquired: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut written: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for (n, e) in entries.iter().enumerate() {
-        match e {
-            Entry::ShardAcquired {
-                shard,
-                ballot,
-                member,
-            } => {
-                if let Some(high) = acquired.get(shard).filter(|h| *ballot <= **h) {
-                    found.push(Violation {
-                        oracle: "ballots",
-                        message: format!(
-                            "log entry {n}: {member} acquired shard {shard} at ballot {ballot} \
-                             after ballot {high}"
-                        ),
-                    });
-                }
-                let high = acquired.entry(*shard).or_insert(*ballot);
-                *high = (*high).max(*ballot);
-            }
-            Entry::ShardWork {
-                shard,
-                ballot,
-                member,
-                counter,
-            } => {
-                let (prev_ballot, prev_counter) = written.get(shard).copied().unwrap_or((0, 0));
-                if *ballot < prev_ballot {
-                    found.push(Violation {
-                        oracle: "fenced-writes",
-                        message: format!(
-                            "log entry {n}: {member} wrote shard {shard} with ballot {ballot} \
-                             after ballot {prev_ballot} had written"
-                        ),
-                    });
-                }
-                if *counter != prev_counter.saturating_add(1) {
-                    found.push(Violation {
-                        oracle: "fenced-writes",
-                        message: format!(
-                            "log entry {n}: {member} set shard {shard}'s counter to {counter} \
-                             after it was {prev_counter}: an update was lost"
-                        ),
-                    });
-                }
-                written.insert(*shard, (prev_ballot.max(*ballot), *counter));
-            }
-            _ => {}
-        }
-    }
-    found
 }
 
 fn count(entries: &[Entry], intervals: &[Interval]) -> Counts {
@@ -162,92 +104,151 @@ fn count(entries: &[Entry], intervals: &[Interval]) -> Counts {
     c
 }
 
-/// Ballots never decrease and each has one owner: acquisitions, in commit order, take
-/// strictly growing ballots, and a vacancy is written by the owner of its ballot.
+/// An acquisition as the ballots oracle sees it: its scope (the election, `""`, or a shard),
+/// the ballot and who took it; or a vacancy (`acquired: false`) written by its ballot's owner.
+struct Change<'a> {
+    scope: String,
+    ballot: u64,
+    who: &'a str,
+    acquired: bool,
+}
+
+fn change(e: &Entry) -> Option<Change<'_>> {
+    match e {
+        Entry::Acquired {
+            ballot, candidate, ..
+        } => Some(Change {
+            scope: String::new(),
+            ballot: *ballot,
+            who: candidate,
+            acquired: true,
+        }),
+        Entry::Vacancy { ballot, by, .. } => Some(Change {
+            scope: String::new(),
+            ballot: *ballot,
+            who: by,
+            acquired: false,
+        }),
+        Entry::ShardAcquired {
+            shard,
+            ballot,
+            member,
+        } => Some(Change {
+            scope: format!("shard {shard}"),
+            ballot: *ballot,
+            who: member,
+            acquired: true,
+        }),
+        _ => None,
+    }
+}
+
+/// Ballots never decrease and each has one owner, per scope (the election, each shard):
+/// acquisitions, in commit order, take strictly growing ballots, and a vacancy is written by
+/// the owner of its ballot, at the latest ballot.
 pub(crate) fn ballots(entries: &[Entry]) -> Vec<Violation> {
     let mut found = Vec::new();
-    let mut owners: BTreeMap<u64, &str> = BTreeMap::new();
-    let mut high: Option<u64> = None;
+    let mut owners: BTreeMap<(String, u64), &str> = BTreeMap::new();
+    let mut high: BTreeMap<String, u64> = BTreeMap::new();
     for (n, e) in entries.iter().enumerate() {
-        match e {
-            Entry::Acquired {
-                ballot, candidate, ..
-            } => {
-                if high.is_some_and(|h| *ballot <= h) {
-                    found.push(Violation {
-                        oracle: "ballots",
-                        message: format!(
-                            "log entry {n}: {candidate} acquired ballot {ballot} after ballot {} \
-                             had been acquired",
-                            high.unwrap_or_default()
-                        ),
-                    });
-                }
-                high = Some(high.map_or(*ballot, |h| h.max(*ballot)));
-                owners.insert(*ballot, candidate);
+        let Some(c) = change(e) else {
+            continue;
+        };
+        let at = |s: &str| {
+            if s.is_empty() {
+                String::new()
+            } else {
+                format!(" of {s}")
             }
-            Entry::Vacancy { ballot, by, .. } => {
-                if high.is_some_and(|h| *ballot < h) {
-                    found.push(Violation {
-                        oracle: "ballots",
-                        message: format!(
-                            "log entry {n}: {by} wrote a vacancy of ballot {ballot} after ballot \
-                             {} had been acquired",
-                            high.unwrap_or_default()
-                        ),
-                    });
-                }
-                if owners.get(ballot).is_some_and(|o| o != by) {
-                    found.push(Violation {
-                        oracle: "ballots",
-                        message: format!(
-                            "log entry {n}: {by} wrote the vacancy of ballot {ballot}, owned by {}",
-                            owners.get(ballot).copied().unwrap_or_default()
-                        ),
-                    });
-                }
+        };
+        let top = high.get(&c.scope).copied();
+        if c.acquired {
+            if let Some(h) = top.filter(|h| c.ballot <= *h) {
+                found.push(Violation {
+                    oracle: "ballots",
+                    message: format!(
+                        "log entry {n}: {} acquired ballot {}{} after ballot {h} had been acquired",
+                        c.who,
+                        c.ballot,
+                        at(&c.scope)
+                    ),
+                });
             }
-            _ => {}
+            high.insert(c.scope.clone(), top.map_or(c.ballot, |h| h.max(c.ballot)));
+            owners.insert((c.scope, c.ballot), c.who);
+        } else {
+            if let Some(h) = top.filter(|h| c.ballot < *h) {
+                found.push(Violation {
+                    oracle: "ballots",
+                    message: format!(
+                        "log entry {n}: {} wrote a vacancy of ballot {}{} after ballot {h} had \
+                         been acquired",
+                        c.who,
+                        c.ballot,
+                        at(&c.scope)
+                    ),
+                });
+            }
+            if let Some(o) = owners
+                .get(&(c.scope.clone(), c.ballot))
+                .filter(|o| **o != c.who)
+            {
+                found.push(Violation {
+                    oracle: "ballots",
+                    message: format!(
+                        "log entry {n}: {} wrote the vacancy of ballot {}{}, owned by {o}",
+                        c.who,
+                        c.ballot,
+                        at(&c.scope)
+                    ),
+                });
+            }
         }
     }
     found
 }
 
-/// Fenced writes arrive in ballot order, and the fenced counter loses no update: each write,
-/// in commit order, carries a ballot no older than the one before, and sets the counter to
-/// one more than the write before it.
+/// Fenced writes arrive in ballot order, and the fenced counter loses no update, per scope
+/// (the election's counter, each shard's): each write, in commit order, carries a ballot no
+/// older than the one before, and sets the counter to one more than the write before it.
 pub(crate) fn fenced_writes(entries: &[Entry]) -> Vec<Violation> {
     let mut found = Vec::new();
-    let mut last: Option<(u64, u64)> = None;
+    let mut last: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (n, e) in entries.iter().enumerate() {
-        let Entry::Work {
-            ballot,
-            candidate,
-            counter,
-        } = e
-        else {
-            continue;
+        let (scope, ballot, who, counter) = match e {
+            Entry::Work {
+                ballot,
+                candidate,
+                counter,
+            } => (String::new(), *ballot, candidate, *counter),
+            Entry::ShardWork {
+                shard,
+                ballot,
+                member,
+                counter,
+            } => (format!("shard {shard} "), *ballot, member, *counter),
+            _ => continue,
         };
-        let (prev_ballot, prev_counter) = last.unwrap_or((0, 0));
-        if *ballot < prev_ballot {
+        let (prev_ballot, prev_counter) = last.get(&scope).copied().unwrap_or((0, 0));
+        if ballot < prev_ballot {
             found.push(Violation {
                 oracle: "fenced-writes",
                 message: format!(
-                    "log entry {n}: {candidate} wrote with ballot {ballot} after ballot \
+                    "log entry {n}: {who} wrote {scope}with ballot {ballot} after ballot \
                      {prev_ballot} had written"
                 ),
             });
         }
-        if *counter != prev_counter.saturating_add(1) {
+        if counter != prev_counter.saturating_add(1) {
             found.push(Violation {
                 oracle: "fenced-writes",
                 message: format!(
-                    "log entry {n}: {candidate} set the counter to {counter} after it was \
+                    "log entry {n}: {who} set the {scope}counter to {counter} after it was \
                      {prev_counter}: an update was lost"
                 ),
             });
         }
-        last = Some((prev_ballot.max(*ballot), *counter));
+        last.insert(scope, (prev_ballot.max(ballot), counter));
     }
     found
 }
@@ -476,6 +477,30 @@ mod tests {
         let (counts, found) = check(&[], &[]);
         assert_eq!(counts.elections, 0);
         assert!(found.iter().any(|v| v.oracle == "progress"));
+    }
+
+    #[test]
+    fn each_shard_keeps_the_same_rules_apart() {
+        let acq = |shard, ballot| Entry::ShardAcquired {
+            shard,
+            ballot,
+            member: "m".into(),
+        };
+        let w = |shard, ballot, counter| Entry::ShardWork {
+            shard,
+            ballot,
+            member: "m".into(),
+            counter,
+        };
+        // Ballot 3 of shard 1 after ballot 5 of shard 0: no conflict between shards.
+        assert!(ballots(&[acq(0, 5), acq(1, 3)]).is_empty());
+        assert_eq!(ballots(&[acq(0, 5), acq(0, 3)]).len(), 1);
+        assert!(fenced_writes(&[w(0, 5, 1), w(1, 3, 1), w(0, 5, 2)]).is_empty());
+        assert_eq!(fenced_writes(&[w(0, 5, 1), w(0, 4, 2)]).len(), 1);
+        assert_eq!(fenced_writes(&[w(0, 5, 1), w(0, 5, 3)]).len(), 1);
+        let (counts, found) = check_sharded(&[acquired(2, "a"), acq(0, 1), w(0, 1, 1)], &[]);
+        assert_eq!((counts.shard_acquisitions, counts.shard_writes), (1, 1));
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]
