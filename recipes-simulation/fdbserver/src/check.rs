@@ -31,8 +31,39 @@ pub(crate) struct Counts {
     pub(crate) shard_writes: u64,
 }
 
+/// What the cluster let the candidates do: their cycles, and those that failed with the
+/// cluster's own errors (timeouts, unavailability, conflicts, unknown results).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Cluster {
+    pub(crate) cycles: u64,
+    pub(crate) cluster_failures: u64,
+}
+
+impl Cluster {
+    /// Summed over the testers.
+    pub(crate) fn of(stats: &[crate::tester::Stats]) -> Self {
+        stats.iter().fold(Cluster::default(), |c, s| Cluster {
+            cycles: c.cycles.saturating_add(s.cycles),
+            cluster_failures: c.cluster_failures.saturating_add(s.cluster_failures),
+        })
+    }
+
+    /// Whether the cluster failed nine cycles in ten or more, of at least twenty: a seed whose
+    /// simulated cluster stayed unavailable (a recovery that does not end, a disk error) is
+    /// not one where the election can show progress. Cycles that failed for the election's
+    /// own reasons are not excused, nor is a run that tried nothing.
+    pub(crate) fn unavailable(&self) -> bool {
+        self.cycles >= 20
+            && self.cluster_failures.saturating_mul(10) >= self.cycles.saturating_mul(9)
+    }
+}
+
 /// Runs every oracle of the single election.
-pub(crate) fn check(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<Violation>) {
+pub(crate) fn check(
+    entries: &[Entry],
+    intervals: &[Interval],
+    cluster: Cluster,
+) -> (Counts, Vec<Violation>) {
     let mut found = Vec::new();
     let mut counts = count(entries, intervals);
     found.extend(ballots(entries));
@@ -41,10 +72,10 @@ pub(crate) fn check(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<V
     let (judged, v) = versions(entries);
     counts.policy_takeovers_judged = judged;
     found.extend(v);
-    if counts.elections == 0 || counts.fenced_writes == 0 {
+    if (counts.elections == 0 || counts.fenced_writes == 0) && !cluster.unavailable() {
         found.push(progress(format!(
-            "{} elections, {} fenced writes",
-            counts.elections, counts.fenced_writes
+            "{} elections, {} fenced writes ({} cycles, {} failed by the cluster)",
+            counts.elections, counts.fenced_writes, cluster.cycles, cluster.cluster_failures
         )));
     }
     (counts, found)
@@ -52,7 +83,11 @@ pub(crate) fn check(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<V
 
 /// Runs every oracle of the sharded election: its coordinator election's (ballots, beliefs,
 /// versions), and per shard the same rules of ballots, fenced writes and beliefs.
-pub(crate) fn check_sharded(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<Violation>) {
+pub(crate) fn check_sharded(
+    entries: &[Entry],
+    intervals: &[Interval],
+    cluster: Cluster,
+) -> (Counts, Vec<Violation>) {
     let mut found = Vec::new();
     let mut counts = count(entries, intervals);
     found.extend(ballots(entries));
@@ -61,10 +96,16 @@ pub(crate) fn check_sharded(entries: &[Entry], intervals: &[Interval]) -> (Count
     counts.policy_takeovers_judged = judged;
     found.extend(v);
     found.extend(fenced_writes(entries));
-    if counts.shard_acquisitions == 0 || counts.shard_writes == 0 || counts.elections == 0 {
+    let idle = counts.shard_acquisitions == 0 || counts.shard_writes == 0 || counts.elections == 0;
+    if idle && !cluster.unavailable() {
         found.push(progress(format!(
-            "{} coordinator elections, {} shard acquisitions, {} fenced shard writes",
-            counts.elections, counts.shard_acquisitions, counts.shard_writes
+            "{} coordinator elections, {} shard acquisitions, {} fenced shard writes ({} cycles, \
+             {} failed by the cluster)",
+            counts.elections,
+            counts.shard_acquisitions,
+            counts.shard_writes,
+            cluster.cycles,
+            cluster.cluster_failures
         )));
     }
     (counts, found)
@@ -474,9 +515,22 @@ mod tests {
         assert!(versions(&[hb(7.9), acquired(2, "a")]).1.is_empty());
         let (judged, _) = versions(&[acquired(2, "a")]);
         assert_eq!(judged, 1);
-        let (counts, found) = check(&[], &[]);
+        let (counts, found) = check(&[], &[], Cluster::default());
         assert_eq!(counts.elections, 0);
         assert!(found.iter().any(|v| v.oracle == "progress"));
+        // A cluster that failed nearly every cycle excuses a run without progress; one that
+        // let them commit, or a run that tried nothing, does not.
+        let down = Cluster {
+            cycles: 100,
+            cluster_failures: 95,
+        };
+        assert!(down.unavailable());
+        assert!(check(&[], &[], down).1.is_empty());
+        let up = Cluster {
+            cycles: 100,
+            cluster_failures: 50,
+        };
+        assert!(!check(&[], &[], up).1.is_empty());
     }
 
     #[test]
@@ -498,7 +552,11 @@ mod tests {
         assert!(fenced_writes(&[w(0, 5, 1), w(1, 3, 1), w(0, 5, 2)]).is_empty());
         assert_eq!(fenced_writes(&[w(0, 5, 1), w(0, 4, 2)]).len(), 1);
         assert_eq!(fenced_writes(&[w(0, 5, 1), w(0, 5, 3)]).len(), 1);
-        let (counts, found) = check_sharded(&[acquired(2, "a"), acq(0, 1), w(0, 1, 1)], &[]);
+        let (counts, found) = check_sharded(
+            &[acquired(2, "a"), acq(0, 1), w(0, 1, 1)],
+            &[],
+            Cluster::default(),
+        );
         assert_eq!((counts.shard_acquisitions, counts.shard_writes), (1, 1));
         assert!(found.is_empty(), "{found:?}");
     }

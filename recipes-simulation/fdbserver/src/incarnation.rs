@@ -445,7 +445,7 @@ impl Incarnation {
                     Outcome::Event(Event::CycleCommitted(CycleReport::new(&cycle, &adopted)))
                 }
                 Err(e) => {
-                    s.tester.borrow_mut().stats.cycle_failures += 1;
+                    crate::tester::failed_cycle(&s.tester, &e);
                     s.sim.trace(
                         Severity::Info,
                         "LeaderElectionCycleFailed",

@@ -35,6 +35,16 @@ pub(crate) fn beliefs_range() -> (Vec<u8>, Vec<u8>) {
     space().subspace(&("belief",)).range()
 }
 
+/// The testers' counts' range.
+pub(crate) fn stats_range() -> (Vec<u8>, Vec<u8>) {
+    space().subspace(&("stats",)).range()
+}
+
+/// The key of tester `client`'s counts.
+pub(crate) fn stats_key(client: u32) -> Vec<u8> {
+    space().pack(&("stats", u64::from(client)))
+}
+
 /// The key of tester `client`'s `n`-th belief interval.
 pub(crate) fn belief_key(client: u32, n: u64) -> Vec<u8> {
     space().pack(&("belief", u64::from(client), n))

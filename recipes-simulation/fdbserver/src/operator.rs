@@ -38,8 +38,10 @@ pub(crate) fn config(
         .build()
 }
 
-/// The operator's loop, until `end` (simulated time). `names`: every candidate slot's name.
+/// The operator's loop, until `end` (simulated time). `names`: every candidate slot's name;
+/// `lease`: the spec's lease, which the operator scales by 0.6, 1 and 1.5.
 pub(crate) async fn operate(
+    lease: f64,
     sim: Sim,
     db: Arc<Database>,
     election: LeaderElection,
@@ -60,7 +62,7 @@ pub(crate) async fn operate(
             .unwrap_or_default();
         match sim.below(6) {
             0 | 1 => {
-                let lease = [6.0, 10.0, 15.0][usize::try_from(sim.below(3)).unwrap_or(0)];
+                let lease = lease * [0.6, 1.0, 1.5][usize::try_from(sim.below(3)).unwrap_or(0)];
                 let policy = VersionPolicy::ALL
                     [usize::try_from(sim.below(VersionPolicy::ALL.len() as u64)).unwrap_or(0)];
                 let Ok(new) = config(lease, policy, !sim.chance(0.15)) else {

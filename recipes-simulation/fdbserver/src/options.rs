@@ -82,6 +82,9 @@ pub(crate) struct Options {
     pub(crate) candidates: u32,
     /// Simulated seconds of the start phase.
     pub(crate) duration: f64,
+    /// The election's lease, seconds (heartbeat a quarter of it; the operator changes it to
+    /// 0.6 and 1.5 times this too).
+    pub(crate) lease: f64,
     /// The planted fault, if any.
     pub(crate) plant: Option<Plant>,
     /// Sharded: how many shards.
@@ -96,6 +99,7 @@ impl Options {
         let mut invalid = None;
         let candidates = ctx.get_option::<u32>("candidates").unwrap_or(3);
         let duration = ctx.get_option::<f64>("testDuration").unwrap_or(60.0);
+        let lease = ctx.get_option::<f64>("lease").unwrap_or(10.0);
         let plant = match ctx.get_option::<String>("plant").as_deref() {
             None | Some("none") | Some("") => None,
             Some(name) => match name.parse::<Plant>() {
@@ -114,6 +118,9 @@ impl Options {
         if !(1..=16).contains(&candidates) {
             invalid = Some(format!("candidates = {candidates}: expected 1 to 16"));
         }
+        if !(lease.is_finite() && (1.0..=600.0).contains(&lease)) {
+            invalid = Some(format!("lease = {lease}: expected 1 to 600 seconds"));
+        }
         if !(duration.is_finite() && duration > 0.0) {
             invalid = Some(format!("testDuration = {duration}: expected seconds > 0"));
         }
@@ -123,6 +130,7 @@ impl Options {
         Options {
             candidates,
             duration,
+            lease,
             plant,
             shards,
             invalid,

@@ -425,7 +425,7 @@ impl MemberLoop {
                     }
                 }
                 Err(e) => {
-                    tester.borrow_mut().stats.cycle_failures += 1;
+                    crate::tester::failed_cycle(&tester, &e);
                     sim.trace(
                         Severity::Info,
                         "LeaderElectionMemberCycleFailed",
@@ -545,8 +545,8 @@ impl ShardedWorkload {
         }
     }
 
-    fn config() -> ElectionConfig {
-        operator::config(10.0, VersionPolicy::Ignore, true).unwrap_or_default()
+    fn config(&self) -> ElectionConfig {
+        operator::config(self.options.lease, VersionPolicy::Ignore, true).unwrap_or_default()
     }
 
     fn layout(&self) -> Option<Layout> {
@@ -561,7 +561,7 @@ impl ShardedWorkload {
             return;
         };
         let name = format!("m{}s{slot}", sim.client());
-        let config = Self::config();
+        let config = self.config();
         while sim.now() < end {
             let Ok(id) = CandidateId::with_nonce(&name, sim.bits()) else {
                 return;
@@ -686,7 +686,7 @@ impl RustWorkload for ShardedWorkload {
             return;
         }
         if self.sim.client() == 0 {
-            let (e, config) = (sharded(), Self::config());
+            let (e, config) = (sharded(), self.config());
             let Some(layout) = self.layout() else {
                 return;
             };
@@ -712,9 +712,10 @@ impl RustWorkload for ShardedWorkload {
             return;
         }
         match read_back(&db).await {
-            Ok((entries, intervals)) => {
-                let (counts, found) = check::check_sharded(&entries, &intervals);
-                report(&self.sim, &counts, &found, self.options.plant);
+            Ok((entries, intervals, stats)) => {
+                let cluster = check::Cluster::of(&stats);
+                let (counts, found) = check::check_sharded(&entries, &intervals, cluster);
+                report(&self.sim, &counts, &found, self.options.plant, cluster);
                 self.checked = Some((counts, found));
             }
             Err(why) => self.sim.trace(

@@ -54,7 +54,7 @@ impl SingleWorkload {
         let shared = self.sim.context().shared_random_number().unsigned_abs();
         let policy = VersionPolicy::ALL[usize::try_from(shared % n).unwrap_or(0)];
         // Valid by construction (the operator draws from the same function).
-        operator::config(10.0, policy, true).unwrap_or_default()
+        operator::config(self.options.lease, policy, true).unwrap_or_default()
     }
 
     /// One candidate slot: incarnations one after another until `end`.
@@ -182,6 +182,7 @@ impl RustWorkload for SingleWorkload {
                 .flat_map(|c| (0..self.options.candidates).map(move |s| format!("c{c}s{s}")))
                 .collect();
             let op = operator::operate(
+                self.options.lease,
                 self.sim.clone(),
                 Arc::clone(&db),
                 election(),
@@ -201,9 +202,10 @@ impl RustWorkload for SingleWorkload {
             return;
         }
         match read_back(&db).await {
-            Ok((entries, intervals)) => {
-                let (counts, found) = check::check(&entries, &intervals);
-                report(&self.sim, &counts, &found, self.options.plant);
+            Ok((entries, intervals, stats)) => {
+                let cluster = check::Cluster::of(&stats);
+                let (counts, found) = check::check(&entries, &intervals, cluster);
+                report(&self.sim, &counts, &found, self.options.plant, cluster);
                 self.checked = Some((counts, found));
             }
             Err(why) => self.sim.trace(
@@ -223,8 +225,19 @@ impl RustWorkload for SingleWorkload {
     }
 }
 
-/// Writes this tester's belief intervals, in transactions of a hundred.
+/// Writes this tester's counts (the check judges progress against the cycles the cluster
+/// let commit) and its belief intervals, in transactions of a hundred.
 pub(crate) async fn write_intervals(sim: &Sim, db: &SimDatabase, tester: &Shared) {
+    let stats = serde_json::to_vec(&tester.borrow().stats).unwrap_or_default();
+    let client = sim.client();
+    let _ = run(db, sim, tester, 5000, |trx| {
+        let stats = stats.clone();
+        async move {
+            trx.set(&log::stats_key(client), &stats);
+            Ok(())
+        }
+    })
+    .await;
     let intervals = std::mem::take(&mut tester.borrow_mut().intervals);
     for (chunk_no, chunk) in intervals.chunks(100).enumerate() {
         let chunk: Vec<(u64, Interval)> = chunk
@@ -252,8 +265,12 @@ pub(crate) async fn write_intervals(sim: &Sim, db: &SimDatabase, tester: &Shared
     }
 }
 
-/// The log (in commit order) and every tester's belief intervals.
-pub(crate) async fn read_back(db: &SimDatabase) -> Result<(Vec<Entry>, Vec<Interval>), String> {
+/// What the check reads back: the log (in commit order), every tester's belief intervals,
+/// and their counts.
+pub(crate) type ReadBack = (Vec<Entry>, Vec<Interval>, Vec<Stats>);
+
+/// The log, the belief intervals and the testers' counts.
+pub(crate) async fn read_back(db: &SimDatabase) -> Result<ReadBack, String> {
     let (begin, end) = log::log_range();
     let rows = log::read_all(db, begin, end)
         .await
@@ -276,11 +293,45 @@ pub(crate) async fn read_back(db: &SimDatabase) -> Result<(Vec<Entry>, Vec<Inter
                 .map_err(|e| format!("belief {k:?} does not decode: {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((entries, intervals))
+    let (begin, end) = log::stats_range();
+    let rows = log::read_all(db, begin, end)
+        .await
+        .map_err(|e| format!("reading the testers' counts: {e}"))?;
+    let stats = rows
+        .iter()
+        .map(|(k, v)| {
+            serde_json::from_slice::<Stats>(v)
+                .map_err(|e| format!("counts {k:?} do not decode: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((entries, intervals, stats))
 }
 
 /// Traces the check's findings (each a `SevError`, which fails the run) and its counts.
-pub(crate) fn report(sim: &Sim, counts: &Counts, found: &[Violation], plant: Option<Plant>) {
+pub(crate) fn report(
+    sim: &Sim,
+    counts: &Counts,
+    found: &[Violation],
+    plant: Option<Plant>,
+    cluster: check::Cluster,
+) {
+    if cluster.unavailable() {
+        sim.trace(
+            Severity::WarnAlways,
+            "LeaderElectionClusterUnavailable",
+            &[
+                ("Cycles".into(), cluster.cycles.to_string()),
+                (
+                    "FailedByTheCluster".into(),
+                    cluster.cluster_failures.to_string(),
+                ),
+                (
+                    "Reason".into(),
+                    "the simulated cluster failed nine cycles in ten: progress not judged".into(),
+                ),
+            ],
+        );
+    }
     for v in found.iter().take(20) {
         sim.trace(
             Severity::Error,

@@ -10,7 +10,7 @@ use crate::log::Interval;
 use crate::sim::SimClock;
 
 /// Counts of what a tester did and saw.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Stats {
     pub(crate) incarnations: u64,
     pub(crate) crashes: u64,
@@ -21,6 +21,9 @@ pub(crate) struct Stats {
     pub(crate) priority_changes: u64,
     pub(crate) cycles: u64,
     pub(crate) cycle_failures: u64,
+    /// Cycles that failed with a FoundationDB error (the cluster's: timeouts, unavailability,
+    /// conflicts, unknown results), not the election's.
+    pub(crate) cluster_failures: u64,
     /// Commits whose result was unknown (1021): retried by `Database::run`, or returned.
     pub(crate) unknown_commits: u64,
     /// Operations that ended with a timeout (1031: their commit, if begun, may have applied).
@@ -62,6 +65,17 @@ pub(crate) struct Beliefs {
     /// The last sample: when, and the belief then (ballot, end in simulated time).
     last: Option<(f64, Option<(u64, f64)>)>,
     open: Option<Interval>,
+}
+
+/// Counts a failed cycle: the cluster's if the error carries a FoundationDB code.
+pub(crate) fn failed_cycle(tester: &Shared, e: &fdb_leader_election::ElectionError) {
+    let mut t = tester.borrow_mut();
+    t.stats.cycle_failures += 1;
+    if let fdb_leader_election::ElectionError::Database(txn) = e {
+        if txn.code().is_some() {
+            t.stats.cluster_failures += 1;
+        }
+    }
 }
 
 impl Beliefs {
