@@ -48,13 +48,14 @@ impl Cluster {
         })
     }
 
-    /// Whether the cluster failed nine cycles in ten or more, of at least twenty: a seed whose
-    /// simulated cluster stayed unavailable (a recovery that does not end, a disk error) is
-    /// not one where the election can show progress. Cycles that failed for the election's
-    /// own reasons are not excused, nor is a run that tried nothing.
+    /// Whether the cluster failed half of the cycles or more, of at least twenty: a seed whose
+    /// simulated cluster stayed unavailable or slower than the transactions' bound most of
+    /// the run (a recovery of a hundred seconds, a disk error) is not one where the election
+    /// can show progress: liveness is promised once faults stop, and BUGGIFY never stops.
+    /// Cycles that failed for the election's own reasons are not excused, nor is a run that
+    /// tried nothing.
     pub(crate) fn unavailable(&self) -> bool {
-        self.cycles >= 20
-            && self.cluster_failures.saturating_mul(10) >= self.cycles.saturating_mul(9)
+        self.cycles >= 20 && self.cluster_failures.saturating_mul(2) >= self.cycles
     }
 }
 
@@ -518,17 +519,17 @@ mod tests {
         let (counts, found) = check(&[], &[], Cluster::default());
         assert_eq!(counts.elections, 0);
         assert!(found.iter().any(|v| v.oracle == "progress"));
-        // A cluster that failed nearly every cycle excuses a run without progress; one that
-        // let them commit, or a run that tried nothing, does not.
+        // A cluster that failed half of the cycles excuses a run without progress; one that
+        // let most of them commit, or a run that tried nothing, does not.
         let down = Cluster {
             cycles: 100,
-            cluster_failures: 95,
+            cluster_failures: 50,
         };
         assert!(down.unavailable());
         assert!(check(&[], &[], down).1.is_empty());
         let up = Cluster {
             cycles: 100,
-            cluster_failures: 50,
+            cluster_failures: 49,
         };
         assert!(!check(&[], &[], up).1.is_empty());
     }

@@ -327,7 +327,7 @@ pub(crate) fn report(
                 ),
                 (
                     "Reason".into(),
-                    "the simulated cluster failed nine cycles in ten: progress not judged".into(),
+                    "the simulated cluster failed half of the cycles: progress not judged".into(),
                 ),
             ],
         );
