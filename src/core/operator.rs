@@ -14,7 +14,7 @@ use crate::ids::{Ballot, CandidateId};
 use crate::record::{AttemptId, CandidateRecord, LeaderRecord, Named, Party};
 
 use super::next_renewal;
-use super::rank::{Ranking, Standing, best_live, policy_ahead};
+use super::rank::{Ranking, Roster, best_live, policy_ahead};
 use super::resign::ResignRejected;
 
 fn operator_attempt(operator: &CandidateId) -> Option<AttemptId> {
@@ -137,20 +137,21 @@ impl std::fmt::Display for DirectedRefusal {
 /// than the leader and itself ranks ahead of it by version ([`policy_ahead`](super::rank::policy_ahead)).
 /// Used by [`request_resign_to`](crate::LeaderElection::request_resign_to) when the operator
 /// asks, and by the leader when it reads the request and when it steps down.
-pub(crate) fn directed_target(
+pub(crate) fn directed_target<'a>(
     leader: &CandidateId,
-    rows: &[(CandidateId, CandidateRecord)],
+    roster: Roster<'a>,
     name: &str,
     current_renewal: u64,
     max_lag: u64,
-    ranking: Ranking<'_>,
+    ranking: Ranking<'a>,
 ) -> Result<Named, DirectedRefusal> {
-    let named: Vec<&(CandidateId, CandidateRecord)> = rows
+    let named: Vec<&(CandidateId, CandidateRecord)> = roster
+        .rows()
         .iter()
         .filter(|(id, c)| {
             id.name() == name
                 && id != leader
-                && c.is_eligible()
+                && roster.eligible(id, c)
                 && c.is_live(current_renewal, max_lag)
         })
         .collect();
@@ -159,8 +160,8 @@ pub(crate) fn directed_target(
         .iter()
         .filter(|(id, c)| {
             let ahead = policy_ahead(
-                &Standing::of(c),
-                rows,
+                &roster.standing(id, c),
+                roster,
                 current_renewal,
                 max_lag,
                 &[leader, id],
@@ -185,7 +186,14 @@ pub(crate) fn directed_target(
         })
         .map(|row| (*row).clone())
         .collect();
-    best_live(leader, &allowed, current_renewal, max_lag, ranking).ok_or_else(|| {
+    best_live(
+        leader,
+        roster.with_rows(&allowed),
+        current_renewal,
+        max_lag,
+        ranking,
+    )
+    .ok_or_else(|| {
         blocked.unwrap_or(DirectedRefusal::NoneLive {
             name: name.to_owned(),
         })

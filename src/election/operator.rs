@@ -113,16 +113,16 @@ impl LeaderElection {
                 reason: "the name to hand over to is empty or too long",
             });
         }
-        let (config, leader, rows) = tokio::join!(
+        let (config, leader, roster) = tokio::join!(
             self.read_config(txn),
             self.leader_with(txn, ReadMode::Serializable),
-            self.scan(txn, ReadMode::Snapshot, true),
+            self.read_roster(txn, true),
         );
-        let (config, leader, rows) = (config?, leader?, rows?);
+        let (config, leader, (rows, marks)) = (config?, leader?, roster?);
         if let Some(owner) = leader.owner.as_ref() {
             let target = core::operator::directed_target(
                 &owner.id,
-                &rows,
+                core::rank::Roster::new(&rows, &marks),
                 to,
                 leader.renewal,
                 config.renewals_before_dead(),
@@ -170,7 +170,10 @@ impl LeaderElection {
     /// candidate's stable name ([`CandidateId::name`]), so the mark outlives its restarts
     /// (Patroni's `nofailover`). Each candidate reads its mark at every cycle: an excluded
     /// follower stops campaigning, and an excluded leader hands over as for its own health
-    /// (to the best live eligible candidate, or holding). Returns the mark as it was before.
+    /// (to the best live eligible candidate, or holding). From this commit on, no candidate
+    /// of that name is chosen by another (a reservation, a takeover's rank, a directed
+    /// resign), even one that has not cycled since: those choices read the marks with the
+    /// registry. Returns the mark as it was before.
     ///
     /// ```
     /// use fdb_leader_election::{Candidate, CandidateId, Eligibility, LeaderElection, MemDb, Priority};
