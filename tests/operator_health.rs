@@ -419,3 +419,35 @@ async fn a_mark_written_meanwhile_makes_a_reservation_for_its_name_retry() {
     let reserved = w.record().await.reservation().map(|r| r.id().clone());
     assert_eq!(reserved.as_ref(), Some(other.id()), "{outcome:?}");
 }
+
+/// `resign --to` given an id, copied from `status` (which lists ids): that candidate, even
+/// where a namesake ranks better; an id nobody live has is refused, saying it was an id.
+#[tokio::test]
+async fn a_directed_resign_given_an_id_reserves_for_that_candidate() {
+    let w = World::new().await;
+    let leader = w.join("leader", 9).await;
+    let better = w.join("worker", 5).await;
+    let chosen = w.join("worker", 1).await;
+    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    for c in [&better, &chosen] {
+        assert_eq!(w.cycle(c).await, Action::None);
+    }
+    let gone = CandidateId::with_nonce("worker", 0xff).unwrap();
+    let refused = w.resign_to(gone.as_str()).await;
+    assert!(
+        matches!(&refused, Err(ElectionError::OperatorRefused { reason })
+            if reason.contains(&format!("with the id {:?}", gone.as_str()))),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        w.resign_to(chosen.id().as_str()).await,
+        Ok(OperatorOutcome::Done { .. })
+    ));
+    assert_eq!(w.cycle(&leader).await, Action::HandedOver);
+    assert_eq!(
+        w.record().await.reservation().map(|r| r.id()),
+        Some(chosen.id())
+    );
+    assert_eq!(w.cycle(&better).await, Action::None);
+    assert_eq!(w.cycle(&chosen).await, Action::Acquired);
+}

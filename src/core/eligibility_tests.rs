@@ -912,3 +912,43 @@ fn a_handover_request_from_a_candidate_marked_since_is_not_honoured() {
         }
     }
 }
+
+#[test]
+fn a_directed_request_names_one_candidate_by_its_id_or_every_candidate_of_a_name() {
+    // Two live eligible namesakes (the better one first) and "b", which leads.
+    let (a1, a2) = (named("a"), CandidateId::with_nonce("a", 8).unwrap());
+    let rows: Registry = vec![
+        (a1.clone(), cand(9, 1, 10)),
+        (a2.clone(), cand(1, 2, 10)),
+        (id("b"), cand(5, 3, 10)),
+        (named("dead"), cand(5, 4, 1)),
+    ];
+    let roster = Roster::unmarked(&rows);
+    let dead = named("dead");
+    let none = |to: &str| DirectedRefusal::NoneLive {
+        name: to.to_owned(),
+    };
+    let cases: [(&str, Result<&CandidateId, DirectedRefusal>); 6] = [
+        ("a", Ok(&a1)),
+        // An id, as `status` lists it: that candidate, not the best of its name.
+        (a2.as_str(), Ok(&a2)),
+        (a1.as_str(), Ok(&a1)),
+        // An id nobody has, though its name is registered: refused, not read as the name.
+        ("a-00000000000000ff", Err(none("a-00000000000000ff"))),
+        (dead.as_str(), Err(none(dead.as_str()))),
+        ("b", Err(none("b"))),
+    ];
+    for (to, want) in cases {
+        let got = directed_target(&id("b"), roster, to, 10, 3, FLAT).map(|n| n.id);
+        assert_eq!(got.as_ref(), want.as_ref().map(|i| *i), "--to {to}");
+    }
+    // The refusal says which it was given.
+    assert_eq!(
+        none("a-00000000000000ff").to_string(),
+        "no live eligible candidate with the id \"a-00000000000000ff\" (other than the leader)"
+    );
+    assert_eq!(
+        none("a").to_string(),
+        "no live eligible candidate named \"a\" (other than the leader)"
+    );
+}

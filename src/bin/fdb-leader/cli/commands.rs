@@ -40,11 +40,12 @@ pub(crate) struct OperatorArgs {
 pub(crate) struct ResignArgs {
     #[command(flatten)]
     pub(crate) op: OperatorArgs,
-    /// Reserve the leadership for the live, eligible candidate of this name (its `--name`,
-    /// the id without its random suffix) rather than the best live one. Refused (exit 1,
-    /// nothing written) when none is live and eligible; the leader checks again when it reads
-    /// the request, and if none is there then it keeps leading and `status` says why.
-    #[arg(long, value_name = "NAME", env = "FDB_LEADER_RESIGN_TO")]
+    /// Reserve the leadership for this candidate rather than the best live one: a name (its
+    /// `--name`, the id without its random suffix; the best live eligible candidate of that
+    /// name) or an id as `status` lists it (that candidate only). Refused (exit 1, nothing
+    /// written) when none is live and eligible; the leader checks again when it reads the
+    /// request, and if none is there then it keeps leading and `status` says why.
+    #[arg(long, value_name = "NAME|ID", env = "FDB_LEADER_RESIGN_TO")]
     pub(crate) to: Option<String>,
 }
 

@@ -176,9 +176,9 @@ While no leader renews, lags stop growing.
 
 Each candidate's VERSION is the one it registered (`run --app-version`; `-` for none, which
 ranks as the oldest), and the leader line gives the leader's; the config line ends with the
-version policy (`config set --version-policy`). A `refused` line shows a `resign --to NAME`
-that the current leader refused (NAME was no longer live and eligible when it read the
-request): it keeps leading, and says why.
+version policy (`config set --version-policy`). A `refused` line shows a `resign --to`
+that the current leader refused (the candidate it named was no longer live and eligible when
+it read the request): it keeps leading, and says why.
 
 --json prints one object: leader (id or null), ballot, lease_state, renewal, lease_ms,
 leader_priority, leader_version, handover_requested_by, operator_request, resign_refusal
@@ -197,13 +197,14 @@ Writes an operator's request that the leader of ballot B step down. The leader h
 its next cycle (at once if it watches the store), whatever the priorities and the preemption
 setting: it stops its work (waiting at most the handover grace), stops believing it leads,
 then writes a vacancy reserved for the best live eligible candidate other than itself (with
---to NAME, the one of that name), which takes over in one commit. With no other live eligible
+--to NAME, the best one of that name; with --to ID, an id as `status` lists it, that one),
+which takes over in one commit. With no other live eligible
 candidate the vacancy is unreserved and any eligible candidate, the old leader too, may take
 it with a new ballot. A leader that no longer cycles never honours it: use force-vacate then.
 
-With --to NAME: refused at once (exit 1, nothing written) unless a candidate of that name is
-live and eligible; if it is gone when the leader reads the request, the leader keeps leading,
-clears the request, and `status` shows why.
+With --to: refused at once (exit 1, nothing written) unless a candidate it names is live and
+eligible; if it is gone when the leader reads the request, the leader keeps leading, clears
+the request, and `status` shows why.
 
 Exit codes: 0 requested; 1 rejected (no leader, ballot mismatch, no such live eligible
 candidate).";
