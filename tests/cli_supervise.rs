@@ -659,6 +659,7 @@ const CANDIDATE_FIELDS: &[&str] = &[
     "eligibility_reason",
     "eligible",
     "heartbeat",
+    "heartbeat_age_ms",
     "id",
     "leader",
     "live",

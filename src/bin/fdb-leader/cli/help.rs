@@ -172,7 +172,10 @@ the lapse).
 Heartbeat age is measured without comparing clocks: `lag` is the number of leader renewals
 since the candidate's last heartbeat (the record's renewal counter minus the renewal the
 candidate last saw). A live candidate lags at most candidate_timeout / heartbeat renewals.
-While no leader renews, lags stop growing.
+While no leader renews, lags stop growing. AGE is how long ago it last heartbeated, about LAG
+heartbeats: a candidate killed a while ago shows it growing while it is still live, and a
+resign may reserve the leadership for it until it is not (its successor then waits the
+reservation timeout); `resign --to NAME|ID` names one that heartbeats.
 
 Each candidate's VERSION is the one it registered (`run --app-version`; `-` for none, which
 ranks as the oldest), and the leader line gives the leader's; the config line ends with the
@@ -184,7 +187,8 @@ it read the request): it keeps leading, and says why.
 leader_priority, leader_version, handover_requested_by, operator_request, resign_refusal
 (null, or ballot, operator, to, reason), reserved_for, operator_hold, payload, payload_hex,
 config (with version_policy), candidates (id, priority, version, live, heartbeat,
-seen_renewal, renewal_lag, registration, leader, eligible, eligibility_reason), and
+seen_renewal, renewal_lag, heartbeat_age_ms, registration, leader, eligible,
+eligibility_reason), and
 eligibility_marks (the operators' exclusions: name, reason; lift one with `eligible NAME
 true`).
 
