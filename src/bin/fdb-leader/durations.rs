@@ -47,6 +47,12 @@ pub(crate) fn show(d: Duration) -> String {
     humantime::format_duration(if rounded.is_zero() { d } else { rounded }).to_string()
 }
 
+/// A duration as a flag's value, one word that [`parse`] reads back: [`show`] without its
+/// spaces (`1s333ms`).
+pub(crate) fn flag_value(d: Duration) -> String {
+    show(d).split_whitespace().collect()
+}
+
 /// A duration in milliseconds for JSON: an integer when exact, a fraction otherwise.
 pub(crate) fn millis_json(d: Duration) -> serde_json::Value {
     if d.subsec_nanos() % 1_000_000 == 0 {

@@ -138,7 +138,7 @@ impl Switch {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub(crate) struct ConfigSetArgs {
     /// Change the configuration of the sharded election of --election NAME (`run --shards`),
     /// under ("fdb-leader", NAME, "shards"), instead of the single election's: every member and
@@ -150,7 +150,10 @@ pub(crate) struct ConfigSetArgs {
     /// joins one of at most 256 shards; a larger one is for ShardedRunners.
     #[arg(long, value_name = "M", value_parser = super::sharded::layout_shard_count, requires = "sharded", env = "FDB_LEADER_CONFIG_SHARDS")]
     pub(crate) shards: Option<u32>,
-    /// How long a leader holds the lease without renewing (at least 150ms).
+    /// How long a leader holds the lease without renewing (at least 150ms). The timings it
+    /// scales (heartbeat a third of it, candidate timeout, transaction timeout, takeover
+    /// stagger, handover grace, reservation timeout) are derived from it unless given, as for
+    /// a new election; the other settings are kept.
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_LEASE")]
     pub(crate) lease: Option<Duration>,
     /// How often each participant runs a cycle (at least 50ms, at most a third of the lease).

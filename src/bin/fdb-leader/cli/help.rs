@@ -148,6 +148,11 @@ The flags of `config set` read FDB_LEADER_CONFIG_* variables (not FDB_LEADER_LEA
 like, which `run` reads), so that an environment set up for `run` never changes the stored
 configuration by accident.
 
+`config set --lease DUR` derives the timings the lease scales (heartbeat, candidate timeout,
+transaction timeout, takeover stagger, handover grace, reservation timeout) from it, as `run`
+and a new store do, unless they are given too; it keeps the other settings. A refused `config
+set` names a whole command that would work.
+
 With --sharded, `config get` and `config set` act on the sharded election of --election NAME
 (`run --shards`, under (\"fdb-leader\", NAME, \"shards\")): every member and coordinator uses
 its configuration from its next cycle. `config set --sharded --shards M` also creates that

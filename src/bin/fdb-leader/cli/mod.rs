@@ -12,11 +12,9 @@ mod help;
 mod run_args;
 mod sharded;
 
-#[cfg(test)]
-pub(crate) use commands::Switch;
 pub(crate) use commands::{
     ConfigCommand, ConfigSetArgs, EligibleArgs, OperatorArgs, ResignArgs, ShardsCommand,
-    ShardsMoveArgs, StatusArgs, WatchArgs,
+    ShardsMoveArgs, StatusArgs, Switch, WatchArgs,
 };
 pub(crate) use run_args::{OnChildExit, RunArgs, Unhealthy};
 pub(crate) use sharded::{MAX_CONCURRENT_MOVES, MAX_RUN_SHARDS};
