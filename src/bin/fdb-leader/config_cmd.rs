@@ -203,7 +203,7 @@ fn words(set: &ConfigSetArgs) -> Vec<String> {
             w.push(v);
         }
     };
-    let d = |d: Option<std::time::Duration>| d.map(crate::durations::flag_value);
+    let d = |d: Option<std::time::Duration>| d.map(show);
     let on = |s: Option<crate::cli::Switch>| s.map(|s| on_off(s.is_on()).to_owned());
     flag("shards", set.shards.map(|n| n.to_string()));
     flag("lease", d(set.lease));

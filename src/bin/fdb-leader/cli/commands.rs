@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use clap::builder::BoolishValueParser;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
 use fdb_leader_election::{CandidateId, VersionPolicy};
@@ -12,19 +13,20 @@ use crate::durations;
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
     /// Print one JSON object.
-    #[arg(long, env = "FDB_LEADER_JSON")]
+    #[arg(long, env = "FDB_LEADER_JSON", value_parser = BoolishValueParser::new())]
     pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct WatchArgs {
     /// Print one JSON object per line.
-    #[arg(long, env = "FDB_LEADER_JSON")]
+    #[arg(long, env = "FDB_LEADER_JSON", value_parser = BoolishValueParser::new())]
     pub(crate) json: bool,
 
     /// Wait for the store file and the election to be created (by a `run` or `config set`)
-    /// instead of exiting with code 1. Nothing is created either way.
-    #[arg(long, env = "FDB_LEADER_WAIT")]
+    /// instead of exiting with code 1. Nothing is created either way. Refused with --memory,
+    /// which no other process shares.
+    #[arg(long, env = "FDB_LEADER_WAIT", value_parser = BoolishValueParser::new())]
     pub(crate) wait: bool,
 }
 
@@ -72,11 +74,11 @@ pub(crate) enum ConfigCommand {
     /// Print the stored configuration.
     Get {
         /// Print one JSON object (durations in milliseconds).
-        #[arg(long, env = "FDB_LEADER_JSON")]
+        #[arg(long, env = "FDB_LEADER_JSON", value_parser = BoolishValueParser::new())]
         json: bool,
         /// The configuration of the sharded election of --election NAME (`run --shards`),
         /// under ("fdb-leader", NAME, "shards"), instead of the single election's.
-        #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED")]
+        #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED", value_parser = BoolishValueParser::new())]
         sharded: bool,
     },
     /// Change the stored configuration (creating the election if needed): the flags given
@@ -143,7 +145,7 @@ pub(crate) struct ConfigSetArgs {
     /// Change the configuration of the sharded election of --election NAME (`run --shards`),
     /// under ("fdb-leader", NAME, "shards"), instead of the single election's: every member and
     /// coordinator uses it from its next cycle.
-    #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED")]
+    #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED", value_parser = BoolishValueParser::new())]
     pub(crate) sharded: bool,
     /// With --sharded: the shard count to create the sharded election with if it does not
     /// exist yet, as `run --shards M` would (an existing one keeps its count). `run --shards`

@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -51,7 +52,7 @@ pub(crate) struct Cli {
     /// Accept a SQLite store on a network file system (NFS, SMB/CIFS, FUSE, 9p, ...). SQLite's
     /// locking is unreliable there, so two leaders could both commit; only for a file system
     /// known to lock correctly.
-    #[arg(long, global = true, env = "FDB_LEADER_ALLOW_NETWORK_FS")]
+    #[arg(long, global = true, env = "FDB_LEADER_ALLOW_NETWORK_FS", value_parser = BoolishValueParser::new())]
     pub(crate) allow_network_fs: bool,
 
     #[command(subcommand)]
@@ -77,7 +78,7 @@ pub(crate) struct StoreArgs {
     pub(crate) cluster_file: Option<PathBuf>,
 
     /// An in-process store, gone when the process exits: a single-process demo.
-    #[arg(long, global = true, env = "FDB_LEADER_MEMORY")]
+    #[arg(long, global = true, env = "FDB_LEADER_MEMORY", value_parser = BoolishValueParser::new())]
     pub(crate) memory: bool,
 }
 
