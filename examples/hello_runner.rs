@@ -16,23 +16,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .payload("10.0.0.1:7000") // published while leading, e.g. this process's address
         .start()?;
 
-    let lead = async {
-        while let Some(guard) = runner.elected().await {
-            let token = guard.fencing_token(); // the ballot: fence leader-only writes with it
-            println!("leading, ballot {token} (Ctrl-C stops)");
-            guard.spawn(async move {
-                // Leader-only work goes here, every write fenced with `token`. It is
-                // cancelled, and awaited, when leadership ends.
-            });
-            guard.cancelled().await; // loss, lease expiry, handover or shutdown
-            println!("no longer leading");
+    // Ctrl-C shuts the runner down; the loop below sees it as it sees a loss: the guard is
+    // cancelled (the lines after `cancelled()` run), then `elected()` returns None.
+    let on_ctrl_c = runner.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_ctrl_c.shutdown().await; // stops the work, resigns, unregisters
         }
-    };
-    tokio::select! {
-        () = lead => {} // the runner stopped by itself
-        signal = tokio::signal::ctrl_c() => signal?,
+    });
+    while let Some(guard) = runner.elected().await {
+        let token = guard.fencing_token(); // the ballot: fence leader-only writes with it
+        println!("leading, ballot {token} (Ctrl-C stops)");
+        guard.spawn(async move {
+            // Leader-only work goes here, every write fenced with `token`. It is
+            // cancelled, and awaited, when leadership ends.
+        });
+        guard.cancelled().await; // loss, lease expiry, handover or shutdown
+        println!("no longer leading"); // cleanup here runs on every end, Ctrl-C too
     }
-    runner.shutdown().await; // stops the work, resigns for the best live candidate, unregisters
+    runner.shutdown().await; // the runner stopped: waits until its shutdown ended
     println!("stopped");
     Ok(())
 }

@@ -273,6 +273,61 @@ fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
     }
 }
 
+/// Issue 39: `resign --to` given an id copied from `status` was refused with "no live
+/// eligible candidate of that name". It names that candidate, even beside a namesake.
+#[test]
+fn resign_to_an_id_from_status_hands_over_to_that_candidate() {
+    let mut world = World::new();
+    let mut a = world.start_run("a", &[]);
+    let (first, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
+        .expect("a leads");
+    // Two namesakes of the same priority as the leader (nobody preempts anybody).
+    let mut w1 = world.start_run("w", &[]);
+    let mut w2 = world.start_run("w", &[]);
+    let started = std::time::Instant::now();
+    let ids = loop {
+        let out = world.cli(&["status", "--json"]);
+        let status: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let ids: Vec<String> = status["candidates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["id"].as_str())
+            .filter(|id| is_label(id, "w"))
+            .map(str::to_owned)
+            .collect();
+        if ids.len() == 2 {
+            break ids;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the two w never registered: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // The later registration: by name, "w" would give the earlier one.
+    let chosen = ids.last().cloned().unwrap_or_default();
+    let ballot = first.ballot.to_string();
+    let out = world.cli(&["resign", "--expected-ballot", &ballot, "--to", &chosen]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("{chosen} (the id given)")),
+        "{}",
+        text(&out.stdout)
+    );
+    let (next, _) = world
+        .wait_event(PATIENCE, |e| {
+            e.kind == "start" && e.ballot == first.ballot + 1
+        })
+        .expect("the next ballot leads");
+    assert_eq!(next.id, chosen, "{next:?}");
+    for child in [&mut a, &mut w1, &mut w2] {
+        signal(child, Signal::SIGTERM);
+        assert!(wait_exit(child, PATIENCE).is_some_and(|s| s.success()));
+    }
+}
+
 #[test]
 fn config_set_and_get_round_trip_and_the_stored_config_wins() {
     let mut world = World::new();

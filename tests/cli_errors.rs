@@ -510,3 +510,51 @@ fn a_store_path_that_is_not_a_regular_file_is_refused() {
     }
     assert!(!world.path("fifo-wal").exists() && !world.path("dir-wal").exists());
 }
+
+/// Issue 39: `FDB_LEADER_MEMORY=1` was refused (`invalid value '1' for '--memory'`): every
+/// boolean variable takes 1 and 0 (and yes/no, on/off) as clap's boolish values do. And
+/// `--memory status` said "a run or a config set command creates it", which no other
+/// process can: the store is that command's own memory.
+#[test]
+fn boolean_variables_take_1_and_0_and_memory_status_says_no_other_process_shares_it() {
+    let world = World::new();
+    let cli = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = Command::new(bin());
+        c.envs(env.iter().copied()).args(args);
+        output_of(c)
+    };
+    for memory in ["1", "yes", "on", "true"] {
+        let out = cli(&[("FDB_LEADER_MEMORY", memory)], &["status"]);
+        assert_fails(
+            &out,
+            1,
+            "no election at the in-memory store (name default): --memory is this command's own \
+             memory, which no other process shares",
+        );
+        assert!(
+            !stderr(&out).contains("config set command creates it"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // Nor does `watch --wait` wait for one (it waited forever).
+    let out = cli(&[("FDB_LEADER_MEMORY", "1")], &["watch", "--wait"]);
+    assert_fails(&out, 2, "--wait with --memory would wait forever");
+    // 0 sets nothing: no conflict with --sqlite.
+    let db = world.path("e.db");
+    let db = db.to_str().unwrap();
+    let out = cli(
+        &[],
+        &["--sqlite", db, "config", "set", "--preemption", "off"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for off in ["0", "no", "off"] {
+        let out = cli(
+            &[("FDB_LEADER_MEMORY", off), ("FDB_LEADER_JSON", "1")],
+            &["--sqlite", db, "config", "get"],
+        );
+        assert_eq!(out.status.code(), Some(0), "MEMORY={off}: {}", stderr(&out));
+        let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(config["preemption"], false, "FDB_LEADER_JSON=1 prints JSON");
+    }
+}

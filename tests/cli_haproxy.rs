@@ -113,6 +113,90 @@ fn the_guide_shows_this_configuration_and_haproxy_accepts_it() {
     );
 }
 
+/// Issue 39: the guide said requests in a handover's gap wait in HAProxy; with no server up,
+/// HAProxy answers at once with its 503, and the guide's `http-error` line makes that 503
+/// carry `Retry-After: 1`. Both, on this HAProxy, with the guide's configuration.
+#[test]
+fn with_no_server_up_haproxy_answers_503_at_once_and_the_guides_line_says_retry() {
+    let Some(haproxy) = haproxy() else {
+        return;
+    };
+    let guide = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/health-and-traffic.md"
+    ))
+    .unwrap();
+    let line = guide
+        .lines()
+        .find(|l| l.trim_start().starts_with("http-error status 503 "))
+        .expect("the guide shows its http-error line")
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    // The server's check port has no listener: the server is down from its first check on.
+    for with_line in [false, true] {
+        let front = free_port();
+        let mut cfg = config(
+            front,
+            INTER,
+            &[("a", format!("127.0.0.1:{}", free_port()), free_port())],
+        );
+        if with_line {
+            cfg.push_str(&line);
+            cfg.push('\n');
+        }
+        let file = dir.path().join(format!("haproxy-{with_line}.cfg"));
+        std::fs::write(&file, cfg).unwrap();
+        let _proxy = Proxy(
+            Command::new(haproxy)
+                .arg("-f")
+                .arg(&file)
+                .arg("-db")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("haproxy starts"),
+        );
+        let down = poll(PATIENCE, || {
+            let started = Instant::now();
+            let answer = fetch_raw(front)?;
+            answer
+                .starts_with("HTTP/1.1 503")
+                .then(|| (answer, started.elapsed()))
+        });
+        let (answer, took) = down.expect("HAProxy answers 503 with its server down");
+        assert!(took < Duration::from_millis(500), "answered after {took:?}");
+        let head = answer.to_ascii_lowercase();
+        if with_line {
+            assert!(head.contains("\r\nretry-after: 1\r\n"), "{answer}");
+            assert!(answer.ends_with("no leader right now: retry"), "{answer}");
+        } else {
+            assert!(
+                answer.contains("No server is available to handle this request"),
+                "{answer}"
+            );
+            assert!(!head.contains("retry-after"), "{answer}");
+        }
+    }
+}
+
+/// The whole answer to `GET /` through HAProxy on `port`, headers included.
+fn fetch_raw(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let bound = Duration::from_secs(2);
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), bound).ok()?;
+    stream.set_read_timeout(Some(bound)).ok()?;
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
 /// `haproxy`, or `None` (SKIPPED) outside CI.
 fn haproxy() -> Option<&'static str> {
     let found = Command::new("haproxy")

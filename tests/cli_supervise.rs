@@ -545,6 +545,58 @@ fn suggested_commands_work_as_printed() {
     assert!(wait_exit(&mut a, PATIENCE).is_some());
 }
 
+/// Issue 39: `config set --lease 3s` on an existing election was refused for its stored
+/// heartbeat, then for the next timing. It derives them as `run` does, keeping the other
+/// settings; a refusal names a whole command that works as printed.
+#[test]
+fn config_set_lease_derives_the_timings_and_a_refusal_names_a_command_that_works() {
+    let world = World::new();
+    let get = || -> Value {
+        serde_json::from_slice(&world.cli(&["config", "get", "--json"]).stdout).unwrap()
+    };
+    let out = world.cli(&["config", "set", "--preemption", "off"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = world.cli(&["config", "set", "--lease", "3s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("--lease 3s: derived from it, as `run` derives them: heartbeat 1s (was 3s)"),
+        "{}",
+        stderr(&out)
+    );
+    let config = get();
+    assert_eq!(
+        [
+            &config["lease_ms"],
+            &config["heartbeat_ms"],
+            &config["candidate_timeout_ms"]
+        ],
+        [3000, 1000, 4500]
+    );
+    assert_eq!(config["preemption"], false, "the other settings are kept");
+    let refused = world.cli(&["config", "set", "--heartbeat", "5s"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let fix = suggested(&stderr(&refused));
+    assert_eq!(fix.len(), 1, "{}", stderr(&refused));
+    assert!(
+        fix[0].ends_with("config set --lease 15s --heartbeat 5s"),
+        "{}",
+        fix[0]
+    );
+    let out = run_suggested(&fix[0]);
+    assert!(
+        out.status.success(),
+        "`{}` failed: {}",
+        fix[0],
+        stderr(&out)
+    );
+    let config = get();
+    assert_eq!(
+        [&config["lease_ms"], &config["heartbeat_ms"]],
+        [15000, 5000]
+    );
+}
+
 #[test]
 fn the_suggested_cargo_install_selects_existing_features_the_binary_needs() {
     // The message of a build without FoundationDB support.
@@ -659,6 +711,7 @@ const CANDIDATE_FIELDS: &[&str] = &[
     "eligibility_reason",
     "eligible",
     "heartbeat",
+    "heartbeat_age_ms",
     "id",
     "leader",
     "live",

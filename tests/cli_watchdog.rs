@@ -111,6 +111,47 @@ fn time_to_death(pid: i32, since: Instant, bound: Duration) -> Option<Duration> 
     poll(bound, || (!running(pid)).then(|| since.elapsed()))
 }
 
+/// Issue 39: docs/cli.md said the watchdog is "listed as `fdb-leader-wd`", which holds for its
+/// process name only; `ps -ef` and `ps aux` list its command line. The guide now names both,
+/// as the watchdog of a running child shows them.
+#[test]
+fn the_watchdog_is_listed_as_the_guide_says() {
+    let mut world = World::new();
+    let mut a = start(&mut world, "a", &[], &[]);
+    let child = child_of(&world, "a");
+    let stat = fs::read_to_string(format!("/proc/{child}/stat")).unwrap();
+    let watchdog: i32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|ppid| ppid.parse().ok())
+        .unwrap();
+    let comm = fs::read_to_string(format!("/proc/{watchdog}/comm")).unwrap();
+    assert_eq!(comm.trim_end(), "fdb-leader-wd");
+    let cmdline = fs::read(format!("/proc/{watchdog}/cmdline")).unwrap();
+    let argv: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    assert_eq!(
+        argv.iter().take(3).map(String::as_str).collect::<Vec<_>>(),
+        ["fdb-leader", "__fdb-leader-watchdog", "--lease"],
+        "{argv:?}"
+    );
+    assert!(
+        argv.iter().any(|w| w == "--") && argv.iter().any(|w| w == "sh"),
+        "{argv:?}"
+    );
+    let guide = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).unwrap();
+    let guide = guide.split_whitespace().collect::<Vec<_>>().join(" ");
+    for shown in [
+        "its process name is `fdb-leader-wd` (what `ps -o comm`",
+        "its command line `fdb-leader __fdb-leader-watchdog --lease … -- CMD ARGS…` (what `ps -ef`, `ps aux`",
+    ] {
+        assert!(guide.contains(shown), "docs/cli.md lacks: {shown}");
+    }
+    stop_cleanly(&world, "a", &mut a);
+}
+
 /// Stops `child` with SIGTERM (continuing it first) and expects exit 0.
 fn stop_cleanly(world: &World, name: &str, child: &mut Child) {
     let _ = nix::sys::signal::kill(pid_of(child), Signal::SIGCONT);

@@ -7,6 +7,8 @@
 #[path = "../examples/runner_demos/mod.rs"]
 mod runner_demos;
 
+#[path = "../examples/runner_demos/fenced_jobs.rs"]
+mod fenced_jobs;
 #[path = "../examples/runner_demos/job_scheduler.rs"]
 mod job_scheduler;
 #[path = "../examples/runner_demos/observer.rs"]
@@ -34,6 +36,28 @@ fn config() -> fdb_leader_election::ElectionConfig {
 async fn the_job_scheduler_demo_runs_clean() {
     let _one = ONE_AT_A_TIME.lock().await;
     job_scheduler::run(MemDb::new(), Subspace::from("demo"), config())
+        .await
+        .unwrap();
+}
+
+/// Issue 39: a runner's guard fences leader-only writes in the caller's transaction, on every
+/// store (`LeadershipGuard::fence`), with nothing else to build. The demo fails on a write
+/// with a stale guard that is not refused, or on a job holding any but its leader's ballot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fenced_jobs_demo_fences_from_the_guard_on_memdb() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    fenced_jobs::run(MemDb::new(), Subspace::from("demo"), config())
+        .await
+        .unwrap();
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fenced_jobs_demo_fences_from_the_guard_on_sqlite() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = fdb_leader_election::SqliteDb::open(dir.path().join("jobs.db")).unwrap();
+    fenced_jobs::run(db, Subspace::from("demo"), config())
         .await
         .unwrap();
 }

@@ -305,3 +305,149 @@ async fn an_ineligible_leader_with_a_directed_request_reserves_for_the_named_can
         best.id()
     );
 }
+
+// Issue 39: an operator's mark by name against a namesake whose registration, written before
+// the mark, still says it is eligible.
+
+/// Two live candidates named "a" (the CLI warns, but allows it) and "b". `eligible a false`
+/// made the leader step down and reserve the vacancy for the other "a", which read the mark at
+/// its next cycle and could not take it; "b", the only eligible candidate, waited out the
+/// reservation timeout with nobody leading.
+#[tokio::test]
+async fn a_mark_by_name_reserves_for_no_candidate_of_that_name() {
+    let w = World::new().await;
+    let a1 = w.join("a", 9).await;
+    let a2 = w.join("a", 5).await;
+    let b = w.join("b", 1).await;
+    assert_eq!(w.cycle(&a1).await, Action::Acquired);
+    for c in [&a2, &b] {
+        assert_eq!(w.cycle(c).await, Action::None);
+    }
+    w.mark("a", false, "disk maintenance").await;
+    // The leader reads the mark on its name; its namesake has not cycled since.
+    assert_eq!(w.cycle(&a1).await, Action::SteppedDownIneligible);
+    let rec = w.record().await;
+    assert_eq!(
+        rec.reservation().map(|r| r.id()),
+        Some(b.id()),
+        "the vacancy went to {:?}, not to b, the only eligible candidate",
+        rec.reservation()
+    );
+    assert_eq!(
+        w.cycle(&a2).await,
+        Action::None,
+        "a marked namesake never leads"
+    );
+    assert_eq!(
+        w.cycle(&b).await,
+        Action::Acquired,
+        "at once, not after a timeout"
+    );
+}
+
+/// The same for a resignation (`Runner::resign`, a graceful stop) and for a directed resign:
+/// neither reserves for, nor is directed to, a candidate whose name is marked.
+#[tokio::test]
+async fn neither_a_resignation_nor_a_directed_resign_chooses_a_marked_candidate() {
+    let w = World::new().await;
+    let leader = w.join("leader", 9).await;
+    let marked = w.join("db-host-3", 5).await;
+    let other = w.join("other", 1).await;
+    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    for c in [&marked, &other] {
+        assert_eq!(w.cycle(c).await, Action::None);
+    }
+    w.mark("db-host-3", false, "disk replacement").await;
+    let refused = w.resign_to("db-host-3").await;
+    assert!(
+        matches!(&refused, Err(ElectionError::OperatorRefused { reason }) if reason.contains("db-host-3")),
+        "{refused:?}"
+    );
+    assert_eq!(w.record().await.operator_request(), None, "nothing written");
+    let e = w.election.clone();
+    let l = leader.clone();
+    w.db.run(|txn, _| {
+        let (e, l) = (e.clone(), l.clone());
+        async move { e.resign_leadership(&txn, &l, None).await }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        w.record().await.reservation().map(|r| r.id()),
+        Some(other.id())
+    );
+    assert_eq!(w.cycle(&other).await, Action::Acquired);
+}
+
+/// A mark written while a resignation's transaction is open, on the name of the candidate it
+/// chose, makes that transaction conflict (it read the mark), and the retry chooses again: no
+/// reservation commits for a candidate marked before the commit.
+#[tokio::test]
+async fn a_mark_written_meanwhile_makes_a_reservation_for_its_name_retry() {
+    let w = World::new().await;
+    let leader = w.join("leader", 9).await;
+    let soon_marked = w.join("db-host-3", 5).await;
+    let other = w.join("other", 1).await;
+    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    for c in [&soon_marked, &other] {
+        assert_eq!(w.cycle(c).await, Action::None);
+    }
+    let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (e, l, db) = (w.election.clone(), leader.clone(), w.db.clone());
+    let outcome =
+        w.db.run(|txn, _| {
+            let (e, l, db, attempts) = (e.clone(), l.clone(), db.clone(), attempts.clone());
+            async move {
+                let outcome = e.resign_leadership(&txn, &l, None).await?;
+                if attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    // An operator marks the chosen candidate's name before this commits.
+                    db.run(|mark, _| {
+                        let e = e.clone();
+                        async move {
+                            e.set_eligible(&mark, "db-host-3", false, "disk replacement")
+                                .await
+                        }
+                    })
+                    .await?;
+                }
+                Ok::<_, ElectionError>(outcome)
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let reserved = w.record().await.reservation().map(|r| r.id().clone());
+    assert_eq!(reserved.as_ref(), Some(other.id()), "{outcome:?}");
+}
+
+/// `resign --to` given an id, copied from `status` (which lists ids): that candidate, even
+/// where a namesake ranks better; an id nobody live has is refused, saying it was an id.
+#[tokio::test]
+async fn a_directed_resign_given_an_id_reserves_for_that_candidate() {
+    let w = World::new().await;
+    let leader = w.join("leader", 9).await;
+    let better = w.join("worker", 5).await;
+    let chosen = w.join("worker", 1).await;
+    assert_eq!(w.cycle(&leader).await, Action::Acquired);
+    for c in [&better, &chosen] {
+        assert_eq!(w.cycle(c).await, Action::None);
+    }
+    let gone = CandidateId::with_nonce("worker", 0xff).unwrap();
+    let refused = w.resign_to(gone.as_str()).await;
+    assert!(
+        matches!(&refused, Err(ElectionError::OperatorRefused { reason })
+            if reason.contains(&format!("with the id {:?}", gone.as_str()))),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        w.resign_to(chosen.id().as_str()).await,
+        Ok(OperatorOutcome::Done { .. })
+    ));
+    assert_eq!(w.cycle(&leader).await, Action::HandedOver);
+    assert_eq!(
+        w.record().await.reservation().map(|r| r.id()),
+        Some(chosen.id())
+    );
+    assert_eq!(w.cycle(&better).await, Action::None);
+    assert_eq!(w.cycle(&chosen).await, Action::Acquired);
+}

@@ -81,6 +81,7 @@ pub(crate) fn init_logging() {
 }
 
 /// A short name for a candidate id: its label.
+#[allow(dead_code, reason = "not every demo names its candidates")]
 pub(crate) fn label(id: &fdb_leader_election::CandidateId) -> &str {
     id.as_str().rsplit_once('-').map_or(id.as_str(), |(l, _)| l)
 }

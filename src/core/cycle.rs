@@ -82,21 +82,23 @@ fn honourable_request(input: &CycleInput<'_>, req: &Named) -> Result<Option<Part
     if !input.config.allow_preemption {
         return Ok(None);
     }
-    let Some(reg) = input.lookups.requester else {
+    let Some(roster) = input.lookups.requester else {
         return Err(Lookup::Requester(req.id.clone()));
     };
-    let outranks =
-        reg.is_some_and(|r| ranking(input).outranks(&Standing::of(r), &my_standing(input)));
+    let reg = roster.find(&req.id);
+    let outranks = reg.is_some_and(|r| {
+        ranking(input).outranks(&roster.standing(&req.id, r), &my_standing(input))
+    });
     Ok((outranks && live(input, reg)).then(|| Party::Candidate(req.clone())))
 }
 
 /// The best live eligible candidate other than this one, to reserve a vacancy for. `Err` asks
 /// for the registry first.
 fn best_live_reservation(st: &LocalState, input: &CycleInput<'_>) -> Result<Option<Party>, Lookup> {
-    let rows = input.lookups.registry.ok_or(Lookup::Registry)?;
+    let roster = input.lookups.registry.ok_or(Lookup::Registry)?;
     Ok(best_live(
         st.id(),
-        rows,
+        roster,
         input.leader.renewal,
         input.config.renewals_before_dead(),
         ranking(input),
@@ -290,10 +292,10 @@ fn directed_reservation(
     input: &CycleInput<'_>,
     name: &str,
 ) -> Result<Result<Party, DirectedRefusal>, Lookup> {
-    let rows = input.lookups.registry.ok_or(Lookup::Registry)?;
+    let roster = input.lookups.registry.ok_or(Lookup::Registry)?;
     Ok(directed_target(
         st.id(),
-        rows,
+        roster,
         name,
         input.leader.renewal,
         input.config.renewals_before_dead(),
@@ -427,7 +429,7 @@ fn decide_as_follower(
             // §4, §14.3)? The ranking is judged against the record's leader version: a lapsed
             // leader's, kept in the record, so `no-downgrade` ranks a takeover as it ranks a
             // handover.
-            let Some(rows) = input.lookups.registry else {
+            let Some(roster) = input.lookups.registry else {
                 return Ok(Decision::Need(Lookup::Registry));
             };
             let exclude: Vec<&CandidateId> = [
@@ -445,7 +447,7 @@ fn decide_as_follower(
                 st.id(),
                 mine,
                 input.registration,
-                rows,
+                roster,
                 rec.renewal,
                 cfg.renewals_before_dead(),
                 &exclude,
@@ -462,7 +464,7 @@ fn decide_as_follower(
             exclude_me.push(st.id());
             let beats: Vec<(&CandidateId, u64)> = policy_ahead(
                 &mine,
-                rows,
+                roster,
                 rec.renewal,
                 cfg.renewals_before_dead(),
                 &exclude_me,
@@ -511,8 +513,9 @@ fn decide_as_follower(
                 } else {
                     match input.lookups.requester {
                         None => return Ok(Decision::Need(Lookup::Requester(h.id.clone()))),
-                        Some(None) => true,
-                        Some(Some(reg)) => r.outranks(&my_standing(input), &Standing::of(reg)),
+                        Some(roster) => roster.find(&h.id).is_none_or(|reg| {
+                            r.outranks(&my_standing(input), &roster.standing(&h.id, reg))
+                        }),
                     }
                 }
             }

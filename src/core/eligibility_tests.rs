@@ -15,7 +15,8 @@
 use std::time::Duration;
 
 use super::cycle::decide_cycle;
-use super::rank::{best_live, rank_among};
+use super::operator::{DirectedRefusal, directed_target};
+use super::rank::{Marks, Ranking, Roster, best_live, policy_ahead, rank_among};
 use super::tests::{FLAT, Registry, at, cand, cfg, id, lead, owned, plan, standing, vacant};
 use super::*;
 use crate::record::{CandidateRecord, Eligibility, Named};
@@ -26,7 +27,7 @@ fn sick(mut c: CandidateRecord) -> CandidateRecord {
 }
 
 /// One decision of a candidate of priority `prio` with eligibility `eligible` under `policy`,
-/// its lookups answered from `registry`.
+/// its lookups answered from `registry`, no name marked by an operator.
 fn decide(
     st: &mut LocalState,
     c: &ElectionConfig,
@@ -36,6 +37,21 @@ fn decide(
     policy: UnhealthyPolicy,
     t0_ms: u64,
     registry: &Registry,
+) -> Plan {
+    let roster = Roster::unmarked(registry);
+    decide_in(st, c, rec, prio, eligible, policy, t0_ms, roster)
+}
+
+/// As [`decide`], its lookups answered from `roster` (registrations and marks).
+fn decide_in(
+    st: &mut LocalState,
+    c: &ElectionConfig,
+    rec: &LeaderRecord,
+    prio: i32,
+    eligible: bool,
+    policy: UnhealthyPolicy,
+    t0_ms: u64,
+    roster: Roster<'_>,
 ) -> Plan {
     let mut lookups = Lookups::default();
     loop {
@@ -56,10 +72,8 @@ fn decide(
         };
         match decide_cycle(st, &input).unwrap() {
             Decision::Plan(p) => return plan(Decision::Plan(p)),
-            Decision::Need(Lookup::Registry) => lookups.registry = Some(registry),
-            Decision::Need(Lookup::Requester(who)) => {
-                lookups.requester = Some(registry.iter().find(|(c, _)| *c == who).map(|(_, r)| r));
-            }
+            Decision::Need(Lookup::Registry) => lookups.registry = Some(roster),
+            Decision::Need(Lookup::Requester(_)) => lookups.requester = Some(roster),
         }
     }
 }
@@ -71,11 +85,20 @@ fn ranks_and_the_best_live_candidate_count_only_the_eligible() {
         (id("mid"), cand(5, 2, 10)),
         (id("low"), cand(1, 3, 10)),
     ];
-    let best = best_live(&id("me"), &rows, 10, 3, FLAT).map(|n| n.id);
+    let best = best_live(&id("me"), Roster::unmarked(&rows), 10, 3, FLAT).map(|n| n.id);
     assert_eq!(best, Some(id("mid")), "the sick top is never the best");
     // "low" ranks behind "mid" only: the sick one counts in no rank.
     assert_eq!(
-        rank_among(&id("low"), standing(1), 3, &rows, 10, 3, &[], FLAT),
+        rank_among(
+            &id("low"),
+            standing(1),
+            3,
+            Roster::unmarked(&rows),
+            10,
+            3,
+            &[],
+            FLAT
+        ),
         1
     );
     // Nobody eligible: no best.
@@ -83,7 +106,10 @@ fn ranks_and_the_best_live_candidate_count_only_the_eligible() {
         .iter()
         .map(|(i, c)| (i.clone(), sick(c.clone())))
         .collect();
-    assert_eq!(best_live(&id("me"), &all_sick, 10, 3, FLAT), None);
+    assert_eq!(
+        best_live(&id("me"), Roster::unmarked(&all_sick), 10, 3, FLAT),
+        None
+    );
 }
 
 #[test]
@@ -732,5 +758,197 @@ fn a_directed_request_to_a_version_the_policy_does_not_allow_is_refused_by_the_l
     assert_eq!(
         p.write.unwrap().reservation().map(Named::id),
         Some(&named("newer"))
+    );
+}
+
+/// Two namesakes ("a", the leader, and "a", priority 9, newest version) and "b" (priority 1,
+/// oldest version), all live; every registration says eligible: the follower "a" wrote its
+/// own before an operator marked the name (issue 39).
+fn namesakes() -> (CandidateId, CandidateId, Registry) {
+    let (a1, a2) = (named("a"), CandidateId::with_nonce("a", 8).unwrap());
+    let versioned = |mut c: CandidateRecord, v: u64| {
+        c.version = Some(semver::Version::new(v, 0, 0));
+        c
+    };
+    let rows = vec![
+        (a1.clone(), versioned(cand(5, 1, 10), 1)),
+        (a2.clone(), versioned(cand(9, 2, 10), 2)),
+        (id("b"), versioned(cand(1, 3, 10), 1)),
+    ];
+    (a1, a2, rows)
+}
+
+/// The operators' mark on `name`.
+fn mark(name: &str) -> Marks {
+    Marks::from([(
+        name.to_owned(),
+        Eligibility::ineligible("disk maintenance").unwrap(),
+    )])
+}
+
+/// One case of a mark by name: the marks; the reservation target when "a" (the leader) steps
+/// down; "b"'s rank for a takeover; who the version policy puts ahead of "b"; the target of
+/// `resign --to a` while "b" leads (none: refused).
+type Case<'a> = (
+    &'a Marks,
+    &'a CandidateId,
+    u32,
+    Vec<&'a CandidateId>,
+    Option<&'a CandidateId>,
+);
+
+#[test]
+fn a_mark_by_name_excludes_every_candidate_of_that_name_from_every_choice() {
+    let (a1, a2, rows) = namesakes();
+    let newest = Ranking {
+        policy: crate::record::VersionPolicy::PreferNewest,
+        leader_version: None,
+    };
+    let (none, other, the_name) = (Marks::new(), mark("c"), mark("a"));
+    let b = id("b");
+    let cases: [Case<'_>; 3] = [
+        (&none, &a2, 2, vec![&a2], Some(&a2)),
+        (&other, &a2, 2, vec![&a2], Some(&a2)),
+        (&the_name, &b, 0, vec![], None),
+    ];
+    for (marks, best, b_rank, b_behind, to_a) in cases {
+        let roster = Roster::new(&rows, marks);
+        let b_standing = roster.standing(&id("b"), &rows[2].1);
+        let case = format!("marks {marks:?}");
+        assert_eq!(
+            best_live(&a1, roster, 10, 3, FLAT).map(|n| n.id).as_ref(),
+            Some(best),
+            "{case}"
+        );
+        assert_eq!(
+            rank_among(&id("b"), b_standing, 3, roster, 10, 3, &[], FLAT),
+            b_rank,
+            "{case}"
+        );
+        let ahead: Vec<&CandidateId> =
+            policy_ahead(&b_standing, roster, 10, 3, &[&id("b")], newest)
+                .into_iter()
+                .map(|(i, _)| i)
+                .collect();
+        assert_eq!(ahead, b_behind, "{case}");
+        let directed = directed_target(&id("b"), roster, "a", 10, 3, FLAT);
+        match to_a {
+            Some(target) => assert_eq!(directed.map(|n| n.id).as_ref(), Ok(target), "{case}"),
+            None => assert_eq!(
+                directed,
+                Err(DirectedRefusal::NoneLive {
+                    name: "a".to_owned()
+                }),
+                "{case}"
+            ),
+        }
+        for (i, c) in &rows {
+            let excluded = marks.contains_key(i.name());
+            assert_eq!(roster.eligible(i, c), !excluded, "{case}: {i}");
+        }
+    }
+}
+
+#[test]
+fn a_leader_marked_by_name_reserves_for_an_eligible_candidate_not_its_namesake() {
+    let c = cfg();
+    let (a1, a2, mut rows) = namesakes();
+    for (marks, reserved) in [(Marks::new(), &a2), (mark("a"), &id("b"))] {
+        let mut st = LocalState::new(a1.clone());
+        let rec = lead(&mut st, &c, 5, 0);
+        for (_, r) in &mut rows {
+            r.seen_renewal = rec.renewal;
+        }
+        // It read the mark on its own name: not eligible. (Unmarked, it is told so by its own
+        // health: the namesake is then a fit target.)
+        let roster = Roster::new(&rows, &marks);
+        let p = decide_in(
+            &mut st,
+            &c,
+            &rec,
+            5,
+            false,
+            UnhealthyPolicy::Hold,
+            100,
+            roster,
+        );
+        assert_eq!(p.action, Action::SteppedDownIneligible, "{marks:?}");
+        assert_eq!(
+            p.write.unwrap().reservation().map(Named::id),
+            Some(reserved),
+            "{marks:?}"
+        );
+    }
+}
+
+#[test]
+fn a_handover_request_from_a_candidate_marked_since_is_not_honoured() {
+    let c = cfg();
+    let (_, a2, mut rows) = namesakes();
+    for (marks, honoured) in [(Marks::new(), true), (mark("a"), false)] {
+        let mut st = LocalState::new(id("b"));
+        let mut rec = lead(&mut st, &c, 1, 0);
+        for (_, r) in &mut rows {
+            r.seen_renewal = rec.renewal;
+        }
+        rec.handover = Some(Party::Candidate(Named::new(a2.clone(), Priority::new(9))));
+        let roster = Roster::new(&rows, &marks);
+        let p = decide_in(
+            &mut st,
+            &c,
+            &rec,
+            1,
+            true,
+            UnhealthyPolicy::Hold,
+            100,
+            roster,
+        );
+        if honoured {
+            assert_eq!(p.action, Action::HandedOver);
+            assert_eq!(p.write.unwrap().reservation().map(Named::id), Some(&a2));
+        } else {
+            assert_eq!(p.action, Action::Renewed, "{marks:?}");
+            assert_eq!(p.honoured, None);
+        }
+    }
+}
+
+#[test]
+fn a_directed_request_names_one_candidate_by_its_id_or_every_candidate_of_a_name() {
+    // Two live eligible namesakes (the better one first) and "b", which leads.
+    let (a1, a2) = (named("a"), CandidateId::with_nonce("a", 8).unwrap());
+    let rows: Registry = vec![
+        (a1.clone(), cand(9, 1, 10)),
+        (a2.clone(), cand(1, 2, 10)),
+        (id("b"), cand(5, 3, 10)),
+        (named("dead"), cand(5, 4, 1)),
+    ];
+    let roster = Roster::unmarked(&rows);
+    let dead = named("dead");
+    let none = |to: &str| DirectedRefusal::NoneLive {
+        name: to.to_owned(),
+    };
+    let cases: [(&str, Result<&CandidateId, DirectedRefusal>); 6] = [
+        ("a", Ok(&a1)),
+        // An id, as `status` lists it: that candidate, not the best of its name.
+        (a2.as_str(), Ok(&a2)),
+        (a1.as_str(), Ok(&a1)),
+        // An id nobody has, though its name is registered: refused, not read as the name.
+        ("a-00000000000000ff", Err(none("a-00000000000000ff"))),
+        (dead.as_str(), Err(none(dead.as_str()))),
+        ("b", Err(none("b"))),
+    ];
+    for (to, want) in cases {
+        let got = directed_target(&id("b"), roster, to, 10, 3, FLAT).map(|n| n.id);
+        assert_eq!(got.as_ref(), want.as_ref().map(|i| *i), "--to {to}");
+    }
+    // The refusal says which it was given.
+    assert_eq!(
+        none("a-00000000000000ff").to_string(),
+        "no live eligible candidate with the id \"a-00000000000000ff\" (other than the leader)"
+    );
+    assert_eq!(
+        none("a").to_string(),
+        "no live eligible candidate named \"a\" (other than the leader)"
     );
 }

@@ -35,7 +35,9 @@ use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
 use crate::error::ElectionError;
 use crate::ids::{CandidateId, Priority};
-use crate::record::{CandidateRecord, FenceRecord, LeaderRecord, Party};
+use crate::record::{FenceRecord, LeaderRecord, Party};
+
+use rank::Roster;
 
 /// What a cycle is allowed to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,11 +82,12 @@ pub(crate) struct CycleInput<'a> {
 /// registration, own eligibility mark).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Lookups<'a> {
-    /// Every registered candidate (a snapshot scan of the registry).
-    pub(crate) registry: Option<&'a [(CandidateId, CandidateRecord)]>,
-    /// The registration of the candidate whose handover request the record carries:
-    /// `Some(None)` when it is not registered.
-    pub(crate) requester: Option<Option<&'a CandidateRecord>>,
+    /// Every registered candidate and every operator's mark (snapshot scans of both).
+    pub(crate) registry: Option<Roster<'a>>,
+    /// The candidate whose handover request the record carries: a roster listing its
+    /// registration (none when it is not registered) and the mark on its name, if any (the
+    /// rest of the registry may be listed too).
+    pub(crate) requester: Option<Roster<'a>>,
 }
 
 /// A registry fact a decision needs before it can be taken.

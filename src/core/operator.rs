@@ -14,7 +14,7 @@ use crate::ids::{Ballot, CandidateId};
 use crate::record::{AttemptId, CandidateRecord, LeaderRecord, Named, Party};
 
 use super::next_renewal;
-use super::rank::{Ranking, Standing, best_live, policy_ahead};
+use super::rank::{Ranking, Roster, best_live, policy_ahead};
 use super::resign::ResignRejected;
 
 fn operator_attempt(operator: &CandidateId) -> Option<AttemptId> {
@@ -81,11 +81,50 @@ pub(crate) fn request_resign(
     Ok(write)
 }
 
-/// Why no candidate of a name may take leadership from an operator's directed request
-/// (`resign --to NAME`, docs/design.md §13.6, §14.2).
+/// Whom an operator's directed request (`resign --to`) names: one candidate by its id, as
+/// `status` lists it, or every candidate of a name, its `--name` (docs/design.md §13.6). An id
+/// is its name, a `-` and 16 hexadecimal digits ([`CandidateId::name`] strips them), which no
+/// name ends with, so the two never clash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Addressee<'a> {
+    /// The candidate of this id.
+    Id(CandidateId),
+    /// Every candidate of this name.
+    Name(&'a str),
+}
+
+impl<'a> Addressee<'a> {
+    /// What `to` names.
+    pub(crate) fn of(to: &'a str) -> Self {
+        match CandidateId::parse(to) {
+            Ok(id) if id.name() != to => Addressee::Id(id),
+            _ => Addressee::Name(to),
+        }
+    }
+
+    /// Whether it names `id`.
+    pub(crate) fn names(&self, id: &CandidateId) -> bool {
+        match self {
+            Addressee::Id(given) => given == id,
+            Addressee::Name(name) => id.name() == *name,
+        }
+    }
+}
+
+impl std::fmt::Display for Addressee<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Addressee::Id(id) => write!(f, "with the id {:?}", id.as_str()),
+            Addressee::Name(name) => write!(f, "named {name:?}"),
+        }
+    }
+}
+
+/// Why no candidate a directed request names may take leadership from it (`resign --to`,
+/// docs/design.md §13.6, §14.2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum DirectedRefusal {
-    /// No live eligible candidate of that name, other than the leader.
+    /// No live eligible candidate of that name (or that id), other than the leader.
     NoneLive { name: String },
     /// Every live eligible candidate of that name is one the version policy does not let
     /// lead: a live eligible candidate it ranks ahead is there.
@@ -113,7 +152,8 @@ impl std::fmt::Display for DirectedRefusal {
         match self {
             DirectedRefusal::NoneLive { name } => write!(
                 f,
-                "no live eligible candidate named {name:?} (other than the leader)"
+                "no live eligible candidate {} (other than the leader)",
+                Addressee::of(name)
             ),
             DirectedRefusal::Policy(p) => write!(
                 f,
@@ -132,25 +172,28 @@ impl std::fmt::Display for DirectedRefusal {
 }
 
 /// **The target of an operator's directed request**, the one place it is chosen: the best
-/// live eligible candidate named `name` other than `leader` (by the ranking) that the version
-/// policy lets lead, judged against the leader's version: no live eligible candidate other
-/// than the leader and itself ranks ahead of it by version ([`policy_ahead`](super::rank::policy_ahead)).
+/// live eligible candidate that `name` names ([`Addressee`]: the candidate of that id, or
+/// those of that name) other than `leader` (by the ranking) that the version policy lets
+/// lead, judged against the leader's version: no live eligible candidate other than the
+/// leader and itself ranks ahead of it by version ([`policy_ahead`](super::rank::policy_ahead)).
 /// Used by [`request_resign_to`](crate::LeaderElection::request_resign_to) when the operator
 /// asks, and by the leader when it reads the request and when it steps down.
-pub(crate) fn directed_target(
+pub(crate) fn directed_target<'a>(
     leader: &CandidateId,
-    rows: &[(CandidateId, CandidateRecord)],
+    roster: Roster<'a>,
     name: &str,
     current_renewal: u64,
     max_lag: u64,
-    ranking: Ranking<'_>,
+    ranking: Ranking<'a>,
 ) -> Result<Named, DirectedRefusal> {
-    let named: Vec<&(CandidateId, CandidateRecord)> = rows
+    let to = Addressee::of(name);
+    let named: Vec<&(CandidateId, CandidateRecord)> = roster
+        .rows()
         .iter()
         .filter(|(id, c)| {
-            id.name() == name
+            to.names(id)
                 && id != leader
-                && c.is_eligible()
+                && roster.eligible(id, c)
                 && c.is_live(current_renewal, max_lag)
         })
         .collect();
@@ -159,8 +202,8 @@ pub(crate) fn directed_target(
         .iter()
         .filter(|(id, c)| {
             let ahead = policy_ahead(
-                &Standing::of(c),
-                rows,
+                &roster.standing(id, c),
+                roster,
                 current_renewal,
                 max_lag,
                 &[leader, id],
@@ -185,7 +228,14 @@ pub(crate) fn directed_target(
         })
         .map(|row| (*row).clone())
         .collect();
-    best_live(leader, &allowed, current_renewal, max_lag, ranking).ok_or_else(|| {
+    best_live(
+        leader,
+        roster.with_rows(&allowed),
+        current_renewal,
+        max_lag,
+        ranking,
+    )
+    .ok_or_else(|| {
         blocked.unwrap_or(DirectedRefusal::NoneLive {
             name: name.to_owned(),
         })

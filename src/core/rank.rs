@@ -4,14 +4,87 @@
 //! reservation use it, and nothing else ranks candidates.
 //!
 //! Only eligible candidates rank: an ineligible one counts in no rank and is never the best.
+//! Whether another candidate is eligible is judged by [`Roster::eligible`] alone: its
+//! registration, and the operators' mark on its name as the deciding transaction read it.
 //! Candidates that registered no version rank as the oldest under every version policy.
 
 use std::cmp::{Ordering, Reverse};
+use std::collections::BTreeMap;
 
 use semver::Version;
 
 use crate::ids::{CandidateId, Priority};
-use crate::record::{CandidateRecord, Named, VersionPolicy};
+use crate::record::{CandidateRecord, Eligibility, Named, VersionPolicy};
+
+/// The operators' marks (docs/design.md §13.6), by the candidate name each excludes.
+pub(crate) type Marks = BTreeMap<String, Eligibility>;
+
+/// No marks at all.
+#[cfg(test)]
+static NO_MARKS: Marks = BTreeMap::new();
+
+/// The candidates as a decision reads them: their registrations, and the operators' marks by
+/// name. Every rule that ranks or chooses another candidate reads it through here, so none
+/// can see a registration without its mark.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Roster<'a> {
+    rows: &'a [(CandidateId, CandidateRecord)],
+    marks: &'a Marks,
+}
+
+impl<'a> Roster<'a> {
+    /// The registrations `rows` under the operators' `marks`.
+    pub(crate) fn new(rows: &'a [(CandidateId, CandidateRecord)], marks: &'a Marks) -> Self {
+        Roster { rows, marks }
+    }
+
+    /// The registrations `rows`, no operator having marked any name.
+    #[cfg(test)]
+    pub(crate) fn unmarked(rows: &'a [(CandidateId, CandidateRecord)]) -> Self {
+        Roster::new(rows, &NO_MARKS)
+    }
+
+    /// Other registrations under the same marks.
+    pub(crate) fn with_rows<'b>(self, rows: &'b [(CandidateId, CandidateRecord)]) -> Roster<'b>
+    where
+        'a: 'b,
+    {
+        Roster::new(rows, self.marks)
+    }
+
+    /// The registrations.
+    pub(crate) fn rows(&self) -> &'a [(CandidateId, CandidateRecord)] {
+        self.rows
+    }
+
+    /// `id`'s registration, if it is listed.
+    pub(crate) fn find(&self, id: &CandidateId) -> Option<&'a CandidateRecord> {
+        self.rows.iter().find(|(c, _)| c == id).map(|(_, r)| r)
+    }
+
+    /// **Whether a registered candidate may lead**, the one place another candidate's
+    /// eligibility is judged (docs/design.md §13.1, §13.6): its registration says so (its
+    /// health, and the mark it read when it last wrote it) and no operator's mark on its name
+    /// excludes it now. A mark reaches the registrations of that name only as each candidate
+    /// writes its next one; until then the mark itself decides, so no rule ranks, reserves
+    /// for or waits on a candidate an operator has excluded, whichever candidate of the name.
+    pub(crate) fn eligible(&self, id: &CandidateId, rec: &CandidateRecord) -> bool {
+        rec.is_eligible()
+            && self
+                .marks
+                .get(id.name())
+                .is_none_or(Eligibility::is_eligible)
+    }
+
+    /// How a registered candidate stands for leadership: what the ranking compares.
+    pub(crate) fn standing(&self, id: &CandidateId, rec: &'a CandidateRecord) -> Standing<'a> {
+        Standing {
+            eligible: self.eligible(id, rec),
+            version: rec.version.as_ref(),
+            priority: rec.priority,
+        }
+    }
+}
 
 /// How a candidate stands for leadership: what the ranking compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,17 +92,6 @@ pub(crate) struct Standing<'a> {
     pub(crate) eligible: bool,
     pub(crate) version: Option<&'a Version>,
     pub(crate) priority: Priority,
-}
-
-impl<'a> Standing<'a> {
-    /// The standing a registration gives.
-    pub(crate) fn of(rec: &'a CandidateRecord) -> Self {
-        Standing {
-            eligible: rec.is_eligible(),
-            version: rec.version.as_ref(),
-            priority: rec.priority,
-        }
-    }
 }
 
 /// What the ranking knows of the election: its version policy, and the version of its
@@ -93,9 +155,8 @@ impl<'a> Ranking<'a> {
     }
 
     /// The total order of registrations: standing, then the earlier registration.
-    fn total(&self, a: &(&'a CandidateRecord, u64), b: &(&'a CandidateRecord, u64)) -> Ordering {
-        self.compare(&Standing::of(a.0), &Standing::of(b.0))
-            .then(b.1.cmp(&a.1))
+    fn total(&self, a: (Standing<'a>, u64), b: (Standing<'a>, u64)) -> Ordering {
+        self.compare(&a.0, &b.0).then(b.1.cmp(&a.1))
     }
 }
 
@@ -107,21 +168,22 @@ pub(crate) fn ranked_ahead<'a>(
     me: &CandidateId,
     mine: Standing<'a>,
     my_registration: u64,
-    candidates: &'a [(CandidateId, CandidateRecord)],
+    roster: Roster<'a>,
     current_renewal: u64,
     max_lag: u64,
     exclude: &[&CandidateId],
     ranking: Ranking<'a>,
 ) -> Vec<&'a (CandidateId, CandidateRecord)> {
-    candidates
+    roster
+        .rows
         .iter()
         .filter(|(id, c)| {
             id != me
                 && !exclude.contains(&id)
-                && c.is_eligible()
+                && roster.eligible(id, c)
                 && c.is_live(current_renewal, max_lag)
                 && ranking
-                    .compare(&Standing::of(c), &mine)
+                    .compare(&roster.standing(id, c), &mine)
                     .then(my_registration.cmp(&c.registration))
                     == Ordering::Greater
         })
@@ -136,7 +198,7 @@ pub(crate) fn rank_among<'a>(
     me: &CandidateId,
     mine: Standing<'a>,
     my_registration: u64,
-    candidates: &'a [(CandidateId, CandidateRecord)],
+    roster: Roster<'a>,
     current_renewal: u64,
     max_lag: u64,
     exclude: &[&CandidateId],
@@ -146,7 +208,7 @@ pub(crate) fn rank_among<'a>(
         me,
         mine,
         my_registration,
-        candidates,
+        roster,
         current_renewal,
         max_lag,
         exclude,
@@ -163,34 +225,44 @@ pub(crate) fn rank_among<'a>(
 /// it (docs/design.md §13.6, §14.2).
 pub(crate) fn policy_ahead<'a>(
     standing: &Standing<'a>,
-    candidates: &'a [(CandidateId, CandidateRecord)],
+    roster: Roster<'a>,
     current_renewal: u64,
     max_lag: u64,
     exclude: &[&CandidateId],
     ranking: Ranking<'a>,
 ) -> Vec<&'a (CandidateId, CandidateRecord)> {
-    candidates
+    roster
+        .rows
         .iter()
         .filter(|(id, c)| {
             !exclude.contains(&id)
-                && c.is_eligible()
+                && roster.eligible(id, c)
                 && c.is_live(current_renewal, max_lag)
-                && ranking.policy_outranks(&Standing::of(c), standing)
+                && ranking.policy_outranks(&roster.standing(id, c), standing)
         })
         .collect()
 }
 
-/// The best live eligible candidate other than `me`, by the ranking.
+/// **The reservation target**, the one place it is chosen: the best live eligible candidate
+/// other than `me`, by the ranking. Eligible as [`Roster::eligible`] judges it, so never a
+/// candidate whose name an operator has marked, even one whose registration, written before
+/// the mark, still says it is eligible.
 pub(crate) fn best_live<'a>(
     me: &CandidateId,
-    candidates: &'a [(CandidateId, CandidateRecord)],
+    roster: Roster<'a>,
     current_renewal: u64,
     max_lag: u64,
     ranking: Ranking<'a>,
 ) -> Option<Named> {
-    candidates
+    roster
+        .rows
         .iter()
-        .filter(|(id, c)| id != me && c.is_eligible() && c.is_live(current_renewal, max_lag))
-        .max_by(|(_, a), (_, b)| ranking.total(&(a, a.registration), &(b, b.registration)))
+        .filter(|(id, c)| id != me && roster.eligible(id, c) && c.is_live(current_renewal, max_lag))
+        .max_by(|(ia, a), (ib, b)| {
+            ranking.total(
+                (roster.standing(ia, a), a.registration),
+                (roster.standing(ib, b), b.registration),
+            )
+        })
         .map(|(id, c)| Named::new(id.clone(), c.priority))
 }

@@ -10,11 +10,11 @@
 use std::time::Duration;
 
 use super::cycle::decide_cycle;
-use super::rank::{Ranking, Standing, best_live, rank_among};
+use super::rank::{Ranking, Roster, Standing, best_live, rank_among};
 use super::resign::{ResignRejected, decide_resign};
 use super::*;
 use crate::ids::Ballot;
-use crate::record::{AttemptId, Eligibility, Named};
+use crate::record::{AttemptId, CandidateRecord, Eligibility, Named};
 
 pub(super) const LEASE: Duration = Duration::from_secs(10);
 
@@ -178,10 +178,9 @@ pub(super) fn run_in(
             Decision::Need(need) => {
                 assert!(!asked.contains(&need), "{need:?} asked for twice");
                 match &need {
-                    Lookup::Registry => lookups.registry = Some(registry),
-                    Lookup::Requester(who) => {
-                        lookups.requester =
-                            Some(registry.iter().find(|(c, _)| c == who).map(|(_, r)| r));
+                    Lookup::Registry => lookups.registry = Some(Roster::unmarked(registry)),
+                    Lookup::Requester(_) => {
+                        lookups.requester = Some(Roster::unmarked(registry));
                     }
                 }
                 asked.push(need);
@@ -424,7 +423,7 @@ fn run_v(
         };
         match decide_cycle(st, &input).unwrap() {
             Decision::Need(Lookup::Registry) if lookups.registry.is_none() => {
-                lookups.registry = Some(rows);
+                lookups.registry = Some(Roster::unmarked(rows));
             }
             Decision::Need(n) => panic!("unexpected lookup {n:?}"),
             Decision::Plan(p) => return p,
@@ -619,7 +618,7 @@ fn rank_zero_takes_an_unreserved_vacancy_at_once_and_others_wait_their_step() {
                 t0_ms,
                 Mode::Cycle,
                 Lookups {
-                    registry: Some(&registry),
+                    registry: Some(Roster::unmarked(&registry)),
                     requester: None,
                 },
             )
@@ -1100,7 +1099,7 @@ fn exhausted_ballots_are_errors_not_wraps() {
     let c = cfg();
     let rows = Registry::new();
     let lookups = Lookups {
-        registry: Some(&rows),
+        registry: Some(Roster::unmarked(&rows)),
         requester: None,
     };
     let input = input(&c, &input_rec, 0, 0, Mode::Cycle, lookups);
@@ -1127,7 +1126,7 @@ fn rank_counts_live_higher_or_earlier_equal_candidates_only() {
             &id("me"),
             standing(5),
             3,
-            &rows,
+            Roster::unmarked(&rows),
             100,
             5,
             &[&old_owner],
@@ -1140,7 +1139,7 @@ fn rank_counts_live_higher_or_earlier_equal_candidates_only() {
             &id("higher"),
             standing(7),
             9,
-            &rows,
+            Roster::unmarked(&rows),
             100,
             5,
             &[&old_owner],
@@ -1148,15 +1147,15 @@ fn rank_counts_live_higher_or_earlier_equal_candidates_only() {
         ),
         0
     );
-    let best = best_live(&id("old-owner"), &rows, 100, 5, FLAT).unwrap();
+    let best = best_live(&id("old-owner"), Roster::unmarked(&rows), 100, 5, FLAT).unwrap();
     assert_eq!(best, Named::new(id("higher"), Priority::new(7)));
     // Ties go to the earlier registration.
     let tie = vec![(id("b"), cand(5, 2, 0)), (id("a"), cand(5, 1, 0))];
     assert_eq!(
-        best_live(&id("x"), &tie, 0, 5, FLAT).map(|n| n.id),
+        best_live(&id("x"), Roster::unmarked(&tie), 0, 5, FLAT).map(|n| n.id),
         Some(id("a"))
     );
-    assert_eq!(best_live(&id("x"), &[], 0, 5, FLAT), None);
+    assert_eq!(best_live(&id("x"), Roster::unmarked(&[]), 0, 5, FLAT), None);
 }
 
 #[test]
@@ -1333,7 +1332,7 @@ fn a_record_read_back_in_the_transaction_that_wrote_it_is_never_recognised() {
             0,
             Mode::Cycle,
             Lookups {
-                registry: Some(&nobody),
+                registry: Some(Roster::unmarked(&nobody)),
                 requester: None,
             },
         )
@@ -1482,11 +1481,29 @@ fn a_release_that_never_landed_under_an_operator_request_is_written_again_as_a_h
 fn rank_counts_equal_priorities_only_if_registered_strictly_earlier() {
     let rows = vec![(id("twin"), cand(5, 3, 100))];
     assert_eq!(
-        rank_among(&id("me"), standing(5), 3, &rows, 100, 5, &[], FLAT),
+        rank_among(
+            &id("me"),
+            standing(5),
+            3,
+            Roster::unmarked(&rows),
+            100,
+            5,
+            &[],
+            FLAT
+        ),
         0
     );
     assert_eq!(
-        rank_among(&id("me"), standing(5), 4, &rows, 100, 5, &[], FLAT),
+        rank_among(
+            &id("me"),
+            standing(5),
+            4,
+            Roster::unmarked(&rows),
+            100,
+            5,
+            &[],
+            FLAT
+        ),
         1
     );
 }

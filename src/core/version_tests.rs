@@ -15,7 +15,7 @@ use std::cmp::Ordering;
 use semver::Version;
 
 use super::cycle::decide_cycle;
-use super::rank::{Ranking, Standing, best_live, rank_among};
+use super::rank::{Ranking, Roster, Standing, best_live, rank_among};
 use super::tests::{Registry, at, cand, cfg, id, plan};
 use super::*;
 use crate::record::{CandidateRecord, Named, VersionPolicy};
@@ -195,7 +195,7 @@ fn the_best_live_candidate_and_the_stagger_follow_the_policy() {
     let best = |policy, leader_version| {
         best_live(
             &id("me"),
-            &rows,
+            Roster::unmarked(&rows),
             10,
             3,
             Ranking {
@@ -227,7 +227,7 @@ fn the_best_live_candidate_and_the_stagger_follow_the_policy() {
     assert_eq!(
         best_live(
             &id("me"),
-            two,
+            Roster::unmarked(two),
             10,
             3,
             Ranking {
@@ -245,11 +245,29 @@ fn the_best_live_candidate_and_the_stagger_follow_the_policy() {
     };
     let old = v("1.4.0");
     assert_eq!(
-        rank_among(&id("old-high"), st(Some(&old), 9), 1, &rows, 10, 3, &[], r),
+        rank_among(
+            &id("old-high"),
+            st(Some(&old), 9),
+            1,
+            Roster::unmarked(&rows),
+            10,
+            3,
+            &[],
+            r
+        ),
         1
     );
     assert_eq!(
-        rank_among(&id("new-low"), st(Some(&new), 1), 2, &rows, 10, 3, &[], r),
+        rank_among(
+            &id("new-low"),
+            st(Some(&new), 1),
+            2,
+            Roster::unmarked(&rows),
+            10,
+            3,
+            &[],
+            r
+        ),
         0
     );
 }
@@ -282,9 +300,9 @@ fn follow(
         };
         match decide_cycle(&mut st, &input).unwrap() {
             Decision::Plan(p) => return plan(Decision::Plan(p)),
-            Decision::Need(Lookup::Registry) => lookups.registry = Some(registry),
-            Decision::Need(Lookup::Requester(who)) => {
-                lookups.requester = Some(registry.iter().find(|(c, _)| *c == who).map(|(_, r)| r));
+            Decision::Need(Lookup::Registry) => lookups.registry = Some(Roster::unmarked(registry)),
+            Decision::Need(Lookup::Requester(_)) => {
+                lookups.requester = Some(Roster::unmarked(registry));
             }
         }
     }
@@ -356,9 +374,9 @@ fn a_newer_leader_under_no_downgrade_never_hands_back_to_an_older_requester() {
         };
         match decide_cycle(&mut st, &input).unwrap() {
             Decision::Plan(p) => break plan(Decision::Plan(p)),
-            Decision::Need(Lookup::Registry) => lookups.registry = Some(&rows),
-            Decision::Need(Lookup::Requester(who)) => {
-                lookups.requester = Some(rows.iter().find(|(c, _)| *c == who).map(|(_, r)| r));
+            Decision::Need(Lookup::Registry) => lookups.registry = Some(Roster::unmarked(&rows)),
+            Decision::Need(Lookup::Requester(_)) => {
+                lookups.requester = Some(Roster::unmarked(&rows));
             }
         }
     };

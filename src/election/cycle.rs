@@ -3,6 +3,7 @@
 use crate::candidate::{Candidate, Cycle, CycleOutcome};
 use crate::codec;
 use crate::config::ElectionConfig;
+use crate::core::rank::{Marks, Roster};
 use crate::core::resign::ResignRejected;
 use crate::core::{self, CycleInput, Decision, Lookup, Lookups, Mode};
 use crate::error::ElectionError;
@@ -163,8 +164,8 @@ impl LeaderElection {
 
         // Decide; look up what the decision asks for (at most the requester and the registry),
         // and decide again.
-        let mut registry: Option<Vec<(CandidateId, CandidateRecord)>> = None;
-        let mut requester: Option<Option<CandidateRecord>> = None;
+        let mut registry: Option<(Vec<(CandidateId, CandidateRecord)>, Marks)> = None;
+        let mut requester: Option<(Vec<(CandidateId, CandidateRecord)>, Marks)> = None;
         let plan = loop {
             let decision = {
                 let mut local = candidate.lock();
@@ -183,8 +184,8 @@ impl LeaderElection {
                     read_version,
                     mode,
                     lookups: Lookups {
-                        registry: registry.as_deref(),
-                        requester: requester.as_ref().map(Option::as_ref),
+                        registry: registry.as_ref().map(|(r, m)| Roster::new(r, m)),
+                        requester: requester.as_ref().map(|(r, m)| Roster::new(r, m)),
                     },
                 };
                 core::cycle::decide_cycle(&mut local.core, &input)?
@@ -192,11 +193,10 @@ impl LeaderElection {
             match decision {
                 Decision::Plan(plan) => break plan,
                 Decision::Need(Lookup::Registry) if registry.is_none() => {
-                    registry = Some(self.scan(txn, ReadMode::Snapshot, true).await?);
+                    registry = Some(self.read_roster(txn, true).await?);
                 }
                 Decision::Need(Lookup::Requester(id)) if requester.is_none() => {
-                    let key = self.keys.candidate(&id)?;
-                    requester = Some(self.candidate_opt(txn, &key, ReadMode::Snapshot).await?);
+                    requester = Some(self.read_one(txn, &id).await?);
                 }
                 Decision::Need(_) => {
                     // The same fact asked for twice: a defect in the core, never a reason to
@@ -282,10 +282,10 @@ impl LeaderElection {
         );
         let (config, leader) = (config?, leader?);
         let best = if leader.is_owned_by(candidate.id()) {
-            let rows = self.scan(txn, ReadMode::Snapshot, true).await?;
+            let (rows, marks) = self.read_roster(txn, true).await?;
             core::rank::best_live(
                 candidate.id(),
-                &rows,
+                Roster::new(&rows, &marks),
                 leader.renewal,
                 config.renewals_before_dead(),
                 core::rank::Ranking {

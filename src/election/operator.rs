@@ -82,11 +82,14 @@ impl LeaderElection {
 }
 
 impl LeaderElection {
-    /// Operator request directed at a candidate (docs/design.md §13.6, `resign --to NAME`): asks the
-    /// leader of ballot `expected` to step down and reserve its vacancy for the best live
-    /// eligible candidate named `to` ([`CandidateId::name`]), which takes over in one commit.
+    /// Operator request directed at a candidate (docs/design.md §13.6, `resign --to`): asks the
+    /// leader of ballot `expected` to step down and reserve its vacancy for the candidate `to`
+    /// names, which takes over in one commit. `to` is a candidate's name
+    /// ([`CandidateId::name`]: the best live eligible candidate of that name is chosen) or one
+    /// candidate's id, as [`list_candidates`](Self::list_candidates) gives it (that candidate
+    /// only; an id is its name, a `-` and 16 hexadecimal digits, which no name ends with).
     /// Refused here (nothing written) when the registry this transaction reads has no live
-    /// eligible candidate of that name other than the leader, or none that the version policy
+    /// eligible candidate it names other than the leader, or none that the version policy
     /// lets lead (docs/design.md §14.2: under `no-downgrade`, one older than the leader while a
     /// candidate at least as new is live; under `prefer-oldest` or `prefer-newest`, one while
     /// a candidate of a version the policy prefers is live). The leader checks again when
@@ -110,19 +113,19 @@ impl LeaderElection {
     ) -> Result<OperatorOutcome, ElectionError> {
         if to.is_empty() || to.len() > crate::ids::MAX_CANDIDATE_ID_BYTES {
             return Err(ElectionError::InvalidId {
-                reason: "the name to hand over to is empty or too long",
+                reason: "the name or id to hand over to is empty or too long",
             });
         }
-        let (config, leader, rows) = tokio::join!(
+        let (config, leader, roster) = tokio::join!(
             self.read_config(txn),
             self.leader_with(txn, ReadMode::Serializable),
-            self.scan(txn, ReadMode::Snapshot, true),
+            self.read_roster(txn, true),
         );
-        let (config, leader, rows) = (config?, leader?, rows?);
+        let (config, leader, (rows, marks)) = (config?, leader?, roster?);
         if let Some(owner) = leader.owner.as_ref() {
             let target = core::operator::directed_target(
                 &owner.id,
-                &rows,
+                core::rank::Roster::new(&rows, &marks),
                 to,
                 leader.renewal,
                 config.renewals_before_dead(),
@@ -170,7 +173,10 @@ impl LeaderElection {
     /// candidate's stable name ([`CandidateId::name`]), so the mark outlives its restarts
     /// (Patroni's `nofailover`). Each candidate reads its mark at every cycle: an excluded
     /// follower stops campaigning, and an excluded leader hands over as for its own health
-    /// (to the best live eligible candidate, or holding). Returns the mark as it was before.
+    /// (to the best live eligible candidate, or holding). From this commit on, no candidate
+    /// of that name is chosen by another (a reservation, a takeover's rank, a directed
+    /// resign), even one that has not cycled since: those choices read the marks with the
+    /// registry. Returns the mark as it was before.
     ///
     /// ```
     /// use fdb_leader_election::{Candidate, CandidateId, Eligibility, LeaderElection, MemDb, Priority};

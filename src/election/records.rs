@@ -203,8 +203,9 @@ impl LeaderElection {
     }
 
     /// Writes the leader record, conflict-checked: on the leader key, and on the registration
-    /// of a candidate the record reserves the vacancy for, so that a reservation never lands
-    /// for a candidate that unregistered concurrently (docs/design.md §10.5).
+    /// of a candidate the record reserves the vacancy for and the operators' mark on its
+    /// name, so that a reservation never lands for a candidate that unregistered concurrently
+    /// (docs/design.md §10.5) or that an operator marked meanwhile (§13.6).
     pub(super) fn write_leader<T: ElectionTxn>(
         &self,
         txn: &T,
@@ -212,7 +213,11 @@ impl LeaderElection {
     ) -> Result<(), ElectionError> {
         txn.add_read_conflict_key(&self.keys.leader)?;
         if let Some(holder) = write.reservation.as_ref().and_then(Party::candidate) {
+            // The holder's registration and the operators' mark on its name, as the decision
+            // read them: a heartbeat that makes it ineligible, or a mark written meanwhile,
+            // makes this commit conflict, and the retry chooses again.
             txn.add_read_conflict_key(&self.keys.candidate(&holder.id)?)?;
+            txn.add_read_conflict_key(&self.keys.mark(holder.id.name())?)?;
         }
         txn.set(&self.keys.leader, &codec::encode_leader(write)?);
         Ok(())

@@ -2,6 +2,7 @@
 
 use crate::candidate::Candidate;
 use crate::codec;
+use crate::core::rank::{Marks, Roster};
 use crate::error::ElectionError;
 use crate::ids::CandidateId;
 use crate::record::{CandidateInfo, CandidateRecord, Eligibility, Party};
@@ -35,6 +36,44 @@ impl LeaderElection {
             Some(bytes) => codec::decode_mark(&key, &bytes),
             None => Ok(Eligibility::Eligible),
         }
+    }
+
+    /// The registry as a decision reads it ([`Roster`](crate::core::rank::Roster)): every
+    /// registration and every operator's mark, both snapshot reads issued together. Every
+    /// decision that ranks or chooses another candidate (a reservation, a takeover's rank, a
+    /// directed resign, what the version policy allows) reads it here, never the
+    /// registrations alone: a mark reaches a registration only when that candidate writes its
+    /// next one.
+    pub(super) async fn read_roster<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        skip_corrupt: bool,
+    ) -> Result<(Vec<(CandidateId, CandidateRecord)>, Marks), ElectionError> {
+        let (rows, marks) = tokio::join!(
+            self.scan(txn, ReadMode::Snapshot, skip_corrupt),
+            self.eligibility_marks(txn)
+        );
+        Ok((rows?, marks?))
+    }
+
+    /// The registration of `id` and the mark on its name, as a roster of at most one row (the
+    /// author of a handover request, [`Lookup::Requester`](crate::core::Lookup::Requester)).
+    pub(super) async fn read_one<T: ElectionTxn>(
+        &self,
+        txn: &T,
+        id: &CandidateId,
+    ) -> Result<(Vec<(CandidateId, CandidateRecord)>, Marks), ElectionError> {
+        let key = self.keys.candidate(id)?;
+        let (reg, mark) = tokio::join!(
+            self.candidate_opt(txn, &key, ReadMode::Snapshot),
+            self.mark_of(txn, id)
+        );
+        let rows = reg?.map(|r| (id.clone(), r)).into_iter().collect();
+        let marks = match mark? {
+            Eligibility::Eligible => Marks::new(),
+            marked => Marks::from([(id.name().to_owned(), marked)]),
+        };
+        Ok((rows, marks))
     }
 
     /// What `candidate`'s registration says of its eligibility: its own, unless an operator's
@@ -239,12 +278,13 @@ impl LeaderElection {
         &self,
         txn: &T,
     ) -> Result<Vec<CandidateInfo>, ElectionError> {
-        let (config, leader, rows) = tokio::join!(
+        let (config, leader, roster) = tokio::join!(
             self.read_config(txn),
             self.leader_with(txn, ReadMode::Snapshot),
-            self.scan(txn, ReadMode::Snapshot, false)
+            self.read_roster(txn, false)
         );
-        let (config, leader, rows) = (config?, leader?, rows?);
+        let (config, leader, (rows, marks)) = (config?, leader?, roster?);
+        let roster = Roster::new(&rows, &marks);
         let lag = config.renewals_before_dead();
         let ranking = crate::core::rank::Ranking {
             policy: config.version_policy(),
@@ -256,8 +296,8 @@ impl LeaderElection {
             .map(|(id, record)| {
                 let exclude: Vec<&CandidateId> = [Some(id), owner].into_iter().flatten().collect();
                 crate::core::rank::policy_ahead(
-                    &crate::core::rank::Standing::of(record),
-                    &rows,
+                    &roster.standing(id, record),
+                    roster,
                     leader.renewal,
                     lag,
                     &exclude,

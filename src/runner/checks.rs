@@ -283,7 +283,8 @@ mod tests {
             Shared::new("t", Some(me.clone()), Arc::clone(&clock), lease, 8, None);
         // Elected, and the stored lease read, before the task starts.
         let work = shared.work.clone().unwrap();
-        let guard = LeadershipGuard::new(Ballot::new(1), me.clone(), clock.now(), work);
+        let election = crate::LeaderElection::new(crate::Subspace::from("t"));
+        let guard = LeadershipGuard::new(Ballot::new(1), me.clone(), election, clock.now(), work);
         shared.guard_tx.send_replace(Some(guard));
         shared.lease_tx.send_replace(Duration::from_secs(7));
         let calls = Arc::new(AtomicU32::new(0));

@@ -14,7 +14,10 @@ use super::guard_core::GuardCore;
 use crate::candidate::Candidate;
 use crate::clock::LocalInstant;
 use crate::core::runner::StopReason;
+use crate::election::LeaderElection;
+use crate::error::ElectionError;
 use crate::ids::Ballot;
+use crate::store::txn::ElectionTxn;
 
 /// One leadership (one ballot) of this process, handed to the application when it is
 /// elected. Cheap to clone; clones are the same leadership.
@@ -33,10 +36,10 @@ use crate::ids::Ballot;
 /// itself. A guard is never valid again once cancelled; a later election hands out a new
 /// guard with a higher ballot.
 ///
-/// Leadership is not authority: a process can pause between a check and the act. Carry
-/// [`fencing_token`](Self::fencing_token) with every leader-only write, and fence it
-/// ([`LeaderElection::fence`](crate::LeaderElection::fence) in the same transaction, or a
-/// [`FenceGate`](crate::FenceGate) at an external resource).
+/// Leadership is not authority: a process can pause between a check and the act. Fence every
+/// leader-only write: [`fence`](Self::fence) in the write's own transaction (on any store), or
+/// carry [`fencing_token`](Self::fencing_token) to a [`FenceGate`](crate::FenceGate) at an
+/// external resource.
 #[derive(Clone)]
 pub struct LeadershipGuard {
     inner: Arc<GuardInner>,
@@ -45,6 +48,8 @@ pub struct LeadershipGuard {
 struct GuardInner {
     ballot: Ballot,
     candidate: Candidate,
+    /// The election this leadership is of: its fence key.
+    election: LeaderElection,
     core: GuardCore<StopReason>,
     work: Arc<Work>,
 }
@@ -108,6 +113,7 @@ impl LeadershipGuard {
     pub(crate) fn new(
         ballot: Ballot,
         candidate: Candidate,
+        election: LeaderElection,
         deadline: LocalInstant,
         work: Arc<Work>,
     ) -> Self {
@@ -115,6 +121,7 @@ impl LeadershipGuard {
             inner: Arc::new(GuardInner {
                 ballot,
                 candidate,
+                election,
                 core: GuardCore::new(deadline),
                 work,
             }),
@@ -129,6 +136,57 @@ impl LeadershipGuard {
     /// The fencing token to attach to leader-only work: the ballot.
     pub fn fencing_token(&self) -> Ballot {
         self.inner.ballot
+    }
+
+    /// **Fences the caller's transaction with this leadership**, on any store: reads the
+    /// election's fence with a conflict range and requires that this guard's ballot is the
+    /// current one and its leader has not stepped down. A leader-only write in the same
+    /// transaction then commits only while this leadership holds: a successor's acquisition
+    /// changes the fence, so the write fails (or conflicts and, retried, fails) instead of
+    /// landing beside it. The fence changes only when ownership changes, so renewals never
+    /// abort fenced transactions. It is [`LeaderElection::fence`] with
+    /// [`fencing_token`](Self::fencing_token), on the runner's own election: nothing else to
+    /// build.
+    ///
+    /// The check is the store's, not the local clock's: call it in every transaction that
+    /// writes leader-only data, whatever [`is_valid`](Self::is_valid) said before it.
+    ///
+    /// ```
+    /// use fdb_leader_election::runner::{ElectionDatabase, LeadershipGuard, Runner};
+    /// use fdb_leader_election::{ElectionError, ElectionTxn, MemDb, Subspace};
+    /// use std::time::Duration;
+    ///
+    /// /// Leader-only work: one write, committed only while `guard`'s ballot leads.
+    /// async fn assign<D: ElectionDatabase>(db: &D, guard: &LeadershipGuard) -> Result<(), ElectionError> {
+    ///     db.transact(Duration::from_secs(1), |txn| {
+    ///         let guard = guard.clone();
+    ///         async move {
+    ///             guard.fence(&txn).await?;
+    ///             txn.set(b"jobs/42", b"assigned");
+    ///             Ok(())
+    ///         }
+    ///     })
+    ///     .await
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let db = MemDb::new();
+    /// let runner = Runner::builder(db.clone(), Subspace::from("jobs")).start()?;
+    /// let guard = runner.elected().await.ok_or("the runner stopped")?;
+    /// assign(&db, &guard).await?;
+    /// runner.shutdown().await; // resigns: the ballot's leader stepped down
+    /// assert!(matches!(assign(&db, &guard).await, Err(ElectionError::StaleToken { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::StaleToken`] if another ballot leads or this one's leader stepped
+    /// down; corrupt values; the store's errors.
+    pub async fn fence<T: ElectionTxn>(&self, txn: &T) -> Result<(), ElectionError> {
+        self.inner.election.fence(txn, self.inner.ballot).await
     }
 
     /// The local instant (on the candidate's clock) at which this leadership ends unless it is

@@ -10,8 +10,8 @@
 //! - honouring a candidate's handover request: reserved for the requester, which the read
 //!   shows live, eligible, and ranked above the leader (version under the policy, then
 //!   priority: DESIGN §14.3);
-//! - an operator's request directed at a name (by a leader eligible or not): reserved for the
-//!   best live eligible candidate of that name that the version policy lets lead (none of a
+//! - an operator's request directed at a name or an id (by a leader eligible or not): reserved
+//!   for the best live eligible candidate it names that the version policy lets lead (none of a
 //!   version it ranks ahead is live, but the leader), or (none left) the best live eligible
 //!   one;
 //! - an operator's request, a resignation, a step-down for ineligibility: reserved for the best
@@ -35,6 +35,8 @@
 //! composed into the same transaction, read (the library times what it reads).
 
 use std::collections::BTreeMap;
+
+use fdb_leader_election::CandidateId;
 
 use super::rank::{Rank, RegView, Stand, best, version};
 use super::{CommitFacts, OracleId, Violation};
@@ -193,8 +195,8 @@ impl Successor {
             best(&rank, rows, me, renewal, lag).map(|r| r.id.clone())
         };
         let best_live = || best_of(&mut read.registry.iter());
-        // An operator's request directed at a name: the best live eligible one of that name
-        // that the version policy lets lead (no live eligible candidate but the leader and
+        // An operator's request directed at a name (or at one candidate's id): the best live
+        // eligible one it names that the version policy lets lead (no live eligible candidate but the leader and
         // itself has a version the policy ranks ahead), else the best live eligible one.
         let allowed = |r: &&RegView| {
             let mine = version(r.cand.version.as_deref());
@@ -209,12 +211,14 @@ impl Successor {
         };
         let directed_or_best = || {
             let directed = prior.operator_request.as_ref().and_then(|_| {
-                prior.operator_request_to.as_ref().and_then(|name| {
+                prior.operator_request_to.as_ref().and_then(|to| {
+                    // An id is its name, a `-` and 16 hexadecimal digits: no name ends so.
+                    let is_id = CandidateId::parse(to).is_ok_and(|id| id.name() != to.as_str());
                     best_of(
                         &mut read
                             .registry
                             .iter()
-                            .filter(|r| &r.name == name)
+                            .filter(|r| if is_id { &r.id == to } else { &r.name == to })
                             .filter(allowed),
                     )
                 })

@@ -1,8 +1,8 @@
 //! What a process's transaction that changes who owns the record read, read back through the
 //! transaction itself before its commit ([`TxnRead`]): the configuration (the transaction read
 //! it with a conflict already), the operator's marks and the registry (snapshot reads: they add
-//! no conflict, so the commit's fate is unchanged). The eligibility and version oracles judge
-//! the transaction by it.
+//! no conflict, so the commit's fate is unchanged), each row's eligibility under the marks read.
+//! The eligibility and version oracles judge the transaction by it.
 
 use fdb_leader_election::{ElectionError, MemTransaction};
 
@@ -39,12 +39,19 @@ impl World {
         let marked = marks.get(&name).is_some_and(|m| !m.is_eligible());
         Some(Box::new(TxnRead {
             config: ConfigView::of(&config),
+            // A row is eligible as the library judges another candidate: its registration,
+            // and the mark on its name that this transaction read (DESIGN §13.2), which
+            // reaches the registration only at that candidate's next heartbeat.
             registry: rows
                 .into_iter()
-                .map(|c| RegView {
-                    name: c.id.name().to_owned(),
-                    id: c.id.to_string(),
-                    cand: CandView::of(&c.record),
+                .map(|c| {
+                    let mut cand = CandView::of(&c.record);
+                    cand.eligible &= marks.get(c.id.name()).is_none_or(|m| m.is_eligible());
+                    RegView {
+                        name: c.id.name().to_owned(),
+                        id: c.id.to_string(),
+                        cand,
+                    }
                 })
                 .collect(),
             eligible: p.checks.own.is_eligible() && !marked,

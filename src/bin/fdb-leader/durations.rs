@@ -28,9 +28,10 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A duration as people write it: `10s`, `600ms`, `1m 30s`, rounded to the millisecond
-/// (to the microsecond below one millisecond): a third of 2s shows as `667ms`, not
-/// `666ms 666us 666ns`.
+/// A duration as people write it, in one word that [`parse`] reads back, so that what
+/// `config get` and the messages print can be given as a flag's value as printed: `10s`,
+/// `600ms`, `1m30s`, rounded to the millisecond (to the microsecond below one millisecond): a
+/// third of 2s shows as `667ms`, not `666ms666us666ns`.
 pub(crate) fn show(d: Duration) -> String {
     let unit: u128 = if d >= Duration::from_millis(1) {
         1_000_000
@@ -44,7 +45,10 @@ pub(crate) fn show(d: Duration) -> String {
         .unwrap_or(0)
         .saturating_mul(unit);
     let rounded = Duration::from_nanos(u64::try_from(rounded).unwrap_or(u64::MAX));
-    humantime::format_duration(if rounded.is_zero() { d } else { rounded }).to_string()
+    humantime::format_duration(if rounded.is_zero() { d } else { rounded })
+        .to_string()
+        .split_whitespace()
+        .collect()
 }
 
 /// A duration in milliseconds for JSON: an integer when exact, a fraction otherwise.
@@ -96,9 +100,14 @@ mod tests {
     fn shows_durations_as_typed() {
         assert_eq!(show(Duration::from_millis(600)), "600ms");
         assert_eq!(show(Duration::from_secs(10)), "10s");
-        assert_eq!(show(Duration::from_secs(90)), "1m 30s");
+        assert_eq!(show(Duration::from_secs(90)), "1m30s");
         assert_eq!(show(Duration::from_secs(2) / 3), "667ms");
-        assert_eq!(show(Duration::from_nanos(1_500_400_000)), "1s 500ms");
+        // Issue 39: `config get` printed `reservation-timeout 1s 333ms`, two words.
+        assert_eq!(show(Duration::from_nanos(1_500_400_000)), "1s500ms");
+        for d in [90_000, 1_333, 4_500, 3_723_004, 86_400_001] {
+            let d = Duration::from_millis(d);
+            assert_eq!(parse(&show(d)), Ok(d), "{}", show(d));
+        }
         assert_eq!(show(Duration::from_nanos(166_666)), "167us");
         assert_eq!(show(Duration::from_nanos(40)), "40ns");
         assert_eq!(show(Duration::ZERO), "0s");

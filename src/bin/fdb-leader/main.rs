@@ -114,6 +114,16 @@ fn start(cli: Cli) -> Result<ExitCode, Failure> {
     if let StoreChoice::ClusterFile(path) = &store {
         return Err(fdb::unsupported(path));
     }
+    if let (StoreChoice::Memory, Command::Watch(args)) = (&store, &cli.command) {
+        if args.wait {
+            // It would wait forever: nothing but this command can create an election there.
+            return Err(Failure::usage(
+                "--wait with --memory would wait forever: --memory is this command's own \
+                 memory, which no other process shares; watch the store the election's \
+                 processes share: --sqlite PATH or --cluster-file PATH",
+            ));
+        }
+    }
     let ctx = Ctx::new(&cli.election, &store);
     let ctx = match &cli.command {
         Command::Shards(_) => ctx.for_shards(),
@@ -170,7 +180,7 @@ async fn open_and_execute(
             StoreChoice::Memory => true,
             StoreChoice::ClusterFile(_) => false,
         };
-        config_cmd::precheck(args, new_store)?;
+        config_cmd::precheck(&ctx, args, new_store)?;
     }
     let fatal = Fatal::new();
     let mut signals = match command {

@@ -159,7 +159,15 @@ pub(crate) async fn eligible<D: ElectionDatabase>(
     output::line(&message)
 }
 
-/// `resign --expected-ballot B [--to NAME]`.
+/// Whom `resign --to` names, in words: a candidate's id (that one) or a name (the best of it).
+fn directed_to(to: &str) -> String {
+    match CandidateId::parse(to) {
+        Ok(id) if id.name() != to => format!("{to} (the id given)"),
+        _ => format!("named {to}"),
+    }
+}
+
+/// `resign --expected-ballot B [--to NAME|ID]`.
 pub(crate) async fn resign<D: ElectionDatabase>(
     db: &D,
     ctx: &Ctx,
@@ -218,9 +226,10 @@ pub(crate) async fn resign<D: ElectionDatabase>(
                 .owner()
                 .map_or_else(|| "?".to_owned(), |o| o.id().to_string());
             let heir = match to {
-                Some(name) => format!(
-                    "the live eligible candidate named {name} (if none is there when the \
-                     leader reads the request, it keeps leading and `status` says why)"
+                Some(to) => format!(
+                    "the live eligible candidate {} (if none is there when the leader reads \
+                     the request, it keeps leading and `status` says why)",
+                    directed_to(to)
                 ),
                 None => "the best live eligible candidate (with none, any eligible \
                          candidate may take it, the old leader too)"

@@ -28,6 +28,23 @@ fn renewal_lag(record: &LeaderRecord, c: &CandidateInfo) -> u64 {
     record.renewal().saturating_sub(c.record.seen_renewal())
 }
 
+/// How long ago the candidate last heartbeated, as one observation can tell without comparing
+/// clocks: its renewal lag times the heartbeat (the leader renews about once a heartbeat). It
+/// stops growing while no leader renews.
+fn heartbeat_age(config: &ElectionConfig, lag: u64) -> std::time::Duration {
+    config
+        .heartbeat_interval()
+        .saturating_mul(u32::try_from(lag).unwrap_or(u32::MAX))
+}
+
+/// [`heartbeat_age`] in words: `<3s` (within the last heartbeat) or `~9s`.
+fn age_text(config: &ElectionConfig, lag: u64) -> String {
+    match lag {
+        0 => format!("<{}", show(config.heartbeat_interval())),
+        _ => format!("~{}", show(heartbeat_age(config, lag))),
+    }
+}
+
 fn payload_text(record: &LeaderRecord) -> Option<&str> {
     record.payload().and_then(|p| std::str::from_utf8(p).ok())
 }
@@ -95,6 +112,7 @@ pub(crate) fn to_json(
                 "heartbeat": c.record.heartbeat(),
                 "seen_renewal": c.record.seen_renewal(),
                 "renewal_lag": renewal_lag(record, c),
+                "heartbeat_age_ms": millis_json(heartbeat_age(config, renewal_lag(record, c))),
                 "registration": c.record.registration(),
                 "leader": owner.is_some_and(|o| o.id() == &c.id),
                 "eligible": c.record.is_eligible(),
@@ -238,9 +256,15 @@ pub(crate) fn to_text(
             .max()
             .unwrap_or(0)
             .max("VERSION".len());
+        let awidth = candidates
+            .iter()
+            .map(|c| age_text(config, renewal_lag(record, c)).len())
+            .max()
+            .unwrap_or(0)
+            .max("AGE".len());
         out.push(format!(
-            "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<6}  {:<8}",
-            "ID", "PRIORITY", "VERSION", "LIVE", "HEARTBEAT", "LAG", "POLICY", "ELIGIBLE"
+            "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:>awidth$}  {:<6}  {:<8}",
+            "ID", "PRIORITY", "VERSION", "LIVE", "HEARTBEAT", "LAG", "AGE", "POLICY", "ELIGIBLE"
         ));
         for c in candidates {
             let leader = if record.owner().is_some_and(|o| o.id() == &c.id) {
@@ -253,13 +277,14 @@ pub(crate) fn to_text(
                 Some(reason) => format!("no ({reason})"),
             };
             out.push(format!(
-                "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:<6}  {:<8}{leader}",
+                "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:>awidth$}  {:<6}  {:<8}{leader}",
                 c.id.as_str(),
                 c.record.priority().get(),
                 version(c),
                 if c.live { "yes" } else { "no" },
                 c.record.heartbeat(),
                 renewal_lag(record, c),
+                age_text(config, renewal_lag(record, c)),
                 if c.policy_allows { "yes" } else { "no" },
                 eligible,
             ));
@@ -267,6 +292,12 @@ pub(crate) fn to_text(
         out.push(format!(
             "LAG: leader renewals since the candidate's last heartbeat (no clocks compared); live means at most {}",
             config.renewals_before_dead()
+        ));
+        out.push(format!(
+            "AGE: its last heartbeat, about LAG heartbeats ({}) ago; a candidate that missed two shows ~{} or more, yet stays LIVE, and a resign may reserve for it: if it is gone, its successor waits the reservation timeout ({}); `resign --to NAME|ID` names one that heartbeats",
+            show(config.heartbeat_interval()),
+            show(heartbeat_age(config, 2)),
+            show(config.reservation_timeout()),
         ));
         out.push(format!(
             "POLICY: whether the version policy ({}) lets it take the leadership: no live eligible candidate other than the leader runs a version the policy ranks ahead",
@@ -470,8 +501,11 @@ mod tests {
         assert_eq!(list[0]["leader"], json!(true));
         assert_eq!(list[1]["priority"], json!(1));
         assert_eq!(list[1]["live"], json!(true));
-        // b registered before the renewal a's cycle wrote: one renewal behind.
+        // b registered before the renewal a's cycle wrote: one renewal behind, about one
+        // heartbeat (3 s) ago; a heartbeated with its renewal.
         assert_eq!(list[1]["renewal_lag"], json!(1));
+        assert_eq!(list[1]["heartbeat_age_ms"], json!(3000));
+        assert_eq!(list[0]["heartbeat_age_ms"], json!(0));
         // Each candidate's eligibility and reason; the operators' marks by name.
         assert_eq!(list[0]["eligible"], json!(true));
         assert_eq!(list[0]["eligibility_reason"], Value::Null);
@@ -507,6 +541,42 @@ mod tests {
         assert!(t.contains("  1.5.0-rc.1  "), "{t}");
         assert!(t.contains("  leader"), "{t}");
         assert!(!t.contains("refused"), "{t}");
+        // AGE: within the last heartbeat for the leader, about one heartbeat for b.
+        let row = |id: &CandidateId, t: &str| {
+            t.lines()
+                .find(|l| l.starts_with(&format!("  {id} ")))
+                .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert!(t.contains(" LAG  AGE  POLICY"), "{t}");
+        assert_eq!(
+            row(a.id(), &t).get(6).map(String::as_str),
+            Some("<3s"),
+            "{t}"
+        );
+        assert_eq!(
+            row(b.id(), &t).get(6).map(String::as_str),
+            Some("~3s"),
+            "{t}"
+        );
+        assert!(
+            t.contains("AGE: its last heartbeat, about LAG heartbeats (3s) ago; a candidate that missed two shows ~6s or more"),
+            "{t}"
+        );
+        // b stops heartbeating (killed): two more renewals, and it shows ~9s, still live.
+        assert!(cycle(&a).await?.is_leader() && cycle(&a).await?.is_leader());
+        let (config, record, candidates, notes) = read().await?;
+        let t = to_text(&ctx, &config, &record, &candidates, &notes);
+        assert_eq!(
+            row(b.id(), &t).get(3).map(String::as_str),
+            Some("yes"),
+            "{t}"
+        );
+        assert_eq!(
+            row(b.id(), &t).get(6).map(String::as_str),
+            Some("~9s"),
+            "{t}"
+        );
 
         // A directed resign to c, which leaves before the leader reads it: the leader keeps
         // leading, and status says why, for this leadership only.

@@ -59,6 +59,8 @@ pub(crate) struct Ctx {
     pub(crate) path: Option<PathBuf>,
     /// The flags that select this store and election, for suggested commands.
     flags: Vec<String>,
+    /// Whether the store is this process's own memory (`--memory`).
+    in_memory: bool,
 }
 
 impl Ctx {
@@ -96,6 +98,7 @@ impl Ctx {
             location,
             path,
             flags,
+            in_memory: matches!(store, StoreChoice::Memory),
         }
     }
 
@@ -129,6 +132,19 @@ impl Ctx {
     /// that does not exist (for the `shards` commands: "no sharded election ...").
     pub(crate) fn no_election(&self) -> Failure {
         let (location, name) = (&self.location, &self.name);
+        if self.in_memory {
+            // Nothing but this command could have created it: no other process shares it.
+            let what = match self.kind {
+                Kind::Single => "election",
+                Kind::Sharded => "sharded election",
+            };
+            return Failure::rejected(format!(
+                "no {what} at {location} (name {name}): --memory is this command's own \
+                 memory, which no other process shares, so only a run in this same command \
+                 could create one; to read or act on an election, give the store its processes \
+                 share: --sqlite PATH or --cluster-file PATH"
+            ));
+        }
         Failure::rejected(match self.kind {
             Kind::Single => format!(
                 "no election at {location} (name {name}); a run or a config set command creates \
@@ -414,7 +430,16 @@ mod tests {
         assert_eq!(missing.code, crate::exit::Exit::Rejected);
         assert!(
             missing.to_string().starts_with(
-                "no sharded election at the in-memory store (name jobs, subspace (\"fdb-leader\", \
+                "no sharded election at the in-memory store (name jobs): --memory is this \
+                 command's own memory, which no other process shares"
+            ),
+            "{missing}"
+        );
+        let file = Ctx::new("jobs", &StoreChoice::Sqlite("/tmp/e.db".into())).for_shards();
+        let missing = file.no_election();
+        assert!(
+            missing.to_string().starts_with(
+                "no sharded election at /tmp/e.db (name jobs, subspace (\"fdb-leader\", \
                  \"jobs\", \"shards\"))"
             ),
             "{missing}"

@@ -21,7 +21,7 @@ impl<D: ElectionDatabase> Executor<D> {
                     return;
                 };
                 me.set_guard_closed_at(None);
-                let guard = LeadershipGuard::new(ballot, me, deadline, work);
+                let guard = LeadershipGuard::new(ballot, me, self.election.clone(), deadline, work);
                 self.guard = Some(guard.clone());
                 shared.guard_tx.send_replace(Some(guard.clone()));
                 shared.metrics.is_leader.set(1.0);
@@ -46,7 +46,7 @@ impl<D: ElectionDatabase> Executor<D> {
                         .notify(Notice::Stopped(ballot, reason.clone()));
                     self.ended.push(old);
                 }
-                let guard = LeadershipGuard::new(ballot, me, deadline, work);
+                let guard = LeadershipGuard::new(ballot, me, self.election.clone(), deadline, work);
                 self.guard = Some(guard.clone());
                 shared.guard_tx.send_replace(Some(guard.clone()));
                 shared.metrics.transition(reason.as_str());

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use clap::builder::BoolishValueParser;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
 use fdb_leader_election::{CandidateId, VersionPolicy};
@@ -12,19 +13,20 @@ use crate::durations;
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
     /// Print one JSON object.
-    #[arg(long, env = "FDB_LEADER_JSON")]
+    #[arg(long, env = "FDB_LEADER_JSON", value_parser = BoolishValueParser::new())]
     pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct WatchArgs {
     /// Print one JSON object per line.
-    #[arg(long, env = "FDB_LEADER_JSON")]
+    #[arg(long, env = "FDB_LEADER_JSON", value_parser = BoolishValueParser::new())]
     pub(crate) json: bool,
 
     /// Wait for the store file and the election to be created (by a `run` or `config set`)
-    /// instead of exiting with code 1. Nothing is created either way.
-    #[arg(long, env = "FDB_LEADER_WAIT")]
+    /// instead of exiting with code 1. Nothing is created either way. Refused with --memory,
+    /// which no other process shares.
+    #[arg(long, env = "FDB_LEADER_WAIT", value_parser = BoolishValueParser::new())]
     pub(crate) wait: bool,
 }
 
@@ -40,11 +42,12 @@ pub(crate) struct OperatorArgs {
 pub(crate) struct ResignArgs {
     #[command(flatten)]
     pub(crate) op: OperatorArgs,
-    /// Reserve the leadership for the live, eligible candidate of this name (its `--name`,
-    /// the id without its random suffix) rather than the best live one. Refused (exit 1,
-    /// nothing written) when none is live and eligible; the leader checks again when it reads
-    /// the request, and if none is there then it keeps leading and `status` says why.
-    #[arg(long, value_name = "NAME", env = "FDB_LEADER_RESIGN_TO")]
+    /// Reserve the leadership for this candidate rather than the best live one: a name (its
+    /// `--name`, the id without its random suffix; the best live eligible candidate of that
+    /// name) or an id as `status` lists it (that candidate only). Refused (exit 1, nothing
+    /// written) when none is live and eligible; the leader checks again when it reads the
+    /// request, and if none is there then it keeps leading and `status` says why.
+    #[arg(long, value_name = "NAME|ID", env = "FDB_LEADER_RESIGN_TO")]
     pub(crate) to: Option<String>,
 }
 
@@ -71,11 +74,11 @@ pub(crate) enum ConfigCommand {
     /// Print the stored configuration.
     Get {
         /// Print one JSON object (durations in milliseconds).
-        #[arg(long, env = "FDB_LEADER_JSON")]
+        #[arg(long, env = "FDB_LEADER_JSON", value_parser = BoolishValueParser::new())]
         json: bool,
         /// The configuration of the sharded election of --election NAME (`run --shards`),
         /// under ("fdb-leader", NAME, "shards"), instead of the single election's.
-        #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED")]
+        #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED", value_parser = BoolishValueParser::new())]
         sharded: bool,
     },
     /// Change the stored configuration (creating the election if needed): the flags given
@@ -137,19 +140,22 @@ impl Switch {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub(crate) struct ConfigSetArgs {
     /// Change the configuration of the sharded election of --election NAME (`run --shards`),
     /// under ("fdb-leader", NAME, "shards"), instead of the single election's: every member and
     /// coordinator uses it from its next cycle.
-    #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED")]
+    #[arg(long, env = "FDB_LEADER_CONFIG_SHARDED", value_parser = BoolishValueParser::new())]
     pub(crate) sharded: bool,
     /// With --sharded: the shard count to create the sharded election with if it does not
     /// exist yet, as `run --shards M` would (an existing one keeps its count). `run --shards`
     /// joins one of at most 256 shards; a larger one is for ShardedRunners.
     #[arg(long, value_name = "M", value_parser = super::sharded::layout_shard_count, requires = "sharded", env = "FDB_LEADER_CONFIG_SHARDS")]
     pub(crate) shards: Option<u32>,
-    /// How long a leader holds the lease without renewing (at least 150ms).
+    /// How long a leader holds the lease without renewing (at least 150ms). The timings it
+    /// scales (heartbeat a third of it, candidate timeout, transaction timeout, takeover
+    /// stagger, handover grace, reservation timeout) are derived from it unless given, as for
+    /// a new election; the other settings are kept.
     #[arg(long, value_name = "DUR", value_parser = durations::parse, env = "FDB_LEADER_CONFIG_LEASE")]
     pub(crate) lease: Option<Duration>,
     /// How often each participant runs a cycle (at least 50ms, at most a third of the lease).

@@ -148,6 +148,11 @@ The flags of `config set` read FDB_LEADER_CONFIG_* variables (not FDB_LEADER_LEA
 like, which `run` reads), so that an environment set up for `run` never changes the stored
 configuration by accident.
 
+`config set --lease DUR` derives the timings the lease scales (heartbeat, candidate timeout,
+transaction timeout, takeover stagger, handover grace, reservation timeout) from it, as `run`
+and a new store do, unless they are given too; it keeps the other settings. A refused `config
+set` names a whole command that would work.
+
 With --sharded, `config get` and `config set` act on the sharded election of --election NAME
 (`run --shards`, under (\"fdb-leader\", NAME, \"shards\")): every member and coordinator uses
 its configuration from its next cycle. `config set --sharded --shards M` also creates that
@@ -172,19 +177,23 @@ the lapse).
 Heartbeat age is measured without comparing clocks: `lag` is the number of leader renewals
 since the candidate's last heartbeat (the record's renewal counter minus the renewal the
 candidate last saw). A live candidate lags at most candidate_timeout / heartbeat renewals.
-While no leader renews, lags stop growing.
+While no leader renews, lags stop growing. AGE is how long ago it last heartbeated, about LAG
+heartbeats: a candidate killed a while ago shows it growing while it is still live, and a
+resign may reserve the leadership for it until it is not (its successor then waits the
+reservation timeout); `resign --to NAME|ID` names one that heartbeats.
 
 Each candidate's VERSION is the one it registered (`run --app-version`; `-` for none, which
 ranks as the oldest), and the leader line gives the leader's; the config line ends with the
-version policy (`config set --version-policy`). A `refused` line shows a `resign --to NAME`
-that the current leader refused (NAME was no longer live and eligible when it read the
-request): it keeps leading, and says why.
+version policy (`config set --version-policy`). A `refused` line shows a `resign --to`
+that the current leader refused (the candidate it named was no longer live and eligible when
+it read the request): it keeps leading, and says why.
 
 --json prints one object: leader (id or null), ballot, lease_state, renewal, lease_ms,
 leader_priority, leader_version, handover_requested_by, operator_request, resign_refusal
 (null, or ballot, operator, to, reason), reserved_for, operator_hold, payload, payload_hex,
 config (with version_policy), candidates (id, priority, version, live, heartbeat,
-seen_renewal, renewal_lag, registration, leader, eligible, eligibility_reason), and
+seen_renewal, renewal_lag, heartbeat_age_ms, registration, leader, eligible,
+eligibility_reason), and
 eligibility_marks (the operators' exclusions: name, reason; lift one with `eligible NAME
 true`).
 
@@ -197,13 +206,14 @@ Writes an operator's request that the leader of ballot B step down. The leader h
 its next cycle (at once if it watches the store), whatever the priorities and the preemption
 setting: it stops its work (waiting at most the handover grace), stops believing it leads,
 then writes a vacancy reserved for the best live eligible candidate other than itself (with
---to NAME, the one of that name), which takes over in one commit. With no other live eligible
+--to NAME, the best one of that name; with --to ID, an id as `status` lists it, that one),
+which takes over in one commit. With no other live eligible
 candidate the vacancy is unreserved and any eligible candidate, the old leader too, may take
 it with a new ballot. A leader that no longer cycles never honours it: use force-vacate then.
 
-With --to NAME: refused at once (exit 1, nothing written) unless a candidate of that name is
-live and eligible; if it is gone when the leader reads the request, the leader keeps leading,
-clears the request, and `status` shows why.
+With --to: refused at once (exit 1, nothing written) unless a candidate it names is live and
+eligible; if it is gone when the leader reads the request, the leader keeps leading, clears
+the request, and `status` shows why.
 
 Exit codes: 0 requested; 1 rejected (no leader, ballot mismatch, no such live eligible
 candidate).";

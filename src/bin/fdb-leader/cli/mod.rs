@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -12,11 +13,9 @@ mod help;
 mod run_args;
 mod sharded;
 
-#[cfg(test)]
-pub(crate) use commands::Switch;
 pub(crate) use commands::{
     ConfigCommand, ConfigSetArgs, EligibleArgs, OperatorArgs, ResignArgs, ShardsCommand,
-    ShardsMoveArgs, StatusArgs, WatchArgs,
+    ShardsMoveArgs, StatusArgs, Switch, WatchArgs,
 };
 pub(crate) use run_args::{OnChildExit, RunArgs, Unhealthy};
 pub(crate) use sharded::{MAX_CONCURRENT_MOVES, MAX_RUN_SHARDS};
@@ -53,7 +52,7 @@ pub(crate) struct Cli {
     /// Accept a SQLite store on a network file system (NFS, SMB/CIFS, FUSE, 9p, ...). SQLite's
     /// locking is unreliable there, so two leaders could both commit; only for a file system
     /// known to lock correctly.
-    #[arg(long, global = true, env = "FDB_LEADER_ALLOW_NETWORK_FS")]
+    #[arg(long, global = true, env = "FDB_LEADER_ALLOW_NETWORK_FS", value_parser = BoolishValueParser::new())]
     pub(crate) allow_network_fs: bool,
 
     #[command(subcommand)]
@@ -79,7 +78,7 @@ pub(crate) struct StoreArgs {
     pub(crate) cluster_file: Option<PathBuf>,
 
     /// An in-process store, gone when the process exits: a single-process demo.
-    #[arg(long, global = true, env = "FDB_LEADER_MEMORY")]
+    #[arg(long, global = true, env = "FDB_LEADER_MEMORY", value_parser = BoolishValueParser::new())]
     pub(crate) memory: bool,
 }
 

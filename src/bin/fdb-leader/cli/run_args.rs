@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
 
 use fdb_leader_election::Version;
@@ -134,7 +135,7 @@ pub(crate) struct RunArgs {
     pub(crate) end_command: Option<String>,
 
     /// Run CMD ARGS… through `sh -c` (joined with spaces).
-    #[arg(long, env = "FDB_LEADER_SHELL")]
+    #[arg(long, env = "FDB_LEADER_SHELL", value_parser = BoolishValueParser::new())]
     pub(crate) shell: bool,
 
     /// How long the child (and the begin/end commands) get between SIGTERM and SIGKILL. An
@@ -166,7 +167,7 @@ pub(crate) struct RunArgs {
 
     /// Give up (exit 5) at once if another candidate leads or holds a reservation, and after
     /// one lease if another candidate wins the vacancy.
-    #[arg(long = "try", env = "FDB_LEADER_TRY")]
+    #[arg(long = "try", env = "FDB_LEADER_TRY", value_parser = BoolishValueParser::new())]
     pub(crate) try_once: bool,
 
     /// After the begin-command fails (or the child cannot be started), leave the election,
@@ -177,8 +178,9 @@ pub(crate) struct RunArgs {
     /// Serve /metrics (Prometheus), /healthz, and for load balancers /leader (200 while this
     /// process leads and takes new work: not while its child drains for a handover or a
     /// stop), /follower (200 while an eligible follower), /shards and /shard/N (with --shards)
-    /// over HTTP on this address: PORT (on 127.0.0.1), HOST:PORT (the host name
-    /// resolved) or IP:PORT, e.g. `9464`, `localhost:9464`, `127.0.0.1:9464`, `[::1]:9464`.
+    /// over HTTP on this address: PORT (on 127.0.0.1), :PORT (every interface, 0.0.0.0),
+    /// HOST:PORT (the host name resolved) or IP:PORT, e.g. `9464`, `:9464`, `localhost:9464`,
+    /// `127.0.0.1:9464`, `[::1]:9464`.
     #[arg(
         long,
         value_name = "ADDR",
@@ -268,17 +270,25 @@ pub(crate) struct RunArgs {
     pub(crate) command: Vec<OsString>,
 }
 
-/// `--metrics-listen`: `PORT` (on the loopback address 127.0.0.1), `IP:PORT`, or `HOST:PORT`
+/// `--metrics-listen`: `PORT` (on the loopback address 127.0.0.1), `:PORT` (every IPv4
+/// interface, 0.0.0.0, as Go's and Prometheus's listeners read it), `IP:PORT`, or `HOST:PORT`
 /// (the first address the host name resolves to).
 pub(crate) fn listen_addr(text: &str) -> Result<SocketAddr, String> {
     use std::net::{Ipv4Addr, ToSocketAddrs};
-    let expected = "expected PORT (on 127.0.0.1), HOST:PORT or IP:PORT, e.g. 9464, \
-                    localhost:9464, 127.0.0.1:9464 or [::1]:9464";
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
+    let expected = "expected PORT (on 127.0.0.1), :PORT (every interface), HOST:PORT or \
+                    IP:PORT, e.g. 9464, :9464, localhost:9464, 127.0.0.1:9464 or [::1]:9464";
+    let port = |digits: &str, ip: Ipv4Addr| {
+        digits
             .parse::<u16>()
-            .map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
-            .map_err(|_| format!("port {text} is above 65535: {expected}"));
+            .map(|port| SocketAddr::from((ip, port)))
+            .map_err(|_| format!("port {digits} is above 65535: {expected}"))
+    };
+    let all_digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if all_digits(text) {
+        return port(text, Ipv4Addr::LOCALHOST);
+    }
+    if let Some(digits) = text.strip_prefix(':').filter(|d| all_digits(d)) {
+        return port(digits, Ipv4Addr::UNSPECIFIED);
     }
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);

@@ -414,10 +414,52 @@ fn metrics_listen_takes_a_port_a_host_name_or_an_address() {
             .is_ok_and(|a| a.ip().is_loopback() && a.port() == 9464),
         "{local:?}"
     );
-    for bad in ["", "70000", "localhost", "127.0.0.1", ":"] {
+    // Issue 39: `:9464` (every interface, as Go's listeners read it) was a DNS error.
+    assert_eq!(parsed(":9464"), Ok(SocketAddr::from(([0, 0, 0, 0], 9464))));
+    for bad in ["", "70000", "localhost", "127.0.0.1", ":", ":70000", ":x"] {
         let error = parsed(bad).err().unwrap_or_default();
         assert!(error.contains("expected PORT"), "{bad:?}: {error}");
     }
     let run = run_args(&["--metrics-listen", "9464", "--", "true"]);
     assert_eq!(run.map(|r| r.metrics_listen), Ok(Some(loopback(9464))));
+}
+
+/// Issue 39: every boolean flag that reads a variable takes clap's boolish values from it (1
+/// and 0, yes and no, on and off, true and false), as `FDB_LEADER_MEMORY=1` is meant; a flag
+/// added without it fails here.
+#[test]
+fn every_boolean_variable_takes_1_and_0() {
+    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let flag = matches!(arg.get_action(), clap::ArgAction::SetTrue);
+            if !flag || arg.get_env().is_none() {
+                continue;
+            }
+            for text in ["1", "0", "yes", "no", "on", "off", "true", "false"] {
+                let takes = arg
+                    .get_value_parser()
+                    .possible_values()
+                    .is_some_and(|mut values| values.any(|v| v.matches(text, false)));
+                if !takes {
+                    out.push(format!("{path} --{} {text}", arg.get_id()));
+                }
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+    let mut refused = Vec::new();
+    walk(&Cli::command(), "fdb-leader", &mut refused);
+    assert!(refused.is_empty(), "refused: {refused:?}");
+    let mut flags = 0;
+    fn count(cmd: &clap::Command, n: &mut usize) {
+        *n += cmd
+            .get_arguments()
+            .filter(|a| matches!(a.get_action(), clap::ArgAction::SetTrue) && a.get_env().is_some())
+            .count();
+        cmd.get_subcommands().for_each(|s| count(s, n));
+    }
+    count(&Cli::command(), &mut flags);
+    assert!(flags >= 9, "the walk sees the boolean flags: {flags}");
 }

@@ -40,11 +40,18 @@ pub(crate) fn desired_config(
     if let Some(heartbeat) = heartbeat {
         limits::at_least("--heartbeat", heartbeat, MIN_HEARTBEAT).map_err(Failure::usage)?;
     }
-    let invalid = |e: fdb_leader_election::ConfigError| {
-        Failure::usage(format!("invalid settings: {}", limits::describe(&e)))
-    };
+    desired(lease, heartbeat)
+        .map_err(|e| Failure::usage(format!("invalid settings: {}", limits::describe(&e))))
+}
+
+/// [`desired_config`] without the command line's lower bounds: the rule itself, also the one
+/// `config set --lease` derives an existing election's timings by.
+pub(crate) fn desired(
+    lease: Option<Duration>,
+    heartbeat: Option<Duration>,
+) -> Result<ElectionConfig, fdb_leader_election::ConfigError> {
     let base = match lease {
-        Some(lease) => ElectionConfig::with_lease_duration(lease).map_err(invalid)?,
+        Some(lease) => ElectionConfig::with_lease_duration(lease)?,
         None => ElectionConfig::default(),
     };
     if lease.is_none() && heartbeat.is_none() {
@@ -59,7 +66,6 @@ pub(crate) fn desired_config(
         .heartbeat_interval(heartbeat)
         .transaction_timeout(bound)
         .build()
-        .map_err(invalid)
 }
 
 /// How much longer than `--grace` the election's handover grace is, at least: the time to
