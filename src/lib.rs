@@ -188,7 +188,7 @@ pub use codec::{FENCE_FORMAT_VERSION, FORMAT_VERSION};
 pub use config::{
     ConfigError, DEFAULT_CANDIDATE_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_DURATION,
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
-    MIN_TRANSACTION_TIMEOUT,
+    MIN_TRANSACTION_TIMEOUT, UnknownVersionPolicy, VersionPolicy,
 };
 pub use core::resign::ResignRejected;
 pub use core::{Action, UnhealthyPolicy};
@@ -201,7 +201,6 @@ pub use keys::MAX_KEY_BYTES;
 pub use record::{
     AttemptId, CandidateInfo, CandidateRecord, Eligibility, LeaderRecord, LeaderState,
     MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named, ResignRefusal,
-    UnknownVersionPolicy, VersionPolicy,
 };
 /// The semantic version candidates register (docs/design.md §14.1): the `semver` crate's.
 pub use semver::Version;

@@ -26,12 +26,12 @@ use std::time::Duration;
 use bincode::config::{Configuration, Limit, LittleEndian, Varint};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::config::ElectionConfig;
+use crate::config::{ElectionConfig, VersionPolicy};
 use crate::error::{DecodeError, ElectionError, printable_key};
 use crate::ids::{Ballot, CandidateId, Priority};
 use crate::record::{
     AttemptId, CandidateRecord, Eligibility, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named,
-    Party, ResignRefusal, VersionPolicy,
+    Party, ResignRefusal,
 };
 
 mod shard;

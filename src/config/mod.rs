@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::record::VersionPolicy;
+mod version_policy;
+pub use version_policy::{UnknownVersionPolicy, VersionPolicy};
 
 /// One million: clock rate errors are configured in parts per million.
 const PPM: u64 = 1_000_000;
