@@ -212,8 +212,9 @@ pub use memdb::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
 pub use store::database::{ElectionDatabase, TransactionTimedOut};
+pub use store::limits::MAX_TRANSACTION_BYTES;
 pub use store::retry::{MaybeCommitted, RetryClassify, RunOptions};
-pub use store::size::{MAX_TRANSACTION_BYTES, TransactionSize};
+pub use store::size::TransactionSize;
 pub use store::stats::{StoreStats, TxnStats};
 pub use store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 

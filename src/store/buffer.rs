@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::clock::LocalInstant;
 use crate::store::errors;
-use crate::store::size::{self, MAX_TRANSACTION_BYTES};
+use crate::store::limits::{self, MAX_TRANSACTION_BYTES, READ_KEY_LIMIT};
+use crate::store::size;
 use crate::store::stats::{Counters, TxnStats, bump};
 use crate::store::txn::{KeyValue, ReadMode, TxnError, Watch};
 use crate::store::watch::{self, PendingWatch, WatchHandle, WatchLimit, WatchSlot};
@@ -265,8 +266,8 @@ impl<W: WatchHandle> TxnBuffer<W> {
     pub(crate) fn get_reaches_database(&self, key: &[u8]) -> bool {
         self.phase == Phase::Open
             && self.deferred.is_none()
-            && !errors::is_system(key)
-            && key.len() <= errors::READ_KEY_LIMIT
+            && !limits::is_system(key)
+            && key.len() <= READ_KEY_LIMIT
             && !self.writes.contains_key(key)
     }
 
@@ -275,7 +276,7 @@ impl<W: WatchHandle> TxnBuffer<W> {
     pub(crate) fn range_reaches_database(&self, begin: &[u8], end: &[u8]) -> bool {
         self.phase == Phase::Open
             && self.deferred.is_none()
-            && errors::check_range(begin, end).is_ok()
+            && limits::check_range(begin, end).is_ok()
             && begin < end
             && !self.covered_by_writes(begin, end)
     }
@@ -347,7 +348,7 @@ impl<W: WatchHandle> TxnBuffer<W> {
     }
 
     /// The transaction's size as its commit would count it against
-    /// [`MAX_TRANSACTION_BYTES`](crate::store::size::MAX_TRANSACTION_BYTES).
+    /// [`MAX_TRANSACTION_BYTES`](MAX_TRANSACTION_BYTES).
     pub(crate) fn size(&self) -> usize {
         commit_size(&self.writes, &self.conflicts)
     }
@@ -378,11 +379,10 @@ impl<W: WatchHandle> TxnBuffer<W> {
         }
         let checked = match value {
             Some(v) => {
-                errors::check_set(key, v).map(|()| Some(size::set_estimate(key.len(), v.len())))
+                limits::check_set(key, v).map(|()| Some(size::set_estimate(key.len(), v.len())))
             }
-            None => errors::check_not_system(key).map(|()| {
-                (key.len() <= errors::READ_KEY_LIMIT).then(|| size::clear_estimate(key.len()))
-            }),
+            None => limits::check_not_system(key)
+                .map(|()| (key.len() <= READ_KEY_LIMIT).then(|| size::clear_estimate(key.len()))),
         };
         let estimate = match checked {
             Ok(Some(estimate)) => estimate,
@@ -435,11 +435,11 @@ impl<W: WatchHandle> TxnBuffer<W> {
         if self.phase != Phase::Open || self.deferred.is_some() {
             return;
         }
-        if let Err(e) = errors::check_not_system(key) {
+        if let Err(e) = limits::check_not_system(key) {
             self.deferred = Some(e);
             return;
         }
-        if key.len() <= errors::READ_KEY_LIMIT {
+        if key.len() <= READ_KEY_LIMIT {
             self.add_conflict_key(key);
         }
     }
@@ -465,9 +465,9 @@ impl<W: WatchHandle> TxnBuffer<W> {
     ) -> Result<Option<Vec<u8>>, TxnError> {
         self.check_deferred()?;
         self.ensure_open()?;
-        errors::check_not_system(key)?;
+        limits::check_not_system(key)?;
         let value = match self.writes.get(key) {
-            _ if key.len() > errors::READ_KEY_LIMIT => None,
+            _ if key.len() > READ_KEY_LIMIT => None,
             Some(own) => own.clone(),
             None => {
                 let value = self.read_database(snapshot, |s, version| s.get(version, key))?;
@@ -497,7 +497,7 @@ impl<W: WatchHandle> TxnBuffer<W> {
     ) -> Result<Vec<KeyValue>, TxnError> {
         self.check_deferred()?;
         self.ensure_open()?;
-        errors::check_range(begin, end)?;
+        limits::check_range(begin, end)?;
         let result = if begin >= end {
             Vec::new()
         } else if self.covered_by_writes(begin, end) {
@@ -553,7 +553,7 @@ impl<W: WatchHandle> TxnBuffer<W> {
                     Err(errors::watches_disabled())
                 }
             })
-            .and_then(|()| errors::check_watch(key));
+            .and_then(|()| limits::check_watch(key));
         if let Err(e) = checked {
             return watch::failed(e);
         }
@@ -607,7 +607,7 @@ impl<W: WatchHandle> TxnBuffer<W> {
         }
         let size = self.size();
         if !self.writes.is_empty() && size > MAX_TRANSACTION_BYTES {
-            let error = errors::transaction_too_large(size);
+            let error = limits::transaction_too_large(size);
             self.phase = Phase::Done;
             fail_all(&mut self.watches, &error);
             return Err(error);
