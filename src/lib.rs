@@ -182,7 +182,8 @@ pub mod runner;
 pub mod shard;
 
 // The model.
-pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
+pub use candidate::cycle::{Cycle, CycleOutcome, ElectionResult};
+pub use candidate::{Candidate, Leadership};
 pub use clock::{Clock, LocalInstant, ManualClock, SystemClock, TokioClock};
 pub use codec::{FENCE_FORMAT_VERSION, FORMAT_VERSION};
 pub use config::{

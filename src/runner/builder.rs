@@ -200,7 +200,7 @@ impl<D: ElectionDatabase> RunnerBuilder<D> {
         self
     }
 
-    /// The local monotonic clock (default [`TokioClock`], which follows tokio's paused time in
+    /// The local monotonic clock (default [`TokioClock`](crate::TokioClock), which follows tokio's paused time in
     /// tests). It must advance with tokio's timers: the runner sleeps with them.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = Some(clock);

@@ -7,7 +7,7 @@ use crate::record::MAX_VALUE_BYTES;
 use crate::store::txn::{TxnError, TxnErrorKind};
 
 /// The largest transaction FoundationDB commits, in bytes (its `TRANSACTION_SIZE_LIMIT` knob),
-/// counted as [`TransactionSize`] says. A writing transaction over it fails to commit with
+/// counted as [`TransactionSize`](crate::TransactionSize) says. A writing transaction over it fails to commit with
 /// `transaction_too_large` (2101, not retryable), on FoundationDB, MemDb and SQLite alike.
 pub const MAX_TRANSACTION_BYTES: usize = 10_000_000;
 
