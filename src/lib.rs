@@ -182,13 +182,14 @@ pub mod runner;
 pub mod shard;
 
 // The model.
-pub use candidate::{Candidate, Cycle, CycleOutcome, ElectionResult, Leadership};
+pub use candidate::cycle::{Cycle, CycleOutcome, ElectionResult};
+pub use candidate::{Candidate, Leadership};
 pub use clock::{Clock, LocalInstant, ManualClock, SystemClock, TokioClock};
 pub use codec::{FENCE_FORMAT_VERSION, FORMAT_VERSION};
 pub use config::{
     ConfigError, DEFAULT_CANDIDATE_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_DURATION,
     DEFAULT_MAX_CLOCK_RATE_ERROR_PPM, ElectionConfig, ElectionConfigBuilder, MAX_DURATION,
-    MIN_TRANSACTION_TIMEOUT,
+    MIN_TRANSACTION_TIMEOUT, UnknownVersionPolicy, VersionPolicy,
 };
 pub use core::resign::ResignRejected;
 pub use core::{Action, UnhealthyPolicy};
@@ -201,7 +202,6 @@ pub use keys::MAX_KEY_BYTES;
 pub use record::{
     AttemptId, CandidateInfo, CandidateRecord, Eligibility, LeaderRecord, LeaderState,
     MAX_METADATA_BYTES, MAX_PAYLOAD_BYTES, MAX_REASON_BYTES, MAX_VALUE_BYTES, Named, ResignRefusal,
-    UnknownVersionPolicy, VersionPolicy,
 };
 /// The semantic version candidates register (docs/design.md §14.1): the `semver` crate's.
 pub use semver::Version;
@@ -213,8 +213,9 @@ pub use memdb::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteDb, SqliteOpenError, SqliteOptions, SqliteTransaction};
 pub use store::database::{ElectionDatabase, TransactionTimedOut};
+pub use store::limits::MAX_TRANSACTION_BYTES;
 pub use store::retry::{MaybeCommitted, RetryClassify, RunOptions};
-pub use store::size::{MAX_TRANSACTION_BYTES, TransactionSize};
+pub use store::size::TransactionSize;
 pub use store::stats::{StoreStats, TxnStats};
 pub use store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 

@@ -6,16 +6,7 @@
 //! handover request names either a candidate or an operator (so that no candidate can fill a
 //! vacancy an operator holds). This build writes version 2 and reads both; a version-1 leader
 //! record's reservation and request are a candidate's. Every other value has the same body in
-//! both versions, except the fence.
-//!
-//! The fence is the one value other languages read (a fenced write from any FoundationDB
-//! binding checks it in its own transaction), so since version 3 it is a FoundationDB tuple,
-//! not bincode: `pack((3, ballot, vacant))`, an integer, an integer and a boolean, e.g.
-//! `15 03 15 05 26` for ballot 5, not vacant. Its first byte (`0x15`, the tuple code of a
-//! one-byte positive integer) is no version byte a version-1 or -2 reader knows, so an older
-//! build refuses a version-3 fence as an unknown format (it never misreads it); this build
-//! still reads the version-1 and -2 bincode fences older builds write. A tuple whose first
-//! element is a version above 3 is an unknown version.
+//! both versions, except the fence ([`fence`]).
 //!
 //! Decoding is strict: an empty value, an unknown version, a malformed body, trailing bytes
 //! or a state the protocol never writes is a [`DecodeError`], reported with the key as
@@ -26,15 +17,19 @@ use std::time::Duration;
 use bincode::config::{Configuration, Limit, LittleEndian, Varint};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::config::ElectionConfig;
-use crate::error::{DecodeError, ElectionError, printable_key};
+use crate::error::{DecodeError, ElectionError};
 use crate::ids::{Ballot, CandidateId, Priority};
 use crate::record::{
-    AttemptId, CandidateRecord, Eligibility, FenceRecord, LeaderRecord, MAX_VALUE_BYTES, Named,
-    Party, ResignRefusal, VersionPolicy,
+    AttemptId, CandidateRecord, Eligibility, LeaderRecord, MAX_VALUE_BYTES, Named, Party,
+    ResignRefusal,
 };
 
+mod config;
+mod fence;
 mod shard;
+pub(crate) use config::{decode_config, encode_config};
+pub use fence::FENCE_FORMAT_VERSION;
+pub(crate) use fence::{decode_fence, encode_fence};
 pub(crate) use shard::{
     EPOCH_MARK_MAX, INBOX_PREFIX_GROWTH, decode_epoch_mark, decode_inbox, decode_layout,
     decode_member, decode_shard, encode_epoch_mark, encode_inbox, encode_layout, encode_member,
@@ -376,154 +371,6 @@ pub(crate) fn decode_candidate(key: &[u8], bytes: &[u8]) -> Result<CandidateReco
     r.check()
         .map_err(|why| ElectionError::corrupt(key, DecodeError::Impossible(why)))?;
     Ok(r)
-}
-
-#[derive(Serialize, Deserialize)]
-struct ConfigWire {
-    lease_nanos: u64,
-    heartbeat_nanos: u64,
-    candidate_timeout_nanos: u64,
-    election_enabled: bool,
-    allow_preemption: bool,
-    max_clock_rate_error_ppm: u32,
-    min_tenure_nanos: u64,
-    handover_grace_nanos: u64,
-    takeover_stagger_nanos: u64,
-    transaction_timeout_nanos: u64,
-}
-
-/// A configuration, format version 3: version 2's, the reservation timeout if set, and the
-/// version policy.
-#[derive(Serialize, Deserialize)]
-struct ConfigWireV3 {
-    base: ConfigWire,
-    reservation_timeout_nanos: Option<u64>,
-    version_policy: u8,
-}
-
-/// Encodes a configuration: version 2's body unless it sets what version 2 cannot say.
-pub(crate) fn encode_config(c: &ElectionConfig) -> Result<Vec<u8>, ElectionError> {
-    let base = ConfigWire {
-        lease_nanos: nanos(c.lease_duration),
-        heartbeat_nanos: nanos(c.heartbeat_interval),
-        candidate_timeout_nanos: nanos(c.candidate_timeout),
-        election_enabled: c.election_enabled,
-        allow_preemption: c.allow_preemption,
-        max_clock_rate_error_ppm: c.max_clock_rate_error_ppm,
-        min_tenure_nanos: nanos(c.min_tenure),
-        handover_grace_nanos: nanos(c.handover_grace),
-        takeover_stagger_nanos: nanos(c.takeover_stagger),
-        transaction_timeout_nanos: nanos(c.transaction_timeout),
-    };
-    let reservation = c.reservation_timeout_setting();
-    if reservation.is_none() && c.version_policy == VersionPolicy::Ignore {
-        return encode("configuration", &base);
-    }
-    encode_at(
-        "configuration",
-        3,
-        &ConfigWireV3 {
-            base,
-            reservation_timeout_nanos: reservation.map(nanos),
-            version_policy: c.version_policy.code(),
-        },
-    )
-}
-
-/// Decodes a configuration stored at `key`, validating it like a freshly built one.
-pub(crate) fn decode_config(key: &[u8], bytes: &[u8]) -> Result<ElectionConfig, ElectionError> {
-    let (w, reservation, policy) = split_version(bytes)
-        .and_then(|(version, body)| match version {
-            1 | 2 => decode_wire::<ConfigWire>(body).map(|w| (w, None, 0)),
-            _ => decode_wire::<ConfigWireV3>(body)
-                .map(|w| (w.base, w.reservation_timeout_nanos, w.version_policy)),
-        })
-        .map_err(|e| ElectionError::corrupt(key, e))?;
-    let policy = VersionPolicy::of_code(policy).ok_or_else(|| {
-        ElectionError::corrupt(key, DecodeError::Impossible("unknown version policy"))
-    })?;
-    let mut b = ElectionConfig::builder().version_policy(policy);
-    if let Some(t) = reservation {
-        b = b.reservation_timeout(Duration::from_nanos(t));
-    }
-    b.lease_duration(Duration::from_nanos(w.lease_nanos))
-        .heartbeat_interval(Duration::from_nanos(w.heartbeat_nanos))
-        .candidate_timeout(Duration::from_nanos(w.candidate_timeout_nanos))
-        .election_enabled(w.election_enabled)
-        .allow_preemption(w.allow_preemption)
-        .max_clock_rate_error_ppm(w.max_clock_rate_error_ppm)
-        .min_tenure(Duration::from_nanos(w.min_tenure_nanos))
-        .handover_grace(Duration::from_nanos(w.handover_grace_nanos))
-        .takeover_stagger(Duration::from_nanos(w.takeover_stagger_nanos))
-        .transaction_timeout(Duration::from_nanos(w.transaction_timeout_nanos))
-        .build()
-        .map_err(|source| ElectionError::InvalidStoredConfig {
-            key: printable_key(key),
-            source,
-        })
-}
-
-#[derive(Serialize, Deserialize)]
-struct FenceWire {
-    ballot: Ballot,
-    vacant: bool,
-}
-
-/// The fence's format version: the first element of its tuple.
-pub const FENCE_FORMAT_VERSION: u8 = 3;
-
-/// The tuple code of a positive integer that fits in one byte (the fence's version).
-const TUPLE_ONE_BYTE_INT: u8 = 0x15;
-
-/// Encodes a fence record: the tuple `(3, ballot, vacant)`.
-pub(crate) fn encode_fence(f: &FenceRecord) -> Result<Vec<u8>, ElectionError> {
-    Ok(foundationdb_tuple::pack(&(
-        u16::from(FENCE_FORMAT_VERSION),
-        f.ballot.get(),
-        f.vacant,
-    )))
-}
-
-/// Decodes a fence record stored at `key`: the tuple format (version 3), or the bincode format
-/// of versions 1 and 2.
-pub(crate) fn decode_fence(key: &[u8], bytes: &[u8]) -> Result<FenceRecord, ElectionError> {
-    let corrupt = |e| ElectionError::corrupt(key, e);
-    let (ballot, vacant) = match bytes {
-        [] => return Err(corrupt(DecodeError::Empty)),
-        [TUPLE_ONE_BYTE_INT, version, ..] => {
-            if *version != FENCE_FORMAT_VERSION {
-                return Err(corrupt(DecodeError::UnknownVersion {
-                    found: *version,
-                    supported: FENCE_FORMAT_VERSION,
-                }));
-            }
-            let (_, ballot, vacant): (u16, u64, bool) = foundationdb_tuple::unpack(bytes)
-                .map_err(|e| corrupt(DecodeError::MalformedTuple(e)))?;
-            (Ballot::new(ballot), vacant)
-        }
-        // Versions 1 and 2 (bincode), and anything else: refused by `split_version`.
-        _ => {
-            let w: FenceWire = decode_body(bytes).map_err(corrupt)?;
-            (w.ballot, w.vacant)
-        }
-    };
-    if !vacant && ballot == Ballot::ZERO {
-        return Err(corrupt(DecodeError::Impossible("owned fence at ballot 0")));
-    }
-    Ok(FenceRecord { ballot, vacant })
-}
-
-/// The bincode fence of format versions 1 and 2, as older builds wrote it (for tests of
-/// rolling upgrades).
-#[cfg(test)]
-pub(crate) fn encode_fence_v2(f: &FenceRecord) -> Result<Vec<u8>, ElectionError> {
-    encode(
-        "fence record",
-        &FenceWire {
-            ballot: f.ballot,
-            vacant: f.vacant,
-        },
-    )
 }
 
 #[derive(Serialize, Deserialize)]

@@ -1,8 +1,9 @@
 //! The codec's round trips, the formats older builds wrote, and what decoding refuses.
 
+use super::fence::{FenceWire, encode_fence_v2};
 use super::*;
-use crate::config::MAX_DURATION;
-use crate::record::MAX_PAYLOAD_BYTES;
+use crate::config::{ElectionConfig, MAX_DURATION};
+use crate::record::{FenceRecord, MAX_PAYLOAD_BYTES};
 
 fn id(s: &str) -> CandidateId {
     CandidateId::parse(s).unwrap_or_else(|_| unreachable!())

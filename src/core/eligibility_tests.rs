@@ -716,7 +716,7 @@ fn a_directed_request_to_a_version_the_policy_does_not_allow_is_refused_by_the_l
     // check would have (docs/design.md §14.2), naming the policy and the versions.
     let c = cfg()
         .to_builder()
-        .version_policy(crate::record::VersionPolicy::NoDowngrade)
+        .version_policy(crate::config::VersionPolicy::NoDowngrade)
         .build()
         .unwrap();
     let (v1, v2) = (semver::Version::new(1, 0, 0), semver::Version::new(2, 0, 0));
@@ -801,7 +801,7 @@ type Case<'a> = (
 fn a_mark_by_name_excludes_every_candidate_of_that_name_from_every_choice() {
     let (a1, a2, rows) = namesakes();
     let newest = Ranking {
-        policy: crate::record::VersionPolicy::PreferNewest,
+        policy: crate::config::VersionPolicy::PreferNewest,
         leader_version: None,
     };
     let (none, other, the_name) = (Marks::new(), mark("c"), mark("a"));

@@ -136,7 +136,7 @@ pub(crate) enum DirectedRefusal {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PolicyRefusal {
     name: String,
-    policy: crate::record::VersionPolicy,
+    policy: crate::config::VersionPolicy,
     target_version: Option<semver::Version>,
     leader_version: Option<semver::Version>,
     ahead: CandidateId,

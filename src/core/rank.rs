@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 
 use semver::Version;
 
+use crate::config::VersionPolicy;
 use crate::ids::{CandidateId, Priority};
-use crate::record::{CandidateRecord, Eligibility, Named, VersionPolicy};
+use crate::record::{CandidateRecord, Eligibility, Named};
 
 /// The operators' marks (docs/design.md §13.6), by the candidate name each excludes.
 pub(crate) type Marks = BTreeMap<String, Eligibility>;

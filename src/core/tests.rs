@@ -20,7 +20,7 @@ pub(super) const LEASE: Duration = Duration::from_secs(10);
 
 /// The ranking with versions ignored.
 pub(super) const FLAT: Ranking<'static> = Ranking {
-    policy: crate::record::VersionPolicy::Ignore,
+    policy: crate::config::VersionPolicy::Ignore,
     leader_version: None,
 };
 
@@ -391,7 +391,7 @@ fn the_stagger_is_capped_at_one_heartbeat() {
 fn lapsed_upgrade() -> (ElectionConfig, LeaderRecord, Registry, semver::Version) {
     let c = ElectionConfig::builder()
         .takeover_stagger(Duration::ZERO)
-        .version_policy(crate::record::VersionPolicy::NoDowngrade)
+        .version_policy(crate::config::VersionPolicy::NoDowngrade)
         .build()
         .unwrap();
     let mut rec = owned("a", 5, 7, 20);
@@ -538,7 +538,7 @@ fn no_downgrade_ranks_a_takeover_against_the_lapsed_leaders_version() {
 fn vacancies_defer_to_the_version_the_policy_ranks_ahead_too() {
     let c = ElectionConfig::builder()
         .takeover_stagger(Duration::ZERO)
-        .version_policy(crate::record::VersionPolicy::PreferOldest)
+        .version_policy(crate::config::VersionPolicy::PreferOldest)
         .build()
         .unwrap();
     let (old, new) = (semver::Version::new(1, 0, 0), semver::Version::new(1, 1, 0));

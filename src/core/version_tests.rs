@@ -18,7 +18,8 @@ use super::cycle::decide_cycle;
 use super::rank::{Ranking, Roster, Standing, best_live, rank_among};
 use super::tests::{Registry, at, cand, cfg, id, plan};
 use super::*;
-use crate::record::{CandidateRecord, Named, VersionPolicy};
+use crate::config::VersionPolicy;
+use crate::record::{CandidateRecord, Named};
 
 fn v(s: &str) -> Version {
     Version::parse(s).unwrap()

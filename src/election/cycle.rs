@@ -1,6 +1,7 @@
 //! Election cycles (run, claim, refresh) and resignation, adopted only after their commit.
 
-use crate::candidate::{Candidate, Cycle, CycleOutcome};
+use crate::candidate::Candidate;
+use crate::candidate::cycle::{Cycle, CycleOutcome};
 use crate::codec;
 use crate::config::ElectionConfig;
 use crate::core::rank::{Marks, Roster};

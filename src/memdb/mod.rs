@@ -44,9 +44,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 pub use crate::store::buffer::MAX_TRANSACTION_AGE;
+pub use crate::store::limits::{ABSOLUTE_MAX_WATCHES, DEFAULT_MAX_WATCHES};
 pub use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions};
 pub use crate::store::stats::{MemDbStats, MemTxnStats, StoreStats, TxnStats};
-pub use crate::store::watch::{ABSOLUTE_MAX_WATCHES, DEFAULT_MAX_WATCHES};
 pub use faults::{
     CommitContext, CommitDecision, CommitFault, FaultInjector, ReadContext, ReadDecision,
     ReadTarget, ScriptedFaults, WrittenKeys,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{MemDb, MemTransaction};
 use crate::error::ElectionError;
 use crate::store::database::{ElectionDatabase, transact_with};
-use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions, retry_loop};
+use crate::store::retry::{EmbeddedStore, MaybeCommitted, RetryClassify, RunOptions, retry_loop};
 use crate::store::txn::TxnError;
 
 impl MemDb {
@@ -79,13 +79,7 @@ impl MemDb {
         Fut: Future<Output = Result<T, E>>,
         E: From<TxnError> + RetryClassify,
     {
-        retry_loop(
-            options,
-            || self.create_transaction(),
-            MemTransaction::commit,
-            closure,
-        )
-        .await
+        retry_loop(self, options, closure).await
     }
 }
 
@@ -105,15 +99,18 @@ impl ElectionDatabase for MemDb {
         Fut: Future<Output = Result<T, ElectionError>> + Send,
         T: Send,
     {
-        let db = self.clone();
-        async move {
-            transact_with(
-                timeout,
-                || db.create_transaction(),
-                MemTransaction::commit,
-                body,
-            )
-            .await
-        }
+        transact_with(self.clone(), timeout, body)
+    }
+}
+
+impl EmbeddedStore for MemDb {
+    type Txn = MemTransaction;
+
+    fn begin(&self) -> MemTransaction {
+        self.create_transaction()
+    }
+
+    fn commit(txn: MemTransaction) -> impl Future<Output = Result<(), TxnError>> + Send {
+        txn.commit()
     }
 }

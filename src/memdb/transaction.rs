@@ -10,7 +10,8 @@ use super::faults::{
 use super::versions::{Deferred, Versions};
 use super::watch::MemWatch;
 use super::{MemDb, Shared};
-use crate::store::buffer::{CommitParts, ReadVersion, Snapshot, TxnBuffer};
+use crate::store::buffer::reads::Snapshot;
+use crate::store::buffer::{CommitParts, ReadVersion, TxnBuffer};
 use crate::store::errors;
 use crate::store::fdb_codes::{self, Phase};
 use crate::store::stats::{TxnStats, bump};

@@ -6,7 +6,8 @@ use std::ops::Bound;
 
 use super::watch::{MemWatch, WatchRegistry};
 use crate::clock::LocalInstant;
-use crate::store::buffer::{MAX_TRANSACTION_AGE, ReadConflicts, Writes};
+use crate::store::buffer::MAX_TRANSACTION_AGE;
+use crate::store::buffer::conflicts::{ReadConflicts, Writes};
 use crate::store::errors;
 use crate::store::txn::{KeyValue, TxnError};
 use crate::store::watch::PendingWatch;
@@ -253,7 +254,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
-    use crate::store::buffer::key_after;
+    use crate::store::buffer::conflicts::key_after;
     use std::time::Duration;
 
     fn at(secs: u64) -> LocalInstant {

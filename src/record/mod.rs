@@ -3,10 +3,8 @@
 
 mod eligibility;
 pub mod shard;
-mod version;
 
 pub use eligibility::{Eligibility, MAX_REASON_BYTES};
-pub use version::{UnknownVersionPolicy, VersionPolicy};
 
 use std::time::Duration;
 

@@ -114,7 +114,8 @@ pub mod machine {
 }
 pub use crate::core::health::{CheckSettings, CheckSettingsError};
 pub use crate::store::database::{ElectionDatabase, TransactionTimedOut};
-pub use builder::{BuildError, DEFAULT_EVENT_CAPACITY, RunnerBuilder};
+pub use builder::start::BuildError;
+pub use builder::{DEFAULT_EVENT_CAPACITY, RunnerBuilder};
 pub use events::ElectionCallbacks;
 pub use guard::LeadershipGuard;
 pub use handle::{Runner, RunnerError};

@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 use super::election::ShardedElection;
 use super::member::Coordinator;
 use crate::codec;
-use crate::core::shard::coordinator::{
-    CoordinatorInput, decide_coordinator, effective_weight, place, time_members,
-};
+use crate::core::shard::coordinator::{CoordinatorInput, decide_coordinator, time_members};
 use crate::core::shard::placement::{self, MemberShare, Placement};
+use crate::core::shard::steps::{effective_weight, place};
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId};
 use crate::store::txn::{ElectionTxn, ReadMode};

@@ -11,7 +11,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::member::Member;
 use crate::clock::LocalInstant;
-use crate::core::shard::machine::ShardStop;
+use crate::core::shard::machine::messages::ShardStop;
 use crate::ids::{Ballot, ShardId};
 use crate::runner::guard_core::GuardCore;
 

@@ -26,8 +26,9 @@ pub use crate::record::shard as record;
 /// A member's runner decisions as a pure state machine, without I/O, clocks or tokio: the
 /// [`ShardedRunner`] executes it. See [`ShardMachine`](machine::ShardMachine).
 pub mod machine {
-    pub use crate::core::shard::machine::{
-        ShardCommand, ShardCtx, ShardEvent, ShardMachine, ShardStop,
+    pub use crate::core::shard::machine::ShardMachine;
+    pub use crate::core::shard::machine::messages::{
+        ShardCommand, ShardCtx, ShardEvent, ShardStop,
     };
 }
 pub use crate::record::shard::{Inbox, Layout, MAX_SHARDS, MemberRecord, ShardOwner, ShardRecord};

@@ -151,7 +151,7 @@ pub use transaction::SqliteTransaction;
 
 use crate::error::ElectionError;
 use crate::store::database::{ElectionDatabase, transact_with};
-use crate::store::retry::{MaybeCommitted, RetryClassify, RunOptions, retry_loop};
+use crate::store::retry::{EmbeddedStore, MaybeCommitted, RetryClassify, RunOptions, retry_loop};
 use crate::store::stats::{Counters, StoreStats};
 use crate::store::txn::TxnError;
 use crate::store::watch::WatchLimit;
@@ -317,13 +317,7 @@ impl SqliteDb {
         Fut: Future<Output = Result<T, E>>,
         E: From<TxnError> + RetryClassify,
     {
-        retry_loop(
-            options,
-            || self.create_transaction(),
-            SqliteTransaction::commit,
-            closure,
-        )
-        .await
+        retry_loop(self, options, closure).await
     }
 
     /// The latest committed version in the file (0 for a new store; one more per write
@@ -416,16 +410,19 @@ impl ElectionDatabase for SqliteDb {
         Fut: Future<Output = Result<T, ElectionError>> + Send,
         T: Send,
     {
-        let db = self.clone();
-        async move {
-            transact_with(
-                timeout,
-                || db.create_transaction(),
-                SqliteTransaction::commit,
-                body,
-            )
-            .await
-        }
+        transact_with(self.clone(), timeout, body)
+    }
+}
+
+impl EmbeddedStore for SqliteDb {
+    type Txn = SqliteTransaction;
+
+    fn begin(&self) -> SqliteTransaction {
+        self.create_transaction()
+    }
+
+    fn commit(txn: SqliteTransaction) -> impl Future<Output = Result<(), TxnError>> + Send {
+        txn.commit()
     }
 }
 

@@ -10,7 +10,7 @@ use super::schema::{
     META_LOG_FLOOR, META_VERSION, PRUNE_LOG, SELECT_META, SELECT_RANGE, SELECT_VALUE, UPDATE_META,
     UPSERT_VALUE,
 };
-use crate::store::buffer::{ReadConflicts, Writes};
+use crate::store::buffer::conflicts::{ReadConflicts, Writes};
 use crate::store::errors;
 use crate::store::txn::{KeyValue, TxnError, TxnErrorKind};
 

@@ -10,8 +10,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::ElectionError;
-use crate::store::fdb_codes;
-use crate::store::retry::{RetryClassify, RunOptions, retry_loop};
+use crate::store::fdb_codes::retried_in_transact;
+use crate::store::retry::{EmbeddedStore, RetryClassify, RunOptions, retry_loop};
 use crate::store::txn::{ElectionTxn, TxnError, TxnErrorKind};
 
 /// A database the tokio runner and `LeaderElection::run_cycle` can drive: it runs a
@@ -95,43 +95,23 @@ impl RetryClassify for Attempt {
     }
 }
 
-/// Whether [`ElectionDatabase::transact`] retries `error` itself, in every store: a conflict
-/// or a `transaction_too_old` (known not to have committed) that carries a code FoundationDB's
-/// `on_error` retries, which the FoundationDB adapter hands to `on_error`. Everything else
-/// (unknown results, timeouts, unavailability, throttling, fatal errors, and a conflict whose
-/// code `on_error` would not retry or that has no code to give it) is returned to the caller,
-/// who backs off.
-pub(crate) fn retried_in_transact(error: &TxnError) -> bool {
-    matches!(error.kind(), TxnErrorKind::Conflict | TxnErrorKind::TooOld)
-        && error.code().is_some_and(fdb_codes::retried_by_on_error)
-}
-
 /// [`ElectionDatabase::transact`] for a store with FoundationDB's retry loop (MemDb, SQLite):
-/// runs `body` through [`retry_loop`] over `begin` and `commit`, retrying conflicts and
+/// runs `body` through [`retry_loop`] over `store`, retrying conflicts and
 /// `transaction_too_old` only, and bounds the whole call by `timeout`.
-pub(crate) async fn transact_with<Tx, B, C, CFut, F, Fut, T>(
+pub(crate) async fn transact_with<S, F, Fut, T>(
+    store: S,
     timeout: Duration,
-    begin: B,
-    commit: C,
     body: F,
 ) -> Result<T, ElectionError>
 where
-    Tx: Clone,
-    B: FnMut() -> Tx,
-    C: FnMut(Tx) -> CFut,
-    CFut: Future<Output = Result<(), TxnError>>,
-    F: Fn(Tx) -> Fut,
+    S: EmbeddedStore,
+    F: Fn(S::Txn) -> Fut,
     Fut: Future<Output = Result<T, ElectionError>>,
 {
-    let attempts = retry_loop(
-        RunOptions::default(),
-        begin,
-        commit,
-        |txn, _maybe_committed| {
-            let attempt = body(txn);
-            async move { attempt.await.map_err(Attempt) }
-        },
-    );
+    let attempts = retry_loop(&store, RunOptions::default(), |txn, _maybe_committed| {
+        let attempt = body(txn);
+        async move { attempt.await.map_err(Attempt) }
+    });
     match tokio::time::timeout(timeout, attempts).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(Attempt(e))) => Err(e),

@@ -213,12 +213,22 @@ pub(crate) fn may_have_committed(error: Option<&TxnError>) -> bool {
     }
 }
 
+/// Whether [`ElectionDatabase::transact`](crate::store::database::ElectionDatabase::transact) retries `error` itself, in every store: a conflict
+/// or a `transaction_too_old` (known not to have committed) that carries a code FoundationDB's
+/// `on_error` retries, which the FoundationDB adapter hands to `on_error`. Everything else
+/// (unknown results, timeouts, unavailability, throttling, fatal errors, and a conflict whose
+/// code `on_error` would not retry or that has no code to give it) is returned to the caller,
+/// who backs off.
+pub(crate) fn retried_in_transact(error: &TxnError) -> bool {
+    matches!(error.kind(), TxnErrorKind::Conflict | TxnErrorKind::TooOld)
+        && error.code().is_some_and(retried_by_on_error)
+}
+
 /// The code a failed attempt of the adapter's `transact` is retried with, through
-/// `on_error`: see [`retried_in_transact`](crate::store::database::retried_in_transact).
+/// `on_error`: see [`retried_in_transact`].
 /// `None` for every other error, which `transact` returns.
 #[cfg(any(test, feature = "fdb"))]
 pub(crate) fn retry_code(error: &crate::error::ElectionError) -> Option<i32> {
-    use crate::store::database::retried_in_transact;
     match error {
         crate::error::ElectionError::Database(e) if retried_in_transact(e) => e.code(),
         _ => None,
@@ -247,7 +257,6 @@ mod tests {
 
     use super::*;
     use crate::error::ElectionError;
-    use crate::store::database::retried_in_transact;
 
     const NAMED: [i32; 16] = [
         1004, 1007, 1009, 1020, 1021, 1031, 1032, 1037, 1038, 1039, 1042, 1051, 1078, 1213, 1223,

@@ -17,7 +17,8 @@
 //! - [`database`]: the attempt/timeout wrapper behind both stores' `ElectionDatabase`;
 //! - [`stats`]: the database-wide counters;
 //! - [`watch`]: the per-database limit on outstanding watches;
-//! - [`errors`]: the errors both stores report, with FoundationDB's codes and limits.
+//! - [`errors`]: the errors both stores report, with FoundationDB's codes;
+//! - [`limits`]: FoundationDB's limits on keys, values, transactions and watches, and their errors.
 //!
 //! [`fdb_codes`] holds every decision the FoundationDB adapter makes about an error (its kind,
 //! whether it may have committed, whether to retry it) as plain functions of the error code,
@@ -27,6 +28,7 @@ pub(crate) mod buffer;
 pub(crate) mod database;
 pub(crate) mod errors;
 pub(crate) mod fdb_codes;
+pub(crate) mod limits;
 pub(crate) mod retry;
 pub(crate) mod size;
 pub(crate) mod stats;

@@ -100,22 +100,31 @@ impl RunOptions {
     }
 }
 
-/// FoundationDB's retry loop over any store: `begin` starts a transaction, `closure` runs in
-/// it, `commit` commits it. Shared by [`MemDb::run_with`](crate::MemDb::run_with) and the
-/// SQLite store's `run_with`, so both retry exactly alike (see
+/// A store FoundationDB's retry loop runs over: MemDb and SQLite, whose `run`, `run_with` and
+/// [`ElectionDatabase`](crate::ElectionDatabase) all go through [`retry_loop`].
+pub(crate) trait EmbeddedStore: Clone + Send + Sync + 'static {
+    /// Its transaction.
+    type Txn: Clone + Send + 'static;
+
+    /// Starts a transaction.
+    fn begin(&self) -> Self::Txn;
+
+    /// Commits `txn`.
+    fn commit(txn: Self::Txn) -> impl Future<Output = Result<(), TxnError>> + Send;
+}
+
+/// FoundationDB's retry loop over `store`: each attempt runs `closure` in a new transaction
+/// and commits it. The one loop of [`MemDb::run_with`](crate::MemDb::run_with), the SQLite
+/// store's `run_with` and both stores' `ElectionDatabase`, so all retry exactly alike (see
 /// [`MemDb::run_with`](crate::MemDb::run_with) for the policy).
-pub(crate) async fn retry_loop<Tx, B, C, CFut, F, Fut, T, E>(
+pub(crate) async fn retry_loop<S, F, Fut, T, E>(
+    store: &S,
     options: RunOptions,
-    mut begin: B,
-    mut commit: C,
     mut closure: F,
 ) -> Result<T, E>
 where
-    Tx: Clone,
-    B: FnMut() -> Tx,
-    C: FnMut(Tx) -> CFut,
-    CFut: Future<Output = Result<(), TxnError>>,
-    F: FnMut(Tx, MaybeCommitted) -> Fut,
+    S: EmbeddedStore,
+    F: FnMut(S::Txn, MaybeCommitted) -> Fut,
     Fut: Future<Output = Result<T, E>>,
     E: From<TxnError> + RetryClassify,
 {
@@ -125,9 +134,9 @@ where
     let mut backoff = options.initial_backoff;
     loop {
         attempts = attempts.saturating_add(1);
-        let txn = begin();
+        let txn = store.begin();
         let error = match closure(txn.clone(), MaybeCommitted(maybe_committed)).await {
-            Ok(value) => match commit(txn).await {
+            Ok(value) => match S::commit(txn).await {
                 Ok(()) => return Ok(value),
                 // The store's own: its kind is already its code's, in a commit.
                 Err(e) => E::from(e),

@@ -2,10 +2,7 @@
 //! count MemDb and SQLite enforce at commit, and [`TransactionSize`], the budget for it), and
 //! FoundationDB's running estimate of it (`get_approximate_size`).
 
-/// The largest transaction FoundationDB commits, in bytes (its `TRANSACTION_SIZE_LIMIT` knob),
-/// counted as [`TransactionSize`] says. A writing transaction over it fails to commit with
-/// `transaction_too_large` (2101, not retryable), on FoundationDB, MemDb and SQLite alike.
-pub const MAX_TRANSACTION_BYTES: usize = 10_000_000;
+use crate::store::limits::{MAX_TRANSACTION_BYTES, READ_KEY_LIMIT};
 
 /// What FoundationDB counts per mutation besides its keys and value: `sizeof(MutationRef)` in
 /// its 7.3 client on x86-64 (measured on a cluster).
@@ -156,12 +153,11 @@ pub(crate) fn read_range_estimate(begin: usize, end: usize) -> usize {
 }
 
 /// A conflict range's key as FoundationDB's client sends it: a key longer than
-/// [`READ_KEY_LIMIT`](crate::store::errors::READ_KEY_LIMIT) cannot exist, so it is cut to one
+/// [`READ_KEY_LIMIT`] cannot exist, so it is cut to one
 /// byte more than that (`Transaction::addReadConflictRange`), which keeps the order.
 pub(crate) fn clip(key: &[u8]) -> &[u8] {
-    let limit = crate::store::errors::READ_KEY_LIMIT;
-    if key.len() > limit {
-        key.get(..=limit).unwrap_or(key)
+    if key.len() > READ_KEY_LIMIT {
+        key.get(..=READ_KEY_LIMIT).unwrap_or(key)
     } else {
         key
     }

@@ -7,17 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use crate::store::errors;
+use crate::store::limits::{
+    ABSOLUTE_MAX_WATCHES, DEFAULT_MAX_WATCHES, invalid_max_watches, too_many_watches,
+};
 use crate::store::txn::{TxnError, Watch};
-
-/// The default limit on a database's outstanding watches: 10,000, FoundationDB's default
-/// (`DatabaseOption::MaxWatches`).
-pub const DEFAULT_MAX_WATCHES: usize = 10_000;
-
-/// The highest limit on outstanding watches a database accepts: 1,000,000, FoundationDB's
-/// (`ABSOLUTE_MAX_WATCHES`; `DatabaseOption::MaxWatches` above it fails with
-/// `invalid_option_value`, 2006).
-pub const ABSOLUTE_MAX_WATCHES: usize = 1_000_000;
 
 /// A store's handle on a watch whose transaction has not committed yet.
 pub(crate) trait WatchHandle {
@@ -72,7 +65,7 @@ impl WatchLimit {
     /// `invalid_option_value` (2006), and the limit is left as it was.
     pub(crate) fn set_max(&self, max: usize) -> Result<(), TxnError> {
         if max > ABSOLUTE_MAX_WATCHES {
-            return Err(errors::invalid_max_watches(max));
+            return Err(invalid_max_watches(max));
         }
         self.max.store(max, Ordering::SeqCst);
         Ok(())
@@ -101,7 +94,7 @@ impl WatchLimit {
 
     /// The future of a watch refused at the limit: it fails at once with `too_many_watches`.
     pub(crate) fn refused(&self) -> Watch {
-        failed(errors::too_many_watches(self.max()))
+        failed(too_many_watches(self.max()))
     }
 }
 

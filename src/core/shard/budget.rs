@@ -14,7 +14,8 @@
 use crate::codec;
 use crate::ids::CandidateId;
 use crate::record::shard::Inbox;
-use crate::store::size::{MAX_TRANSACTION_BYTES, TransactionSize};
+use crate::store::limits::MAX_TRANSACTION_BYTES;
+use crate::store::size::TransactionSize;
 
 /// The bytes one transaction of a sharded election may count toward FoundationDB's limit on a
 /// transaction's size ([`MAX_TRANSACTION_BYTES`] of mutations and conflict ranges): a tenth of

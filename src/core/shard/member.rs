@@ -16,7 +16,8 @@ use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, ShardId};
 use crate::record::AttemptId;
 
-pub(crate) use super::member_cycle::{MemberDecision, MemberInput, MemberLookups, decide_member};
+pub(crate) use super::member_cycle::lookups::MemberLookups;
+pub(crate) use super::member_cycle::{MemberDecision, MemberInput, decide_member};
 
 /// How many unconfirmed attempts a member remembers (as a candidate does).
 const MAX_PENDING: usize = 16;

@@ -9,6 +9,7 @@ pub(crate) mod member;
 mod member_cycle;
 pub(crate) mod operator;
 pub mod placement;
+pub(crate) mod steps;
 
 #[cfg(test)]
 mod coordinator_plan_tests;

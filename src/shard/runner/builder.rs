@@ -19,7 +19,7 @@ use crate::core::shard::machine::ShardMachine;
 use crate::error::printable_key;
 use crate::ids::{CandidateId, Priority, Weight};
 use crate::record::shard::Layout;
-use crate::runner::builder::parse_version;
+use crate::runner::builder::start::parse_version;
 use crate::runner::checks::Check;
 use crate::runner::health::Status;
 use crate::runner::{BuildError, Runner};

@@ -16,7 +16,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ElectionConfig;
-use crate::core::shard::machine::ShardStop;
+use crate::core::shard::machine::messages::ShardStop;
 use crate::ids::{Ballot, CandidateId, ShardId};
 use crate::runner::health::Status;
 use crate::runner::{HealthProblem, Runner};

@@ -2,7 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::arithmetic_side_effects)]
 
+use std::time::Duration;
+
 use super::*;
+use crate::core::runner::Failure;
 
 fn at(ms: u64) -> LocalInstant {
     LocalInstant::from_origin(Duration::from_millis(ms))

@@ -1,5 +1,5 @@
-//! Versions in the election (docs/design.md §14): a candidate's semantic version, and the policy that
-//! ranks candidates by it.
+//! The version policy (docs/design.md §14.2): how an election ranks candidates by the version
+//! they register.
 
 use std::fmt;
 use std::str::FromStr;
