@@ -15,7 +15,7 @@ use crate::events::Event;
 use crate::history::{Entry, Op};
 use crate::oracles::{Bounds, Cadence, Closed, Progress};
 use crate::plants::Plant;
-use crate::time::{Nanos, SimClock, dur, nanos};
+use crate::time::{Nanos, SimClock, local, nanos};
 
 mod guard;
 mod ops;
@@ -168,6 +168,12 @@ impl std::fmt::Debug for Process {
     }
 }
 
+/// A node's stable name: every incarnation on it registers under it, so an operator's mark
+/// outlives its restarts.
+pub(crate) fn node_name(node: usize) -> String {
+    format!("n{node}")
+}
+
 /// How an election call failed, for the simulation's own bookkeeping.
 pub(super) fn unexpected(e: &ElectionError) -> Option<String> {
     match e {
@@ -189,10 +195,6 @@ pub(super) fn bounds(m: &Machine) -> Bounds {
     }
 }
 
-pub(super) fn local(t: Nanos) -> LocalInstant {
-    LocalInstant::from_origin(dur(t))
-}
-
 impl World {
     /// Starts a new incarnation on `node` with `priority`, `delay` from now.
     pub(in crate::world) fn spawn(&mut self, node: usize, priority: i32, delay: Nanos) {
@@ -207,7 +209,7 @@ impl World {
         let rate = clock.rate_ppm();
         // Every incarnation of a node registers under the node's name (an operator's mark
         // outlives restarts), with a nonce of its own.
-        let name = super::marks::node_name(node);
+        let name = node_name(node);
         let id = match CandidateId::with_nonce(&name, self.rng.next_u64()) {
             Ok(id) => id,
             Err(e) => {
