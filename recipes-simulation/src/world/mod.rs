@@ -172,7 +172,7 @@ pub(crate) struct World {
     /// Replies of applied commits on their way to their processes (slow replies).
     replies: BTreeMap<u64, commit::LateReply>,
     /// Application transactions kept open to query on an old read version.
-    stale: Vec<operator::StaleQuery>,
+    stale: Vec<operator::stale::StaleQuery>,
     next_token: u64,
     operator: Operator,
     generation: u32,
