@@ -15,6 +15,7 @@ mod judge;
 mod marks;
 mod operator;
 mod process;
+mod quiet;
 mod reads;
 mod rogue;
 mod rogue_ranks;

@@ -6,6 +6,7 @@
 //! nothing new starts once the quiet phase begins (which restores the configuration).
 
 mod config;
+mod steps;
 pub(super) mod stale;
 
 use std::sync::Arc;
