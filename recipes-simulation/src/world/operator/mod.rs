@@ -6,8 +6,8 @@
 //! nothing new starts once the quiet phase begins (which restores the configuration).
 
 mod config;
-mod steps;
 pub(super) mod stale;
+mod steps;
 
 use std::sync::Arc;
 
@@ -72,16 +72,17 @@ impl World {
         self.rt.block_on(election.leader_record(txn)).ok()
     }
 
+    /// The running (registered) processes, in pid order.
+    pub(super) fn running(&self) -> Vec<usize> {
+        let running =
+            |(pid, p): (usize, &super::Process)| (p.status == Status::Running).then_some(pid);
+        self.procs.iter().enumerate().filter_map(running).collect()
+    }
+
     /// An id for the operator: half the time a registered candidate's (DESIGN §10.4: it must
     /// not let that candidate in early), else a fresh operator id.
     pub(super) fn operator_id(&mut self) -> Option<(CandidateId, Option<usize>)> {
-        let registered: Vec<usize> = self
-            .procs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.status == Status::Running)
-            .map(|(pid, _)| pid)
-            .collect();
+        let registered = self.running();
         if self.rng.random_bool(0.5) {
             if let Some(pid) = self.pick(&registered) {
                 if let Some(p) = self.procs.get(pid) {

@@ -6,7 +6,7 @@ use fdb_leader_election::{ElectionTxn, MemTransaction, ReadMode};
 use crate::events::{Chaos, Event};
 use crate::oracles::{OracleId, Violation};
 use crate::wire;
-use crate::world::{Actor, Status, World};
+use crate::world::{Actor, World};
 
 /// An application transaction kept open to query later, on its old read version.
 #[derive(Debug)]
@@ -20,13 +20,7 @@ pub(in crate::world) struct StaleQuery {
 impl World {
     /// An application opens a transaction (taking its read version) to query later.
     pub(super) fn stale_query_open(&mut self) {
-        let running: Vec<usize> = self
-            .procs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.status == Status::Running)
-            .map(|(pid, _)| pid)
-            .collect();
+        let running = self.running();
         let Some(pid) = self.pick(&running) else {
             return;
         };
