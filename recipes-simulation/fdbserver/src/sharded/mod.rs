@@ -27,7 +27,8 @@ use foundationdb_simulation::{RustWorkload, Severity, SimDatabase};
 use futures_util::future::{Either, join_all, select};
 
 use crate::check::{self, Counts, Violation};
-use crate::incarnation::{Incarnation, Role, Setup, run};
+use crate::incarnation::txn::run;
+use crate::incarnation::{Incarnation, Role, Setup};
 use crate::log::{self, Entry};
 use crate::operator;
 use crate::options::{Options, Plant};
