@@ -2,6 +2,8 @@
 
 pub(crate) mod settings;
 
+use std::time::Duration;
+
 use fdb_leader_election::runner::ElectionDatabase;
 use fdb_leader_election::shard::Layout;
 use fdb_leader_election::{ElectionConfig, ElectionError};
@@ -153,47 +155,39 @@ pub(crate) async fn set<D: ElectionDatabase>(
     let (base, new, created, other_shards) =
         outcome.map_err(|(stored, e)| refusal(ctx, &stored, set, &e, "changed"))?;
     if let (Some(lease), false) = (set.lease, created) {
+        // The timings the lease derives (those not given), with what each was and is.
+        type C = ElectionConfig;
         let derived: Vec<String> = [
             (
                 "heartbeat",
-                set.heartbeat.is_none(),
-                base.heartbeat_interval(),
-                new.heartbeat_interval(),
+                set.heartbeat,
+                C::heartbeat_interval as fn(&C) -> Duration,
             ),
             (
                 "candidate-timeout",
-                set.candidate_timeout.is_none(),
-                base.candidate_timeout(),
-                new.candidate_timeout(),
+                set.candidate_timeout,
+                C::candidate_timeout,
             ),
             (
                 "transaction-timeout",
-                set.transaction_timeout.is_none(),
-                base.transaction_timeout(),
-                new.transaction_timeout(),
+                set.transaction_timeout,
+                C::transaction_timeout,
             ),
             (
                 "takeover-stagger",
-                set.takeover_stagger.is_none(),
-                base.takeover_stagger(),
-                new.takeover_stagger(),
+                set.takeover_stagger,
+                C::takeover_stagger,
             ),
-            (
-                "handover-grace",
-                set.handover_grace.is_none(),
-                base.handover_grace(),
-                new.handover_grace(),
-            ),
+            ("handover-grace", set.handover_grace, C::handover_grace),
             (
                 "reservation-timeout",
-                set.reservation_timeout.is_none(),
-                base.reservation_timeout(),
-                new.reservation_timeout(),
+                set.reservation_timeout,
+                C::reservation_timeout,
             ),
         ]
         .into_iter()
-        .filter(|(_, derived, old, new)| *derived && old != new)
-        .map(|(name, _, old, new)| format!("{name} {} (was {})", show(new), show(old)))
+        .filter(|(_, given, of)| given.is_none() && of(&base) != of(&new))
+        .map(|(name, _, of)| format!("{name} {} (was {})", show(of(&new)), show(of(&base))))
         .collect();
         if !derived.is_empty() {
             tracing::info!(
