@@ -338,15 +338,8 @@ impl World {
         entry.leader = Some(crate::history::RecordView::of(&leader));
         entry.config = Some(crate::history::ConfigView::of(&config));
         let token = self.add_pending(Pending {
-            actor: Actor::Operator,
-            txn,
-            kind: Kind::Init,
-            entry,
-            zombie: false,
             faultless: true,
-            op: None,
-            landing: false,
-            read: None,
+            ..Pending::new(Actor::Operator, txn, Kind::Init, entry)
         });
         self.queue.push(0, Event::Commit { token });
         for node in 0..self.params.nodes {

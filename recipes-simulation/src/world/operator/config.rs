@@ -231,18 +231,16 @@ impl World {
                     config.allow_preemption()
                 ));
                 self.schedule_commit(Pending {
-                    actor: Actor::Operator,
-                    txn,
-                    kind: Kind::Config {
-                        allow: config.allow_preemption(),
-                        restore,
-                    },
-                    entry,
-                    zombie: false,
                     faultless,
-                    op: None,
-                    landing: false,
-                    read: None,
+                    ..Pending::new(
+                        Actor::Operator,
+                        txn,
+                        Kind::Config {
+                            allow: config.allow_preemption(),
+                            restore,
+                        },
+                        entry,
+                    )
                 });
                 true
             }

@@ -315,16 +315,6 @@ impl World {
     }
 
     pub(super) fn schedule_operator(&mut self, txn: MemTransaction, kind: Kind, entry: Entry) {
-        self.schedule_commit(Pending {
-            actor: Actor::Operator,
-            txn,
-            kind,
-            entry,
-            zombie: false,
-            faultless: false,
-            op: None,
-            landing: false,
-            read: None,
-        });
+        self.schedule_commit(Pending::new(Actor::Operator, txn, kind, entry));
     }
 }

@@ -7,7 +7,7 @@ use fdb_leader_election::ElectionError;
 use crate::events::{Event, OperatorStep};
 use crate::history::{ConfigView, Entry, Op};
 use crate::time::SEC;
-use crate::world::{Actor, Kind, Pending, World};
+use crate::world::{Actor, Kind, World};
 
 impl World {
     /// An operator transaction.
@@ -42,20 +42,14 @@ impl World {
                         entry.config = Some(ConfigView::of(&cfg));
                         self.stats.preemption_toggles =
                             self.stats.preemption_toggles.saturating_add(1);
-                        self.schedule_commit(Pending {
-                            actor: Actor::Operator,
+                        self.schedule_operator(
                             txn,
-                            kind: Kind::Config {
+                            Kind::Config {
                                 allow,
                                 restore: false,
                             },
                             entry,
-                            zombie: false,
-                            faultless: false,
-                            op: None,
-                            landing: false,
-                            read: None,
-                        });
+                        );
                     }
                     Err(_) => self.retry_operator(step),
                 }
@@ -66,17 +60,7 @@ impl World {
                     Ok(ids) if !ids.is_empty() => {
                         let mut entry = Entry::new("operator", None, 0, Op::Evict);
                         entry.candidates_cleared = ids.iter().map(ToString::to_string).collect();
-                        self.schedule_commit(Pending {
-                            actor: Actor::Operator,
-                            txn,
-                            kind: Kind::Evict,
-                            entry,
-                            zombie: false,
-                            faultless: false,
-                            op: None,
-                            landing: false,
-                            read: None,
-                        });
+                        self.schedule_operator(txn, Kind::Evict, entry);
                     }
                     _ => {}
                 }
