@@ -104,16 +104,8 @@ impl World {
         let Some(p) = self.procs.get(pid) else {
             return;
         };
-        let current = if leader {
-            p.checks.leading.is_some() && p.checks.leader_epoch == epoch
-        } else {
-            p.checks.ready_epoch == epoch
-        };
-        let settings = if leader {
-            p.checks.leader
-        } else {
-            p.checks.readiness
-        };
+        let current = p.checks.current(epoch, leader);
+        let settings = p.checks.settings(leader);
         let (Some(settings), true, false) = (settings, current, p.status == Status::Dead) else {
             return;
         };
@@ -168,20 +160,16 @@ impl World {
         if p.status == Status::Dead {
             return;
         }
-        let current = if leader {
-            p.checks.leading.is_some() && p.checks.leader_epoch == epoch
-        } else {
-            p.checks.ready_epoch == epoch
-        };
+        let current = p.checks.current(epoch, leader);
         if !current {
             return;
         }
-        let (settings, started) = if leader {
-            (p.checks.leader, p.checks.leader_started)
+        let started = if leader {
+            p.checks.leader_started
         } else {
-            (p.checks.readiness, p.checks.ready_started)
+            p.checks.ready_started
         };
-        let Some(settings) = settings else {
+        let Some(settings) = p.checks.settings(leader) else {
             return;
         };
         let result = match a {

@@ -52,6 +52,20 @@ impl Checks {
         self.readiness.is_some() || self.leader.is_some()
     }
 
+    /// The settings of its readiness check, or with `leader` of its leader check.
+    fn settings(&self, leader: bool) -> Option<CheckSettings> {
+        if leader { self.leader } else { self.readiness }
+    }
+
+    /// Whether `epoch` is the current run of the readiness loop, or with `leader` of the loop
+    /// of the leadership it judges.
+    fn current(&self, epoch: u64, leader: bool) -> bool {
+        match leader {
+            true => self.leading.is_some() && self.leader_epoch == epoch,
+            false => self.ready_epoch == epoch,
+        }
+    }
+
     /// Its cool-down may still change its eligibility (it is cooling down).
     pub(crate) fn cooling(&self, local_now: Nanos) -> bool {
         self.health.next_change_at(local(local_now)).is_some()
