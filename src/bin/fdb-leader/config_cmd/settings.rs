@@ -66,21 +66,12 @@ fn check_bounds(set: &ConfigSetArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// No setting given (`--shards` alone asks to create a sharded election: something to do).
+/// No setting given (`--shards` alone asks to create a sharded election: something to do):
+/// no flag among its words but `--sharded`.
 fn nothing_set(set: &ConfigSetArgs) -> bool {
-    set.shards.is_none()
-        && set.lease.is_none()
-        && set.heartbeat.is_none()
-        && set.candidate_timeout.is_none()
-        && set.elections.is_none()
-        && set.preemption.is_none()
-        && set.max_clock_rate_error_ppm.is_none()
-        && set.min_tenure.is_none()
-        && set.handover_grace.is_none()
-        && set.takeover_stagger.is_none()
-        && set.transaction_timeout.is_none()
-        && set.reservation_timeout.is_none()
-        && set.version_policy.is_none()
+    words(set)
+        .iter()
+        .all(|w| ["config", "set", "--sharded"].contains(&w.as_str()))
 }
 
 /// The configuration `config set` creates a new election with: the one `run` would create it
