@@ -164,29 +164,20 @@ pub(crate) fn to_text(
     out.push(String::new());
     out.push(format!("candidates ({})", candidates.len()));
     if !candidates.is_empty() {
-        let width = candidates
-            .iter()
-            .map(|c| c.id.as_str().len())
-            .max()
-            .unwrap_or(0)
-            .max(2);
+        let widest = |len: &dyn Fn(&CandidateInfo) -> usize, min: usize| {
+            candidates.iter().map(len).max().unwrap_or(0).max(min)
+        };
         let version = |c: &CandidateInfo| {
             c.record
                 .version()
                 .map_or_else(|| "-".to_owned(), ToString::to_string)
         };
-        let vwidth = candidates
-            .iter()
-            .map(|c| version(c).len())
-            .max()
-            .unwrap_or(0)
-            .max("VERSION".len());
-        let awidth = candidates
-            .iter()
-            .map(|c| age_text(config, renewal_lag(record, c)).len())
-            .max()
-            .unwrap_or(0)
-            .max("AGE".len());
+        let width = widest(&|c| c.id.as_str().len(), 2);
+        let vwidth = widest(&|c| version(c).len(), "VERSION".len());
+        let awidth = widest(
+            &|c| age_text(config, renewal_lag(record, c)).len(),
+            "AGE".len(),
+        );
         out.push(format!(
             "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:>awidth$}  {:<6}  {:<8}",
             "ID", "PRIORITY", "VERSION", "LIVE", "HEARTBEAT", "LAG", "AGE", "POLICY", "ELIGIBLE"
