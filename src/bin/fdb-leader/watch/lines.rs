@@ -42,15 +42,12 @@ pub(super) struct Line<'a> {
 
 impl<'a> Line<'a> {
     pub(super) fn of(change: &'a LeaderChange) -> Self {
-        let reserved_for = match &change.reason {
+        let (reserved_for, operator) = match &change.reason {
             ChangeReason::SteppedDown { reserved_for } => {
-                reserved_for.as_ref().map(ToString::to_string)
+                (reserved_for.as_ref().map(ToString::to_string), None)
             }
-            _ => None,
-        };
-        let operator = match &change.reason {
-            ChangeReason::ForcedVacant { operator } => Some(operator.to_string()),
-            _ => None,
+            ChangeReason::ForcedVacant { operator } => (None, Some(operator.to_string())),
+            _ => (None, None),
         };
         Line {
             new: change.new.as_ref(),
@@ -76,16 +73,16 @@ impl Printed for Line<'_> {
     fn text(&self, time: &str) -> String {
         let reason = self.reason;
         let mut line = match self.new {
-            Some(l) => match &l.version {
-                Some(v) => format!(
-                    "{time} leader {} ballot {} priority {} version {v} ({reason})",
-                    l.id, l.ballot, l.priority
-                ),
-                None => format!(
-                    "{time} leader {} ballot {} priority {} ({reason})",
-                    l.id, l.ballot, l.priority
-                ),
-            },
+            Some(l) => {
+                let version = l.version.as_ref().map(|v| format!(" version {v}"));
+                format!(
+                    "{time} leader {} ballot {} priority {}{} ({reason})",
+                    l.id,
+                    l.ballot,
+                    l.priority,
+                    version.unwrap_or_default()
+                )
+            }
             None => format!("{time} no leader ({reason})"),
         };
         if let Some(r) = &self.reserved_for {
