@@ -26,6 +26,11 @@ pub fn dur(n: Nanos) -> Duration {
     Duration::from_nanos(n)
 }
 
+/// The library's instant `t` nanoseconds from a clock's origin.
+pub fn local(t: Nanos) -> LocalInstant {
+    LocalInstant::from_origin(dur(t))
+}
+
 /// A duration in nanoseconds (saturating).
 pub fn nanos(d: Duration) -> Nanos {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -82,7 +87,7 @@ pub struct TrueClock(pub TrueTime);
 
 impl Clock for TrueClock {
     fn now(&self) -> LocalInstant {
-        LocalInstant::from_origin(dur(self.0.get()))
+        local(self.0.get())
     }
 }
 
@@ -159,7 +164,7 @@ pub(crate) fn draw_clock(
 
 impl Clock for SimClock {
     fn now(&self) -> LocalInstant {
-        LocalInstant::from_origin(dur(self.local_now()))
+        local(self.local_now())
     }
 }
 

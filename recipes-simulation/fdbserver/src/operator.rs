@@ -11,7 +11,7 @@ use fdb_leader_election::{
 };
 use foundationdb::Database;
 
-use crate::incarnation::run;
+use crate::incarnation::txn::run;
 use crate::sim::Sim;
 use crate::tester::Shared;
 

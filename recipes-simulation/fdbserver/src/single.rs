@@ -14,7 +14,8 @@ use foundationdb_simulation::{Metric, Metrics, RustWorkload, Severity, SimDataba
 use futures_util::future::{Either, join_all, select};
 
 use crate::check::{self, Counts, Violation};
-use crate::incarnation::{Incarnation, Setup, run};
+use crate::incarnation::txn::run;
+use crate::incarnation::{Incarnation, Setup};
 use crate::log::{self, Entry, Interval};
 use crate::operator;
 use crate::options::{Options, Plant};

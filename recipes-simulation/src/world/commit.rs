@@ -103,6 +103,24 @@ pub(crate) struct Pending {
     pub(crate) read: Option<Box<TxnRead>>,
 }
 
+impl Pending {
+    /// A commit by `actor` as most are: open to injected faults, not a crashed committer's
+    /// nor one whose reply was lost, ending no process operation, with no read to judge.
+    pub(crate) fn new(actor: Actor, txn: MemTransaction, kind: Kind, entry: Entry) -> Self {
+        Pending {
+            actor,
+            txn,
+            kind,
+            entry,
+            zombie: false,
+            faultless: false,
+            op: None,
+            landing: false,
+            read: None,
+        }
+    }
+}
+
 impl World {
     /// Lands the commits of `pid` still in flight (their replies were lost): called once the
     /// process's next transaction has taken its read version, as FoundationDB can do.

@@ -6,18 +6,12 @@
 use fdb_leader_election::{ElectionError, OperatorOutcome, VersionPolicy};
 use rand::Rng;
 
-use super::process::Status;
+use super::process::{Status, node_name};
 use super::{Actor, Kind, World};
 use crate::events::{Chaos, Event};
 use crate::history::{Entry, Op, RecordView};
 use crate::oracles::rank::{Rank, Stand, version};
 use crate::time::secs;
-
-/// A node's stable name: every incarnation on it registers under it, so an operator's mark
-/// outlives its restarts.
-pub(crate) fn node_name(node: usize) -> String {
-    format!("n{node}")
-}
 
 impl World {
     /// The operator marks a node (one time in six every node, the leader's last) ineligible,

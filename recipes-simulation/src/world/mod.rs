@@ -9,10 +9,13 @@
 mod chaos;
 mod commit;
 mod cycle;
+mod dispatch;
 mod health;
+mod judge;
 mod marks;
 mod operator;
 mod process;
+mod quiet;
 mod reads;
 mod rogue;
 mod rogue_ranks;
@@ -28,10 +31,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::events::{Event, Queue};
 use crate::faults::SimFaults;
-use crate::oracles::rank::{Rank, Stand};
 use crate::oracles::{
-    Ballots, Belief, BeliefOverlap, EligibleLeads, Fencing, HistoryReplay, LiveProc, Liveness,
-    Preemption, Progress, ReservationTimeout, Successor, Violation,
+    Ballots, BeliefOverlap, EligibleLeads, Fencing, HistoryReplay, Liveness, Preemption, Progress,
+    ReservationTimeout, Successor, Violation,
 };
 use crate::params::{Options, Params};
 use crate::plants::Plant;
@@ -172,7 +174,7 @@ pub(crate) struct World {
     /// Replies of applied commits on their way to their processes (slow replies).
     replies: BTreeMap<u64, commit::LateReply>,
     /// Application transactions kept open to query on an old read version.
-    stale: Vec<operator::StaleQuery>,
+    stale: Vec<operator::stale::StaleQuery>,
     next_token: u64,
     operator: Operator,
     generation: u32,
@@ -336,15 +338,8 @@ impl World {
         entry.leader = Some(crate::history::RecordView::of(&leader));
         entry.config = Some(crate::history::ConfigView::of(&config));
         let token = self.add_pending(Pending {
-            actor: Actor::Operator,
-            txn,
-            kind: Kind::Init,
-            entry,
-            zombie: false,
             faultless: true,
-            op: None,
-            landing: false,
-            read: None,
+            ..Pending::new(Actor::Operator, txn, Kind::Init, entry)
         });
         self.queue.push(0, Event::Commit { token });
         for node in 0..self.params.nodes {
@@ -388,264 +383,6 @@ impl World {
     fn leases(&mut self, lo_milli: u64, hi_milli: u64) -> Nanos {
         let m = self.between(lo_milli, hi_milli);
         crate::time::scale(self.params.lease, m, 1_000)
-    }
-
-    fn run(&mut self) {
-        while let Some((at, event)) = self.queue.pop() {
-            self.now = at.max(self.now);
-            self.time.set(self.now);
-            self.stats.events = self.stats.events.saturating_add(1);
-            let end = event == Event::End;
-            self.dispatch(event);
-            if end {
-                self.finish();
-            }
-            self.check();
-            if self.failed.is_some() || end {
-                break;
-            }
-        }
-        self.stats.sim_ns = self.now;
-    }
-
-    fn dispatch(&mut self, event: Event) {
-        match event {
-            Event::Control { pid, epoch } => {
-                if self.defer_if_paused(pid, event) {
-                    return;
-                }
-                if self.procs.get(pid).is_some_and(|p| p.ctl_epoch == epoch) {
-                    self.control(pid);
-                }
-            }
-            Event::Work { pid, epoch, step } => {
-                if self.defer_if_paused(pid, event) {
-                    return;
-                }
-                if self.procs.get(pid).is_some_and(|p| p.work_epoch == epoch) {
-                    self.work(pid, step);
-                }
-            }
-            Event::Commit { token } => {
-                let paused_owner = match self.pending.get(&token) {
-                    Some(p) if !p.zombie => match p.actor {
-                        Actor::Proc(pid) => Some(pid),
-                        Actor::Operator => None,
-                    },
-                    _ => None,
-                };
-                if let Some(pid) = paused_owner {
-                    if self.defer_if_paused(pid, event) {
-                        return;
-                    }
-                }
-                self.commit(token);
-            }
-            Event::Reply { token } => {
-                let owner = self.replies.get(&token).map(|r| r.pid);
-                if let Some(pid) = owner {
-                    if self.defer_if_paused(pid, event) {
-                        return;
-                    }
-                }
-                self.late_reply(token);
-            }
-            Event::Timeout { pid, op } => {
-                if self.defer_if_paused(pid, event) {
-                    return;
-                }
-                self.op_timeout(pid, op);
-            }
-            Event::WatchFired { pid, ok } => {
-                if self.defer_if_paused(pid, event) {
-                    return;
-                }
-                self.watch_fired(pid, ok);
-            }
-            Event::DrainBound { pid, epoch } => {
-                if self.defer_if_paused(pid, event) {
-                    return;
-                }
-                self.drain_bound(pid, epoch);
-            }
-            Event::Check { pid, epoch, leader } => {
-                if !self.defer_if_paused(pid, event) {
-                    self.run_check(pid, epoch, leader);
-                }
-            }
-            Event::Answer {
-                pid,
-                epoch,
-                leader,
-                answer,
-            } => {
-                if !self.defer_if_paused(pid, event) {
-                    self.answer(pid, epoch, leader, answer);
-                }
-            }
-            Event::HealthWake { pid, epoch } => {
-                if !self.defer_if_paused(pid, event) {
-                    self.health_wake(pid, epoch);
-                }
-            }
-            Event::Chaos(c) => self.chaos(c),
-            Event::Operator(step) => self.operator(step),
-            Event::Quiet => self.begin_quiet(),
-            Event::Deadline | Event::End => {}
-        }
-    }
-
-    /// Re-queues `event` at the end of its process's pause; returns whether it did.
-    fn defer_if_paused(&mut self, pid: usize, event: Event) -> bool {
-        let until = self.procs.get(pid).map_or(0, |p| p.paused_until);
-        if until > self.now {
-            self.queue.push(until, event);
-            true
-        } else {
-            false
-        }
-    }
-
-    fn finish(&mut self) {
-        let state = self.snapshot(false);
-        let shadow = state.as_ref().and_then(|s| s.shadow).unwrap_or(0);
-        let counter = state.as_ref().and_then(|s| s.counter).unwrap_or(0);
-        self.shadow_final = Some(shadow);
-        self.stats.fenced_committed = self.fencing.committed;
-        self.stats.fenced_lost = self.fencing.committed.saturating_sub(counter);
-        self.stats.shadow_lost = self.stats.shadow_committed.saturating_sub(shadow);
-        let achieved = crate::oracles::Achieved {
-            elections: self.stats.elections,
-            renewals: self.stats.renewals,
-            fenced_work: self.fencing.committed,
-        };
-        if let Some(v) = Progress::check_end(achieved) {
-            self.found.push(v);
-        }
-        self.stats.health.reservations_checked = self.reservation_timeout.checked;
-        if !self.settled {
-            self.found.push(Violation::new(
-                crate::oracles::OracleId::Liveness,
-                format!(
-                    "faults never settled before the end at {} s: the quiet phase is too short",
-                    secs(self.now)
-                ),
-            ));
-        }
-        // The full registry is compared at the end.
-        if let Some(state) = self.snapshot(true) {
-            if let Some(v) = self.history.check(&state) {
-                self.found.push(v);
-            }
-        }
-    }
-
-    /// Runs the oracles after a step.
-    fn check(&mut self) {
-        let version = self.db.committed_version();
-        if version != self.last_checked_version {
-            self.last_checked_version = version;
-            if let Some(state) = self.snapshot(false) {
-                self.stored_grace = state.handover_grace;
-                self.grace_committed(state.handover_grace);
-                let found: Vec<Violation> = [
-                    self.history.check(&state),
-                    self.fencing.check(&state),
-                    self.ballots.check(&state),
-                ]
-                .into_iter()
-                .flatten()
-                .collect();
-                self.found.extend(found);
-            }
-            self.poll_watches();
-        }
-        for who in self.quiet_machines() {
-            self.found.push(Progress::went_quiet(&who));
-        }
-        self.check_runner_oracles();
-        let beliefs = self.beliefs();
-        if let Some(v) = self.belief.check(self.now, &beliefs) {
-            self.found.push(v);
-        }
-        self.maybe_arm_liveness();
-        let live = self.live_procs();
-        let rank = Rank {
-            policy: self.params.config.version_policy(),
-            leader: None,
-        };
-        let eligible_live = live.iter().any(|l| l.eligible);
-        let bound = |t: Nanos| self.params.reservation_bound(t);
-        let found: Vec<Violation> = [
-            self.liveness.check(self.now, &beliefs, &live, &rank),
-            self.eligible_leads.check(self.now, &beliefs, &live),
-            self.reservation_timeout
-                .check(self.now, bound, eligible_live),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        self.found.extend(found);
-        if let Some(only) = self.only_oracle {
-            let (keep, ignore): (Vec<Violation>, Vec<Violation>) = std::mem::take(&mut self.found)
-                .into_iter()
-                .partition(|v| v.oracle == only);
-            for v in ignore {
-                self.log(format!("ignored (only {only} stops the run): {v}"));
-            }
-            self.found = keep;
-        }
-        if !self.found.is_empty() && self.failed.is_none() {
-            let mut found = std::mem::take(&mut self.found);
-            found.sort_by_key(|v| v.oracle);
-            found.dedup();
-            for v in &found {
-                self.log(format!("VIOLATION {v}"));
-            }
-            self.failed = Some((self.now, found));
-        }
-    }
-
-    /// What every live process believes now.
-    fn beliefs(&self) -> Vec<Belief> {
-        self.procs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.status != Status::Dead)
-            .filter_map(|(pid, p)| {
-                self.acting_belief(pid).map(|(ballot, remaining)| Belief {
-                    label: p.label.clone(),
-                    ballot,
-                    priority: p.candidate.priority().get(),
-                    remaining,
-                    version: p.candidate.version(),
-                    eligible: self.eligible_truth(pid),
-                })
-            })
-            .collect()
-    }
-
-    /// The live, registered processes (not shutting down, paused or cut off), how they stand
-    /// and whether they may lead.
-    fn live_procs(&self) -> Vec<LiveProc> {
-        self.procs
-            .iter()
-            .enumerate()
-            .filter(|(pid, p)| {
-                p.status == Status::Running
-                    && !p.shutdown
-                    && p.paused_until <= self.now
-                    && !self.faults.is_partitioned(*pid)
-            })
-            .map(|(pid, p)| LiveProc {
-                label: p.label.clone(),
-                stand: Stand {
-                    version: p.candidate.version(),
-                    priority: p.candidate.priority().get(),
-                },
-                eligible: self.eligible_truth(pid),
-            })
-            .collect()
     }
 
     fn outcome(&mut self) -> SeedOutcome {

@@ -104,18 +104,17 @@ impl World {
                 entry.prior = Some(RecordView::of(&prior));
                 entry.leader = Some(RecordView::of(&written));
                 self.schedule_commit(Pending {
-                    actor: Actor::Proc(pid),
-                    txn,
-                    kind: Kind::Rogue {
-                        ballot: ballot.get(),
-                        valid_until: t0.saturating_add(validity),
-                    },
-                    entry,
-                    zombie: false,
-                    faultless: false,
                     op: Some(seq),
-                    landing: false,
                     read,
+                    ..Pending::new(
+                        Actor::Proc(pid),
+                        txn,
+                        Kind::Rogue {
+                            ballot: ballot.get(),
+                            valid_until: t0.saturating_add(validity),
+                        },
+                        entry,
+                    )
                 });
             }
             Ok(None) => {

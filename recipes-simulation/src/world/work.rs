@@ -276,17 +276,7 @@ impl World {
         }
         let delay = self.commit_delay();
         for (txn, kind, entry) in pending {
-            let token = self.add_pending(Pending {
-                actor: Actor::Proc(pid),
-                txn,
-                kind,
-                entry,
-                zombie: false,
-                faultless: false,
-                op: None,
-                landing: false,
-                read: None,
-            });
+            let token = self.add_pending(Pending::new(Actor::Proc(pid), txn, kind, entry));
             self.queue
                 .push(self.now.saturating_add(delay), Event::Commit { token });
         }

@@ -180,7 +180,7 @@ async fn open_and_execute(
             StoreChoice::Memory => true,
             StoreChoice::ClusterFile(_) => false,
         };
-        config_cmd::precheck(&ctx, args, new_store)?;
+        config_cmd::settings::precheck(&ctx, args, new_store)?;
     }
     let fatal = Fatal::new();
     let mut signals = match command {

@@ -16,3 +16,8 @@ pub(crate) fn line(text: &str) -> Result<(), Failure> {
         ))),
     }
 }
+
+/// A switch's word: `on` or `off`.
+pub(crate) fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::chaos::sink::{SinkLog, SinkState};
+use crate::chaos::sink::SinkLog;
+use crate::chaos::sink::entry::SinkState;
 
 /// (a) What a sink's log shows.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,8 @@ use super::progress::*;
 use super::recovery::*;
 use super::spans::*;
 use crate::chaos::model::{ChildRun, Fault, FaultKind, ObservedChange, Window};
-use crate::chaos::sink::{SinkEntry, SinkLog, SinkState};
+use crate::chaos::sink::SinkLog;
+use crate::chaos::sink::entry::{SinkEntry, SinkState};
 
 const MS: u64 = 1_000_000;
 

@@ -142,15 +142,9 @@ impl World {
         match result {
             Ok((kind, entry, read)) => {
                 self.schedule_commit(Pending {
-                    actor: Actor::Proc(pid),
-                    txn,
-                    kind,
-                    entry,
-                    zombie: false,
-                    faultless: false,
                     op: Some(seq),
-                    landing: false,
                     read,
+                    ..Pending::new(Actor::Proc(pid), txn, kind, entry)
                 });
             }
             Err(e) => {

@@ -15,7 +15,9 @@ use fdb_leader_election::shard::machine::ShardStop;
 use fdb_leader_election::shard::{Member, ShardGuard};
 use fdb_leader_election::{Ballot, ShardId};
 use nix::sys::signal::Signal;
-use tokio::sync::oneshot;
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +28,31 @@ use crate::exit::Failure;
 use crate::process::{Proc, Spec, describe_exit};
 use crate::watchdog::Lease;
 
-use super::Starts;
+/// How many children start at once ([`Starts`]).
+const STARTS_AT_ONCE: usize = 1;
+
+/// The children that may start at once: each start forks and executes a watchdog (this
+/// program) that starts the command; hundreds at once (a member that acquires every shard)
+/// would take every core from this process's own tasks, the member's renewals and the notes
+/// that tell the watchdogs each renewal (a late one kills the children at their old
+/// deadline). One at a time starts them about as fast as two on a 2-core machine (about 100
+/// a second for a debug build: the new processes' own start-up is the bound) and leaves a
+/// core to the renewals.
+#[derive(Clone)]
+pub(super) struct Starts(Arc<Semaphore>);
+
+impl Default for Starts {
+    fn default() -> Self {
+        Starts(Arc::new(Semaphore::new(STARTS_AT_ONCE)))
+    }
+}
+
+impl Starts {
+    /// Waits for a turn to start a child; the start holds the permit.
+    pub(super) async fn turn(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.0).acquire_owned().await.ok()
+    }
+}
 
 /// How one shard's child ended, for the main task.
 #[derive(Debug)]

@@ -32,6 +32,8 @@
 //! is lower than the highest it has accepted; an **unfenced** one accepts everything, so a
 //! stale writer's blind writes land after its successor's and undo them (lost updates).
 
+pub mod entry;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
@@ -40,6 +42,8 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+
+use entry::{SinkEntry, SinkState};
 
 /// Whether a sink checks ballots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,80 +69,8 @@ pub enum Outcome {
     },
 }
 
-/// The sink's state: what every decision reads, and what every log line records after it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SinkState {
-    /// The highest ballot accepted so far.
-    pub max_ballot: u64,
-    /// The counter.
-    pub counter: u64,
-}
-
-/// One line of a sink's log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SinkEntry {
-    /// Whether the sink accepted the write.
-    pub accepted: bool,
-    /// The writer's ballot.
-    pub ballot: u64,
-    /// Accepted: the counter after the write. Rejected: the highest ballot accepted so far.
-    pub value: u64,
-    /// When the write happened (`CLOCK_MONOTONIC`, nanoseconds, read under the lock).
-    pub t_ns: u64,
-    /// The writer's candidate id (`FDB_LEADER_ID`).
-    pub candidate: String,
-    /// The sink's state after this write.
-    pub state: SinkState,
-}
-
-/// The last field of every complete line: a line cut anywhere, then closed by the next
-/// writer's `!`, never ends with this field alone.
-const END: &str = ".";
-
 /// What the next writer puts before its line when the log ends with a cut fragment.
 const CLOSE_CUT: &[u8] = b"!\n";
-
-impl SinkEntry {
-    /// The log line (without the newline).
-    pub fn line(&self) -> String {
-        format!(
-            "{} {} {} {} {} {} {} {END}",
-            if self.accepted { "A" } else { "R" },
-            self.ballot,
-            self.value,
-            self.t_ns,
-            self.candidate,
-            self.state.max_ballot,
-            self.state.counter,
-        )
-    }
-
-    /// Parses a complete log line (without its newline); `None` for anything else.
-    pub fn parse(line: &str) -> Option<SinkEntry> {
-        let mut f = line.split(' ');
-        let accepted = match f.next()? {
-            "A" => true,
-            "R" => false,
-            _ => return None,
-        };
-        let mut num = || f.next()?.parse::<u64>().ok();
-        let (ballot, value, t_ns) = (num()?, num()?, num()?);
-        let candidate = f.next().filter(|c| !c.is_empty())?.to_owned();
-        let mut num = || f.next()?.parse::<u64>().ok();
-        let state = SinkState {
-            max_ballot: num()?,
-            counter: num()?,
-        };
-        (f.next()? == END && f.next().is_none()).then_some(SinkEntry {
-            accepted,
-            ballot,
-            value,
-            t_ns,
-            candidate,
-            state,
-        })
-    }
-}
 
 /// A writer's view of the counter: `None` until its first accepted write.
 #[derive(Clone, Copy, Debug, Default)]

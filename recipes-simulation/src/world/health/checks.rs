@@ -1,93 +1,24 @@
-//! Health as a fault (DESIGN §13.9): each process's readiness and leader health checks, run
-//! the way the tokio runner's checks task runs them — each check on its interval (start to
-//! start), cut at its timeout; the leader check only while leading, from one interval after
-//! the leadership began; every answer, and every leadership's beginning and end, told to the
-//! library's own [`Health`], whose eligibility is written into the candidate and wakes its
-//! machine (`EligibilityChanged`); the cool-down follows the stored lease unless set — with
-//! faults: readiness failing, flapping, slow checks (past their timeout, or just under it), a
-//! leader whose work fails, and a dependency of every candidate down.
-//!
-//! What the checks make of a process ([`Checks::own`]) is the world's truth the oracles
-//! judge by, whatever the candidate was told (a plant may tell it something else).
+//! The checks of each process: drawn, run on their intervals, answered into the library's own
+//! [`Health`], and what they make of the process told to its candidate.
 
 use fdb_leader_election::runner::CheckSettings;
 use fdb_leader_election::runner::machine::{Event as In, Health};
 use fdb_leader_election::{Eligibility, UnhealthyPolicy};
 use rand::Rng;
 
-use super::World;
-use super::process::Status;
+use super::Checks;
 use crate::events::{Answer, Event};
 use crate::plants::Plant;
-use crate::time::{MS, Nanos, dur, nanos, secs};
-
-/// A process's health checks and what they make of it.
-#[derive(Debug)]
-pub(crate) struct Checks {
-    health: Health,
-    readiness: Option<CheckSettings>,
-    leader: Option<CheckSettings>,
-    /// The cool-down follows the stored lease (the runner's default); else it is its own.
-    follows_lease: bool,
-    /// The cool-down now (nanoseconds on the process's clock).
-    pub(crate) cool_down: Nanos,
-    /// What the checks make of it: the world's truth.
-    pub(crate) own: Eligibility,
-    /// What the candidate was last told.
-    told: Eligibility,
-    /// It keeps leading when not eligible and nobody live is (`hold`), else `release`.
-    pub(crate) holds: bool,
-    /// The leadership the leader check judges (its ballot), if leading.
-    leading: Option<u64>,
-    /// Epochs of the readiness loop, the leader loop (one per leadership) and the wake-up.
-    ready_epoch: u64,
-    leader_epoch: u64,
-    wake_epoch: u64,
-    /// When (on the process's clock) the check in flight of each loop started.
-    ready_started: Nanos,
-    leader_started: Nanos,
-}
-
-impl Checks {
-    /// Whether it runs any check.
-    pub(crate) fn any(&self) -> bool {
-        self.readiness.is_some() || self.leader.is_some()
-    }
-
-    /// Its cool-down may still change its eligibility (it is cooling down).
-    pub(crate) fn cooling(&self, local_now: Nanos) -> bool {
-        self.health
-            .next_change_at(super::process::local(local_now))
-            .is_some()
-    }
-}
-
-/// The health faults on a node (true-time ends).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct NodeHealth {
-    /// Readiness fails until then.
-    down_until: Nanos,
-    /// Readiness answers at random until then.
-    flap_until: Nanos,
-    /// Checks answer slowly (past their timeout half the time) until then.
-    slow_until: Nanos,
-    /// The leader's work fails (its leader check) until then.
-    work_until: Nanos,
-}
-
-/// How long a check's hysteresis may take to settle after a fault heals: `rise` (at most 3)
-/// answers an interval (at most half a lease) apart, the first within a timeout (at most an
-/// interval), and one more interval for the check in flight.
-fn settle(lease: Nanos) -> Nanos {
-    lease.saturating_mul(5) / 2
-}
+use crate::time::{MS, Nanos, dur, local, nanos};
+use crate::world::World;
+use crate::world::process::Status;
 
 impl World {
     /// A new incarnation's checks: readiness two times in three, a leader health check two
     /// times in three, each every heartbeat to half a lease, a timeout of a quarter interval
     /// to an interval, fall and rise 1–3; the cool-down follows the stored lease three times
     /// in four, else half a lease to two; `hold` three times in four.
-    pub(super) fn draw_checks(&mut self) -> Checks {
+    pub(in crate::world) fn draw_checks(&mut self) -> Checks {
         let lease = self.params.lease;
         let hb = self.params.heartbeat;
         let draw = |w: &mut World| {
@@ -136,7 +67,7 @@ impl World {
     /// A new process's checks begin: its first registration carries what they make of it
     /// (not eligible until its readiness first answers), its policy is set, and its readiness
     /// loop starts with the process.
-    pub(super) fn start_checks(&mut self, pid: usize, delay: Nanos) {
+    pub(in crate::world) fn start_checks(&mut self, pid: usize, delay: Nanos) {
         let plant = self.plant;
         let Some(p) = self.procs.get_mut(pid) else {
             return;
@@ -149,7 +80,7 @@ impl World {
         });
         let now = p.clock.local_now();
         if p.checks.any() {
-            p.checks.own = p.checks.health.eligibility(super::process::local(now));
+            p.checks.own = p.checks.health.eligibility(local(now));
         }
         self.tell(pid);
         if self
@@ -173,16 +104,8 @@ impl World {
         let Some(p) = self.procs.get(pid) else {
             return;
         };
-        let current = if leader {
-            p.checks.leading.is_some() && p.checks.leader_epoch == epoch
-        } else {
-            p.checks.ready_epoch == epoch
-        };
-        let settings = if leader {
-            p.checks.leader
-        } else {
-            p.checks.readiness
-        };
+        let current = p.checks.current(epoch, leader);
+        let settings = p.checks.settings(leader);
         let (Some(settings), true, false) = (settings, current, p.status == Status::Dead) else {
             return;
         };
@@ -237,20 +160,16 @@ impl World {
         if p.status == Status::Dead {
             return;
         }
-        let current = if leader {
-            p.checks.leading.is_some() && p.checks.leader_epoch == epoch
-        } else {
-            p.checks.ready_epoch == epoch
-        };
+        let current = p.checks.current(epoch, leader);
         if !current {
             return;
         }
-        let (settings, started) = if leader {
-            (p.checks.leader, p.checks.leader_started)
+        let started = if leader {
+            p.checks.leader_started
         } else {
-            (p.checks.readiness, p.checks.ready_started)
+            p.checks.ready_started
         };
-        let Some(settings) = settings else {
+        let Some(settings) = p.checks.settings(leader) else {
             return;
         };
         let result = match a {
@@ -291,7 +210,7 @@ impl World {
 
     /// A leadership began (the machine issued its guard): the leader check judges it, from
     /// one interval on.
-    pub(super) fn leadership_began(&mut self, pid: usize, ballot: u64) {
+    pub(in crate::world) fn leadership_began(&mut self, pid: usize, ballot: u64) {
         let Some(p) = self.procs.get_mut(pid) else {
             return;
         };
@@ -300,9 +219,9 @@ impl World {
         }
         let now = p.clock.local_now();
         if p.checks.leading.is_some() {
-            p.checks.health.leading(false, super::process::local(now));
+            p.checks.health.leading(false, local(now));
         }
-        p.checks.health.leading(true, super::process::local(now));
+        p.checks.health.leading(true, local(now));
         p.checks.leading = Some(ballot);
         p.checks.leader_epoch = p.checks.leader_epoch.saturating_add(1);
         let epoch = p.checks.leader_epoch;
@@ -325,7 +244,7 @@ impl World {
 
     /// The leadership ended (the machine ended it): a failing leader check starts the
     /// cool-down.
-    pub(super) fn leadership_ended(&mut self, pid: usize) {
+    pub(in crate::world) fn leadership_ended(&mut self, pid: usize) {
         let Some(p) = self.procs.get_mut(pid) else {
             return;
         };
@@ -333,13 +252,13 @@ impl World {
             return;
         }
         let now = p.clock.local_now();
-        p.checks.health.leading(false, super::process::local(now));
+        p.checks.health.leading(false, local(now));
         p.checks.leader_epoch = p.checks.leader_epoch.saturating_add(1);
         self.recompute(pid);
     }
 
     /// The cool-down follows the stored lease (the machine's configuration changed).
-    pub(super) fn checks_config(&mut self, pid: usize, lease: Nanos) {
+    pub(in crate::world) fn checks_config(&mut self, pid: usize, lease: Nanos) {
         if let Some(p) = self.procs.get_mut(pid) {
             if p.checks.follows_lease {
                 p.checks.cool_down = lease;
@@ -365,7 +284,7 @@ impl World {
         let Some(p) = self.procs.get_mut(pid) else {
             return;
         };
-        let now = super::process::local(p.clock.local_now());
+        let now = local(p.clock.local_now());
         let e = p.checks.health.eligibility(now);
         p.checks.wake_epoch = p.checks.wake_epoch.saturating_add(1);
         let wake = p.checks.health.next_change_at(now).map(|at| {
@@ -433,91 +352,5 @@ impl World {
         self.procs.get(pid).is_some_and(|p| {
             p.checks.own.is_eligible() && !self.marks.contains(p.candidate.id().name())
         })
-    }
-
-    /// A health fault: readiness failing (3 in 10), flapping (2 in 10) or slow (3 in 20) on a
-    /// node, the leader's work failing (a quarter), or a dependency of every candidate down
-    /// (1 in 10), for one to four leases (a dependency one to three).
-    pub(super) fn health_fault(&mut self) {
-        let live = self.live_nodes();
-        let lease = self.params.lease;
-        let kind = self.rng.random_range(0..20u32);
-        let leader_node = self.leader_node();
-        let node = match (kind, leader_node) {
-            (13..18, Some(n)) => Some(n),
-            _ => self.pick(&live),
-        };
-        let Some(node) = node else {
-            return;
-        };
-        let d = if kind >= 18 {
-            self.leases(1_000, 3_000)
-        } else {
-            self.leases(1_000, 4_000)
-        };
-        let until = self.now.saturating_add(d);
-        let h = &mut self.stats.health;
-        let what = match kind {
-            0..6 => {
-                h.ready_down = h.ready_down.saturating_add(1);
-                "readiness fails"
-            }
-            6..10 => {
-                h.flaps = h.flaps.saturating_add(1);
-                "readiness flaps"
-            }
-            10..13 => {
-                h.slow_checks = h.slow_checks.saturating_add(1);
-                "checks are slow"
-            }
-            13..18 => {
-                h.work_failures = h.work_failures.saturating_add(1);
-                "the work fails"
-            }
-            _ => {
-                h.dependency_outages = h.dependency_outages.saturating_add(1);
-                "a dependency of every candidate is down"
-            }
-        };
-        if kind >= 18 {
-            self.dependency_until = self.dependency_until.max(until);
-        } else if let Some(n) = self.nodes.get_mut(node) {
-            let slot = match kind {
-                0..6 => &mut n.health.down_until,
-                6..10 => &mut n.health.flap_until,
-                10..13 => &mut n.health.slow_until,
-                _ => &mut n.health.work_until,
-            };
-            *slot = (*slot).max(until);
-        }
-        // Until the checks' hysteresis has settled (the fault's effect on eligibility, bar a
-        // cool-down: the liveness oracles' business).
-        self.note_fault_end(until.saturating_add(settle(lease)));
-        let on = if kind >= 18 {
-            String::new()
-        } else {
-            format!(" on node {node}")
-        };
-        self.log(format!("FAULT health: {what}{on} until {}", secs(until)));
-    }
-
-    /// The nodes with a live process.
-    fn live_nodes(&self) -> Vec<usize> {
-        let mut nodes: Vec<usize> = self
-            .procs
-            .iter()
-            .filter(|p| p.status != Status::Dead && !p.shutdown)
-            .map(|p| p.node)
-            .collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        nodes
-    }
-
-    /// The node of the process that believes it leads, if any.
-    pub(super) fn leader_node(&self) -> Option<usize> {
-        (0..self.procs.len())
-            .find(|&pid| self.acting_belief(pid).is_some())
-            .and_then(|pid| self.procs.get(pid).map(|p| p.node))
     }
 }

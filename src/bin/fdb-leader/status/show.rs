@@ -1,88 +1,18 @@
-//! `status`: the election as one observation shows it.
+//! `status`'s JSON and text.
 
-use fdb_leader_election::runner::ElectionDatabase;
 use fdb_leader_election::{
-    CandidateInfo, ElectionConfig, ElectionError, Eligibility, LeaderRecord, Named, ResignRefusal,
+    CandidateInfo, ElectionConfig, Eligibility, LeaderRecord, ResignRefusal,
 };
 use serde_json::{Value, json};
 
+use super::observed::{
+    age_text, heartbeat_age, hex, leader_version, lease_state, named_json, named_text,
+    payload_text, pending_refusal, renewal_lag,
+};
 use crate::config_cmd;
 use crate::durations::{millis_json, show};
-use crate::exit::Failure;
-use crate::output;
-use crate::store::{Ctx, Retry, once};
-
-/// The lease state one observation shows.
-fn lease_state(record: &LeaderRecord) -> &'static str {
-    match (record.owner(), record.reservation(), record.operator_hold()) {
-        (Some(_), _, _) => "owned",
-        (None, Some(_), _) => "reserved",
-        (None, None, Some(_)) => "held",
-        (None, None, None) => "vacant",
-    }
-}
-
-/// Leader renewals since the candidate's last heartbeat: its heartbeat age, measured without
-/// comparing clocks.
-fn renewal_lag(record: &LeaderRecord, c: &CandidateInfo) -> u64 {
-    record.renewal().saturating_sub(c.record.seen_renewal())
-}
-
-/// How long ago the candidate last heartbeated, as one observation can tell without comparing
-/// clocks: its renewal lag times the heartbeat (the leader renews about once a heartbeat). It
-/// stops growing while no leader renews.
-fn heartbeat_age(config: &ElectionConfig, lag: u64) -> std::time::Duration {
-    config
-        .heartbeat_interval()
-        .saturating_mul(u32::try_from(lag).unwrap_or(u32::MAX))
-}
-
-/// [`heartbeat_age`] in words: `<3s` (within the last heartbeat) or `~9s`.
-fn age_text(config: &ElectionConfig, lag: u64) -> String {
-    match lag {
-        0 => format!("<{}", show(config.heartbeat_interval())),
-        _ => format!("~{}", show(heartbeat_age(config, lag))),
-    }
-}
-
-fn payload_text(record: &LeaderRecord) -> Option<&str> {
-    record.payload().and_then(|p| std::str::from_utf8(p).ok())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn named_json(n: Option<&Named>) -> Value {
-    n.map_or(
-        Value::Null,
-        |n| json!({ "id": n.id().as_str(), "priority": n.priority().get() }),
-    )
-}
-
-fn named_text(n: Option<&Named>) -> String {
-    n.map_or_else(
-        || "none".to_owned(),
-        |n| format!("{} (priority {})", n.id(), n.priority()),
-    )
-}
-
-/// The version of the leader, while one owns the record.
-fn leader_version(record: &LeaderRecord) -> Option<String> {
-    record
-        .owner()
-        .and(record.leader_version())
-        .map(ToString::to_string)
-}
-
-/// The directed resign (`resign --to NAME`) the current leader refused, if any (docs/design.md §13.6):
-/// a refusal of an earlier leadership is history, not shown.
-fn pending_refusal<'a>(
-    record: &LeaderRecord,
-    refusal: Option<&'a ResignRefusal>,
-) -> Option<&'a ResignRefusal> {
-    refusal.filter(|r| record.owner().is_some() && r.ballot() == record.ballot())
-}
+use crate::output::on_off;
+use crate::store::Ctx;
 
 /// What `status` shows beside the leader record and the registry: the operators' marks, and
 /// the last directed resign a leader refused.
@@ -91,6 +21,9 @@ pub(crate) struct Notes {
     pub(crate) marks: Marks,
     pub(crate) refusal: Option<ResignRefusal>,
 }
+
+/// The operators' eligibility marks, by the name they exclude.
+pub(crate) type Marks = std::collections::BTreeMap<String, Eligibility>;
 
 /// The status object `status --json` prints.
 pub(crate) fn to_json(
@@ -224,44 +157,27 @@ pub(crate) fn to_text(
         show(config.lease_duration()),
         show(config.heartbeat_interval()),
         show(config.candidate_timeout()),
-        if config.election_enabled() {
-            "on"
-        } else {
-            "off"
-        },
-        if config.allow_preemption() {
-            "on"
-        } else {
-            "off"
-        },
+        on_off(config.election_enabled()),
+        on_off(config.allow_preemption()),
         config.version_policy(),
     ));
     out.push(String::new());
     out.push(format!("candidates ({})", candidates.len()));
     if !candidates.is_empty() {
-        let width = candidates
-            .iter()
-            .map(|c| c.id.as_str().len())
-            .max()
-            .unwrap_or(0)
-            .max(2);
+        let widest = |len: &dyn Fn(&CandidateInfo) -> usize, min: usize| {
+            candidates.iter().map(len).max().unwrap_or(0).max(min)
+        };
         let version = |c: &CandidateInfo| {
             c.record
                 .version()
                 .map_or_else(|| "-".to_owned(), ToString::to_string)
         };
-        let vwidth = candidates
-            .iter()
-            .map(|c| version(c).len())
-            .max()
-            .unwrap_or(0)
-            .max("VERSION".len());
-        let awidth = candidates
-            .iter()
-            .map(|c| age_text(config, renewal_lag(record, c)).len())
-            .max()
-            .unwrap_or(0)
-            .max("AGE".len());
+        let width = widest(&|c| c.id.as_str().len(), 2);
+        let vwidth = widest(&|c| version(c).len(), "VERSION".len());
+        let awidth = widest(
+            &|c| age_text(config, renewal_lag(record, c)).len(),
+            "AGE".len(),
+        );
         out.push(format!(
             "  {:<width$}  {:>8}  {:<vwidth$}  {:>4}  {:>9}  {:>3}  {:>awidth$}  {:<6}  {:<8}",
             "ID", "PRIORITY", "VERSION", "LIVE", "HEARTBEAT", "LAG", "AGE", "POLICY", "ELIGIBLE"
@@ -318,97 +234,9 @@ pub(crate) fn to_text(
     out.join("\n")
 }
 
-/// The single election as `status` found it, and whether a sharded election of the same name
-/// exists beside it.
-struct Found {
-    config: ElectionConfig,
-    record: LeaderRecord,
-    candidates: Vec<CandidateInfo>,
-    notes: Notes,
-    sharded: bool,
-}
-
-/// The operators' eligibility marks, by the name they exclude.
-pub(crate) type Marks = std::collections::BTreeMap<String, Eligibility>;
-
-/// `status`. For a name whose only election is a sharded one (`run --shards`), the placement
-/// as `shards status` shows it; with both, the single election and a line pointing to
-/// `shards status`.
-pub(crate) async fn status<D: ElectionDatabase>(
-    db: &D,
-    ctx: &Ctx,
-    as_json: bool,
-) -> Result<(), Failure> {
-    let (election, sharded) = (ctx.election.clone(), ctx.sharded.clone());
-    let found = once(db, ctx, Retry::Idempotent, move |txn| {
-        let (election, sharded) = (election.clone(), sharded.clone());
-        async move {
-            let has_sharded = match sharded.layout(&txn).await {
-                Ok(_) => true,
-                Err(ElectionError::NotInitialized) => false,
-                Err(e) => return Err(e),
-            };
-            let (config, record, candidates, marks, refusal) = tokio::join!(
-                election.read_config(&txn),
-                election.leader_record(&txn),
-                election.list_candidates(&txn),
-                election.eligibility_marks(&txn),
-                election.resign_refusal(&txn)
-            );
-            let config = match config {
-                // Only a sharded election of that name.
-                Err(ElectionError::NotInitialized) if has_sharded => return Ok(None),
-                config => config?,
-            };
-            Ok(Some(Found {
-                config,
-                record: record?,
-                candidates: candidates?,
-                notes: Notes {
-                    marks: marks?.into_iter().collect(),
-                    refusal: refusal?,
-                },
-                sharded: has_sharded,
-            }))
-        }
-    })
-    .await?;
-    let Some(Found {
-        config,
-        record,
-        candidates,
-        notes,
-        sharded,
-    }) = found
-    else {
-        let shards = ctx.clone().for_shards();
-        tracing::info!(
-            "{} has no single election named {}: showing the sharded election of that name \
-             (as {} does)",
-            ctx.location,
-            ctx.name,
-            shards.suggest(shards.status_command()),
-        );
-        return crate::shards::status(db, &shards, as_json).await;
-    };
-    if as_json {
-        output::line(&to_json(ctx, &config, &record, &candidates, &notes).to_string())
-    } else {
-        let mut text = to_text(ctx, &config, &record, &candidates, &notes);
-        if sharded {
-            let shards = ctx.clone().for_shards();
-            text.push_str(&format!(
-                "\n\nsharded    a sharded election of this name exists too: {}",
-                shards.suggest(shards.status_command())
-            ));
-        }
-        output::line(&text)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use fdb_leader_election::{Candidate, CandidateId, MemDb, Priority, Version};
+    use fdb_leader_election::{Candidate, CandidateId, ElectionError, MemDb, Priority, Version};
 
     use super::*;
     use crate::cli::StoreChoice;
