@@ -117,6 +117,9 @@ pub struct ConfigView {
     pub allow_preemption: bool,
     /// How long a vacancy its leader reserved waits for its holder, nanoseconds.
     pub reservation_timeout: u64,
+    /// The heartbeat interval, nanoseconds.
+    #[serde(default)]
+    pub heartbeat: u64,
     /// The version policy (DESIGN §14.2), by its name.
     pub version_policy: String,
     /// Leader renewals a registration may lag and still count as live.
@@ -131,6 +134,7 @@ impl ConfigView {
             election_enabled: c.election_enabled(),
             allow_preemption: c.allow_preemption(),
             reservation_timeout: crate::time::nanos(c.reservation_timeout()),
+            heartbeat: crate::time::nanos(c.heartbeat_interval()),
             version_policy: c.version_policy().as_str().to_owned(),
             renewals_before_dead: c.renewals_before_dead(),
         }

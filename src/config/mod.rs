@@ -185,6 +185,18 @@ impl ElectionConfig {
             .unwrap_or_else(|| self.heartbeat_interval.saturating_mul(2))
     }
 
+    /// How long a candidate's heartbeat must stand still, as a follower sees it, before a
+    /// takeover passes over that candidate although the version policy ranks it ahead (it
+    /// died, though the registry, measured in renewals that stopped with the leader, still
+    /// shows it live): the [reservation timeout](Self::reservation_timeout), but never less
+    /// than two heartbeats. A live candidate heartbeats at most a heartbeat apart, so a
+    /// reservation timeout set shorter than that must not make it look dead
+    /// (docs/design.md §4, §14.3).
+    pub fn silence_before_passed_over(&self) -> Duration {
+        self.reservation_timeout()
+            .max(self.heartbeat_interval.saturating_mul(2))
+    }
+
     /// How candidates' versions rank them for leadership, before their priority
     /// (docs/design.md §14.2): [`VersionPolicy::Ignore`] unless set. Safe to change at any moment: leadership
     /// then moves by the ordinary cooperative handover.

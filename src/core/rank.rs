@@ -103,6 +103,35 @@ pub(crate) struct Ranking<'a> {
     pub(crate) leader_version: Option<&'a Version>,
 }
 
+/// A version as the policies order it: by semver precedence (docs/design.md §14.1), so build
+/// metadata (`2.0.0+sha.b`) makes no version newer or older than the one without it; no
+/// version sorts before every version.
+#[derive(Clone, Copy, Debug)]
+struct Precedence<'a>(Option<&'a Version>);
+
+impl Ord for Precedence<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (self.0, other.0) {
+            (Some(a), Some(b)) => a.cmp_precedence(b),
+            (a, b) => a.is_some().cmp(&b.is_some()),
+        }
+    }
+}
+
+impl PartialOrd for Precedence<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Precedence<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Precedence<'_> {}
+
 /// A version's place under a policy: greater ranks higher. Only values of one policy are
 /// ever compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -110,9 +139,9 @@ enum VersionClass<'a> {
     /// `ignore`: every version alike.
     Flat,
     /// `prefer-newest`: newer first; no version is the oldest (`None` sorts first).
-    Newer(Option<&'a Version>),
+    Newer(Precedence<'a>),
     /// `prefer-oldest`: older first; no version is the oldest, so first of all.
-    Older(Reverse<Option<&'a Version>>),
+    Older(Reverse<Precedence<'a>>),
     /// `no-downgrade`: whether the version is at least the leader's.
     NotOlder(bool),
 }
@@ -120,11 +149,11 @@ enum VersionClass<'a> {
 impl<'a> Ranking<'a> {
     fn class(&self, version: Option<&'a Version>) -> VersionClass<'a> {
         match self.policy {
-            VersionPolicy::PreferNewest => VersionClass::Newer(version),
-            VersionPolicy::PreferOldest => VersionClass::Older(Reverse(version)),
+            VersionPolicy::PreferNewest => VersionClass::Newer(Precedence(version)),
+            VersionPolicy::PreferOldest => VersionClass::Older(Reverse(Precedence(version))),
             VersionPolicy::NoDowngrade => VersionClass::NotOlder(match self.leader_version {
                 None => true,
-                Some(l) => version.is_some_and(|v| v >= l),
+                Some(l) => Precedence(version) >= Precedence(Some(l)),
             }),
             _ => VersionClass::Flat,
         }

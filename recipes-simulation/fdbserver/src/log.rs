@@ -82,8 +82,10 @@ pub(crate) enum Entry {
         /// Simulated time at which the cycle decided (inside the transaction).
         decided_at: f64,
         policy: String,
-        /// The configuration's reservation timeout (seconds) and clock bound, as read.
+        /// The configuration's reservation timeout and heartbeat (seconds) and clock bound,
+        /// as read.
         reservation_timeout: f64,
+        heartbeat: f64,
         rho_ppm: u32,
         /// The registry the transaction read.
         registry: Vec<Row>,

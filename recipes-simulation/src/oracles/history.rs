@@ -133,6 +133,7 @@ mod tests {
                 election_enabled: true,
                 allow_preemption: true,
                 reservation_timeout: 1,
+                heartbeat: 0,
                 ..ConfigView::default()
             },
             handover_grace: 0,
@@ -150,6 +151,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: true,
             reservation_timeout: 1,
+            heartbeat: 0,
             ..ConfigView::default()
         });
         e

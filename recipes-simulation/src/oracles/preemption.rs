@@ -261,6 +261,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: true,
             reservation_timeout: 2 * SEC,
+            heartbeat: 0,
             ..ConfigView::default()
         });
         assert!(commit(&mut o, 0, &init).is_none());
@@ -294,6 +295,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: true,
             reservation_timeout: 2 * SEC,
+            heartbeat: 0,
             ..ConfigView::default()
         });
         assert!(commit(&mut o, 0, &cfg).is_none());
@@ -319,6 +321,7 @@ mod tests {
             election_enabled: true,
             allow_preemption: false,
             reservation_timeout: 2 * SEC,
+            heartbeat: 0,
             ..ConfigView::default()
         });
         assert!(commit(&mut o, 0, &cfg).is_none());

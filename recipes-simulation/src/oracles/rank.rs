@@ -49,16 +49,25 @@ pub struct Rank {
     pub leader: Option<Version>,
 }
 
+/// `a` against `b` by semver precedence (DESIGN §14.1: build metadata makes no version newer
+/// or older); no version sorts first.
+fn precedence(a: Option<&Version>, b: Option<&Version>) -> Ordering {
+    match (a, b) {
+        (Some(a), Some(b)) => a.cmp_precedence(b),
+        (a, b) => a.is_some().cmp(&b.is_some()),
+    }
+}
+
 impl Rank {
     /// How `a`'s version compares with `b`'s under the policy (greater ranks higher).
     pub fn versions(&self, a: Option<&Version>, b: Option<&Version>) -> Ordering {
         match self.policy {
-            VersionPolicy::PreferNewest => a.cmp(&b),
-            VersionPolicy::PreferOldest => b.cmp(&a),
+            VersionPolicy::PreferNewest => precedence(a, b),
+            VersionPolicy::PreferOldest => precedence(b, a),
             VersionPolicy::NoDowngrade => {
                 let at_least = |v: Option<&Version>| match &self.leader {
                     None => true,
-                    Some(l) => v.is_some_and(|v| v >= l),
+                    Some(l) => v.is_some_and(|v| v.cmp_precedence(l) != Ordering::Less),
                 };
                 at_least(a).cmp(&at_least(b))
             }

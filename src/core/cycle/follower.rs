@@ -61,7 +61,7 @@ pub(super) fn decide_as_follower(
         // falls due, so that a candidate ranked ahead that died with the leader has been
         // heard silent by then; never in a healthy lease's first heartbeat, so followers of a
         // leader that renews read the registry no more than before (docs/design.md §5).
-        let silence = cfg.reservation_timeout();
+        let silence = cfg.silence_before_passed_over();
         let scan_from = LocalInstant::from_origin(base.since_origin().saturating_sub(silence))
             .max(after(obs.first_seen, cfg.heartbeat_interval).min(base));
         let at = if now < scan_from {
@@ -98,7 +98,7 @@ pub(super) fn decide_as_follower(
             // The rule: a candidate the version policy ranks ahead (docs/design.md §14.2: a
             // version `prefer-oldest` or `no-downgrade` would not let this one pass) that
             // still heartbeats takes over, not this one; this one takes over only once each
-            // of them has been silent for the reservation timeout (dead, though the registry,
+            // of them has been silent for `silence_before_passed_over` (dead, though the registry,
             // measured in renewals that stopped with the leader, still shows it live).
             // Priority is a preference, not a rule: a takeover by a lower priority is followed
             // by a cooperative preemption.

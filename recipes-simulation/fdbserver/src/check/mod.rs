@@ -367,6 +367,7 @@ mod tests {
             decided_at: 10.0,
             policy: "no-downgrade".into(),
             reservation_timeout: 2.0,
+            heartbeat: 1.0,
             rho_ppm: 10_000,
             registry: vec![Row {
                 id: "c".into(),

@@ -18,11 +18,18 @@ pub(crate) fn versions_rank(
     a: Option<&Version>,
     b: Option<&Version>,
 ) -> Ordering {
+    // By semver precedence (§14.1): build metadata makes no version newer; none is oldest.
+    let precedence = |a: Option<&Version>, b: Option<&Version>| match (a, b) {
+        (Some(a), Some(b)) => a.cmp_precedence(b),
+        (a, b) => a.is_some().cmp(&b.is_some()),
+    };
     match policy {
-        "prefer-newest" => a.cmp(&b),
-        "prefer-oldest" => b.cmp(&a),
+        "prefer-newest" => precedence(a, b),
+        "prefer-oldest" => precedence(b, a),
         "no-downgrade" => {
-            let at_least = |v: Option<&Version>| leader.is_none_or(|l| v.is_some_and(|v| v >= l));
+            let at_least = |v: Option<&Version>| {
+                leader.is_none_or(|l| v.is_some_and(|v| v.cmp_precedence(l) != Ordering::Less))
+            };
             at_least(a).cmp(&at_least(b))
         }
         _ => Ordering::Equal,
@@ -33,7 +40,9 @@ pub(crate) fn versions_rank(
 /// ranks ahead of it still heartbeats: the registry the acquisition read shows that one
 /// live, eligible, neither the lapsed owner nor the holder of a lapsed reservation, and the
 /// heartbeat it shows was written by an attempt that started less than
-/// `reservation_timeout / (1 + ρ)` before the acquisition decided (the attempt committed no
+/// `max(reservation_timeout, 2 × heartbeat) / (1 + ρ)` (a live candidate heartbeats at most
+/// a heartbeat apart, so a shorter reservation timeout passes over nobody live) before the
+/// acquisition decided (the attempt committed no
 /// earlier than it started, so the heartbeat is that recent at least). Returns how many
 /// takeovers were judged.
 pub(crate) fn versions(entries: &[Entry]) -> (u64, Vec<Violation>) {
@@ -60,6 +69,7 @@ pub(crate) fn versions(entries: &[Entry]) -> (u64, Vec<Violation>) {
                 decided_at,
                 policy,
                 reservation_timeout,
+                heartbeat,
                 rho_ppm,
                 registry,
             } => {
@@ -69,7 +79,8 @@ pub(crate) fn versions(entries: &[Entry]) -> (u64, Vec<Violation>) {
                 judged += 1;
                 let leader = parse(&prior.leader_version);
                 let mine = parse(version);
-                let silence = reservation_timeout / (1.0 + f64::from(*rho_ppm) / 1e6);
+                let silence =
+                    reservation_timeout.max(2.0 * heartbeat) / (1.0 + f64::from(*rho_ppm) / 1e6);
                 for row in registry {
                     let excluded = row.id == *candidate
                         || prior.owner.as_deref() == Some(row.id.as_str())

@@ -123,6 +123,7 @@ pub(crate) async fn acquisition(
         decided_at: s.sim.now(),
         policy: config.version_policy().to_string(),
         reservation_timeout: config.reservation_timeout().as_secs_f64(),
+        heartbeat: config.heartbeat_interval().as_secs_f64(),
         rho_ppm: config.max_clock_rate_error_ppm(),
         registry: rows
             .into_iter()

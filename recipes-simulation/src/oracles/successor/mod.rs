@@ -25,8 +25,8 @@
 //! of the record's last leader, kept in the record) still heartbeats. "Still heartbeats", as
 //! the acquirer can know it: the registry its transaction read shows that candidate live and
 //! eligible, not the lapsed owner nor the holder of the reservation that timed out, and the
-//! heartbeat it shows was committed less than `reservation_timeout / (1 + ρ)` of true time
-//! before that read (a candidate silent for the reservation timeout on the acquirer's clock
+//! heartbeat it shows was committed less than `max(reservation_timeout, 2 × heartbeat) / (1 + ρ)`
+//! of true time before that read (a candidate silent that long on the acquirer's clock
 //! is passed over: it died, though the registry, measured in renewals that stopped with the
 //! leader, still shows it live). Priority and registration order among candidates the policy
 //! ranks alike are a preference that the rank stagger serves and preemption restores, not
@@ -130,8 +130,12 @@ impl Successor {
             prior.owner.as_ref().is_some_and(|o| o.0 == id)
                 || prior.reservation.as_ref().is_some_and(|r| r.0 == id)
         };
+        // A live candidate heartbeats at most a heartbeat apart: a reservation timeout set
+        // shorter passes over nobody live (DESIGN §4).
         let silence = scale(
-            read.config.reservation_timeout,
+            read.config
+                .reservation_timeout
+                .max(read.config.heartbeat.saturating_mul(2)),
             PPM.unsigned_abs(),
             PPM.unsigned_abs().saturating_add(self.rho_ppm),
         );
@@ -157,7 +161,7 @@ impl Successor {
                             "{} ({}, version {}) took ballot {} over a record of ballot {} \
                              while {} (version {}), ranked ahead of it under the {} policy \
                              (leader version {}), had heartbeated {} s before its read, less \
-                             than reservation_timeout/(1+rho) = {} s (version {})",
+                             than max(reservation_timeout, 2 heartbeats)/(1+rho) = {} s (version {})",
                             e.actor,
                             me,
                             mine.cand.version.as_deref().unwrap_or("none"),
