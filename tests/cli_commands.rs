@@ -45,9 +45,7 @@ fn status_json_has_leader_ballot_and_candidates_with_priorities() {
     );
 
     let mut a = world.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
-    let (leader, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .expect("a leads");
+    let (leader, _) = world.wait_led("a");
     let mut b = world.start_run("b", &["--priority", "1"]);
     let status = wait_live_candidates(&world, 2);
 
@@ -224,9 +222,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
 fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
     let mut world = World::new();
     let mut a = world.start_run("a", &["--priority", "5"]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .expect("a leads");
+    let (first, _) = world.wait_led("a");
     let mut b = world.start_run("b", &["--priority", "3"]);
     let mut c = world.start_run("c", &["--priority", "1"]);
     // Both followers registered (status lists them).
@@ -279,9 +275,7 @@ fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
 fn resign_to_an_id_from_status_hands_over_to_that_candidate() {
     let mut world = World::new();
     let mut a = world.start_run("a", &[]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .expect("a leads");
+    let (first, _) = world.wait_led("a");
     // Two namesakes of the same priority as the leader (nobody preempts anybody).
     let mut w1 = world.start_run("w", &[]);
     let mut w2 = world.start_run("w", &[]);

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use cli_support::{World, bin, output_of};
+use cli_support::{World, bin, in_txn, output_of, stderr};
 use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardedElection};
 use fdb_leader_election::{
     Candidate, CandidateId, ElectionConfig, Priority, ShardId, SqliteDb, Weight,
@@ -34,10 +34,6 @@ const MOVES: u32 = 2;
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A sharded election in the world's SQLite file, driven by hand through the library: its
@@ -72,14 +68,10 @@ impl Sharded {
         let leader = Candidate::new(id.clone(), Priority::new(1));
         rt.block_on(async {
             let (e, c, l) = (election.clone(), config.clone(), leader.clone());
-            db.run(|txn, _| {
-                let (e, c, l) = (e.clone(), c.clone(), l.clone());
-                async move {
-                    e.initialize(&txn, &c, &layout).await?;
-                    e.coordinator_election().register_candidate(&txn, &l).await
-                }
+            in_txn!(db, [e, c, l], |txn| {
+                e.initialize(&txn, &c, &layout).await?;
+                e.coordinator_election().register_candidate(&txn, &l).await
             })
-            .await
             .unwrap();
             let won = election
                 .coordinator_election()
@@ -113,14 +105,10 @@ impl Sharded {
         let ready: BTreeSet<ShardId> = (0..SHARDS).map(ShardId::new).collect();
         let e = self.election.clone();
         self.rt.block_on(async {
-            let cycle = self
-                .db
-                .run(|txn, _| {
-                    let (e, m, ready) = (e.clone(), m.clone(), ready.clone());
-                    async move { e.member_cycle(&txn, &m, &ready).await }
-                })
-                .await
-                .unwrap();
+            let cycle = in_txn!(self.db, [e, m, ready], |txn| e
+                .member_cycle(&txn, &m, &ready)
+                .await)
+            .unwrap();
             m.adopt(cycle);
         });
     }
@@ -137,13 +125,7 @@ impl Sharded {
             assert!(renewed.is_leader());
             let token = self.leader.fencing_token().unwrap();
             let c = self.coordinator.clone();
-            self.db
-                .run(|txn, _| {
-                    let (e, c) = (e.clone(), c.clone());
-                    async move { e.coordinate(&txn, &c, token).await }
-                })
-                .await
-                .unwrap();
+            in_txn!(self.db, [e, c], |txn| e.coordinate(&txn, &c, token).await).unwrap();
         });
     }
 
@@ -151,13 +133,7 @@ impl Sharded {
     fn leave(&self, m: &Member) {
         let e = self.election.clone();
         self.rt.block_on(async {
-            self.db
-                .run(|txn, _| {
-                    let (e, m) = (e.clone(), m.clone());
-                    async move { e.leave(&txn, &m).await }
-                })
-                .await
-                .unwrap();
+            in_txn!(self.db, [e, m], |txn| e.leave(&txn, &m).await).unwrap();
         });
     }
 
@@ -979,22 +955,17 @@ fn configs_read(path: &Path) -> (ElectionConfig, ElectionConfig) {
         Weight::ONE,
     );
     rt.block_on(async {
-        let cycle = db
-            .run(|txn, _| {
-                let (e, m) = (e.clone(), m.clone());
-                async move { e.member_cycle(&txn, &m, &BTreeSet::new()).await }
-            })
-            .await
-            .unwrap();
+        let cycle = in_txn!(db, [e, m], |txn| e
+            .member_cycle(&txn, &m, &BTreeSet::new())
+            .await)
+        .unwrap();
         let member = cycle.config().clone();
         drop(cycle);
-        let coordinator = db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.coordinator_election().read_config(&txn).await }
-            })
-            .await
-            .unwrap();
+        let coordinator = in_txn!(db, [e], |txn| e
+            .coordinator_election()
+            .read_config(&txn)
+            .await)
+        .unwrap();
         (member, coordinator)
     })
 }

@@ -22,15 +22,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, is_label, lines_of, output_of, poll, signal,
-    status_json, wait_exit,
+    PATIENCE, World, assert_no_panic, bin, lines_of, output_of, poll, signal, status_json, stderr,
+    wait_exit,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// `fdb-leader --sqlite DB run ARGS…` in the background, stderr to `NAME.err`.
 fn run(world: &mut World, name: &str, args: &[&str]) -> std::process::Child {
@@ -161,9 +157,7 @@ fn a_command_that_cannot_run_is_refused_before_campaigning() {
 fn timeout_and_try_give_up_with_exit_5() {
     let mut world = World::new();
     let mut a = world.start_run("a", &[]);
-    world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    world.wait_led("a");
 
     let start = Instant::now();
     let out = world.cli(&["run", "--timeout", "1s", "--", "true"]);

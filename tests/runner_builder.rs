@@ -98,11 +98,9 @@ async fn an_existing_election_keeps_its_configuration_and_the_runner_follows_it(
     let db = db();
     let election = LeaderElection::new(subspace());
     let stored = config();
-    db.run(|txn, _| {
-        let (e, c) = (election.clone(), stored.clone());
-        async move { e.initialize_with_config(&txn, &c).await }
-    })
-    .await
+    in_txn!(db, [e = election, c = stored], |txn| e
+        .initialize_with_config(&txn, &c)
+        .await)
     .unwrap();
     // The runner asks for the defaults (10 s lease) but the stored 300 ms lease rules.
     let a = Runner::builder(db.clone(), subspace())
@@ -117,16 +115,11 @@ async fn an_existing_election_keeps_its_configuration_and_the_runner_follows_it(
         Priority::new(0),
         Arc::new(fdb_leader_election::TokioClock::new()),
     );
-    let cycle = db
-        .run(|txn, _| {
-            let (e, me) = (election.clone(), me.clone());
-            async move {
-                e.register_candidate(&txn, &me).await?;
-                e.run_election_cycle(&txn, &me).await
-            }
-        })
-        .await
-        .unwrap();
+    let cycle = in_txn!(db, [e = election, me], |txn| {
+        e.register_candidate(&txn, &me).await?;
+        e.run_election_cycle(&txn, &me).await
+    })
+    .unwrap();
     assert_eq!(cycle.config(), &stored);
     a.shutdown().await;
 }

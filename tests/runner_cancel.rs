@@ -24,13 +24,9 @@ use tokio::time::Instant;
 
 async fn record_ballot(db: &fdb_leader_election::MemDb) -> Ballot {
     let election = fdb_leader_election::LeaderElection::new(subspace());
-    db.run(|txn, _| {
-        let e = election.clone();
-        async move { e.leader_record(&txn).await }
-    })
-    .await
-    .unwrap()
-    .ballot()
+    in_txn!(db, [e = election], |txn| e.leader_record(&txn).await)
+        .unwrap()
+        .ballot()
 }
 
 #[tokio::test(start_paused = true)]

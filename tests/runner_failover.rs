@@ -249,20 +249,8 @@ async fn a_shortened_lease_with_a_slow_reply_ends_the_guard_at_the_shorter_deadl
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    let old = fdb_leader_election::ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(30))
-        .heartbeat_interval(Duration::from_secs(5))
-        .candidate_timeout(Duration::from_secs(60))
-        .transaction_timeout(Duration::from_secs(4))
-        .build()
-        .unwrap();
-    let short = fdb_leader_election::ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(600))
-        .heartbeat_interval(Duration::from_millis(200))
-        .candidate_timeout(Duration::from_millis(1_200))
-        .transaction_timeout(Duration::from_millis(60))
-        .build()
-        .unwrap();
+    let old = timings(30_000, 5000, 60_000, 4000);
+    let short = timings(600, 200, 1200, 60);
     let db = db();
     let slow = Arc::new(SlowLeaderReply::default());
     db.set_fault_injector(slow.clone());

@@ -323,13 +323,7 @@ async fn exit_on_loss_leaves_the_election() {
     let report = a.shutdown().await;
     assert!(report.unregistered && report.resigned.is_none());
     assert!(a.elected().await.is_none());
-    let listed = db
-        .run(|txn, _| {
-            let e = a.election().clone();
-            async move { e.list_candidates(&txn).await }
-        })
-        .await
-        .unwrap();
+    let listed = in_txn!(db, [e = a.election()], |txn| e.list_candidates(&txn).await).unwrap();
     assert_eq!(listed.len(), 1, "a unregistered");
     b.shutdown().await;
 }

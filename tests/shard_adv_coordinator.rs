@@ -190,12 +190,7 @@ async fn held_an_operator_move_racing_an_acquisition_never_makes_two_owners() {
 // can exceed the limit; printed here, not asserted.)
 #[tokio::test]
 async fn held_the_move_limit_bounds_the_requests_in_flight() {
-    let w = World::new(12, 2).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, a) = World::with_owner(12, 2).await;
     let b = w.member("b", 1);
     w.cycle(&b).await;
     let mut max_in_transit = 0;
@@ -236,12 +231,7 @@ async fn held_the_move_limit_bounds_the_requests_in_flight() {
 //    committed two move requests after placement was frozen.)
 #[tokio::test]
 async fn a_coordinator_attempt_straddling_set_frozen_writes_no_move_after_the_freeze() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, _a) = World::with_owner(4, 4).await;
     let b = w.member("b", 1);
     w.cycle(&b).await;
     w.election
@@ -278,12 +268,7 @@ async fn a_coordinator_attempt_straddling_set_frozen_writes_no_move_after_the_fr
 // nothing toward the drained member.
 #[tokio::test]
 async fn a_coordinator_attempt_straddling_set_drained_writes_no_move_toward_the_drained_member() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, _a) = World::with_owner(4, 4).await;
     let b = w.member("b", 1);
     w.cycle(&b).await;
     w.election
@@ -325,12 +310,7 @@ async fn a_coordinator_attempt_straddling_set_drained_writes_no_move_toward_the_
 //    shards back from b to a: 4 changes of owner where balance needed none.)
 #[tokio::test]
 async fn a_move_toward_a_member_drained_meanwhile_is_withdrawn_not_made_twice() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, a) = World::with_owner(4, 4).await;
     assert_eq!(a.owned_shards().len(), 4);
     let b = w.member("b", 1);
     w.cycle(&b).await;

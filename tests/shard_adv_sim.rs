@@ -281,12 +281,7 @@ async fn simulate(seed: u64, steps: u32) -> History {
             let i = rng.below(members.len() as u64) as usize;
             if now >= members[i].down_until {
                 let (e, m) = (w.election.clone(), members[i].member.clone());
-                w.db.run(|txn, _| {
-                    let (e, m) = (e.clone(), m.clone());
-                    async move { e.leave(&txn, &m).await }
-                })
-                .await
-                .unwrap();
+                in_txn!(w.db, [e, m], |txn| e.leave(&txn, &m).await).unwrap();
             }
         }
         // Operators.

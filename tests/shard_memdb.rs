@@ -11,6 +11,14 @@
     clippy::arithmetic_side_effects
 )]
 
+#[path = "common/timings.rs"]
+mod timings;
+
+#[path = "common/txn.rs"]
+mod txn;
+
+use txn::in_txn;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +30,7 @@ use fdb_leader_election::{
     MemDb, Priority, ShardId, Weight,
 };
 use foundationdb_tuple::Subspace;
+use timings::timings;
 
 const M: u32 = 64;
 
@@ -37,21 +46,10 @@ impl World {
         let clock = ManualClock::new();
         let db = MemDb::with_clock(Arc::new(clock.clone()));
         let election = ShardedElection::new(Subspace::from("shards-test"));
-        let config = ElectionConfig::builder()
-            .lease_duration(Duration::from_secs(3))
-            .heartbeat_interval(Duration::from_secs(1))
-            .candidate_timeout(Duration::from_secs(6))
-            .transaction_timeout(Duration::from_millis(300))
-            .build()
-            .unwrap();
+        let config = timings(3000, 1000, 6000, 300);
         let layout = Layout::new(shards, max_moves).unwrap();
         let (e, c) = (election.clone(), config.clone());
-        db.run(|txn, _| {
-            let (e, c) = (e.clone(), c.clone());
-            async move { e.initialize(&txn, &c, &layout).await }
-        })
-        .await
-        .unwrap();
+        in_txn!(db, [e, c], |txn| e.initialize(&txn, &c, &layout).await).unwrap();
         World {
             db,
             clock,
@@ -72,14 +70,10 @@ impl World {
     /// One member cycle, adopted after its commit; `ready`: shards whose work stopped.
     async fn cycle(&self, m: &Member, ready: &BTreeSet<ShardId>) -> BTreeMap<ShardId, Ballot> {
         let e = self.election.clone();
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, m, ready) = (e.clone(), m.clone(), ready.clone());
-                async move { e.member_cycle(&txn, &m, &ready).await }
-            })
-            .await
-            .unwrap();
+        let cycle = in_txn!(self.db, [e, m, ready], |txn| e
+            .member_cycle(&txn, &m, &ready)
+            .await)
+        .unwrap();
         m.adopt(cycle)
     }
 
@@ -96,13 +90,7 @@ impl World {
             Candidate::with_clock(id.clone(), Priority::new(1), Arc::new(self.clock.clone()));
         let e = self.election.coordinator_election().clone();
         let c = candidate.clone();
-        self.db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(self.db, [e, c], |txn| e.register_candidate(&txn, &c).await).unwrap();
         assert!(e.run_cycle(&self.db, &candidate).await.unwrap().is_leader());
         (
             candidate,
@@ -121,25 +109,13 @@ impl World {
         assert!(renewed.is_leader());
         let token = leader.fencing_token().unwrap();
         let e = self.election.clone();
-        let done = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.coordinate(&txn, &c, token).await }
-            })
-            .await
-            .unwrap();
+        let done = in_txn!(self.db, [e, c], |txn| e.coordinate(&txn, &c, token).await).unwrap();
         done.fenced
     }
 
     async fn fence(&self, shard: ShardId, token: Ballot) -> Result<(), ElectionError> {
         let e = self.election.clone();
-        self.db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.fence_shard(&txn, shard, token).await }
-            })
-            .await
+        in_txn!(self.db, [e], |txn| e.fence_shard(&txn, shard, token).await)
     }
 
     /// Runs an operator's body in a transaction of its own.
@@ -381,12 +357,9 @@ async fn one_unsettled_cycle_per_member_and_only_the_coordinators_leader_places(
         Arc::new(w.clock.clone()),
     );
     let e = w.election.clone();
-    let refused =
-        w.db.run(|txn, _| {
-            let (e, c) = (e.clone(), c.clone());
-            async move { e.coordinate(&txn, &c, Ballot::new(1)).await }
-        })
-        .await;
+    let refused = in_txn!(w.db, [e, c], |txn| e
+        .coordinate(&txn, &c, Ballot::new(1))
+        .await);
     assert!(
         matches!(refused, Err(ElectionError::StaleToken { .. })),
         "{refused:?}"

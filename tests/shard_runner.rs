@@ -12,6 +12,9 @@
     clippy::cast_possible_truncation
 )]
 
+#[path = "common/timings.rs"]
+mod timings;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,16 +24,14 @@ use fdb_leader_election::shard::machine::ShardStop;
 use fdb_leader_election::shard::{ShardChange, ShardedRunner};
 use fdb_leader_election::{ElectionConfig, MemDb, ShardId, TokioClock, Weight};
 use foundationdb_tuple::Subspace;
+use timings::timed;
 use tokio::time::Instant;
 
-const LEASE: Duration = Duration::from_millis(300);
+const LEASE_MS: u64 = 300;
+const LEASE: Duration = Duration::from_millis(LEASE_MS);
 
 fn config() -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(LEASE)
-        .heartbeat_interval(Duration::from_millis(100))
-        .candidate_timeout(Duration::from_millis(600))
-        .transaction_timeout(Duration::from_millis(30))
+    timed(LEASE_MS, 100, 600, 30)
         .handover_grace(Duration::from_millis(200))
         .build()
         .unwrap()

@@ -12,6 +12,8 @@
 )]
 
 mod common;
+#[path = "common/txn.rs"]
+mod txn;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +34,7 @@ use fdb_leader_election::{
 };
 use foundationdb_tuple::Subspace;
 use tempfile::TempDir;
+use txn::in_txn;
 
 fn options() -> SqliteOptions {
     SqliteOptions::default().with_watch_poll_interval(POLL)
@@ -993,26 +996,19 @@ async fn cycle_latency() {
             fdb_leader_election::Priority::new(1),
         );
         for (db, c) in [(&leader_db, &leader), (&follower_db, &follower)] {
-            db.run(|txn, _| {
-                let (e, c) = (election.clone(), c.clone());
-                async move {
-                    e.initialize(&txn).await?;
-                    e.register_candidate(&txn, &c).await
-                }
+            in_txn!(db, [e = election, c], |txn| {
+                e.initialize(&txn).await?;
+                e.register_candidate(&txn, &c).await
             })
-            .await
             .unwrap();
         }
         let cycle = |db: SqliteDb, c: Candidate| {
             let election = election.clone();
             async move {
-                let cycle = db
-                    .run(|txn, _| {
-                        let (e, c) = (election.clone(), c.clone());
-                        async move { e.run_election_cycle(&txn, &c).await }
-                    })
-                    .await
-                    .unwrap();
+                let cycle = in_txn!(db, [e = election, c], |txn| e
+                    .run_election_cycle(&txn, &c)
+                    .await)
+                .unwrap();
                 c.adopt(cycle)
             }
         };
@@ -1116,13 +1112,7 @@ fn side(path: &Path, suffix: &str) -> PathBuf {
 
 /// The files in `dir`, sorted.
 fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    common::files::file_names(dir)
 }
 
 #[test]
