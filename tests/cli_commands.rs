@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, is_label, lines_of, poll, signal, status_json,
-    wait_exit, wait_live_candidates,
+    PATIENCE, World, assert_no_panic, bin, is_label, poll, signal, status_json, wait_exit,
+    wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -102,16 +102,7 @@ fn status_json_has_leader_ballot_and_candidates_with_priorities() {
 fn watch_prints_one_line_per_leader_change() {
     let mut world = World::new();
     // Started before the store exists: --wait waits for it, creating nothing.
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json", "--wait"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
+    let (mut watch, lines) = world.watch_json(&["--wait"], Stdio::piped());
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(!world.db().exists(), "watch created the store");
     assert!(watch.try_wait().unwrap().is_none(), "watch --wait gave up");

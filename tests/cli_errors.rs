@@ -23,6 +23,23 @@ fn on(path: &Path, args: &[&str]) -> Output {
     cli_support::on_sqlite(path, args)
 }
 
+/// `run --lease 2s` of a child that exits at once (the run exits 0), then `config get --json`
+/// of what it left in the store at `path`.
+fn config_after_a_run(path: &Path) -> Output {
+    let run = [
+        "run",
+        "--lease",
+        "2s",
+        "--on-child-exit",
+        "exit",
+        "--",
+        "true",
+    ];
+    let out = on(path, &run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    on(path, &["config", "get", "--json"])
+}
+
 /// Runs `sql` on a connection of its own to the store at `path`, as another program would.
 fn sql(path: &Path, sql: &str) {
     rusqlite::Connection::open(path)
@@ -379,20 +396,7 @@ fn a_run_refused_for_its_settings_creates_nothing() {
     }
     drop(taken);
     // The corrected run creates the election with its own lease.
-    let out = on(
-        &db,
-        &[
-            "run",
-            "--lease",
-            "2s",
-            "--on-child-exit",
-            "exit",
-            "--",
-            "true",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = on(&db, &["config", "get", "--json"]);
+    let out = config_after_a_run(&db);
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(config["lease_ms"], 2000, "{config}");
 }
@@ -425,20 +429,7 @@ fn config_set_on_a_new_store_derives_the_timings_as_run_does_and_a_refusal_creat
     let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // What `run --lease 2s` creates: the same configuration, field by field.
     let other = world.path("run.db");
-    let out = on(
-        &other,
-        &[
-            "run",
-            "--lease",
-            "2s",
-            "--on-child-exit",
-            "exit",
-            "--",
-            "true",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = on(&other, &["config", "get", "--json"]);
+    let out = config_after_a_run(&other);
     let mut run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(set["lease_ms"], 2000, "{set}");
     // Every field, but the handover grace: `run` raises it to outlast its child's --grace.

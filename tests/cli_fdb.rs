@@ -205,25 +205,11 @@ fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
     // Both at once, on an election that does not exist yet: both create it, one leads.
     let a = world.start_run("a", &hooks);
     let b = world.start_run("b", &hooks);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start")
-        .unwrap_or_else(|| {
-            panic!(
-                "nobody led:\n{}\n{}",
-                world.stderr_of("a"),
-                world.stderr_of("b")
-            )
-        });
+    let first = world.wait_first_leader();
     assert_eq!(first.ballot, 1, "a new election's first ballot");
     wait_live_candidates(&world, 2);
     // Two leases: one child all along, both campaigners alive.
-    let until = Instant::now() + LEASE_DUR * 2;
-    while Instant::now() < until {
-        let active = world.active();
-        assert_eq!(active.len(), 1, "children running: {active:?}");
-        assert_eq!(active[0].pid, first.pid);
-        thread::sleep(Duration::from_millis(25));
-    }
+    world.assert_one_child_for(&first, LEASE_DUR * 2);
     let (mut leader, mut follower) = split(&first.id, a, b);
     assert!(leader.try_wait().unwrap().is_none() && follower.try_wait().unwrap().is_none());
     // The child's FDB_LEADER_ID and FDB_LEADER_BALLOT are the election's.

@@ -17,7 +17,6 @@
 mod cli_support;
 
 use std::sync::Mutex;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
@@ -35,7 +34,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Starts `a`, waits for its child, then starts `b` and waits until both are live candidates.
 #[test]
 fn two_runs_on_one_file_run_exactly_one_child() {
     let _serial = serial();
@@ -43,24 +41,10 @@ fn two_runs_on_one_file_run_exactly_one_child() {
     // Both at once, on a file that does not exist yet: both create it, one leads.
     let mut a = world.start_run("a", &[]);
     let mut b = world.start_run("b", &[]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start")
-        .unwrap_or_else(|| {
-            panic!(
-                "nobody led:\n{}\n{}",
-                world.stderr_of("a"),
-                world.stderr_of("b")
-            )
-        });
+    let first = world.wait_first_leader();
     wait_live_candidates(&world, 2);
     // Watch for three leases: one child all along, both campaigners alive.
-    let until = Instant::now() + LEASE_DUR * 3;
-    while Instant::now() < until {
-        let active = world.active();
-        assert_eq!(active.len(), 1, "children running: {active:?}");
-        assert_eq!(active[0].pid, first.pid);
-        thread::sleep(Duration::from_millis(25));
-    }
+    world.assert_one_child_for(&first, LEASE_DUR * 3);
     assert!(a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none());
     assert_eq!(world.events().len(), 1, "{:?}", world.log_lines());
     let status = cli_support::status_json(&world).unwrap();

@@ -871,21 +871,19 @@ fn config_sharded_reads_and_writes_the_sharded_elections_configuration() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--sharded"), "{}", stderr(&out));
     // Created with 4 shards and these settings; the single election of the name is not.
-    let out = world.cli(&[
-        "config",
-        "set",
-        "--sharded",
-        "--shards",
+    let out = world.config_sharded(
         "4",
-        "--lease",
-        "2s",
-        "--heartbeat",
-        "500ms",
-        "--transaction-timeout",
-        "100ms",
-        "--max-clock-rate-error-ppm",
-        "50000",
-    ]);
+        &[
+            "--lease",
+            "2s",
+            "--heartbeat",
+            "500ms",
+            "--transaction-timeout",
+            "100ms",
+            "--max-clock-rate-error-ppm",
+            "50000",
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("lease                     2s"),
@@ -900,15 +898,7 @@ fn config_sharded_reads_and_writes_the_sharded_elections_configuration() {
     assert_eq!(got["max_clock_rate_error_ppm"], 50_000);
     assert_eq!(world.cli(&["config", "get"]).status.code(), Some(1));
     // An existing sharded election keeps its count (a warning says so); the settings change.
-    let out = world.cli(&[
-        "config",
-        "set",
-        "--sharded",
-        "--shards",
-        "9",
-        "--handover-grace",
-        "700ms",
-    ]);
+    let out = world.config_sharded("9", &["--handover-grace", "700ms"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stderr(&out).matches("already exists with 4 shards").count(),

@@ -15,15 +15,13 @@
 mod cli_support;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, lines_of, output_of, poll, signal, status_json, stderr,
-    wait_exit,
+    PATIENCE, World, assert_no_panic, bin, output_of, poll, signal, status_json, stderr, wait_exit,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -319,14 +317,7 @@ fn every_flag_reads_an_environment_variable_shown_in_help() {
 
 /// `GET path` over loopback: the status code and the body.
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n")?.1.to_owned();
-    Some((status, body))
+    cli_support::http_get(port, path, Duration::from_secs(5))
 }
 
 #[test]
@@ -373,20 +364,7 @@ fn healthz_answers_and_reports_a_wedged_leader_while_the_runtime_is_blocked() {
     let mut world = World::new();
     let port = cli_support::free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut a = world.start_run_with(
-        "a",
-        &["--metrics-listen", &addr],
-        "0",
-        &[("FDB_LEADER_DEBUG_BLOCK_RUNTIME", "5s")],
-    );
-    poll(PATIENCE, || {
-        world
-            .stderr_of("a")
-            .contains("debug: blocking the runtime")
-            .then_some(())
-    })
-    .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let blocked_at = Instant::now();
+    let (mut a, blocked_at) = world.start_blocked(&addr);
     // Within the block (5 s; the lease is 600 ms): every request answered within a second,
     // and a 503 naming the wedged leader soon after the lease.
     let mut answers = Vec::new();
@@ -764,16 +742,7 @@ fn keys(v: &Value) -> Vec<&str> {
 #[test]
 fn status_and_watch_json_keep_their_documented_fields() {
     let mut world = World::new();
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json", "--wait"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
+    let (mut watch, lines) = world.watch_json(&["--wait"], Stdio::null());
     let mut a = world.start_run("a", &["--payload", "host-a"]);
     let line = lines.recv_timeout(PATIENCE).expect("a watch line");
     let change: Value = serde_json::from_str(&line).unwrap();

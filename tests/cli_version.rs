@@ -17,8 +17,8 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, in_txn, is_label, lines_of, poll, signal, status_json,
-    wait_exit, wait_live_candidates,
+    PATIENCE, World, assert_no_panic, bin, in_txn, is_label, poll, signal, status_json, wait_exit,
+    wait_live_candidates,
 };
 use fdb_leader_election::{
     Ballot, Candidate, CandidateId, ElectionConfig, LeaderElection, Priority, SqliteDb,
@@ -114,15 +114,7 @@ fn config_sets_and_shows_the_version_policy_single_and_sharded() {
     assert_eq!(config["version_policy"], "no-downgrade");
 
     // The sharded election of the name: created with it, and changed.
-    let out = world.cli(&[
-        "config",
-        "set",
-        "--sharded",
-        "--shards",
-        "4",
-        "--version-policy",
-        "prefer-newest",
-    ]);
+    let out = world.config_sharded("4", &["--version-policy", "prefer-newest"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = world.cli(&["config", "get", "--sharded", "--json"]);
     let config: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -139,17 +131,7 @@ fn config_sets_and_shows_the_version_policy_single_and_sharded() {
 
 /// `watch --json` on the world's store, and its lines as they come.
 fn watch_json(world: &World) -> (Child, Receiver<String>) {
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
-    (watch, lines)
+    world.watch_json(&[], Stdio::null())
 }
 
 /// Stops the supervisors (each exits 0) and the watch.

@@ -10,9 +10,6 @@
 
 mod common;
 
-#[path = "common/txn.rs"]
-mod txn;
-
 use txn::in_txn;
 
 use std::sync::Arc;
@@ -21,8 +18,8 @@ use std::time::Duration;
 use common::scenarios::{self, Backend, World};
 use fdb_leader_election::{
     Action, Ballot, Candidate, CandidateId, CommitFault, ElectionConfig, ElectionError,
-    ElectionResult, ElectionTxn, LeaderElection, LeaderRecord, MAX_CANDIDATE_ID_BYTES,
-    MAX_PAYLOAD_BYTES, MemDb, Priority, ReadMode, ResignOutcome, RunOptions, ScriptedFaults,
+    ElectionTxn, LeaderElection, MAX_CANDIDATE_ID_BYTES, MAX_PAYLOAD_BYTES, MemDb, Priority,
+    ReadMode, ResignOutcome, RunOptions, ScriptedFaults,
 };
 use foundationdb_tuple::Subspace;
 
@@ -72,96 +69,20 @@ impl Mem {
     }
 }
 
-impl Backend for Mem {
-    fn election(&self) -> &LeaderElection {
-        &self.election
-    }
-
-    async fn init(&self, cfg: &ElectionConfig) -> Result<(), ElectionError> {
-        in_txn!(self.db, [e = self.election, cfg], |txn| e
-            .initialize_with_config(&txn, &cfg)
-            .await)
-    }
-
-    async fn register(&self, c: &Candidate) -> Result<(), ElectionError> {
-        in_txn!(self.db, [e = self.election, c], |txn| e
-            .register_candidate(&txn, &c)
-            .await)
-    }
-
-    async fn cycle(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let cycle = in_txn!(self.db, [e = self.election, c], |txn| e
-            .run_election_cycle(&txn, &c)
-            .await)?;
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn try_claim(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let cycle = in_txn!(self.db, [e = self.election, c], |txn| e
-            .try_claim_leadership(&txn, &c)
-            .await)?;
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn resign(&self, c: &Candidate) -> Result<ResignOutcome, ElectionError> {
-        in_txn!(self.db, [e = self.election, c], |txn| e
-            .resign_leadership(&txn, &c, None)
-            .await)
-    }
-
-    async fn record(&self) -> Result<LeaderRecord, ElectionError> {
-        in_txn!(self.db, [e = self.election], |txn| e
-            .leader_record(&txn)
-            .await)
-    }
-
-    async fn fenced_increment(&self, token: Ballot, key: &[u8]) -> Result<u64, ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let (e, key) = (self.election.clone(), key.to_vec());
-                async move {
-                    e.fence(&txn, token).await?;
-                    let n = read_u64(txn.get(&key, ReadMode::Serializable).await?) + 1;
-                    txn.set(&key, &n.to_le_bytes());
-                    Ok(n)
-                }
-            })
-            .await
-    }
-
-    async fn read_counter(&self, key: &[u8]) -> Result<u64, ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let key = key.to_vec();
-                async move { Ok(read_u64(txn.get(&key, ReadMode::Snapshot).await?)) }
-            })
-            .await
-    }
-}
-
-fn read_u64(v: Option<Vec<u8>>) -> u64 {
-    v.map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-        .unwrap_or(0)
-}
+scenarios::run_loop_backend!(Mem, db);
 
 macro_rules! scenario {
-    ($name:ident) => {
-        #[tokio::test]
-        async fn $name() {
-            scenarios::$name(&Mem::new()).await;
-        }
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                scenarios::$name(&Mem::new()).await;
+            }
+        )*
     };
 }
 
-scenario!(several_candidates_elect_one_leader);
-scenario!(renewal_keeps_the_ballot);
-scenario!(crash_failover_waits_one_full_lease);
-scenario!(resign_reserves_for_the_best_live_candidate);
-scenario!(priority_handover_without_overlap);
-scenario!(equal_priority_never_preempts);
-scenario!(preemption_disabled_stops_requests);
-scenario!(stale_ex_leader_is_fenced);
-scenario!(unregistered_candidates_cannot_claim);
+scenarios::every_scenario!(scenario);
 
 async fn setup(m: &Mem, w: &World, labels: &[(&str, i32)]) -> Vec<Candidate> {
     m.init(&ElectionConfig::default()).await.unwrap();
@@ -743,3 +664,7 @@ async fn an_operator_resign_request_makes_the_leader_step_down_cooperatively() {
     assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::Acquired);
     assert_eq!(c[1].fencing_token(), Some(Ballot::new(2)));
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/txn.rs"]
+mod txn;

@@ -13,9 +13,6 @@
     clippy::arithmetic_side_effects
 )]
 
-#[path = "common/txn.rs"]
-mod txn;
-
 use txn::in_txn;
 
 use std::collections::HashMap;
@@ -282,3 +279,7 @@ fn random_sequences_make_progress() {
     assert!(acquisitions >= 10, "only {acquisitions} acquisitions");
     assert!(ballot >= Ballot::new(11), "ballot only reached {ballot}");
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/txn.rs"]
+mod txn;

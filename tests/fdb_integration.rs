@@ -311,17 +311,7 @@ mod cluster {
                 )*
             };
         }
-        election_scenarios!(
-            several_candidates_elect_one_leader,
-            renewal_keeps_the_ballot,
-            crash_failover_waits_one_full_lease,
-            resign_reserves_for_the_best_live_candidate,
-            priority_handover_without_overlap,
-            equal_priority_never_preempts,
-            preemption_disabled_stops_requests,
-            stale_ex_leader_is_fenced,
-            unregistered_candidates_cannot_claim,
-        );
+        scenarios::every_scenario!(election_scenarios);
         all.push(test(
             "runner::a_crashed_leaders_successor_leads_within_lease_and_2_heartbeats",
             |b| async move { runner_crash_failover(&b).await },

@@ -10,9 +10,6 @@
     clippy::arithmetic_side_effects
 )]
 
-#[path = "common/txn.rs"]
-mod txn;
-
 use txn::in_txn;
 
 use std::sync::Arc;
@@ -406,3 +403,7 @@ async fn a_directed_resign_given_an_id_reserves_for_that_candidate() {
     assert_eq!(w.cycle(&better).await, Action::None);
     assert_eq!(w.cycle(&chosen).await, Action::Acquired);
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/txn.rs"]
+mod txn;

@@ -26,16 +26,7 @@ async fn contradictory_or_invalid_settings_are_rejected_by_name() {
         .priority(Priority::new(2))
         .start()
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            BuildError::Conflicting {
-                setting: "priority",
-                with: "an observer"
-            }
-        ),
-        "{err:?}"
-    );
+    assert_conflicting(&err, "priority", "an observer");
     assert_eq!(
         err.to_string(),
         "priority cannot be combined with an observer"
@@ -47,13 +38,7 @@ async fn contradictory_or_invalid_settings_are_rejected_by_name() {
         .label("y")
         .start()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        BuildError::Conflicting {
-            setting: "label",
-            with: "candidate"
-        }
-    ));
+    assert_conflicting(&err, "label", "candidate");
 
     let err = Runner::builder(db.clone(), subspace())
         .label("")

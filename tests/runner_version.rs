@@ -107,26 +107,14 @@ async fn an_invalid_version_is_a_typed_build_error_with_the_string_and_the_cause
         .version("1.0.0")
         .start()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        BuildError::Conflicting {
-            setting: "version",
-            with: "an observer"
-        }
-    ));
+    assert_conflicting(&err, "version", "an observer");
     let c = Candidate::new(CandidateId::random("c").unwrap(), Priority::new(1));
     let err = Runner::builder(db.clone(), subspace())
         .candidate(c)
         .version("1.0.0")
         .start()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        BuildError::Conflicting {
-            setting: "version",
-            with: "candidate"
-        }
-    ));
+    assert_conflicting(&err, "version", "candidate");
 }
 
 #[tokio::test(start_paused = true)]

@@ -13,9 +13,6 @@
     clippy::arithmetic_side_effects
 )]
 
-#[path = "common/timings.rs"]
-mod timings;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -143,3 +140,7 @@ async fn lookups_copy_nothing_per_shard_and_owned_is_linear() {
     eprintln!("figures: owned() at {SHARDS} shards: {n} allocations");
     runner.shutdown().await;
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/timings.rs"]
+mod timings;

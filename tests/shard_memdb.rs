@@ -11,12 +11,6 @@
     clippy::arithmetic_side_effects
 )]
 
-#[path = "common/timings.rs"]
-mod timings;
-
-#[path = "common/txn.rs"]
-mod txn;
-
 use txn::in_txn;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,6 +110,16 @@ impl World {
     async fn fence(&self, shard: ShardId, token: Ballot) -> Result<(), ElectionError> {
         let e = self.election.clone();
         in_txn!(self.db, [e], |txn| e.fence_shard(&txn, shard, token).await)
+    }
+
+    /// An operator marks `id` drained (or no longer), in a transaction of its own.
+    async fn set_drained(&self, id: &CandidateId, drained: bool) {
+        self.operate(|e, txn| {
+            let id = id.clone();
+            async move { e.set_drained(&txn, &id, drained).await }
+        })
+        .await
+        .unwrap();
     }
 
     /// Runs an operator's body in a transaction of its own.
@@ -414,12 +418,7 @@ async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_
     w.settle(&leader, &coord, &[&a, &b, &c]).await;
     assert!(b.owned_shards().len() >= 21);
     let b_id = b.id().clone();
-    w.operate(|e, txn| {
-        let b_id = b_id.clone();
-        async move { e.set_drained(&txn, &b_id, true).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&b_id, true).await;
     let drained = w
         .operate(|e, txn| async move { e.drained_members(&txn).await })
         .await
@@ -436,12 +435,7 @@ async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_
         .await
         .unwrap();
     assert_eq!(placement.quotas.get(&b_id), Some(&0));
-    w.operate(|e, txn| {
-        let b_id = b_id.clone();
-        async move { e.set_drained(&txn, &b_id, false).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&b_id, false).await;
     w.settle(&leader, &coord, &[&a, &b, &c]).await;
     let counts: Vec<usize> = [&a, &b, &c]
         .iter()
@@ -559,12 +553,7 @@ async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holde
     // c is drained before it acquires them: frozen, the coordinator leaves the reservations
     // of a live holder where they are (frozen wins over drained).
     let c_id = c.id().clone();
-    w.operate(|e, txn| {
-        let c_id = c_id.clone();
-        async move { e.set_drained(&txn, &c_id, true).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&c_id, true).await;
     w.coordinate(&leader, &coord).await;
     for shard in b_shards.keys() {
         let rec = w
@@ -627,3 +616,9 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
         .unwrap();
     assert_eq!(view.shards_of(a.id()).len(), 8);
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/timings.rs"]
+mod timings;
+#[path = "common/txn.rs"]
+mod txn;

@@ -12,9 +12,6 @@
     clippy::cast_possible_truncation
 )]
 
-#[path = "common/timings.rs"]
-mod timings;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -365,3 +362,7 @@ async fn a_crashed_coordinators_shards_are_owned_again_within_about_a_lease_too(
         r.shutdown().await;
     }
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/timings.rs"]
+mod timings;

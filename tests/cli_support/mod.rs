@@ -187,6 +187,31 @@ impl World {
         exe
     }
 
+    /// `watch --json` (and `extra`) on the world's SQLite store, its standard error to
+    /// `stderr`, and its lines as they come.
+    pub fn watch_json(&self, extra: &[&str], stderr: Stdio) -> (Child, mpsc::Receiver<String>) {
+        let mut watch = Command::new(bin())
+            .arg("--sqlite")
+            .arg(self.db())
+            .args(["watch", "--json"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let lines = lines_of(watch.stdout.take().unwrap());
+        (watch, lines)
+    }
+
+    /// `config set --sharded --shards <shards>` and `settings`: creates (or changes) the
+    /// sharded election of the world's name.
+    pub fn config_sharded(&self, shards: &str, settings: &[&str]) -> Output {
+        let mut args = vec!["config", "set", "--sharded", "--shards", shards];
+        args.extend_from_slice(settings);
+        self.cli(&args)
+    }
+
     /// The SQLite store.
     pub fn db(&self) -> PathBuf {
         self.path("election.db")
@@ -356,6 +381,50 @@ impl World {
             "echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
         );
         ["--begin-command".into(), begin, "--end-command".into(), end]
+    }
+
+    /// Waits (at most [`PATIENCE`]) for the first child to start, of `a` or `b`.
+    pub fn wait_first_leader(&self) -> Event {
+        let (first, _) = self
+            .wait_event(PATIENCE, |e| e.kind == "start")
+            .unwrap_or_else(|| {
+                panic!(
+                    "nobody led:\n{}\n{}",
+                    self.stderr_of("a"),
+                    self.stderr_of("b")
+                )
+            });
+        first
+    }
+
+    /// For `span`, exactly one child runs, `first`'s (checked every 25 ms).
+    pub fn assert_one_child_for(&self, first: &Event, span: Duration) {
+        let until = Instant::now() + span;
+        while Instant::now() < until {
+            let active = self.active();
+            assert_eq!(active.len(), 1, "children running: {active:?}");
+            assert_eq!(active[0].pid, first.pid);
+            thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// `a` started with `--metrics-listen addr` and its runtime blocked for 5 s on request
+    /// (`FDB_LEADER_DEBUG_BLOCK_RUNTIME`, just after its election): the run, and when the
+    /// block began.
+    pub fn start_blocked(&mut self, addr: &str) -> (Child, Instant) {
+        let a = self.start_run_with(
+            "a",
+            &["--metrics-listen", addr],
+            "0",
+            &[("FDB_LEADER_DEBUG_BLOCK_RUNTIME", "5s")],
+        );
+        poll(PATIENCE, || {
+            self.stderr_of("a")
+                .contains("debug: blocking the runtime")
+                .then_some(())
+        })
+        .unwrap_or_else(|| panic!("a never led:\n{}", self.stderr_of("a")));
+        (a, Instant::now())
     }
 
     /// The set-up of the SIGKILL failover tests (tests/cli_run.rs, tests/cli_fdb.rs): `a`

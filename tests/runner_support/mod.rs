@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use fdb_leader_election::memdb::{CommitContext, CommitDecision};
 use fdb_leader_election::runner::{
-    ElectionCallbacks, ElectionDatabase, LeaderChange, LeadershipGuard, Runner, RunnerBuilder,
-    StopReason,
+    BuildError, ElectionCallbacks, ElectionDatabase, LeaderChange, LeadershipGuard, Runner,
+    RunnerBuilder, StopReason,
 };
 use fdb_leader_election::{
     Ballot, ElectionConfig, ElectionError, FaultInjector, LeaderElection, MemDb, Named, Priority,
@@ -88,6 +88,15 @@ pub async fn busy_leader_then(
         .start()
         .unwrap();
     Busy { a, ga, task, b }
+}
+
+/// `err` is `BuildError::Conflicting` naming `setting` and what it contradicts, `with`.
+#[track_caller]
+pub fn assert_conflicting(err: &BuildError, setting: &str, with: &str) {
+    assert!(
+        matches!(err, BuildError::Conflicting { setting: s, with: w } if *s == setting && *w == with),
+        "{err:?}"
+    );
 }
 
 /// A MemDb whose transactions age on tokio's (paused) clock.

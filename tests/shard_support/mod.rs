@@ -210,6 +210,16 @@ impl World {
         self.db.run(|txn, _| body(e.clone(), txn)).await
     }
 
+    /// An operator marks `id` drained (or no longer), in a transaction of its own.
+    pub async fn set_drained(&self, id: &CandidateId, drained: bool) {
+        self.operate(|e, txn| {
+            let id = id.clone();
+            async move { e.set_drained(&txn, &id, drained).await }
+        })
+        .await
+        .unwrap();
+    }
+
     /// Writes raw bytes at `key` (a corrupt value, or a planted one).
     pub async fn raw_set(&self, key: &[u8], value: &[u8]) {
         let txn = self.db.create_transaction();
