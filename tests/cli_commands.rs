@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use cli_support::{
     PATIENCE, World, assert_no_panic, bin, is_label, poll, signal, status_json, wait_exit,
-    wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -44,10 +43,7 @@ fn status_json_has_leader_ballot_and_candidates_with_priorities() {
         text(&out.stderr)
     );
 
-    let mut a = world.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
-    let (leader, _) = world.wait_led("a");
-    let mut b = world.start_run("b", &["--priority", "1"]);
-    let status = wait_live_candidates(&world, 2);
+    let (mut a, mut b, leader, status) = world.priority_5_leader_and_follower();
 
     // The fields reviewers rely on.
     assert_eq!(status["leader"], Value::from(leader.id.as_str()));

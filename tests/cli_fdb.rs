@@ -26,8 +26,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of, poll, running, signal,
-    status_json, wait_exit, wait_live_candidates,
+    PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of, poll, signal, status_json,
+    wait_exit, wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
@@ -364,10 +364,7 @@ fn status_shows_leader_ballot_lease_state_candidates_and_config() {
         text(&out.stderr)
     );
 
-    let mut a = world.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
-    let (leader, _) = world.wait_led("a");
-    let mut b = world.start_run("b", &["--priority", "1"]);
-    let status = wait_live_candidates(&world, 2);
+    let (mut a, mut b, leader, status) = world.priority_5_leader_and_follower();
 
     assert_eq!(status["election"], election(&world).as_str());
     assert_eq!(

@@ -18,10 +18,10 @@ mod cli_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
-use cli_support::{World, bin, in_txn, output_of, stderr};
+use cli_support::{World, in_txn, run_suggested, stderr, suggested};
 use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardedElection};
 use fdb_leader_election::{
     Candidate, CandidateId, ElectionConfig, Priority, ShardId, SqliteDb, Weight,
@@ -184,43 +184,6 @@ fn member<'a>(status: &'a Value, id: &CandidateId) -> &'a Value {
         .iter()
         .find(|m| m["id"] == id.as_str())
         .unwrap_or_else(|| panic!("{id} not in {status}"))
-}
-
-/// The commands between backticks in `text`.
-fn suggested(text: &str) -> Vec<String> {
-    text.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Runs a suggested `fdb-leader …` command as printed (plain words and single quotes).
-fn run_suggested(line: &str) -> Output {
-    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
-    for ch in line.chars() {
-        match ch {
-            '\'' => (quoted, any) = (!quoted, true),
-            ' ' if !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut word));
-                }
-                any = false;
-            }
-            ch => (word.push(ch), any = true).1,
-        }
-    }
-    if any {
-        words.push(word);
-    }
-    assert_eq!(
-        words.first().map(String::as_str),
-        Some("fdb-leader"),
-        "{line}"
-    );
-    let mut command = Command::new(bin());
-    command.args(&words[1..]);
-    output_of(command)
 }
 
 #[test]

@@ -121,14 +121,7 @@ fn a_deleted_store_file_stops_the_child_and_exits_3() {
         assert!(err.contains(what), "{err}");
         assert!(err.contains("restart ballots at 1"), "{err}");
         // The child was stopped (it logs its stop on SIGTERM), and nothing of it runs.
-        assert!(
-            world
-                .events()
-                .iter()
-                .any(|e| e.kind == "stop" && e.pid == first.pid),
-            "{:?}",
-            world.log_lines()
-        );
+        assert!(world.logged_stop(&first), "{:?}", world.log_lines());
         assert!(world.running_pids().is_empty());
         eprintln!(
             "store {}: child stopped and exit 3 after {} ms",
@@ -180,10 +173,7 @@ fn a_deleted_wal_and_shm_stop_the_leader_and_no_second_leader_starts_beside_it()
         assert!(err.contains("never delete the -wal or -shm"), "{err}");
         // Stopped by SIGTERM; a slow one is killed at the lease's deadline (its grace cannot
         // outlive a lease that no renewal extends, docs/design.md §10.8).
-        let stopped = world
-            .events()
-            .iter()
-            .any(|e| e.kind == "stop" && e.pid == first.pid);
+        let stopped = world.logged_stop(&first);
         assert!(
             (stopped || stop_delay != "0") && !cli_support::running(first.pid),
             "{:?}",

@@ -16,12 +16,13 @@ mod cli_support;
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, output_of, poll, signal, status_json, stderr, wait_exit,
+    PATIENCE, World, assert_no_panic, bin, output_of, poll, run_suggested, shell_words, signal,
+    status_json, stderr, suggested, wait_exit,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -403,55 +404,6 @@ fn healthz_answers_and_reports_a_wedged_leader_while_the_runtime_is_blocked() {
         "{}",
         world.stderr_of("a")
     );
-}
-
-/// The commands between backticks in `text`.
-fn suggested(text: &str) -> Vec<String> {
-    text.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Splits a command line as a POSIX shell would (plain words and single quotes).
-fn shell_words(line: &str) -> Vec<String> {
-    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
-    for c in line.chars() {
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                any = true;
-            }
-            ' ' if !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut word));
-                }
-                any = false;
-            }
-            c => {
-                word.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(word);
-    }
-    words
-}
-
-/// Runs a suggested `fdb-leader …` command as printed.
-fn run_suggested(line: &str) -> Output {
-    let words = shell_words(line);
-    assert_eq!(
-        words.first().map(String::as_str),
-        Some("fdb-leader"),
-        "{line}"
-    );
-    let mut c = Command::new(bin());
-    c.args(&words[1..]);
-    output_of(c)
 }
 
 #[test]

@@ -165,14 +165,7 @@ fn under_prefer_newest_a_new_version_takes_over_and_status_and_watch_show_the_ve
     let (started_b, _) = world.wait_led("b");
     assert!(started_b.ballot > started_a.ballot);
     // a's child stopped before b's started (the cooperative handover).
-    assert!(
-        world
-            .events()
-            .iter()
-            .any(|e| e.kind == "stop" && e.pid == started_a.pid),
-        "{:?}",
-        world.log_lines()
-    );
+    assert!(world.logged_stop(&started_a), "{:?}", world.log_lines());
 
     let status = poll(PATIENCE, || {
         let s = status_json(&world)?;

@@ -126,9 +126,7 @@ async fn aborting_the_runner_anywhere_leaves_nothing_a_later_runner_cannot_recov
 
 #[tokio::test(start_paused = true)]
 async fn a_shutdown_interrupting_a_slow_cycle_still_leaves_cleanly() {
-    let db = db();
-    let faults = ScriptedFaults::new();
-    db.set_fault_injector(Arc::new(faults.clone()));
+    let (db, faults) = faulty_db();
     let a = builder(db.clone(), "a", 1).start().unwrap();
     let g = a.elected().await.unwrap();
     let b = builder(db.clone(), "b", 1).start().unwrap();

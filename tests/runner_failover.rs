@@ -91,12 +91,7 @@ async fn a_crashed_leader_is_replaced_within_lease_plus_heartbeat() {
 async fn a_partitioned_leader_stops_at_its_local_deadline_before_anyone_takes_over() {
     let db = db();
     let link = Cuttable::new(&db);
-    let ra = Recorder::default();
-    let a = builder(link.clone(), "a", 1)
-        .callbacks(ra.clone())
-        .start()
-        .unwrap();
-    let ga = a.elected().await.unwrap();
+    let (a, ra, ga) = recorded_leader(link.clone(), "a", 1).await;
     let rb = Recorder::default();
     let b = builder(db.clone(), "b", 1)
         .callbacks(rb.clone())

@@ -28,12 +28,7 @@ async fn settled_leader(
     fdb_leader_election::LeadershipGuard,
     Recorder,
 ) {
-    let rec = Recorder::default();
-    let a = builder(db.clone(), "a", 1)
-        .callbacks(rec.clone())
-        .start()
-        .unwrap();
-    let guard = a.elected().await.unwrap();
+    let (a, rec, guard) = recorded_leader(db.clone(), "a", 1).await;
     tokio::time::sleep(HEARTBEAT * 3).await;
     (a, guard, rec)
 }
@@ -44,12 +39,7 @@ async fn preemption_with_watches_takes_a_few_commits_and_no_wait() {
     let (a, ga, ra) = settled_leader(&db).await;
     let writes = LeaderWrites::install(&db);
     let started = Instant::now();
-    let rb = Recorder::default();
-    let b = builder(db.clone(), "b", 2)
-        .callbacks(rb.clone())
-        .start()
-        .unwrap();
-    let gb = b.elected().await.unwrap();
+    let (b, rb, gb) = recorded_leader(db.clone(), "b", 2).await;
     let took = started.elapsed();
     // Request, vacancy reserved for b, acquisition: three writes of the leader record (a
     // renewal of a may slip in between).

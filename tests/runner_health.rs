@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use fdb_leader_election::runner::{HealthProblem, Runner, RunnerState};
 use fdb_leader_election::shard::ShardedRunner;
-use fdb_leader_election::{Clock, LocalInstant, ScriptedFaults, TokioClock};
+use fdb_leader_election::{Clock, LocalInstant, TokioClock};
 use runner_support::*;
 
 /// Tokio's clock plus a jump the test controls: a jump forward looks, to the runner, exactly
@@ -45,9 +45,7 @@ impl Clock for JumpClock {
 
 #[tokio::test(start_paused = true)]
 async fn states_follow_the_runner_through_its_life() {
-    let db = db();
-    let faults = ScriptedFaults::new();
-    db.set_fault_injector(Arc::new(faults.clone()));
+    let (db, faults) = faulty_db();
     let a = builder(db.clone(), "a", 1).start().unwrap();
     let mut states = a.state_updates();
     assert_eq!(*states.borrow_and_update(), RunnerState::NotParticipating);

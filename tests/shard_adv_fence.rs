@@ -94,12 +94,7 @@ async fn held_stale_tokens_are_refused_and_one_token_per_shard_is_admitted() {
 // the new incarnation's join on.
 #[tokio::test]
 async fn held_a_restart_under_the_same_id_ends_the_old_incarnations_tokens() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let (a, b) = (w.member("a", 1), w.member("b", 1));
-    w.cycle(&a).await;
-    w.cycle(&b).await;
-    w.coordinate(&leader, &coord).await;
+    let (w, _leader, _coord, a, b) = World::with_two_members(4, 4).await;
     w.cycle(&a).await;
     w.cycle(&b).await;
     let zombie_tokens = a.owned_shards();

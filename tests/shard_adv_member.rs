@@ -115,12 +115,7 @@ async fn held_unknown_commit_results_never_promote_early_nor_bump_a_ballot_twice
         CommitFault::ErrorAfterApplying(1021),
     ];
     for fault in faults {
-        let w = World::new(4, 4).await;
-        let (leader, coord) = w.coordinator().await;
-        let (a, b) = (w.member("a", 1), w.member("b", 1));
-        w.cycle(&a).await;
-        w.cycle(&b).await;
-        w.coordinate(&leader, &coord).await;
+        let (w, leader, coord, a, b) = World::with_two_members(4, 4).await;
         let txn = w.db.create_transaction();
         let cycle = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
         assert_eq!(cycle.acquired().len(), 2);
@@ -313,12 +308,7 @@ async fn a_shorter_lease_caps_the_belief_before_an_unknown_commit() {
 //    `core::shard::leave`.)
 #[tokio::test]
 async fn a_cycle_confirmed_before_a_leave_and_adopted_after_it_revives_nothing() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let (a, b) = (w.member("a", 1), w.member("b", 1));
-    w.cycle(&a).await;
-    w.cycle(&b).await;
-    w.coordinate(&leader, &coord).await;
+    let (w, leader, coord, a, b) = World::with_two_members(4, 4).await;
     w.cycle(&b).await;
     assert_eq!(b.owned_shards().len(), 2);
 
@@ -427,12 +417,7 @@ async fn a_failed_handover_whose_request_is_withdrawn_is_vacated_not_kept_by_a_g
 //    unowned for good.)
 #[tokio::test]
 async fn a_leave_then_rejoin_strands_no_shard_reserved_for_the_member() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let (a, b) = (w.member("a", 1), w.member("b", 1));
-    w.cycle(&a).await;
-    w.cycle(&b).await;
-    w.coordinate(&leader, &coord).await;
+    let (w, leader, coord, a, b) = World::with_two_members(4, 4).await;
     w.cycle(&b).await;
     assert_eq!(b.owned_shards().len(), 2);
     let (e, a2) = (w.election.clone(), a.clone());

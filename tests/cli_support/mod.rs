@@ -427,6 +427,16 @@ impl World {
         (a, Instant::now())
     }
 
+    /// `a` (priority 5, payload `10.0.0.1:7000`) leading, then `b` (priority 1) registered:
+    /// the runs, a's child's start, and the status once both are live candidates.
+    pub fn priority_5_leader_and_follower(&mut self) -> (Child, Child, Event, serde_json::Value) {
+        let a = self.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
+        let (leader, _) = self.wait_led("a");
+        let b = self.start_run("b", &["--priority", "1"]);
+        let status = wait_live_candidates(self, 2);
+        (a, b, leader, status)
+    }
+
     /// The set-up of the SIGKILL failover tests (tests/cli_run.rs, tests/cli_fdb.rs): `a`
     /// leads, its child runs a grandchild (the children's `GRANDCHILD=1`), and `b` stands by,
     /// registered. Returns the two runs, a's child's start and the grandchild.
@@ -462,6 +472,13 @@ impl World {
             "the child group was gone only after {orphan_gone:?}"
         );
         gone
+    }
+
+    /// Whether the log has `child`'s stop.
+    pub fn logged_stop(&self, child: &Event) -> bool {
+        self.events()
+            .iter()
+            .any(|e| e.kind == "stop" && e.pid == child.pid)
     }
 
     /// The processes of the log (children and grandchildren) still running.
@@ -574,6 +591,55 @@ pub fn output_of(mut command: Command) -> Output {
             panic!("the command did not finish in {PATIENCE:?}: killed");
         }
     }
+}
+
+/// The commands between backticks in `text`.
+pub fn suggested(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Splits a command line as a POSIX shell would (plain words and single quotes).
+pub fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                }
+                any = false;
+            }
+            c => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}
+
+/// Runs a suggested `fdb-leader …` command as printed.
+pub fn run_suggested(line: &str) -> Output {
+    let words = shell_words(line);
+    assert_eq!(
+        words.first().map(String::as_str),
+        Some("fdb-leader"),
+        "{line}"
+    );
+    let mut c = Command::new(bin());
+    c.args(&words[1..]);
+    output_of(c)
 }
 
 /// A command's standard error, as text.

@@ -19,7 +19,7 @@ use fdb_leader_election::runner::{
 };
 use fdb_leader_election::{
     Ballot, ElectionConfig, ElectionError, FaultInjector, LeaderElection, MemDb, Named, Priority,
-    TokioClock, TxnError, TxnErrorKind,
+    ScriptedFaults, TokioClock, TxnError, TxnErrorKind,
 };
 use foundationdb_tuple::Subspace;
 #[allow(unused_imports)]
@@ -97,6 +97,30 @@ pub fn assert_conflicting(err: &BuildError, setting: &str, with: &str) {
         matches!(err, BuildError::Conflicting { setting: s, with: w } if *s == setting && *w == with),
         "{err:?}"
     );
+}
+
+/// Starts `name` (priority `priority`) on `db` with a [`Recorder`], and waits until it leads:
+/// the runner, its recorder and its guard.
+pub async fn recorded_leader<D: ElectionDatabase>(
+    db: D,
+    name: &str,
+    priority: i32,
+) -> (Runner, Recorder, LeadershipGuard) {
+    let rec = Recorder::default();
+    let runner = builder(db, name, priority)
+        .callbacks(rec.clone())
+        .start()
+        .unwrap();
+    let guard = runner.elected().await.unwrap();
+    (runner, rec, guard)
+}
+
+/// A MemDb with scripted faults (none yet), the faults to script.
+pub fn faulty_db() -> (MemDb, ScriptedFaults) {
+    let db = db();
+    let faults = ScriptedFaults::new();
+    db.set_fault_injector(Arc::new(faults.clone()));
+    (db, faults)
 }
 
 /// A MemDb whose transactions age on tokio's (paused) clock.

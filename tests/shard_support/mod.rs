@@ -160,6 +160,21 @@ impl World {
         (w, leader, coord, a)
     }
 
+    /// A world of `shards` shards (at most `max_moves` moves at once), its coordinator, and
+    /// members `a` and `b` (priority 1) joined before the first coordination.
+    pub async fn with_two_members(
+        shards: u32,
+        max_moves: u32,
+    ) -> (World, Candidate, Coordinator, Member, Member) {
+        let w = World::new(shards, max_moves).await;
+        let (leader, coord) = w.coordinator().await;
+        let (a, b) = (w.member("a", 1), w.member("b", 1));
+        w.cycle(&a).await;
+        w.cycle(&b).await;
+        w.coordinate(&leader, &coord).await;
+        (w, leader, coord, a, b)
+    }
+
     pub async fn coordinator(&self) -> (Candidate, Coordinator) {
         let (leader, c) = self
             .coordinator_on("coordinator", Arc::new(self.clock.clone()))
