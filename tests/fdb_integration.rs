@@ -635,14 +635,8 @@ mod cluster {
                 let attempts = AtomicUsize::new(0);
                 let outcome =
                     b.db.run(|_trx, _maybe_committed| {
-                        let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
-                        async move {
-                            if first {
-                                Err(FdbBindingError::from(differential::error_of(kind, code)))
-                            } else {
-                                Ok(())
-                            }
-                        }
+                        let error = FdbBindingError::from(differential::error_of(kind, code));
+                        differential::fail_first(&attempts, error)
                     })
                     .await;
                 let retried = differential::run_retries_on_foundationdb(client, kind, code);
@@ -699,19 +693,9 @@ mod cluster {
         let db = b.own_handle()?;
         for kind in differential::KINDS {
             for code in differential::CODES {
-                let attempts = AtomicUsize::new(0);
-                let outcome = db
-                    .transact(Duration::from_secs(10), |_trx| {
-                        let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
-                        async move {
-                            if first {
-                                Err(ElectionError::Database(differential::error_of(kind, code)))
-                            } else {
-                                Ok(())
-                            }
-                        }
-                    })
-                    .await;
+                let (outcome, _) =
+                    differential::transact_failing_once(&db, Duration::from_secs(10), kind, code)
+                        .await;
                 let retried = differential::transact_retries_on_foundationdb(client, kind, code);
                 if outcome.is_ok() != retried {
                     return Err(format!("{kind:?} {code:?} on {client:?}: {outcome:?}").into());
