@@ -15,8 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, is_label, lines_of, poll, signal, status_json,
-    wait_exit, wait_live_candidates,
+    PATIENCE, World, assert_no_panic, bin, is_label, poll, signal, status_json, wait_exit,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -44,12 +43,7 @@ fn status_json_has_leader_ballot_and_candidates_with_priorities() {
         text(&out.stderr)
     );
 
-    let mut a = world.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
-    let (leader, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .expect("a leads");
-    let mut b = world.start_run("b", &["--priority", "1"]);
-    let status = wait_live_candidates(&world, 2);
+    let (mut a, mut b, leader, status) = world.priority_5_leader_and_follower();
 
     // The fields reviewers rely on.
     assert_eq!(status["leader"], Value::from(leader.id.as_str()));
@@ -104,16 +98,7 @@ fn status_json_has_leader_ballot_and_candidates_with_priorities() {
 fn watch_prints_one_line_per_leader_change() {
     let mut world = World::new();
     // Started before the store exists: --wait waits for it, creating nothing.
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json", "--wait"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
+    let (mut watch, lines) = world.watch_json(&["--wait"], Stdio::piped());
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(!world.db().exists(), "watch created the store");
     assert!(watch.try_wait().unwrap().is_none(), "watch --wait gave up");
@@ -224,9 +209,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
 fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
     let mut world = World::new();
     let mut a = world.start_run("a", &["--priority", "5"]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .expect("a leads");
+    let (first, _) = world.wait_led("a");
     let mut b = world.start_run("b", &["--priority", "3"]);
     let mut c = world.start_run("c", &["--priority", "1"]);
     // Both followers registered (status lists them).
@@ -279,9 +262,7 @@ fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
 fn resign_to_an_id_from_status_hands_over_to_that_candidate() {
     let mut world = World::new();
     let mut a = world.start_run("a", &[]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .expect("a leads");
+    let (first, _) = world.wait_led("a");
     // Two namesakes of the same priority as the leader (nobody preempts anybody).
     let mut w1 = world.start_run("w", &[]);
     let mut w2 = world.start_run("w", &[]);

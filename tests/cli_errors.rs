@@ -15,14 +15,29 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use cli_support::{World, assert_no_panic, bin, bytes, output_of};
+use cli_support::{World, assert_no_panic, bin, bytes, output_of, stderr};
 use fdb_leader_election::SqliteDb;
 
 /// `fdb-leader --sqlite PATH ARGS…`.
 fn on(path: &Path, args: &[&str]) -> Output {
-    let mut command = Command::new(bin());
-    command.arg("--sqlite").arg(path).args(args);
-    output_of(command)
+    cli_support::on_sqlite(path, args)
+}
+
+/// `run --lease 2s` of a child that exits at once (the run exits 0), then `config get --json`
+/// of what it left in the store at `path`.
+fn config_after_a_run(path: &Path) -> Output {
+    let run = [
+        "run",
+        "--lease",
+        "2s",
+        "--on-child-exit",
+        "exit",
+        "--",
+        "true",
+    ];
+    let out = on(path, &run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    on(path, &["config", "get", "--json"])
 }
 
 /// Runs `sql` on a connection of its own to the store at `path`, as another program would.
@@ -31,10 +46,6 @@ fn sql(path: &Path, sql: &str) {
         .unwrap()
         .execute_batch(sql)
         .unwrap();
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Every command that opens the store, with a child that would show if it ever ran.
@@ -342,17 +353,6 @@ fn a_flag_on_the_command_line_wins_over_the_environment() {
     assert!(stderr(&out).contains("a flag wins over the environment"));
 }
 
-/// The files in `dir`, sorted.
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 /// "Without a ballot, and without creating a file": a run refused for its settings (an
 /// empty --name, an oversized --payload, a --metrics-listen address in use) exits 2 before the
 /// store is opened, so the corrected run creates the election with its own --lease. Before,
@@ -361,9 +361,7 @@ fn files_in(dir: &Path) -> Vec<String> {
 #[test]
 fn a_run_refused_for_its_settings_creates_nothing() {
     let world = World::new();
-    let dir = world.path("store");
-    fs::create_dir(&dir).unwrap();
-    let db = dir.join("election.db");
+    let (dir, db) = world.store_in("store");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
     let payload = "x".repeat(70_000);
@@ -384,7 +382,7 @@ fn a_run_refused_for_its_settings_creates_nothing() {
         args.extend(["--", "sh", "-c", "echo the child ran"]);
         let out = on(&db, &args);
         assert_eq!(
-            files_in(&dir),
+            cli_support::file_names(&dir),
             Vec::<String>::new(),
             "{needle}: {}",
             stderr(&out)
@@ -398,20 +396,7 @@ fn a_run_refused_for_its_settings_creates_nothing() {
     }
     drop(taken);
     // The corrected run creates the election with its own lease.
-    let out = on(
-        &db,
-        &[
-            "run",
-            "--lease",
-            "2s",
-            "--on-child-exit",
-            "exit",
-            "--",
-            "true",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = on(&db, &["config", "get", "--json"]);
+    let out = config_after_a_run(&db);
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(config["lease_ms"], 2000, "{config}");
 }
@@ -422,9 +407,7 @@ fn a_run_refused_for_its_settings_creates_nothing() {
 #[test]
 fn config_set_on_a_new_store_derives_the_timings_as_run_does_and_a_refusal_creates_nothing() {
     let world = World::new();
-    let dir = world.path("store");
-    fs::create_dir(&dir).unwrap();
-    let db = dir.join("election.db");
+    let (dir, db) = world.store_in("store");
     let out = on(
         &db,
         &["config", "set", "--lease", "2s", "--heartbeat", "1s"],
@@ -439,27 +422,14 @@ fn config_set_on_a_new_store_derives_the_timings_as_run_does_and_a_refusal_creat
         "{}",
         stderr(&out)
     );
-    assert_eq!(files_in(&dir), Vec::<String>::new());
+    assert_eq!(cli_support::file_names(&dir), Vec::<String>::new());
     let out = on(&db, &["config", "set", "--lease", "2s"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = on(&db, &["config", "get", "--json"]);
     let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // What `run --lease 2s` creates: the same configuration, field by field.
     let other = world.path("run.db");
-    let out = on(
-        &other,
-        &[
-            "run",
-            "--lease",
-            "2s",
-            "--on-child-exit",
-            "exit",
-            "--",
-            "true",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = on(&other, &["config", "get", "--json"]);
+    let out = config_after_a_run(&other);
     let mut run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(set["lease_ms"], 2000, "{set}");
     // Every field, but the handover grace: `run` raises it to outlast its child's --grace.

@@ -26,8 +26,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of, poll, running, signal,
-    status_json, wait_exit, wait_live_candidates,
+    PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of, poll, signal, status_json,
+    wait_exit, wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
@@ -200,37 +200,16 @@ fn shards_commands_on_a_missing_sharded_election_answer_no_sharded_election() {
 fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
     let _serial = serial();
     let mut world = world_or_skip!("run");
-    let log = world.log();
-    let log = log.to_str().unwrap();
-    let begin = format!(
-        "echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
-    );
-    let end = format!(
-        "echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
-    );
-    let hooks = ["--begin-command", &begin, "--end-command", &end];
+    let hooks = world.logging_hooks();
+    let hooks = hooks.each_ref().map(String::as_str);
     // Both at once, on an election that does not exist yet: both create it, one leads.
     let a = world.start_run("a", &hooks);
     let b = world.start_run("b", &hooks);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start")
-        .unwrap_or_else(|| {
-            panic!(
-                "nobody led:\n{}\n{}",
-                world.stderr_of("a"),
-                world.stderr_of("b")
-            )
-        });
+    let first = world.wait_first_leader();
     assert_eq!(first.ballot, 1, "a new election's first ballot");
     wait_live_candidates(&world, 2);
     // Two leases: one child all along, both campaigners alive.
-    let until = Instant::now() + LEASE_DUR * 2;
-    while Instant::now() < until {
-        let active = world.active();
-        assert_eq!(active.len(), 1, "children running: {active:?}");
-        assert_eq!(active[0].pid, first.pid);
-        thread::sleep(Duration::from_millis(25));
-    }
+    world.assert_one_child_for(&first, LEASE_DUR * 2);
     let (mut leader, mut follower) = split(&first.id, a, b);
     assert!(leader.try_wait().unwrap().is_none() && follower.try_wait().unwrap().is_none());
     // The child's FDB_LEADER_ID and FDB_LEADER_BALLOT are the election's.
@@ -274,19 +253,7 @@ fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_the_lease() 
     let _serial = serial();
     let mut world = world_or_skip!("sigkill");
     // The children start a grandchild too: the whole group must go.
-    let env = [("GRANDCHILD", "1")];
-    let mut a = world.start_run_with("a", &[], "0", &env);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let mut b = world.start_run_with("b", &[], "0", &env);
-    wait_live_candidates(&world, 2);
-    let grandchild = world
-        .events()
-        .into_iter()
-        .find(|e| e.kind == "grandchild" && e.id == first.id)
-        .expect("a's child started a grandchild");
-    assert!(running(first.pid) && running(grandchild.pid));
+    let (mut a, mut b, first, grandchild) = world.leader_with_grandchild_and_standby();
 
     // Kill a right after one of its renewals: `before` is when the last status that still
     // saw the previous renewal started, so a's last renewal committed after `before`, and b
@@ -308,23 +275,9 @@ fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_the_lease() 
     })
     .expect("a never renewed");
 
-    let gone = poll(PATIENCE, || {
-        (!running(first.pid) && !running(grandchild.pid)).then(Instant::now)
-    })
-    .unwrap_or_else(|| panic!("a's child group outlived it: {:?}", world.log_lines()));
-    let orphan_gone = gone - kill_at;
-    eprintln!(
-        "orphans gone {} ms after SIGKILL of the supervisor",
-        orphan_gone.as_millis()
-    );
-    assert!(
-        orphan_gone < Duration::from_secs(1),
-        "the child group was gone only after {orphan_gone:?}"
-    );
+    let gone = world.assert_group_gone(&first, &grandchild, kill_at);
 
-    let (next, seen) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let (next, seen) = world.wait_led("b");
     let failover = seen - kill_at;
     let bound = LEASE_DUR + HEARTBEAT_DUR + Duration::from_secs(1);
     eprintln!(
@@ -362,18 +315,11 @@ fn sigterm_stops_the_child_and_hands_over_without_a_lease_wait() {
     let _serial = serial();
     let mut world = world_or_skip!("sigterm");
     store_long_lease(&world);
-    let mut a = world.start_run("a", &[]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let mut b = world.start_run("b", &[]);
-    wait_live_candidates(&world, 2);
+    let (mut a, mut b, first) = world.leader_and_follower(&[]);
 
     let start = Instant::now();
     signal(&a, Signal::SIGTERM);
-    let (next, seen) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let (next, seen) = world.wait_led("b");
     let handover = seen - start;
     eprintln!("handover after SIGTERM: {handover:?} (lease {LONG_LEASE:?})");
     let bound = LONG_LEASE / 2;
@@ -381,20 +327,8 @@ fn sigterm_stops_the_child_and_hands_over_without_a_lease_wait() {
         handover < bound,
         "handover took {handover:?}: a lease wait (lease {LONG_LEASE:?})"
     );
-    assert_eq!(next.ballot, first.ballot + 1, "one handover, one ballot");
     // The old child logged its stop before the new one started: no overlap.
-    let events = world.events();
-    let stop = events
-        .iter()
-        .position(|e| e.kind == "stop" && e.pid == first.pid);
-    let new = events.iter().position(|e| e.pid == next.pid);
-    assert!(stop.is_some() && stop < new, "{:?}", world.log_lines());
-    let status = wait_exit(&mut a, PATIENCE).expect("a exits");
-    assert!(
-        status.success(),
-        "a exited with {status:?}:\n{}",
-        world.stderr_of("a")
-    );
+    world.assert_handed_over(&first, &next, &mut a);
     // a resigned and unregistered: b leads alone.
     let status = poll(PATIENCE, || {
         let s = status_json(&world)?;
@@ -430,12 +364,7 @@ fn status_shows_leader_ballot_lease_state_candidates_and_config() {
         text(&out.stderr)
     );
 
-    let mut a = world.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
-    let (leader, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let mut b = world.start_run("b", &["--priority", "1"]);
-    let status = wait_live_candidates(&world, 2);
+    let (mut a, mut b, leader, status) = world.priority_5_leader_and_follower();
 
     assert_eq!(status["election"], election(&world).as_str());
     assert_eq!(
@@ -658,9 +587,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
     let mut world = world_or_skip!("operator");
     store_long_lease(&world);
     let a = world.start_run("a", &[]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let (first, _) = world.wait_led("a");
     assert_eq!(first.ballot, 1);
     let b = world.start_run("b", &[]);
     wait_live_candidates(&world, 2);
@@ -689,12 +616,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
         "the resign took {:?}",
         seen - asked
     );
-    let events = world.events();
-    let stop = events
-        .iter()
-        .position(|e| e.kind == "stop" && e.pid == first.pid);
-    let start = events.iter().position(|e| e.pid == second.pid);
-    assert!(stop.is_some() && stop < start, "{:?}", world.log_lines());
+    world.assert_stop_precedes(&first, &second);
 
     // force-vacate: fences ballot 2 out (the ballot becomes 3, held for the operator); no
     // candidate leads before a full lease of no change; then the next leader gets ballot 4.

@@ -346,20 +346,7 @@ fn leader_and_follower_answer_and_leader_turns_503_at_the_deadline_while_blocked
     let mut world = World::new();
     let (pa, pb) = (free_port(), free_port());
     let (la, lb) = (format!("127.0.0.1:{pa}"), format!("127.0.0.1:{pb}"));
-    let mut a = world.start_run_with(
-        "a",
-        &["--metrics-listen", &la],
-        "0",
-        &[("FDB_LEADER_DEBUG_BLOCK_RUNTIME", "5s")],
-    );
-    poll(PATIENCE, || {
-        world
-            .stderr_of("a")
-            .contains("debug: blocking the runtime")
-            .then_some(())
-    })
-    .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let blocked_at = Instant::now();
+    let (mut a, blocked_at) = world.start_blocked(&la);
     let mut b = world.start_run("b", &["--metrics-listen", &lb]);
     let get = |port, path| http_get(port, path, Duration::from_secs(1));
     // a's lease is 600 ms: 200 at first (the block began just after its election), then 503

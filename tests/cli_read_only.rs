@@ -14,13 +14,9 @@ mod cli_support;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use cli_support::{World, assert_no_panic, bin, output_of};
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use cli_support::{World, assert_no_panic, in_txn, output_of, stderr};
 
 #[test]
 fn status_by_another_user_creates_nothing_beside_a_services_store() {
@@ -29,15 +25,10 @@ fn status_by_another_user_creates_nothing_beside_a_services_store() {
         return;
     }
     let world = World::new();
-    let dir = world.path("shared");
-    fs::create_dir(&dir).unwrap();
+    let (dir, db) = world.store_in("shared");
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
     fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
-    let db = dir.join("election.db");
-    let exe = world.path("fdb-leader");
-    if fs::hard_link(bin(), &exe).is_err() {
-        fs::copy(bin(), &exe).unwrap();
-    }
+    let exe = world.exe_for_others();
     let as_user = |uid: u32, args: &[&str]| {
         let mut c = Command::new(&exe);
         c.arg("--sqlite").arg(&db).args(args).uid(uid).gid(uid);
@@ -48,15 +39,7 @@ fn status_by_another_user_creates_nothing_beside_a_services_store() {
     // The service's store (it leaves it closed: no -wal, no -shm).
     let out = output_of(as_user(SERVICE, &["config", "set", "--lease", "2s"]));
     assert!(out.status.success(), "{}", stderr(&out));
-    let listing = || {
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
+    let listing = || cli_support::file_names(&dir);
     assert_eq!(listing(), ["election.db"]);
     // An operator, who may read the store, asks for its status.
     let out = output_of(as_user(OPERATOR, &["status"]));
@@ -91,23 +74,8 @@ fn a_watch_reading_a_store_as_it_stood_does_not_miss_a_writer_that_came_and_went
     use std::time::{Duration, Instant};
 
     let world = World::new();
-    let dir = world.path("frozen");
-    fs::create_dir(&dir).unwrap();
-    let db = dir.join("election.db");
-    let mut config_set = Command::new(bin());
-    config_set
-        .arg("--sqlite")
-        .arg(&db)
-        .args(["config", "set", "--lease", "2s"]);
-    let out = output_of(config_set);
-    assert!(out.status.success(), "{}", stderr(&out));
-    fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
-    fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
-    let exe = world.path("fdb-leader");
-    if fs::hard_link(bin(), &exe).is_err() {
-        fs::copy(bin(), &exe).unwrap();
-    }
+    let (dir, db) = world.read_only_store("frozen");
+    let exe = world.exe_for_others();
     let mut watch = Command::new(&exe);
     watch
         .arg("--sqlite")
@@ -138,24 +106,16 @@ fn a_watch_reading_a_store_as_it_stood_does_not_miss_a_writer_that_came_and_went
         )));
         let me = Candidate::new(CandidateId::random("writer").unwrap(), Priority::new(1));
         let (e, m) = (election.clone(), me.clone());
-        store
-            .run(|txn, _| {
-                let (e, m) = (e.clone(), m.clone());
-                async move { e.register_candidate(&txn, &m).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(store, [e, m], |txn| e.register_candidate(&txn, &m).await).unwrap();
         assert!(election.run_cycle(&store, &me).await.unwrap().is_leader());
         me.id().to_string()
     });
     drop(rt);
-    let mut beside: Vec<String> = fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    beside.sort();
-    assert_eq!(beside, ["election.db"], "the writer closed its store");
+    assert_eq!(
+        cli_support::file_names(&dir),
+        ["election.db"],
+        "the writer closed its store"
+    );
     cli_support::signal(&watch, Signal::SIGCONT);
 
     // The watch must report the writer's leadership, or end (exit 3, "was created"): not

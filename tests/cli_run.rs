@@ -17,12 +17,10 @@
 mod cli_support;
 
 use std::sync::Mutex;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    Event, HEARTBEAT_DUR, LEASE_DUR, PATIENCE, World, is_label, running, signal, wait_exit,
-    wait_live_candidates,
+    HEARTBEAT_DUR, LEASE_DUR, PATIENCE, World, running, signal, wait_exit, wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -36,20 +34,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Starts `a`, waits for its child, then starts `b` and waits until both are live candidates.
-fn leader_and_follower(
-    world: &mut World,
-    extra: &[&str],
-) -> (std::process::Child, std::process::Child, Event) {
-    let a = world.start_run("a", extra);
-    let (started, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let b = world.start_run("b", extra);
-    wait_live_candidates(world, 2);
-    (a, b, started)
-}
-
 #[test]
 fn two_runs_on_one_file_run_exactly_one_child() {
     let _serial = serial();
@@ -57,24 +41,10 @@ fn two_runs_on_one_file_run_exactly_one_child() {
     // Both at once, on a file that does not exist yet: both create it, one leads.
     let mut a = world.start_run("a", &[]);
     let mut b = world.start_run("b", &[]);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start")
-        .unwrap_or_else(|| {
-            panic!(
-                "nobody led:\n{}\n{}",
-                world.stderr_of("a"),
-                world.stderr_of("b")
-            )
-        });
+    let first = world.wait_first_leader();
     wait_live_candidates(&world, 2);
     // Watch for three leases: one child all along, both campaigners alive.
-    let until = Instant::now() + LEASE_DUR * 3;
-    while Instant::now() < until {
-        let active = world.active();
-        assert_eq!(active.len(), 1, "children running: {active:?}");
-        assert_eq!(active[0].pid, first.pid);
-        thread::sleep(Duration::from_millis(25));
-    }
+    world.assert_one_child_for(&first, LEASE_DUR * 3);
     assert!(a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none());
     assert_eq!(world.events().len(), 1, "{:?}", world.log_lines());
     let status = cli_support::status_json(&world).unwrap();
@@ -93,40 +63,14 @@ fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_it() {
     let _serial = serial();
     let mut world = World::new();
     // The children start a grandchild too: the whole group must go.
-    let env = [("GRANDCHILD", "1")];
-    let mut a = world.start_run_with("a", &[], "0", &env);
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let mut b = world.start_run_with("b", &[], "0", &env);
-    wait_live_candidates(&world, 2);
-    let grandchild = world
-        .events()
-        .into_iter()
-        .find(|e| e.kind == "grandchild" && e.id == first.id)
-        .expect("a's child started a grandchild");
-    assert!(running(first.pid) && running(grandchild.pid));
+    let (mut a, mut b, first, grandchild) = world.leader_with_grandchild_and_standby();
 
     // SIGKILL the supervisor only: nothing else is killed by the test.
     let start = Instant::now();
     signal(&a, Signal::SIGKILL);
-    let gone = cli_support::poll(PATIENCE, || {
-        (!running(first.pid) && !running(grandchild.pid)).then(Instant::now)
-    })
-    .unwrap_or_else(|| panic!("a's child group outlived it: {:?}", world.log_lines()));
-    let orphan_gone = gone - start;
-    eprintln!(
-        "orphans gone {} ms after SIGKILL of the supervisor",
-        orphan_gone.as_millis()
-    );
-    assert!(
-        orphan_gone < Duration::from_secs(1),
-        "the child group was gone only after {orphan_gone:?}"
-    );
+    let gone = world.assert_group_gone(&first, &grandchild, start);
 
-    let (next, seen) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let (next, seen) = world.wait_led("b");
     let failover = seen - start;
     let bound = LEASE_DUR + HEARTBEAT_DUR + Duration::from_secs(1);
     assert!(
@@ -181,32 +125,18 @@ fn killing_the_supervisor_and_its_watchdog_together_still_ends_the_child() {
 fn sigterm_hands_over_within_one_second_without_overlap() {
     let _serial = serial();
     let mut world = World::new();
-    let (mut a, mut b, first) = leader_and_follower(&mut world, &[]);
+    let (mut a, mut b, first) = world.leader_and_follower(&[]);
     let start = Instant::now();
     signal(&a, Signal::SIGTERM);
-    let (next, seen) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let (next, seen) = world.wait_led("b");
     let handover = seen - start;
     assert!(
         handover <= Duration::from_secs(1),
         "handover took {handover:?}"
     );
     eprintln!("handover after SIGTERM: {handover:?}");
-    assert_eq!(next.ballot, first.ballot + 1, "one handover, one ballot");
     // The old child logged its stop before the new one started: no overlap.
-    let events = world.events();
-    let stop = events
-        .iter()
-        .position(|e| e.kind == "stop" && e.pid == first.pid);
-    let new = events.iter().position(|e| e.pid == next.pid);
-    assert!(stop.is_some() && stop < new, "{:?}", world.log_lines());
-    let status = wait_exit(&mut a, PATIENCE).expect("a exits");
-    assert!(
-        status.success(),
-        "a exited with {status:?}:\n{}",
-        world.stderr_of("a")
-    );
+    world.assert_handed_over(&first, &next, &mut a);
 
     signal(&b, Signal::SIGTERM);
     assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
@@ -216,21 +146,12 @@ fn sigterm_hands_over_within_one_second_without_overlap() {
 fn begin_and_end_commands_run_in_order_around_each_leadership() {
     let _serial = serial();
     let mut world = World::new();
-    let log = world.log();
-    let log = log.to_str().unwrap();
-    let begin = format!(
-        "echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
-    );
-    let end = format!(
-        "echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
-    );
-    let hooks = ["--begin-command", &begin, "--end-command", &end];
-    let (mut a, mut b, first) = leader_and_follower(&mut world, &hooks);
+    let hooks = world.logging_hooks();
+    let hooks = hooks.each_ref().map(String::as_str);
+    let (mut a, mut b, first) = world.leader_and_follower(&hooks);
     signal(&a, Signal::SIGTERM);
     assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
-    let (second, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .expect("b leads");
+    let (second, _) = world.wait_led("b");
     signal(&b, Signal::SIGTERM);
     assert!(wait_exit(&mut b, PATIENCE).is_some_and(|s| s.success()));
 
@@ -255,13 +176,9 @@ fn preemption_waits_for_the_old_child_to_stop() {
     let mut world = World::new();
     // a's child takes a second to stop after SIGTERM; b has a higher priority.
     let mut a = world.start_run_stopping_in("a", &[], "1");
-    let (first, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let (first, _) = world.wait_led("a");
     let mut b = world.start_run("b", &["--priority", "5"]);
-    let (next, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let (next, _) = world.wait_led("b");
     assert_eq!(next.ballot, first.ballot + 1);
     // The handover waited for a's child: its stop is logged before b's start.
     let events = world.events();
@@ -299,9 +216,7 @@ fn a_second_supervisor_of_one_name_is_warned_which_candidate_has_it() {
     let _serial = serial();
     let mut world = World::new();
     let mut first = world.start_run("a", &[]);
-    let (led, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let (led, _) = world.wait_led("a");
     // The same --name again, its output in files of another name.
     let mut command = world.command();
     command.args(["run", "--name", "a", "--", "sleep", "100"]);

@@ -18,10 +18,10 @@ mod cli_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
-use cli_support::{World, bin, output_of};
+use cli_support::{World, in_txn, run_suggested, stderr, suggested};
 use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardedElection};
 use fdb_leader_election::{
     Candidate, CandidateId, ElectionConfig, Priority, ShardId, SqliteDb, Weight,
@@ -34,10 +34,6 @@ const MOVES: u32 = 2;
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A sharded election in the world's SQLite file, driven by hand through the library: its
@@ -72,14 +68,10 @@ impl Sharded {
         let leader = Candidate::new(id.clone(), Priority::new(1));
         rt.block_on(async {
             let (e, c, l) = (election.clone(), config.clone(), leader.clone());
-            db.run(|txn, _| {
-                let (e, c, l) = (e.clone(), c.clone(), l.clone());
-                async move {
-                    e.initialize(&txn, &c, &layout).await?;
-                    e.coordinator_election().register_candidate(&txn, &l).await
-                }
+            in_txn!(db, [e, c, l], |txn| {
+                e.initialize(&txn, &c, &layout).await?;
+                e.coordinator_election().register_candidate(&txn, &l).await
             })
-            .await
             .unwrap();
             let won = election
                 .coordinator_election()
@@ -113,14 +105,10 @@ impl Sharded {
         let ready: BTreeSet<ShardId> = (0..SHARDS).map(ShardId::new).collect();
         let e = self.election.clone();
         self.rt.block_on(async {
-            let cycle = self
-                .db
-                .run(|txn, _| {
-                    let (e, m, ready) = (e.clone(), m.clone(), ready.clone());
-                    async move { e.member_cycle(&txn, &m, &ready).await }
-                })
-                .await
-                .unwrap();
+            let cycle = in_txn!(self.db, [e, m, ready], |txn| e
+                .member_cycle(&txn, &m, &ready)
+                .await)
+            .unwrap();
             m.adopt(cycle);
         });
     }
@@ -137,13 +125,7 @@ impl Sharded {
             assert!(renewed.is_leader());
             let token = self.leader.fencing_token().unwrap();
             let c = self.coordinator.clone();
-            self.db
-                .run(|txn, _| {
-                    let (e, c) = (e.clone(), c.clone());
-                    async move { e.coordinate(&txn, &c, token).await }
-                })
-                .await
-                .unwrap();
+            in_txn!(self.db, [e, c], |txn| e.coordinate(&txn, &c, token).await).unwrap();
         });
     }
 
@@ -151,13 +133,7 @@ impl Sharded {
     fn leave(&self, m: &Member) {
         let e = self.election.clone();
         self.rt.block_on(async {
-            self.db
-                .run(|txn, _| {
-                    let (e, m) = (e.clone(), m.clone());
-                    async move { e.leave(&txn, &m).await }
-                })
-                .await
-                .unwrap();
+            in_txn!(self.db, [e, m], |txn| e.leave(&txn, &m).await).unwrap();
         });
     }
 
@@ -208,43 +184,6 @@ fn member<'a>(status: &'a Value, id: &CandidateId) -> &'a Value {
         .iter()
         .find(|m| m["id"] == id.as_str())
         .unwrap_or_else(|| panic!("{id} not in {status}"))
-}
-
-/// The commands between backticks in `text`.
-fn suggested(text: &str) -> Vec<String> {
-    text.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Runs a suggested `fdb-leader …` command as printed (plain words and single quotes).
-fn run_suggested(line: &str) -> Output {
-    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
-    for ch in line.chars() {
-        match ch {
-            '\'' => (quoted, any) = (!quoted, true),
-            ' ' if !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut word));
-                }
-                any = false;
-            }
-            ch => (word.push(ch), any = true).1,
-        }
-    }
-    if any {
-        words.push(word);
-    }
-    assert_eq!(
-        words.first().map(String::as_str),
-        Some("fdb-leader"),
-        "{line}"
-    );
-    let mut command = Command::new(bin());
-    command.args(&words[1..]);
-    output_of(command)
 }
 
 #[test]
@@ -895,21 +834,19 @@ fn config_sharded_reads_and_writes_the_sharded_elections_configuration() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--sharded"), "{}", stderr(&out));
     // Created with 4 shards and these settings; the single election of the name is not.
-    let out = world.cli(&[
-        "config",
-        "set",
-        "--sharded",
-        "--shards",
+    let out = world.config_sharded(
         "4",
-        "--lease",
-        "2s",
-        "--heartbeat",
-        "500ms",
-        "--transaction-timeout",
-        "100ms",
-        "--max-clock-rate-error-ppm",
-        "50000",
-    ]);
+        &[
+            "--lease",
+            "2s",
+            "--heartbeat",
+            "500ms",
+            "--transaction-timeout",
+            "100ms",
+            "--max-clock-rate-error-ppm",
+            "50000",
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("lease                     2s"),
@@ -924,15 +861,7 @@ fn config_sharded_reads_and_writes_the_sharded_elections_configuration() {
     assert_eq!(got["max_clock_rate_error_ppm"], 50_000);
     assert_eq!(world.cli(&["config", "get"]).status.code(), Some(1));
     // An existing sharded election keeps its count (a warning says so); the settings change.
-    let out = world.cli(&[
-        "config",
-        "set",
-        "--sharded",
-        "--shards",
-        "9",
-        "--handover-grace",
-        "700ms",
-    ]);
+    let out = world.config_sharded("9", &["--handover-grace", "700ms"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stderr(&out).matches("already exists with 4 shards").count(),
@@ -979,22 +908,17 @@ fn configs_read(path: &Path) -> (ElectionConfig, ElectionConfig) {
         Weight::ONE,
     );
     rt.block_on(async {
-        let cycle = db
-            .run(|txn, _| {
-                let (e, m) = (e.clone(), m.clone());
-                async move { e.member_cycle(&txn, &m, &BTreeSet::new()).await }
-            })
-            .await
-            .unwrap();
+        let cycle = in_txn!(db, [e, m], |txn| e
+            .member_cycle(&txn, &m, &BTreeSet::new())
+            .await)
+        .unwrap();
         let member = cycle.config().clone();
         drop(cycle);
-        let coordinator = db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.coordinator_election().read_config(&txn).await }
-            })
-            .await
-            .unwrap();
+        let coordinator = in_txn!(db, [e], |txn| e
+            .coordinator_election()
+            .read_config(&txn)
+            .await)
+        .unwrap();
         (member, coordinator)
     })
 }

@@ -16,24 +16,15 @@ mod cli_support;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cli_support::{PATIENCE, World, assert_no_panic, bin, is_label, output_of, wait_exit};
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use cli_support::{PATIENCE, World, assert_no_panic, bin, is_label, output_of, stderr, wait_exit};
 
 /// The files in the test's directory whose names start with `prefix`.
 fn files_like(world: &World, prefix: &str) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(world.path(""))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(prefix))
-        .collect();
-    names.sort();
+    let mut names = cli_support::file_names(&world.path(""));
+    names.retain(|n| n.starts_with(prefix));
     names
 }
 
@@ -42,27 +33,20 @@ fn a_store_this_user_may_not_write_exits_3_at_once_and_creates_nothing() {
     let world = World::new();
     // A store created by its owner, in a directory everyone may write (as /tmp): another user
     // could create -wal and -shm files beside it, but must not.
-    let dir = world.path("shared");
-    fs::create_dir(&dir).unwrap();
+    let (dir, db) = world.store_in("shared");
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
-    let db = dir.join("election.db");
-    let mut setup = Command::new(bin());
-    setup
-        .arg("--sqlite")
-        .arg(&db)
-        .args(["config", "set", "--preemption", "on"]);
-    assert!(output_of(setup).status.success());
+    assert!(
+        cli_support::on_sqlite(&db, &["config", "set", "--preemption", "on"])
+            .status
+            .success()
+    );
     fs::set_permissions(&db, fs::Permissions::from_mode(0o644)).unwrap();
     fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
 
     let root = nix::unistd::geteuid().is_root();
     // The other user must be able to reach the binary: a link (or copy) in this directory.
     let exe = if root {
-        let exe = world.path("fdb-leader");
-        if fs::hard_link(bin(), &exe).is_err() {
-            fs::copy(bin(), &exe).unwrap();
-        }
-        exe
+        world.exe_for_others()
     } else {
         std::path::PathBuf::from(bin())
     };
@@ -96,11 +80,7 @@ fn a_store_this_user_may_not_write_exits_3_at_once_and_creates_nothing() {
         "no fix in: {err}"
     );
     // Nothing created: no -wal or -shm owned by the other user.
-    let left: Vec<String> = fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let left = cli_support::file_names(&dir);
     assert_eq!(left, ["election.db"], "{err}");
 }
 
@@ -109,9 +89,7 @@ fn a_deleted_store_file_stops_the_child_and_exits_3() {
     for replace in [false, true] {
         let mut world = World::new();
         let mut a = world.start_run("a", &[]);
-        let (first, _) = world
-            .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-            .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+        let (first, _) = world.wait_led("a");
         let start = Instant::now();
         if replace {
             // Another store moved over the path in one rename (a restore from a backup): the
@@ -143,14 +121,7 @@ fn a_deleted_store_file_stops_the_child_and_exits_3() {
         assert!(err.contains(what), "{err}");
         assert!(err.contains("restart ballots at 1"), "{err}");
         // The child was stopped (it logs its stop on SIGTERM), and nothing of it runs.
-        assert!(
-            world
-                .events()
-                .iter()
-                .any(|e| e.kind == "stop" && e.pid == first.pid),
-            "{:?}",
-            world.log_lines()
-        );
+        assert!(world.logged_stop(&first), "{:?}", world.log_lines());
         assert!(world.running_pids().is_empty());
         eprintln!(
             "store {}: child stopped and exit 3 after {} ms",
@@ -174,9 +145,7 @@ fn a_deleted_wal_and_shm_stop_the_leader_and_no_second_leader_starts_beside_it()
     for (only_shm, stop_delay) in [(false, "0"), (true, "0"), (false, "1")] {
         let mut world = World::new();
         let mut a = world.start_run_stopping_in("a", &[], stop_delay);
-        let (first, _) = world
-            .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-            .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+        let (first, _) = world.wait_led("a");
         let start = Instant::now();
         if !only_shm {
             fs::remove_file(world.path("election.db-wal")).unwrap();
@@ -204,10 +173,7 @@ fn a_deleted_wal_and_shm_stop_the_leader_and_no_second_leader_starts_beside_it()
         assert!(err.contains("never delete the -wal or -shm"), "{err}");
         // Stopped by SIGTERM; a slow one is killed at the lease's deadline (its grace cannot
         // outlive a lease that no renewal extends, docs/design.md §10.8).
-        let stopped = world
-            .events()
-            .iter()
-            .any(|e| e.kind == "stop" && e.pid == first.pid);
+        let stopped = world.logged_stop(&first);
         assert!(
             (stopped || stop_delay != "0") && !cli_support::running(first.pid),
             "{:?}",
@@ -334,28 +300,12 @@ fn read_only_commands_never_create_a_store() {
 #[test]
 fn status_watch_and_config_get_work_on_a_store_this_user_may_only_read() {
     let world = World::new();
-    let dir = world.path("read-only");
-    fs::create_dir(&dir).unwrap();
-    let db = dir.join("election.db");
-    let mut setup = Command::new(bin());
-    setup
-        .arg("--sqlite")
-        .arg(&db)
-        .args(["config", "set", "--lease", "2s"]);
-    let out = output_of(setup);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let before = fs::read(&db).unwrap();
     // Only reading allowed: the file 0444 in a folder 0555 (so no -wal or -shm either).
-    fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
-    fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
+    let (dir, db) = world.read_only_store("read-only");
+    let before = fs::read(&db).unwrap();
     let root = nix::unistd::geteuid().is_root();
     let exe = if root {
-        let exe = world.path("fdb-leader");
-        if fs::hard_link(bin(), &exe).is_err() {
-            fs::copy(bin(), &exe).unwrap();
-        }
-        exe
+        world.exe_for_others()
     } else {
         std::path::PathBuf::from(bin())
     };
@@ -397,11 +347,7 @@ fn status_watch_and_config_get_work_on_a_store_this_user_may_only_read() {
     assert!(status.success(), "watch: {status:?}: {err}");
     // Nothing written, nothing created.
     assert_eq!(fs::read(&db).unwrap(), before);
-    let left: Vec<String> = fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let left = cli_support::file_names(&dir);
     assert_eq!(left, ["election.db"]);
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
 }
@@ -409,28 +355,12 @@ fn status_watch_and_config_get_work_on_a_store_this_user_may_only_read() {
 #[test]
 fn a_watch_reading_a_store_as_it_stood_ends_when_a_writer_starts() {
     let world = World::new();
-    let dir = world.path("frozen");
-    fs::create_dir(&dir).unwrap();
-    let db = dir.join("election.db");
-    let mut config_set = Command::new(bin());
-    config_set
-        .arg("--sqlite")
-        .arg(&db)
-        .args(["config", "set", "--lease", "2s"]);
-    let out = output_of(config_set);
-    assert!(out.status.success(), "{}", stderr(&out));
     // Nobody has it open (no -wal beside it), and this user may not make the -shm: the watch
     // reads it as it stands.
-    fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
-    fs::set_permissions(world.path(""), fs::Permissions::from_mode(0o755)).unwrap();
+    let (dir, db) = world.read_only_store("frozen");
     let root = nix::unistd::geteuid().is_root();
     let exe = if root {
-        let exe = world.path("fdb-leader");
-        if fs::hard_link(bin(), &exe).is_err() {
-            fs::copy(bin(), &exe).unwrap();
-        }
-        exe
+        world.exe_for_others()
     } else {
         std::path::PathBuf::from(bin())
     };

@@ -15,22 +15,17 @@
 mod cli_support;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Output, Stdio};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, is_label, lines_of, output_of, poll, signal,
-    status_json, wait_exit,
+    PATIENCE, World, assert_no_panic, bin, output_of, poll, run_suggested, shell_words, signal,
+    status_json, stderr, suggested, wait_exit,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// `fdb-leader --sqlite DB run ARGS…` in the background, stderr to `NAME.err`.
 fn run(world: &mut World, name: &str, args: &[&str]) -> std::process::Child {
@@ -161,9 +156,7 @@ fn a_command_that_cannot_run_is_refused_before_campaigning() {
 fn timeout_and_try_give_up_with_exit_5() {
     let mut world = World::new();
     let mut a = world.start_run("a", &[]);
-    world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    world.wait_led("a");
 
     let start = Instant::now();
     let out = world.cli(&["run", "--timeout", "1s", "--", "true"]);
@@ -325,14 +318,7 @@ fn every_flag_reads_an_environment_variable_shown_in_help() {
 
 /// `GET path` over loopback: the status code and the body.
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n")?.1.to_owned();
-    Some((status, body))
+    cli_support::http_get(port, path, Duration::from_secs(5))
 }
 
 #[test]
@@ -379,20 +365,7 @@ fn healthz_answers_and_reports_a_wedged_leader_while_the_runtime_is_blocked() {
     let mut world = World::new();
     let port = cli_support::free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut a = world.start_run_with(
-        "a",
-        &["--metrics-listen", &addr],
-        "0",
-        &[("FDB_LEADER_DEBUG_BLOCK_RUNTIME", "5s")],
-    );
-    poll(PATIENCE, || {
-        world
-            .stderr_of("a")
-            .contains("debug: blocking the runtime")
-            .then_some(())
-    })
-    .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let blocked_at = Instant::now();
+    let (mut a, blocked_at) = world.start_blocked(&addr);
     // Within the block (5 s; the lease is 600 ms): every request answered within a second,
     // and a 503 naming the wedged leader soon after the lease.
     let mut answers = Vec::new();
@@ -431,55 +404,6 @@ fn healthz_answers_and_reports_a_wedged_leader_while_the_runtime_is_blocked() {
         "{}",
         world.stderr_of("a")
     );
-}
-
-/// The commands between backticks in `text`.
-fn suggested(text: &str) -> Vec<String> {
-    text.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Splits a command line as a POSIX shell would (plain words and single quotes).
-fn shell_words(line: &str) -> Vec<String> {
-    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
-    for c in line.chars() {
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                any = true;
-            }
-            ' ' if !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut word));
-                }
-                any = false;
-            }
-            c => {
-                word.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(word);
-    }
-    words
-}
-
-/// Runs a suggested `fdb-leader …` command as printed.
-fn run_suggested(line: &str) -> Output {
-    let words = shell_words(line);
-    assert_eq!(
-        words.first().map(String::as_str),
-        Some("fdb-leader"),
-        "{line}"
-    );
-    let mut c = Command::new(bin());
-    c.args(&words[1..]);
-    output_of(c)
 }
 
 #[test]
@@ -770,16 +694,7 @@ fn keys(v: &Value) -> Vec<&str> {
 #[test]
 fn status_and_watch_json_keep_their_documented_fields() {
     let mut world = World::new();
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json", "--wait"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
+    let (mut watch, lines) = world.watch_json(&["--wait"], Stdio::null());
     let mut a = world.start_run("a", &["--payload", "host-a"]);
     let line = lines.recv_timeout(PATIENCE).expect("a watch line");
     let change: Value = serde_json::from_str(&line).unwrap();

@@ -17,8 +17,8 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use cli_support::{
-    PATIENCE, World, assert_no_panic, bin, is_label, lines_of, poll, signal, status_json,
-    wait_exit, wait_live_candidates,
+    PATIENCE, World, assert_no_panic, bin, in_txn, is_label, poll, signal, status_json, wait_exit,
+    wait_live_candidates,
 };
 use fdb_leader_election::{
     Ballot, Candidate, CandidateId, ElectionConfig, LeaderElection, Priority, SqliteDb,
@@ -114,15 +114,7 @@ fn config_sets_and_shows_the_version_policy_single_and_sharded() {
     assert_eq!(config["version_policy"], "no-downgrade");
 
     // The sharded election of the name: created with it, and changed.
-    let out = world.cli(&[
-        "config",
-        "set",
-        "--sharded",
-        "--shards",
-        "4",
-        "--version-policy",
-        "prefer-newest",
-    ]);
+    let out = world.config_sharded("4", &["--version-policy", "prefer-newest"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = world.cli(&["config", "get", "--sharded", "--json"]);
     let config: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -139,17 +131,7 @@ fn config_sets_and_shows_the_version_policy_single_and_sharded() {
 
 /// `watch --json` on the world's store, and its lines as they come.
 fn watch_json(world: &World) -> (Child, Receiver<String>) {
-    let mut watch = Command::new(bin())
-        .arg("--sqlite")
-        .arg(world.db())
-        .args(["watch", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(watch.stdout.take().unwrap());
-    (watch, lines)
+    world.watch_json(&[], Stdio::null())
 }
 
 /// Stops the supervisors (each exits 0) and the watch.
@@ -174,27 +156,16 @@ fn candidate<'a>(status: &'a Value, label: &str) -> Option<&'a Value> {
 fn under_prefer_newest_a_new_version_takes_over_and_status_and_watch_show_the_versions() {
     let mut world = World::new();
     let a = world.start_run("a", &["--app-version", "1.4.0"]);
-    let (started_a, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let (started_a, _) = world.wait_led("a");
     let out = world.cli(&["config", "set", "--version-policy", "prefer-newest"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (watch, lines) = watch_json(&world);
     // The version from the environment.
     let b = world.start_run_with("b", &[], "0", &[("FDB_LEADER_APP_VERSION", "1.5.0")]);
-    let (started_b, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .unwrap_or_else(|| panic!("b never took over:\n{}", world.stderr_of("b")));
+    let (started_b, _) = world.wait_led("b");
     assert!(started_b.ballot > started_a.ballot);
     // a's child stopped before b's started (the cooperative handover).
-    assert!(
-        world
-            .events()
-            .iter()
-            .any(|e| e.kind == "stop" && e.pid == started_a.pid),
-        "{:?}",
-        world.log_lines()
-    );
+    assert!(world.logged_stop(&started_a), "{:?}", world.log_lines());
 
     let status = poll(PATIENCE, || {
         let s = status_json(&world)?;
@@ -283,20 +254,15 @@ fn status_shows_a_directed_resign_the_leader_refused() {
     let leader = Candidate::new(CandidateId::random("leader").unwrap(), Priority::new(1));
     let heir = Candidate::new(CandidateId::random("heir").unwrap(), Priority::new(1));
     rt.block_on(async {
-        db.run(|txn, _| {
-            let (e, c, l, h) = (
-                election.clone(),
-                config.clone(),
-                leader.clone(),
-                heir.clone(),
-            );
-            async move {
+        in_txn!(
+            db,
+            [e = election, c = config, l = leader, h = heir],
+            |txn| {
                 e.initialize_with_config(&txn, &c).await?;
                 e.register_candidate(&txn, &l).await?;
                 e.register_candidate(&txn, &h).await
             }
-        })
-        .await
+        )
         .unwrap();
         assert!(election.run_cycle(&db, &leader).await.unwrap().is_leader());
     });
@@ -305,11 +271,9 @@ fn status_shows_a_directed_resign_the_leader_refused() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     // The heir leaves; the leader's next cycle refuses the request and keeps leading.
     rt.block_on(async {
-        db.run(|txn, _| {
-            let (e, h) = (election.clone(), heir.clone());
-            async move { e.unregister_candidate(&txn, &h).await }
-        })
-        .await
+        in_txn!(db, [e = election, h = heir], |txn| e
+            .unregister_candidate(&txn, &h)
+            .await)
         .unwrap();
         assert!(election.run_cycle(&db, &leader).await.unwrap().is_leader());
     });
@@ -327,11 +291,9 @@ fn status_shows_a_directed_resign_the_leader_refused() {
     );
     // A later leadership does not show it.
     rt.block_on(async {
-        db.run(|txn, _| {
-            let (e, l) = (election.clone(), leader.clone());
-            async move { e.resign_leadership(&txn, &l, Some(Ballot::new(1))).await }
-        })
-        .await
+        in_txn!(db, [e = election, l = leader], |txn| e
+            .resign_leadership(&txn, &l, Some(Ballot::new(1)))
+            .await)
         .unwrap();
         assert!(election.run_cycle(&db, &leader).await.unwrap().is_leader());
     });
@@ -374,9 +336,7 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
     let out = world.cli(&["config", "set", "--version-policy", "prefer-oldest"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let mut a = world.start_run("a", &["--app-version", "1.4.0"]);
-    let (started_a, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let (started_a, _) = world.wait_led("a");
     let mut b = world.start_run("b", &["--app-version", "1.4.0"]);
     wait_live_candidates(&world, 2);
     let (watch, lines) = watch_json(&world);
@@ -409,9 +369,7 @@ fn a_rolling_upgrade_under_prefer_oldest_moves_the_leadership_once_to_the_new_ve
     let stopped = std::time::Instant::now();
     signal(&a, Signal::SIGTERM);
     assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));
-    let (started_b, seen) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "b"))
-        .unwrap_or_else(|| panic!("b never led:\n{}", world.stderr_of("b")));
+    let (started_b, seen) = world.wait_led("b");
     assert!(
         seen.duration_since(stopped) < cli_support::LEASE_DUR,
         "a lease was waited for: {:?}",
@@ -586,9 +544,7 @@ fn the_version_policy_picks_a_killed_leaders_successor_and_refuses_a_directed_do
     let out = world.cli(&["config", "set", "--version-policy", "no-downgrade"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let mut a = world.start_run("a", &["--app-version", "2.0.0"]);
-    let (started_a, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, "a"))
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let (started_a, _) = world.wait_led("a");
     let (watch, lines) = watch_json(&world);
     let b = world.start_run("b", &["--app-version", "1.0.0", "--priority", "9"]);
     let c = world.start_run("c", &["--app-version", "2.0.0"]);

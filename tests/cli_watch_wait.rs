@@ -17,7 +17,7 @@ use std::fs;
 use std::process::Command;
 use std::time::Duration;
 
-use cli_support::{World, bin, output_of};
+use cli_support::{World, bin};
 
 #[test]
 fn watch_wait_keeps_waiting_through_a_store_being_created() {
@@ -37,12 +37,7 @@ fn watch_wait_keeps_waiting_through_a_store_being_created() {
     // (here, slowly).
     fs::write(&db, b"").unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let mut config_set = Command::new(bin());
-    config_set
-        .arg("--sqlite")
-        .arg(&db)
-        .args(["config", "set", "--lease", "2s"]);
-    let out = output_of(config_set);
+    let out = cli_support::on_sqlite(&db, &["config", "set", "--lease", "2s"]);
     assert!(
         out.status.success(),
         "config set takes the empty file as its new store: {}",

@@ -16,15 +16,13 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::backends::{MemBackend, SqliteBackend};
 use common::conformance::Backend;
 use common::differential::{self, Difference};
 use fdb_leader_election::{
-    ElectionDatabase, ElectionError, ElectionTxn, MaybeCommitted, MemDb, RunOptions, SqliteDb,
-    TxnError,
+    ElectionDatabase, ElectionTxn, MaybeCommitted, MemDb, RunOptions, SqliteDb, TxnError,
 };
 
 /// Every scripted case, on a store, against FoundationDB's outcomes (or the declared
@@ -261,27 +259,12 @@ async fn sqlite_run_retries_exactly_what_database_run_retries() {
 async fn transact_table<D: ElectionDatabase>(db: &D) {
     for kind in differential::KINDS {
         for code in differential::CODES {
-            let attempts = AtomicUsize::new(0);
-            let outcome = db
-                .transact(Duration::from_secs(5), |_txn| {
-                    let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
-                    async move {
-                        if first {
-                            Err(ElectionError::Database(differential::error_of(kind, code)))
-                        } else {
-                            Ok(())
-                        }
-                    }
-                })
-                .await;
+            let (outcome, attempts) =
+                differential::transact_failing_once(db, Duration::from_secs(5), kind, code).await;
             let retried = differential::transact_retries(kind, code);
             assert_eq!(outcome.is_ok(), retried, "{kind:?} {code:?}: {outcome:?}");
             let expected_attempts = if retried { 2 } else { 1 };
-            assert_eq!(
-                attempts.load(Ordering::SeqCst),
-                expected_attempts,
-                "{kind:?} {code:?}"
-            );
+            assert_eq!(attempts, expected_attempts, "{kind:?} {code:?}");
         }
     }
 }

@@ -26,6 +26,7 @@ use fdb_leader_election::{
     OperatorOutcome, Priority, ReadMode, ResignOutcome, RunOptions, ScriptedFaults,
 };
 use foundationdb_tuple::Subspace;
+use runner_support::{in_txn, timed};
 
 struct Env {
     db: MemDb,
@@ -48,13 +49,10 @@ impl Env {
         };
         env.db.set_fault_injector(Arc::new(env.faults.clone()));
         let (e, c) = (env.election.clone(), config.clone());
-        env.db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.initialize_with_config(&txn, &c).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(env.db, [e, c], |txn| e
+            .initialize_with_config(&txn, &c)
+            .await)
+        .unwrap();
         env
     }
 
@@ -66,13 +64,7 @@ impl Env {
 
     async fn register(&self, c: &Candidate) {
         let (e, c) = (self.election.clone(), c.clone());
-        self.db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(self.db, [e, c], |txn| e.register_candidate(&txn, &c).await).unwrap();
     }
 
     /// One cycle through the helper that adopts only after the commit.
@@ -83,14 +75,10 @@ impl Env {
     /// One cycle, adopted after its commit; returns what it did.
     async fn action(&self, c: &Candidate) -> Action {
         let (e, cc) = (self.election.clone(), c.clone());
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), cc.clone());
-                async move { e.run_election_cycle(&txn, &c).await }
-            })
-            .await
-            .unwrap();
+        let cycle = in_txn!(self.db, [e, c = cc], |txn| e
+            .run_election_cycle(&txn, &c)
+            .await)
+        .unwrap();
         let action = cycle.action();
         c.adopt(cycle);
         action
@@ -112,13 +100,7 @@ impl Env {
 
     async fn record(&self) -> LeaderRecord {
         let e = self.election.clone();
-        self.db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.leader_record(&txn).await }
-            })
-            .await
-            .unwrap()
+        in_txn!(self.db, [e], |txn| e.leader_record(&txn).await).unwrap()
     }
 
     async fn txn<T, F, Fut>(&self, f: F) -> Result<T, ElectionError>
@@ -327,11 +309,7 @@ async fn shortening_the_lease_caps_the_leaders_belief_even_if_the_commit_is_unkn
     let b = env.candidate("b", 1).await;
     assert!(env.cycle(&a).await.unwrap().is_leader());
     env.advance(Duration::from_secs(1));
-    let short = ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(1))
-        .heartbeat_interval(ms(300))
-        .candidate_timeout(Duration::from_secs(2))
-        .transaction_timeout(ms(200))
+    let short = timed(1000, 300, 2000, 200)
         .takeover_stagger(Duration::ZERO)
         .build()
         .unwrap();
@@ -804,11 +782,7 @@ async fn a_candidate_value_that_never_held_the_ballot_cannot_hand_it_over_at_onc
 // --- Found by an adversarial review after the fixes above ---
 
 fn short_lease() -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(1))
-        .heartbeat_interval(ms(300))
-        .candidate_timeout(Duration::from_secs(2))
-        .transaction_timeout(ms(200))
+    timed(1000, 300, 2000, 200)
         .takeover_stagger(Duration::ZERO)
         .build()
         .unwrap()
@@ -939,25 +913,14 @@ async fn one_candidate_in_two_elections_is_refused_and_a_second_one_waits_a_full
     let y_election = LeaderElection::new(Subspace::from("shard-y"));
     {
         let (e, c) = (y_election.clone(), cfg.clone());
-        x.db.run(|txn, _| {
-            let (e, c) = (e.clone(), c.clone());
-            async move { e.initialize_with_config(&txn, &c).await }
-        })
-        .await
-        .unwrap();
+        in_txn!(x.db, [e, c], |txn| e.initialize_with_config(&txn, &c).await).unwrap();
     }
     let shared = x.world.candidate("proc", 1);
     let dead_x = x.world.candidate("dead-x", 1);
     let leader_y = x.world.candidate("leader-y", 1);
     let register = |e: &LeaderElection, c: &Candidate| {
         let (e, c, db) = (e.clone(), c.clone(), x.db.clone());
-        async move {
-            db.run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-        }
+        async move { in_txn!(db, [e, c], |txn| e.register_candidate(&txn, &c).await) }
     };
     register(&x.election, &shared).await.unwrap();
     register(&x.election, &dead_x).await.unwrap();
@@ -1192,11 +1155,7 @@ async fn runner_b_is_not_elected_while_a_guard_is_valid_after_an_operator_unregi
     })
     .await;
     cut_a.set_cut(true);
-    let short = ElectionConfig::builder()
-        .lease_duration(ms(150))
-        .heartbeat_interval(ms(50))
-        .candidate_timeout(ms(600))
-        .transaction_timeout(ms(30))
+    let short = timed(150, 50, 600, 30)
         .takeover_stagger(ms(10))
         .handover_grace(Duration::from_secs(1))
         .build()
@@ -1207,14 +1166,10 @@ async fn runner_b_is_not_elected_while_a_guard_is_valid_after_an_operator_unregi
         Priority::new(1),
         Arc::new(fdb_leader_election::TokioClock::new()),
     );
-    db.run(|txn, _| {
-        let (e, s, short) = (e.clone(), stranger.clone(), short.clone());
-        async move {
-            e.write_config(&txn, &short).await?;
-            e.unregister_candidate(&txn, &s).await
-        }
+    in_txn!(db, [e, s = stranger, short], |txn| {
+        e.write_config(&txn, &short).await?;
+        e.unregister_candidate(&txn, &s).await
     })
-    .await
     .unwrap();
     wait_until("b elected", Duration::from_secs(2), || {
         b.is_leader() || !guard.is_valid()
@@ -1239,14 +1194,10 @@ async fn a_stale_clone_of_a_committed_cycle_adopted_after_a_resignation_revives_
     let a = env.candidate("a", 1).await;
     let b = env.candidate("b", 1).await;
     let (e, ac) = (env.election.clone(), a.clone());
-    let cycle = env
-        .db
-        .run(|txn, _| {
-            let (e, a) = (e.clone(), ac.clone());
-            async move { e.run_election_cycle(&txn, &a).await }
-        })
-        .await
-        .unwrap();
+    let cycle = in_txn!(env.db, [e, a = ac], |txn| e
+        .run_election_cycle(&txn, &a)
+        .await)
+    .unwrap();
     let stale = cycle.clone();
     assert!(a.adopt(cycle).is_leader());
     let out = env
@@ -1298,11 +1249,7 @@ fn every_source_path_the_design_layout_names_exists() {
 // cycle's `next_action_at`, so a user of `run_cycle` paces takeovers as the runner does.
 #[tokio::test]
 async fn run_cycle_tells_a_follower_when_the_lease_it_times_lapses() {
-    let config = ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(3))
-        .heartbeat_interval(Duration::from_secs(1))
-        .candidate_timeout(Duration::from_secs(6))
-        .transaction_timeout(Duration::from_millis(300))
+    let config = timed(3000, 1000, 6000, 300)
         .takeover_stagger(Duration::ZERO)
         .build()
         .unwrap();

@@ -10,14 +10,16 @@
 
 mod common;
 
+use txn::in_txn;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::scenarios::{self, Backend, World};
 use fdb_leader_election::{
     Action, Ballot, Candidate, CandidateId, CommitFault, ElectionConfig, ElectionError,
-    ElectionResult, ElectionTxn, LeaderElection, LeaderRecord, MAX_CANDIDATE_ID_BYTES,
-    MAX_PAYLOAD_BYTES, MemDb, Priority, ReadMode, ResignOutcome, RunOptions, ScriptedFaults,
+    ElectionTxn, LeaderElection, MAX_CANDIDATE_ID_BYTES, MAX_PAYLOAD_BYTES, MemDb, Priority,
+    ReadMode, ResignOutcome, RunOptions, ScriptedFaults,
 };
 use foundationdb_tuple::Subspace;
 
@@ -61,125 +63,26 @@ impl Mem {
     }
 
     async fn list(&self) -> Result<Vec<fdb_leader_election::CandidateInfo>, ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let e = self.election.clone();
-                async move { e.list_candidates(&txn).await }
-            })
-            .await
+        in_txn!(self.db, [e = self.election], |txn| e
+            .list_candidates(&txn)
+            .await)
     }
 }
 
-impl Backend for Mem {
-    fn election(&self) -> &LeaderElection {
-        &self.election
-    }
-
-    async fn init(&self, cfg: &ElectionConfig) -> Result<(), ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let (e, cfg) = (self.election.clone(), cfg.clone());
-                async move { e.initialize_with_config(&txn, &cfg).await }
-            })
-            .await
-    }
-
-    async fn register(&self, c: &Candidate) -> Result<(), ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-    }
-
-    async fn cycle(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.run_election_cycle(&txn, &c).await }
-            })
-            .await?;
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn try_claim(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.try_claim_leadership(&txn, &c).await }
-            })
-            .await?;
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn resign(&self, c: &Candidate) -> Result<ResignOutcome, ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.resign_leadership(&txn, &c, None).await }
-            })
-            .await
-    }
-
-    async fn record(&self) -> Result<LeaderRecord, ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let e = self.election.clone();
-                async move { e.leader_record(&txn).await }
-            })
-            .await
-    }
-
-    async fn fenced_increment(&self, token: Ballot, key: &[u8]) -> Result<u64, ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let (e, key) = (self.election.clone(), key.to_vec());
-                async move {
-                    e.fence(&txn, token).await?;
-                    let n = read_u64(txn.get(&key, ReadMode::Serializable).await?) + 1;
-                    txn.set(&key, &n.to_le_bytes());
-                    Ok(n)
-                }
-            })
-            .await
-    }
-
-    async fn read_counter(&self, key: &[u8]) -> Result<u64, ElectionError> {
-        self.db
-            .run(|txn, _| {
-                let key = key.to_vec();
-                async move { Ok(read_u64(txn.get(&key, ReadMode::Snapshot).await?)) }
-            })
-            .await
-    }
-}
-
-fn read_u64(v: Option<Vec<u8>>) -> u64 {
-    v.map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-        .unwrap_or(0)
-}
+scenarios::run_loop_backend!(Mem, db);
 
 macro_rules! scenario {
-    ($name:ident) => {
-        #[tokio::test]
-        async fn $name() {
-            scenarios::$name(&Mem::new()).await;
-        }
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                scenarios::$name(&Mem::new()).await;
+            }
+        )*
     };
 }
 
-scenario!(several_candidates_elect_one_leader);
-scenario!(renewal_keeps_the_ballot);
-scenario!(crash_failover_waits_one_full_lease);
-scenario!(resign_reserves_for_the_best_live_candidate);
-scenario!(priority_handover_without_overlap);
-scenario!(equal_priority_never_preempts);
-scenario!(preemption_disabled_stops_requests);
-scenario!(stale_ex_leader_is_fenced);
-scenario!(unregistered_candidates_cannot_claim);
+scenarios::every_scenario!(scenario);
 
 async fn setup(m: &Mem, w: &World, labels: &[(&str, i32)]) -> Vec<Candidate> {
     m.init(&ElectionConfig::default()).await.unwrap();
@@ -323,11 +226,10 @@ async fn corrupt_case(key: Vec<u8>, bytes: &[u8]) {
         m.cycle(&c[0]).await.map(|_| ()),
         m.cycle(&c[1]).await.map(|_| ()),
         m.resign(&c[0]).await.map(|_| ()),
-        m.db.run(|txn, _| {
-            let e = m.election.clone();
-            async move { e.list_candidates(&txn).await.map(|_| ()) }
-        })
-        .await,
+        in_txn!(m.db, [e = m.election], |txn| e
+            .list_candidates(&txn)
+            .await
+            .map(|_| ())),
         m.fenced_increment(Ballot::new(1), b"n").await.map(|_| ()),
     ];
     let printable = fdb_leader_election::printable_key(&key);
@@ -455,23 +357,15 @@ async fn initialize_is_idempotent_and_never_resets_the_ballot() {
     m.resign(&c[0]).await.unwrap();
     let custom = ElectionConfig::with_lease_duration(Duration::from_secs(30)).unwrap();
     m.init(&custom).await.unwrap();
-    let cfg =
-        m.db.run(|txn, _| {
-            let e = m.election.clone();
-            async move { e.read_config(&txn).await }
-        })
-        .await
-        .unwrap();
+    let cfg = in_txn!(m.db, [e = m.election], |txn| e.read_config(&txn).await).unwrap();
     assert_eq!(
         cfg,
         ElectionConfig::default(),
         "initialize never changes a config"
     );
-    m.db.run(|txn, _| {
-        let (e, cfg) = (m.election.clone(), custom.clone());
-        async move { e.write_config(&txn, &cfg).await }
-    })
-    .await
+    in_txn!(m.db, [e = m.election, cfg = custom], |txn| e
+        .write_config(&txn, &cfg)
+        .await)
     .unwrap();
     let rec = m.record().await.unwrap();
     assert_eq!(
@@ -510,13 +404,10 @@ async fn eviction_removes_only_dead_candidates_and_never_the_leader() {
         m.cycle(&c[1]).await.unwrap();
         w.advance(Duration::from_secs(3));
     }
-    let evicted =
-        m.db.run(|txn, _| {
-            let e = m.election.clone();
-            async move { e.evict_dead_candidates(&txn).await }
-        })
-        .await
-        .unwrap();
+    let evicted = in_txn!(m.db, [e = m.election], |txn| e
+        .evict_dead_candidates(&txn)
+        .await)
+    .unwrap();
     assert_eq!(evicted, vec![c[2].id().clone()]);
     let listed = m.list().await.unwrap();
     let ids: Vec<_> = listed.iter().map(|i| i.id.clone()).collect();
@@ -536,13 +427,10 @@ async fn unregistering_the_leader_resigns_in_the_same_transaction() {
     let c = setup(&m, &w, &[("a", 1), ("b", 1)]).await;
     m.cycle(&c[0]).await.unwrap();
     m.cycle(&c[1]).await.unwrap();
-    let out =
-        m.db.run(|txn, _| {
-            let (e, a) = (m.election.clone(), c[0].clone());
-            async move { e.unregister_candidate(&txn, &a).await }
-        })
-        .await
-        .unwrap();
+    let out = in_txn!(m.db, [e = m.election, a = c[0]], |txn| e
+        .unregister_candidate(&txn, &a)
+        .await)
+    .unwrap();
     assert!(matches!(out, Some(ResignOutcome::Resigned { .. })));
     assert!(!c[0].believes_it_leads());
     assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::Acquired);
@@ -621,14 +509,11 @@ async fn re_registering_keeps_the_order_and_the_heartbeat_and_updates_the_priori
     c[0].set_priority(Priority::new(7));
     c[0].set_metadata(Some(b"v2".to_vec())).unwrap();
     m.register(&c[0]).await.unwrap();
-    let rec =
-        m.db.run(|txn, _| {
-            let (e, id) = (m.election.clone(), c[0].id().clone());
-            async move { e.get_candidate(&txn, &id).await }
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = in_txn!(m.db, [e = m.election, id = c[0].id()], |txn| e
+        .get_candidate(&txn, &id)
+        .await)
+    .unwrap()
+    .unwrap();
     assert_eq!(rec.registration(), 0);
     assert_eq!(rec.heartbeat(), 3);
     assert_eq!(rec.priority(), Priority::new(7));
@@ -673,14 +558,10 @@ async fn a_deleted_leader_record_is_never_recreated_at_ballot_zero() {
     let c = setup(&m, &w, &[("a", 1)]).await;
     m.cycle(&c[0]).await.unwrap();
     let key = election_key("leader");
-    m.db.run(|txn, _| {
-        let k = key.clone();
-        async move {
-            txn.clear(&k);
-            Ok::<(), ElectionError>(())
-        }
+    in_txn!(m.db, [k = key], |txn| {
+        txn.clear(&k);
+        Ok::<(), ElectionError>(())
     })
-    .await
     .unwrap();
     assert!(matches!(
         m.init(&ElectionConfig::default()).await,
@@ -783,3 +664,7 @@ async fn an_operator_resign_request_makes_the_leader_step_down_cooperatively() {
     assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::Acquired);
     assert_eq!(c[1].fencing_token(), Some(Ballot::new(2)));
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/txn.rs"]
+mod txn;

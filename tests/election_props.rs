@@ -13,6 +13,8 @@
     clippy::arithmetic_side_effects
 )]
 
+use txn::in_txn;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,11 +70,9 @@ impl Harness {
         let faults = ScriptedFaults::new();
         db.set_fault_injector(Arc::new(faults.clone()));
         let election = LeaderElection::new(Subspace::from("prop"));
-        db.run(|txn, _| {
-            let (e, c) = (election.clone(), config.clone());
-            async move { e.initialize_with_config(&txn, &c).await }
-        })
-        .await
+        in_txn!(db, [e = election, c = config], |txn| e
+            .initialize_with_config(&txn, &c)
+            .await)
         .unwrap();
         let mut h = Harness {
             db,
@@ -97,13 +97,10 @@ impl Harness {
         self.incarnation += 1;
         let id = CandidateId::with_nonce(&format!("slot{slot}"), self.incarnation).unwrap();
         let c = Candidate::with_clock(id, Priority::new(prio), Arc::new(self.clock.clone()));
-        self.db
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(self.db, [e = self.election, c], |txn| e
+            .register_candidate(&txn, &c)
+            .await)
+        .unwrap();
         self.everyone.push(c.clone());
         c
     }
@@ -132,13 +129,10 @@ impl Harness {
             Op::Advance(ms) => self.clock.advance(Duration::from_millis(ms)),
             Op::Resign(i) => {
                 let c = self.slots[i].clone();
-                self.db
-                    .run(|txn, _| {
-                        let (e, c) = (self.election.clone(), c.clone());
-                        async move { e.resign_leadership(&txn, &c, None).await }
-                    })
-                    .await
-                    .unwrap();
+                in_txn!(self.db, [e = self.election, c], |txn| e
+                    .resign_leadership(&txn, &c, None)
+                    .await)
+                .unwrap();
             }
             Op::Restart(i) => {
                 // The old incarnation is paused forever (kept in `everyone`), a new one joins.
@@ -179,13 +173,10 @@ impl Harness {
     }
 
     async fn record(&self) -> LeaderRecord {
-        self.db
-            .run(|txn, _| {
-                let e = self.election.clone();
-                async move { e.leader_record(&txn).await }
-            })
-            .await
-            .unwrap()
+        in_txn!(self.db, [e = self.election], |txn| e
+            .leader_record(&txn)
+            .await)
+        .unwrap()
     }
 
     async fn check(&mut self, step: usize) {
@@ -288,3 +279,7 @@ fn random_sequences_make_progress() {
     assert!(acquisitions >= 10, "only {acquisitions} acquisitions");
     assert!(ballot >= Ballot::new(11), "ballot only reached {ballot}");
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/txn.rs"]
+mod txn;

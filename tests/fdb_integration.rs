@@ -311,17 +311,7 @@ mod cluster {
                 )*
             };
         }
-        election_scenarios!(
-            several_candidates_elect_one_leader,
-            renewal_keeps_the_ballot,
-            crash_failover_waits_one_full_lease,
-            resign_reserves_for_the_best_live_candidate,
-            priority_handover_without_overlap,
-            equal_priority_never_preempts,
-            preemption_disabled_stops_requests,
-            stale_ex_leader_is_fenced,
-            unregistered_candidates_cannot_claim,
-        );
+        scenarios::every_scenario!(election_scenarios);
         all.push(test(
             "runner::a_crashed_leaders_successor_leads_within_lease_and_2_heartbeats",
             |b| async move { runner_crash_failover(&b).await },
@@ -645,14 +635,8 @@ mod cluster {
                 let attempts = AtomicUsize::new(0);
                 let outcome =
                     b.db.run(|_trx, _maybe_committed| {
-                        let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
-                        async move {
-                            if first {
-                                Err(FdbBindingError::from(differential::error_of(kind, code)))
-                            } else {
-                                Ok(())
-                            }
-                        }
+                        let error = FdbBindingError::from(differential::error_of(kind, code));
+                        differential::fail_first(&attempts, error)
                     })
                     .await;
                 let retried = differential::run_retries_on_foundationdb(client, kind, code);
@@ -709,19 +693,9 @@ mod cluster {
         let db = b.own_handle()?;
         for kind in differential::KINDS {
             for code in differential::CODES {
-                let attempts = AtomicUsize::new(0);
-                let outcome = db
-                    .transact(Duration::from_secs(10), |_trx| {
-                        let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
-                        async move {
-                            if first {
-                                Err(ElectionError::Database(differential::error_of(kind, code)))
-                            } else {
-                                Ok(())
-                            }
-                        }
-                    })
-                    .await;
+                let (outcome, _) =
+                    differential::transact_failing_once(&db, Duration::from_secs(10), kind, code)
+                        .await;
                 let retried = differential::transact_retries_on_foundationdb(client, kind, code);
                 if outcome.is_ok() != retried {
                     return Err(format!("{kind:?} {code:?} on {client:?}: {outcome:?}").into());

@@ -13,6 +13,7 @@
 mod common {
     pub(crate) mod backends;
     pub(crate) mod conformance;
+    pub(crate) mod timings;
 }
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use common::backends::MemBackend;
 use common::conformance;
+use common::timings::timings;
 use fdb_leader_election::memdb::{
     CommitFault, MaybeCommitted, MemDb, MemDbStats, MemTransaction, MemTxnStats, RunOptions,
     ScriptedFaults,
@@ -843,20 +845,15 @@ async fn watches_beyond_the_limit_fail_through_their_future() {
 /// ten heartbeats instead of spinning; once watches are allowed again they arm them.
 #[tokio::test(start_paused = true)]
 async fn runners_poll_without_spinning_when_every_watch_fails() {
+    use fdb_leader_election::Priority;
     use fdb_leader_election::runner::Runner;
-    use fdb_leader_election::{ElectionConfig, Priority};
     use foundationdb_tuple::Subspace;
 
-    const HEARTBEAT: Duration = Duration::from_millis(100);
+    const HEARTBEAT_MS: u64 = 100;
+    const HEARTBEAT: Duration = Duration::from_millis(HEARTBEAT_MS);
     let db = MemDb::with_clock(Arc::new(TokioClock::new()));
     db.set_max_watches(0).unwrap();
-    let config = ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(300))
-        .heartbeat_interval(HEARTBEAT)
-        .candidate_timeout(Duration::from_millis(600))
-        .transaction_timeout(Duration::from_millis(30))
-        .build()
-        .unwrap();
+    let config = timings(300, HEARTBEAT_MS, 600, 30);
     let runners: Vec<Runner> = ["a", "b"]
         .iter()
         .enumerate()

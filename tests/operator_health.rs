@@ -10,6 +10,8 @@
     clippy::arithmetic_side_effects
 )]
 
+use txn::in_txn;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,17 +35,13 @@ impl World {
             clock: ManualClock::new(),
         };
         let e = w.election.clone();
-        w.db.run(|txn, _| {
-            let e = e.clone();
-            async move {
-                // No rank stagger: whoever cycles first fills an unreserved vacancy.
-                let config = ElectionConfig::builder()
-                    .takeover_stagger(Duration::ZERO)
-                    .build()?;
-                e.initialize_with_config(&txn, &config).await
-            }
+        in_txn!(w.db, [e], |txn| {
+            // No rank stagger: whoever cycles first fills an unreserved vacancy.
+            let config = ElectionConfig::builder()
+                .takeover_stagger(Duration::ZERO)
+                .build()?;
+            e.initialize_with_config(&txn, &config).await
         })
-        .await
         .unwrap();
         w
     }
@@ -55,13 +53,10 @@ impl World {
             Arc::new(self.clock.clone()),
         );
         let (e, c2) = (self.election.clone(), c.clone());
-        self.db
-            .run(|txn, _| {
-                let (e, c2) = (e.clone(), c2.clone());
-                async move { e.register_candidate(&txn, &c2).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(self.db, [e, c2], |txn| e
+            .register_candidate(&txn, &c2)
+            .await)
+        .unwrap();
         c
     }
 
@@ -84,39 +79,25 @@ impl World {
         let e = self.election.clone();
         let name = name.to_owned();
         let reason = reason.to_owned();
-        self.db
-            .run(|txn, _| {
-                let (e, name, reason) = (e.clone(), name.clone(), reason.clone());
-                async move { e.set_eligible(&txn, &name, eligible, &reason).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(self.db, [e, name, reason], |txn| e
+            .set_eligible(&txn, &name, eligible, &reason)
+            .await)
+        .unwrap();
     }
 
     async fn resign_to(&self, to: &str) -> Result<OperatorOutcome, ElectionError> {
         let e = self.election.clone();
         let ballot = self.record().await.ballot();
         let to = to.to_owned();
-        self.db
-            .run(|txn, _| {
-                let (e, to) = (e.clone(), to.clone());
-                async move {
-                    e.request_resign_to(&txn, &CandidateId::parse("ops")?, ballot, &to)
-                        .await
-                }
-            })
-            .await
+        in_txn!(self.db, [e, to], |txn| {
+            e.request_resign_to(&txn, &CandidateId::parse("ops")?, ballot, &to)
+                .await
+        })
     }
 
     async fn record(&self) -> fdb_leader_election::LeaderRecord {
         let e = self.election.clone();
-        self.db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.leader_record(&txn).await }
-            })
-            .await
-            .unwrap()
+        in_txn!(self.db, [e], |txn| e.leader_record(&txn).await).unwrap()
     }
 }
 
@@ -130,13 +111,7 @@ async fn an_ineligible_candidate_never_leads_and_an_ineligible_leader_hands_over
     assert_eq!(w.cycle(&fit).await, Action::Acquired);
     // Its registration says why; it never asks the lower-priority leader to hand over.
     assert_eq!(w.cycle(&sick).await, Action::None);
-    let list =
-        w.db.run(|txn, _| {
-            let e = w.election.clone();
-            async move { e.list_candidates(&txn).await }
-        })
-        .await
-        .unwrap();
+    let list = in_txn!(w.db, [e = w.election], |txn| e.list_candidates(&txn).await).unwrap();
     let sick_row = list.iter().find(|c| c.id == *sick.id()).unwrap();
     assert_eq!(
         sick_row.record.eligibility().reason(),
@@ -216,12 +191,7 @@ async fn a_directed_resign_reserves_for_the_named_candidate_or_is_refused_changi
     ));
     let e = w.election.clone();
     let l = late.clone();
-    w.db.run(|txn, _| {
-        let (e, l) = (e.clone(), l.clone());
-        async move { e.unregister_candidate(&txn, &l).await }
-    })
-    .await
-    .unwrap();
+    in_txn!(w.db, [e, l], |txn| e.unregister_candidate(&txn, &l).await).unwrap();
     assert_eq!(w.cycle(&chosen).await, Action::Renewed);
     assert!(chosen.believes_it_leads());
     let rec = w.record().await;
@@ -229,12 +199,7 @@ async fn a_directed_resign_reserves_for_the_named_candidate_or_is_refused_changi
         (rec.operator_request(), rec.operator_request_to()),
         (None, None)
     );
-    let refusal =
-        w.db.run(|txn, _| {
-            let e = w.election.clone();
-            async move { e.resign_refusal(&txn).await }
-        })
-        .await
+    let refusal = in_txn!(w.db, [e = w.election], |txn| e.resign_refusal(&txn).await)
         .unwrap()
         .expect("the refusal is published");
     assert_eq!((refusal.to(), refusal.ballot()), ("late", rec.ballot()));
@@ -253,11 +218,9 @@ async fn a_vacancy_reserved_for_a_candidate_that_died_opens_after_the_reservatio
     // The heir dies (it stops cycling, still registered and "live"); the leader resigns for it.
     let e = w.election.clone();
     let l = leader.clone();
-    w.db.run(|txn, _| {
-        let (e, l) = (e.clone(), l.clone());
-        async move { e.resign_leadership(&txn, &l, None).await }
-    })
-    .await
+    in_txn!(w.db, [e, l], |txn| e
+        .resign_leadership(&txn, &l, None)
+        .await)
     .unwrap();
     assert_eq!(
         w.record().await.reservation().map(|r| r.id()),
@@ -366,11 +329,9 @@ async fn neither_a_resignation_nor_a_directed_resign_chooses_a_marked_candidate(
     assert_eq!(w.record().await.operator_request(), None, "nothing written");
     let e = w.election.clone();
     let l = leader.clone();
-    w.db.run(|txn, _| {
-        let (e, l) = (e.clone(), l.clone());
-        async move { e.resign_leadership(&txn, &l, None).await }
-    })
-    .await
+    in_txn!(w.db, [e, l], |txn| e
+        .resign_leadership(&txn, &l, None)
+        .await)
     .unwrap();
     assert_eq!(
         w.record().await.reservation().map(|r| r.id()),
@@ -394,27 +355,18 @@ async fn a_mark_written_meanwhile_makes_a_reservation_for_its_name_retry() {
     }
     let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let (e, l, db) = (w.election.clone(), leader.clone(), w.db.clone());
-    let outcome =
-        w.db.run(|txn, _| {
-            let (e, l, db, attempts) = (e.clone(), l.clone(), db.clone(), attempts.clone());
-            async move {
-                let outcome = e.resign_leadership(&txn, &l, None).await?;
-                if attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-                    // An operator marks the chosen candidate's name before this commits.
-                    db.run(|mark, _| {
-                        let e = e.clone();
-                        async move {
-                            e.set_eligible(&mark, "db-host-3", false, "disk replacement")
-                                .await
-                        }
-                    })
-                    .await?;
-                }
-                Ok::<_, ElectionError>(outcome)
-            }
-        })
-        .await
-        .unwrap();
+    let outcome = in_txn!(w.db, [e, l, db, attempts], |txn| {
+        let outcome = e.resign_leadership(&txn, &l, None).await?;
+        if attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            // An operator marks the chosen candidate's name before this commits.
+            in_txn!(db, [e], |mark| {
+                e.set_eligible(&mark, "db-host-3", false, "disk replacement")
+                    .await
+            })?;
+        }
+        Ok::<_, ElectionError>(outcome)
+    })
+    .unwrap();
     assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 2);
     let reserved = w.record().await.reservation().map(|r| r.id().clone());
     assert_eq!(reserved.as_ref(), Some(other.id()), "{outcome:?}");
@@ -451,3 +403,7 @@ async fn a_directed_resign_given_an_id_reserves_for_that_candidate() {
     assert_eq!(w.cycle(&better).await, Action::None);
     assert_eq!(w.cycle(&chosen).await, Action::Acquired);
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/txn.rs"]
+mod txn;

@@ -26,16 +26,7 @@ async fn contradictory_or_invalid_settings_are_rejected_by_name() {
         .priority(Priority::new(2))
         .start()
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            BuildError::Conflicting {
-                setting: "priority",
-                with: "an observer"
-            }
-        ),
-        "{err:?}"
-    );
+    assert_conflicting(&err, "priority", "an observer");
     assert_eq!(
         err.to_string(),
         "priority cannot be combined with an observer"
@@ -47,13 +38,7 @@ async fn contradictory_or_invalid_settings_are_rejected_by_name() {
         .label("y")
         .start()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        BuildError::Conflicting {
-            setting: "label",
-            with: "candidate"
-        }
-    ));
+    assert_conflicting(&err, "label", "candidate");
 
     let err = Runner::builder(db.clone(), subspace())
         .label("")
@@ -98,11 +83,9 @@ async fn an_existing_election_keeps_its_configuration_and_the_runner_follows_it(
     let db = db();
     let election = LeaderElection::new(subspace());
     let stored = config();
-    db.run(|txn, _| {
-        let (e, c) = (election.clone(), stored.clone());
-        async move { e.initialize_with_config(&txn, &c).await }
-    })
-    .await
+    in_txn!(db, [e = election, c = stored], |txn| e
+        .initialize_with_config(&txn, &c)
+        .await)
     .unwrap();
     // The runner asks for the defaults (10 s lease) but the stored 300 ms lease rules.
     let a = Runner::builder(db.clone(), subspace())
@@ -117,16 +100,11 @@ async fn an_existing_election_keeps_its_configuration_and_the_runner_follows_it(
         Priority::new(0),
         Arc::new(fdb_leader_election::TokioClock::new()),
     );
-    let cycle = db
-        .run(|txn, _| {
-            let (e, me) = (election.clone(), me.clone());
-            async move {
-                e.register_candidate(&txn, &me).await?;
-                e.run_election_cycle(&txn, &me).await
-            }
-        })
-        .await
-        .unwrap();
+    let cycle = in_txn!(db, [e = election, me], |txn| {
+        e.register_candidate(&txn, &me).await?;
+        e.run_election_cycle(&txn, &me).await
+    })
+    .unwrap();
     assert_eq!(cycle.config(), &stored);
     a.shutdown().await;
 }

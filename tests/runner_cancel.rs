@@ -24,13 +24,9 @@ use tokio::time::Instant;
 
 async fn record_ballot(db: &fdb_leader_election::MemDb) -> Ballot {
     let election = fdb_leader_election::LeaderElection::new(subspace());
-    db.run(|txn, _| {
-        let e = election.clone();
-        async move { e.leader_record(&txn).await }
-    })
-    .await
-    .unwrap()
-    .ballot()
+    in_txn!(db, [e = election], |txn| e.leader_record(&txn).await)
+        .unwrap()
+        .ballot()
 }
 
 #[tokio::test(start_paused = true)]
@@ -130,9 +126,7 @@ async fn aborting_the_runner_anywhere_leaves_nothing_a_later_runner_cannot_recov
 
 #[tokio::test(start_paused = true)]
 async fn a_shutdown_interrupting_a_slow_cycle_still_leaves_cleanly() {
-    let db = db();
-    let faults = ScriptedFaults::new();
-    db.set_fault_injector(Arc::new(faults.clone()));
+    let (db, faults) = faulty_db();
     let a = builder(db.clone(), "a", 1).start().unwrap();
     let g = a.elected().await.unwrap();
     let b = builder(db.clone(), "b", 1).start().unwrap();

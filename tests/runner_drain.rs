@@ -55,21 +55,12 @@ impl FaultInjector for FailAlphaAfterRequest {
 async fn busy_leader_asked_to_hand_over(window: Duration) {
     let db = db();
     let grace = Duration::from_millis(100);
-    let cfg = config().to_builder().handover_grace(grace).build().unwrap();
     let faults = FailAlphaAfterRequest {
         armed_at: Arc::new(Mutex::new(None)),
         window,
     };
     db.set_fault_injector(Arc::new(faults.clone()));
-    let a = builder(db.clone(), "alpha", 1)
-        .config(cfg.clone())
-        .start()
-        .unwrap();
-    let ga = a.elected().await.unwrap();
-    let task = ga.spawn(async {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-    });
-    let b = builder(db.clone(), "bravo", 2).config(cfg).start().unwrap();
+    let Busy { a, ga, task, b } = busy_leader_then(&db, grace, (1, 2), None).await;
     // Watch the guard: when it closes (the drain begins) and when it is cancelled.
     let mut closed_at = None;
     let start = Instant::now();

@@ -16,37 +16,20 @@ mod runner_support;
 
 use std::time::Duration;
 
-use fdb_leader_election::LeaderElection;
-use fdb_leader_election::runner::Runner;
 use runner_support::*;
 use tokio::time::Instant;
-
-async fn mark(db: &fdb_leader_election::MemDb, runner: &Runner, name: &str, eligible: bool) {
-    let e: LeaderElection = runner.election().clone();
-    let name = name.to_owned();
-    db.run(|txn, _| {
-        let (e, name) = (e.clone(), name.clone());
-        async move { e.set_eligible(&txn, &name, eligible, "review").await }
-    })
-    .await
-    .unwrap();
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_successor_that_flickers_ineligible_does_not_restart_the_grace() {
     let db = db();
     let grace = Duration::from_secs(1);
-    let cfg = config().to_builder().handover_grace(grace).build().unwrap();
-    let a = builder(db.clone(), "alpha", 2)
-        .config(cfg.clone())
-        .start()
-        .unwrap();
-    let ga = a.elected().await.unwrap();
     // Work in flight that outlasts the grace: the leader steps down at the grace's end.
-    let _task = ga.spawn(async {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-    });
-    let b = builder(db.clone(), "bravo", 1).config(cfg).start().unwrap();
+    let Busy {
+        a,
+        ga,
+        task: _task,
+        b,
+    } = busy_leader_then(&db, grace, (2, 1), None).await;
     tokio::time::sleep(HEARTBEAT * 3).await;
     assert!(ga.accepts_work(), "alpha leads, open");
 

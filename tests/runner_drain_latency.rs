@@ -30,16 +30,12 @@ async fn a_slow_commit_does_not_shorten_the_drain() {
     faults.set_commit_latency(Duration::from_millis(20));
     db.set_fault_injector(std::sync::Arc::new(faults));
     let grace = Duration::from_millis(100);
-    let cfg = config().to_builder().handover_grace(grace).build().unwrap();
-    let a = builder(db.clone(), "alpha", 1)
-        .config(cfg.clone())
-        .start()
-        .unwrap();
-    let ga = a.elected().await.unwrap();
-    let _task = ga.spawn(async {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-    });
-    let b = builder(db.clone(), "bravo", 2).config(cfg).start().unwrap();
+    let Busy {
+        a,
+        ga,
+        task: _task,
+        b,
+    } = busy_leader_then(&db, grace, (1, 2), None).await;
     wait_until("alpha's guard closes", Duration::from_secs(2), || {
         ga.is_handover_requested()
     })

@@ -91,12 +91,7 @@ async fn a_crashed_leader_is_replaced_within_lease_plus_heartbeat() {
 async fn a_partitioned_leader_stops_at_its_local_deadline_before_anyone_takes_over() {
     let db = db();
     let link = Cuttable::new(&db);
-    let ra = Recorder::default();
-    let a = builder(link.clone(), "a", 1)
-        .callbacks(ra.clone())
-        .start()
-        .unwrap();
-    let ga = a.elected().await.unwrap();
+    let (a, ra, ga) = recorded_leader(link.clone(), "a", 1).await;
     let rb = Recorder::default();
     let b = builder(db.clone(), "b", 1)
         .callbacks(rb.clone())
@@ -249,20 +244,8 @@ async fn a_shortened_lease_with_a_slow_reply_ends_the_guard_at_the_shorter_deadl
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    let old = fdb_leader_election::ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(30))
-        .heartbeat_interval(Duration::from_secs(5))
-        .candidate_timeout(Duration::from_secs(60))
-        .transaction_timeout(Duration::from_secs(4))
-        .build()
-        .unwrap();
-    let short = fdb_leader_election::ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(600))
-        .heartbeat_interval(Duration::from_millis(200))
-        .candidate_timeout(Duration::from_millis(1_200))
-        .transaction_timeout(Duration::from_millis(60))
-        .build()
-        .unwrap();
+    let old = timings(30_000, 5000, 60_000, 4000);
+    let short = timings(600, 200, 1200, 60);
     let db = db();
     let slow = Arc::new(SlowLeaderReply::default());
     db.set_fault_injector(slow.clone());

@@ -28,12 +28,7 @@ async fn settled_leader(
     fdb_leader_election::LeadershipGuard,
     Recorder,
 ) {
-    let rec = Recorder::default();
-    let a = builder(db.clone(), "a", 1)
-        .callbacks(rec.clone())
-        .start()
-        .unwrap();
-    let guard = a.elected().await.unwrap();
+    let (a, rec, guard) = recorded_leader(db.clone(), "a", 1).await;
     tokio::time::sleep(HEARTBEAT * 3).await;
     (a, guard, rec)
 }
@@ -44,12 +39,7 @@ async fn preemption_with_watches_takes_a_few_commits_and_no_wait() {
     let (a, ga, ra) = settled_leader(&db).await;
     let writes = LeaderWrites::install(&db);
     let started = Instant::now();
-    let rb = Recorder::default();
-    let b = builder(db.clone(), "b", 2)
-        .callbacks(rb.clone())
-        .start()
-        .unwrap();
-    let gb = b.elected().await.unwrap();
+    let (b, rb, gb) = recorded_leader(db.clone(), "b", 2).await;
     let took = started.elapsed();
     // Request, vacancy reserved for b, acquisition: three writes of the leader record (a
     // renewal of a may slip in between).
@@ -323,13 +313,7 @@ async fn exit_on_loss_leaves_the_election() {
     let report = a.shutdown().await;
     assert!(report.unregistered && report.resigned.is_none());
     assert!(a.elected().await.is_none());
-    let listed = db
-        .run(|txn, _| {
-            let e = a.election().clone();
-            async move { e.list_candidates(&txn).await }
-        })
-        .await
-        .unwrap();
+    let listed = in_txn!(db, [e = a.election()], |txn| e.list_candidates(&txn).await).unwrap();
     assert_eq!(listed.len(), 1, "a unregistered");
     b.shutdown().await;
 }

@@ -10,9 +10,6 @@
 
 mod runner_support;
 
-use std::sync::Arc;
-
-use fdb_leader_election::ScriptedFaults;
 use fdb_leader_election::runner::metrics as names;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use runner_support::*;
@@ -73,9 +70,7 @@ async fn leadership_renewals_failures_and_candidates_are_measured() {
     let snap = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
 
-    let db = db();
-    let faults = ScriptedFaults::new();
-    db.set_fault_injector(Arc::new(faults.clone()));
+    let (db, faults) = faulty_db();
     let a = builder(db.clone(), "a", 1)
         .election_name("test")
         .start()

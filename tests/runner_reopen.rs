@@ -16,37 +16,20 @@ mod runner_support;
 
 use std::time::Duration;
 
-use fdb_leader_election::LeaderElection;
-use fdb_leader_election::runner::{Runner, StopReason};
+use fdb_leader_election::runner::StopReason;
 use runner_support::*;
-
-async fn mark(db: &fdb_leader_election::MemDb, runner: &Runner, name: &str, eligible: bool) {
-    let e: LeaderElection = runner.election().clone();
-    let name = name.to_owned();
-    db.run(|txn, _| {
-        let (e, name) = (e.clone(), name.clone());
-        async move { e.set_eligible(&txn, &name, eligible, "review").await }
-    })
-    .await
-    .unwrap();
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_reopened_guard_is_not_a_second_election_of_the_same_ballot() {
     let db = db();
     let grace = Duration::from_millis(300);
-    let cfg = config().to_builder().handover_grace(grace).build().unwrap();
     let rec = Recorder::default();
-    let a = builder(db.clone(), "alpha", 2)
-        .config(cfg.clone())
-        .callbacks(rec.clone())
-        .start()
-        .unwrap();
-    let ga = a.elected().await.unwrap();
-    let _task = ga.spawn(async {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-    });
-    let b = builder(db.clone(), "bravo", 1).config(cfg).start().unwrap();
+    let Busy {
+        a,
+        ga,
+        task: _task,
+        b,
+    } = busy_leader_then(&db, grace, (2, 1), Some(rec.clone())).await;
     tokio::time::sleep(HEARTBEAT * 3).await;
     // Alpha is excluded: it drains for bravo. Bravo is excluded too: nobody else is
     // eligible, so alpha holds, and once the grace is over its drained guard ends and a fresh

@@ -107,26 +107,14 @@ async fn an_invalid_version_is_a_typed_build_error_with_the_string_and_the_cause
         .version("1.0.0")
         .start()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        BuildError::Conflicting {
-            setting: "version",
-            with: "an observer"
-        }
-    ));
+    assert_conflicting(&err, "version", "an observer");
     let c = Candidate::new(CandidateId::random("c").unwrap(), Priority::new(1));
     let err = Runner::builder(db.clone(), subspace())
         .candidate(c)
         .version("1.0.0")
         .start()
         .unwrap_err();
-    assert!(matches!(
-        err,
-        BuildError::Conflicting {
-            setting: "version",
-            with: "candidate"
-        }
-    ));
+    assert_conflicting(&err, "version", "candidate");
 }
 
 #[tokio::test(start_paused = true)]
@@ -283,13 +271,7 @@ async fn the_sharded_coordinator_election_follows_the_version_policy() {
         );
         // Its registration in the coordinator election carries the version.
         let e = old.election().coordinator_election().clone();
-        let listed = db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.list_candidates(&txn).await }
-            })
-            .await
-            .unwrap();
+        let listed = in_txn!(db, [e], |txn| e.list_candidates(&txn).await).unwrap();
         let mut versions: Vec<String> = listed
             .iter()
             .filter_map(|c| c.record.version().map(ToString::to_string))
@@ -395,36 +377,26 @@ async fn a_directed_resign_to_a_version_the_policy_does_not_allow_is_refused() {
     );
     let (e, cfg) = (election.clone(), config.clone());
     let (ra, rb, rc) = (a.clone(), b.clone(), c.clone());
-    db.run(|txn, _| {
-        let (e, cfg, a) = (e.clone(), cfg.clone(), ra.clone());
-        async move {
-            e.initialize_with_config(&txn, &cfg).await?;
-            e.register_candidate(&txn, &a).await
-        }
+    in_txn!(db, [e, cfg, a = ra], |txn| {
+        e.initialize_with_config(&txn, &cfg).await?;
+        e.register_candidate(&txn, &a).await
     })
-    .await
     .unwrap();
     assert!(election.run_cycle(&db, &a).await.unwrap().is_leader());
     let e = election.clone();
-    db.run(|txn, _| {
-        let (e, b, c) = (e.clone(), rb.clone(), rc.clone());
-        async move {
-            e.register_candidate(&txn, &b).await?;
-            e.register_candidate(&txn, &c).await
-        }
+    in_txn!(db, [e, b = rb, c = rc], |txn| {
+        e.register_candidate(&txn, &b).await?;
+        e.register_candidate(&txn, &c).await
     })
-    .await
     .unwrap();
     let operator = CandidateId::random("ops").unwrap();
     let ask = |to: &'static str| {
         let (e, op) = (election.clone(), operator.clone());
         let db = db.clone();
         async move {
-            db.run(|txn, _| {
-                let (e, op) = (e.clone(), op.clone());
-                async move { e.request_resign_to(&txn, &op, Ballot::new(1), to).await }
-            })
-            .await
+            in_txn!(db, [e, op], |txn| e
+                .request_resign_to(&txn, &op, Ballot::new(1), to)
+                .await)
         }
     };
     let err = ask("b").await.unwrap_err();
@@ -441,22 +413,12 @@ async fn a_directed_resign_to_a_version_the_policy_does_not_allow_is_refused() {
     }
     let record = {
         let e = election.clone();
-        db.run(|txn, _| {
-            let e = e.clone();
-            async move { e.leader_record(&txn).await }
-        })
-        .await
-        .unwrap()
+        in_txn!(db, [e], |txn| e.leader_record(&txn).await).unwrap()
     };
     assert!(record.operator_request().is_none(), "nothing was written");
     let listed = {
         let e = election.clone();
-        db.run(|txn, _| {
-            let e = e.clone();
-            async move { e.list_candidates(&txn).await }
-        })
-        .await
-        .unwrap()
+        in_txn!(db, [e], |txn| e.list_candidates(&txn).await).unwrap()
     };
     let allows: Vec<(String, bool)> = listed
         .iter()
@@ -470,19 +432,15 @@ async fn a_directed_resign_to_a_version_the_policy_does_not_allow_is_refused() {
     assert!(matches!(ask("c").await, Ok(OperatorOutcome::Done { .. })));
     // Under ignore, b may be named.
     let e = election.clone();
-    db.run(|txn, _| {
-        let e = e.clone();
-        async move {
-            let cfg = e.read_config(&txn).await?;
-            let cfg = cfg
-                .to_builder()
-                .version_policy(VersionPolicy::Ignore)
-                .build()
-                .map_err(ElectionError::InvalidConfig)?;
-            e.write_config(&txn, &cfg).await
-        }
+    in_txn!(db, [e], |txn| {
+        let cfg = e.read_config(&txn).await?;
+        let cfg = cfg
+            .to_builder()
+            .version_policy(VersionPolicy::Ignore)
+            .build()
+            .map_err(ElectionError::InvalidConfig)?;
+        e.write_config(&txn, &cfg).await
     })
-    .await
     .unwrap();
     assert!(matches!(ask("b").await, Ok(OperatorOutcome::Done { .. })));
 }

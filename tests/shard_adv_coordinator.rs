@@ -190,12 +190,7 @@ async fn held_an_operator_move_racing_an_acquisition_never_makes_two_owners() {
 // can exceed the limit; printed here, not asserted.)
 #[tokio::test]
 async fn held_the_move_limit_bounds_the_requests_in_flight() {
-    let w = World::new(12, 2).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, a) = World::with_owner(12, 2).await;
     let b = w.member("b", 1);
     w.cycle(&b).await;
     let mut max_in_transit = 0;
@@ -222,6 +217,31 @@ async fn held_the_move_limit_bounds_the_requests_in_flight() {
     eprintln!("shards requested or in transit at once, limit 2: at most {max_in_transit}");
 }
 
+/// The straddling tests' set-up: `a` owns every shard, `b` joins, and a coordinator attempt
+/// (`txn`, not yet committed) has read and planned two moves a -> b.
+async fn an_attempt_planning_two_moves_to_b() -> (
+    World,
+    fdb_leader_election::Candidate,
+    fdb_leader_election::shard::Coordinator,
+    Member,
+    Member,
+    fdb_leader_election::memdb::MemTransaction,
+) {
+    let (w, leader, coord, a) = World::with_owner(4, 4).await;
+    let b = w.member("b", 1);
+    w.cycle(&b).await;
+    w.election
+        .coordinator_election()
+        .run_cycle(&w.db, &leader)
+        .await
+        .unwrap();
+    let token = leader.fencing_token().unwrap();
+    let txn = w.db.create_transaction();
+    let planned = w.election.coordinate(&txn, &coord, token).await.unwrap();
+    assert_eq!(planned.shards_written, 2, "two moves a -> b planned");
+    (w, leader, coord, a, b, txn)
+}
+
 // Operators, docs/design.md §12.5 / `set_frozen`'s contract: "While frozen, the coordinator moves
 // nothing a live member holds (no move requests ...)". Not an ownership-safety matter: moves
 // stay cooperative and fenced. (Found by the adversarial review; failed before the fix.)
@@ -236,24 +256,8 @@ async fn held_the_move_limit_bounds_the_requests_in_flight() {
 //    committed two move requests after placement was frozen.)
 #[tokio::test]
 async fn a_coordinator_attempt_straddling_set_frozen_writes_no_move_after_the_freeze() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
-    let b = w.member("b", 1);
-    w.cycle(&b).await;
-    w.election
-        .coordinator_election()
-        .run_cycle(&w.db, &leader)
-        .await
-        .unwrap();
-    let token = leader.fencing_token().unwrap();
     // The coordinator's attempt reads and decides...
-    let txn = w.db.create_transaction();
-    let planned = w.election.coordinate(&txn, &coord, token).await.unwrap();
-    assert_eq!(planned.shards_written, 2, "two moves a -> b planned");
+    let (w, _leader, _coord, _a, _b, txn) = an_attempt_planning_two_moves_to_b().await;
     // ... the operator freezes placement ...
     w.operate(|e, txn| async move { e.set_frozen(&txn, true).await })
         .await
@@ -278,30 +282,9 @@ async fn a_coordinator_attempt_straddling_set_frozen_writes_no_move_after_the_fr
 // nothing toward the drained member.
 #[tokio::test]
 async fn a_coordinator_attempt_straddling_set_drained_writes_no_move_toward_the_drained_member() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
-    let b = w.member("b", 1);
-    w.cycle(&b).await;
-    w.election
-        .coordinator_election()
-        .run_cycle(&w.db, &leader)
-        .await
-        .unwrap();
-    let token = leader.fencing_token().unwrap();
-    let txn = w.db.create_transaction();
-    let planned = w.election.coordinate(&txn, &coord, token).await.unwrap();
-    assert_eq!(planned.shards_written, 2, "two moves a -> b planned");
+    let (w, leader, coord, _a, b, txn) = an_attempt_planning_two_moves_to_b().await;
     let b_id = b.id().clone();
-    w.operate(|e, txn| {
-        let b_id = b_id.clone();
-        async move { e.set_drained(&txn, &b_id, true).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&b_id, true).await;
     assert!(txn.commit().await.is_err(), "the attempt conflicts");
     w.coordinate(&leader, &coord).await;
     for s in (0..4).map(ShardId::new) {
@@ -325,12 +308,7 @@ async fn a_coordinator_attempt_straddling_set_drained_writes_no_move_toward_the_
 //    shards back from b to a: 4 changes of owner where balance needed none.)
 #[tokio::test]
 async fn a_move_toward_a_member_drained_meanwhile_is_withdrawn_not_made_twice() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, a) = World::with_owner(4, 4).await;
     assert_eq!(a.owned_shards().len(), 4);
     let b = w.member("b", 1);
     w.cycle(&b).await;
@@ -343,12 +321,7 @@ async fn a_move_toward_a_member_drained_meanwhile_is_withdrawn_not_made_twice() 
     }
     assert_eq!(asked.len(), 2, "two move requests a -> b in flight");
     let b_id = b.id().clone();
-    w.operate(|e, txn| {
-        let b_id = b_id.clone();
-        async move { e.set_drained(&txn, &b_id, true).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&b_id, true).await;
     // Balanced as it stands: a owns all 4, b (drained) none. Now let the world settle.
     let before: BTreeMap<ShardId, Ballot> = a.owned_shards();
     for _ in 0..6 {

@@ -25,12 +25,8 @@ use shard_support::*;
 // and a rejoin at a new epoch; at no point are two tokens of one shard admitted.
 #[tokio::test]
 async fn held_stale_tokens_are_refused_and_one_token_per_shard_is_admitted() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let (a, b) = (w.member("a", 1), w.member("b", 1));
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, a) = World::with_owner(4, 4).await;
+    let b = w.member("b", 1);
     let s = ShardId::new(3);
     let admitted = |w: &World| {
         let e = w.election.clone();
@@ -39,12 +35,7 @@ async fn held_stale_tokens_are_refused_and_one_token_per_shard_is_admitted() {
             let mut ok = Vec::new();
             for t in 0..6 {
                 let e = e.clone();
-                let r = db
-                    .run(|txn, _| {
-                        let e = e.clone();
-                        async move { e.fence_shard(&txn, s, Ballot::new(t)).await }
-                    })
-                    .await;
+                let r = in_txn!(db, [e], |txn| e.fence_shard(&txn, s, Ballot::new(t)).await);
                 match r {
                     Ok(()) => ok.push(t),
                     Err(ElectionError::StaleToken { .. }) => {}
@@ -103,12 +94,7 @@ async fn held_stale_tokens_are_refused_and_one_token_per_shard_is_admitted() {
 // the new incarnation's join on.
 #[tokio::test]
 async fn held_a_restart_under_the_same_id_ends_the_old_incarnations_tokens() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let (a, b) = (w.member("a", 1), w.member("b", 1));
-    w.cycle(&a).await;
-    w.cycle(&b).await;
-    w.coordinate(&leader, &coord).await;
+    let (w, _leader, _coord, a, b) = World::with_two_members(4, 4).await;
     w.cycle(&a).await;
     w.cycle(&b).await;
     let zombie_tokens = a.owned_shards();
@@ -155,12 +141,7 @@ async fn held_a_restart_under_the_same_id_ends_the_old_incarnations_tokens() {
 //    its shards; jobs longer than a heartbeat might never commit.)
 #[tokio::test]
 async fn a_renewal_of_the_owner_never_aborts_a_fenced_write() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, _leader, _coord, a) = World::with_owner(4, 4).await;
     let (s, t) = a.owned_shards().into_iter().next().unwrap();
     let txn = w.db.create_transaction();
     w.election.fence_shard(&txn, s, t).await.unwrap();
@@ -186,12 +167,7 @@ async fn a_renewal_of_the_owner_never_aborts_a_fenced_write() {
 #[tokio::test]
 async fn every_end_of_the_owners_epoch_aborts_a_fenced_write_in_flight() {
     for end in ["fenced out", "leave", "rejoin"] {
-        let w = World::new(4, 4).await;
-        let (leader, coord) = w.coordinator().await;
-        let a = w.member("a", 1);
-        w.cycle(&a).await;
-        w.coordinate(&leader, &coord).await;
-        w.cycle(&a).await;
+        let (w, leader, coord, a) = World::with_owner(4, 4).await;
         let (s, t) = a.owned_shards().into_iter().next().unwrap();
         let txn = w.db.create_transaction();
         w.election.fence_shard(&txn, s, t).await.unwrap();
@@ -206,12 +182,7 @@ async fn every_end_of_the_owners_epoch_aborts_a_fenced_write_in_flight() {
             }
             "leave" => {
                 let (e, a2) = (w.election.clone(), a.clone());
-                w.db.run(|txn, _| {
-                    let (e, a2) = (e.clone(), a2.clone());
-                    async move { e.leave(&txn, &a2).await }
-                })
-                .await
-                .unwrap();
+                in_txn!(w.db, [e, a2], |txn| e.leave(&txn, &a2).await).unwrap();
             }
             _ => {
                 w.advance(ms(3_500));
@@ -243,12 +214,7 @@ async fn every_end_of_the_owners_epoch_aborts_a_fenced_write_in_flight() {
 // epoch refuses its token. Its next join writes the mark.
 #[tokio::test]
 async fn a_member_without_an_epoch_mark_is_fenced_on_its_record() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, a) = World::with_owner(4, 4).await;
     let mark = w.election.epoch_key(a.id());
     assert!(w.raw_get(&mark).await.is_some(), "the join wrote the mark");
     let txn = w.db.create_transaction();

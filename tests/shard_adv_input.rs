@@ -188,12 +188,7 @@ async fn held_corrupt_values_give_typed_errors_naming_the_key_and_are_never_over
     ];
     for (what, must_refuse) in cases {
         for bytes in garbage {
-            let w = World::new(4, 4).await;
-            let (leader, coord) = w.coordinator().await;
-            let a = w.member("a", 1);
-            w.cycle(&a).await;
-            w.coordinate(&leader, &coord).await;
-            w.cycle(&a).await;
+            let (w, leader, coord, a) = World::with_owner(4, 4).await;
             let key = match what {
                 "member" => w.election.member_key(a.id()),
                 "shard" => w.election.shard_key(ShardId::new(0)),
@@ -278,12 +273,7 @@ async fn held_unknown_keys_under_the_members_and_shards_fail_the_scans_closed() 
         ),
     ];
     for (key, must_refuse) in strange {
-        let w = World::new(4, 4).await;
-        let (leader, coord) = w.coordinator().await;
-        let a = w.member("a", 1);
-        w.cycle(&a).await;
-        w.coordinate(&leader, &coord).await;
-        w.cycle(&a).await;
+        let (w, leader, coord, a) = World::with_owner(4, 4).await;
         w.raw_set(&key, b"\x02\x01").await;
         let results = every_operation(&w, &leader, &coord, &a).await;
         for op in must_refuse {
@@ -403,12 +393,7 @@ async fn held_oversized_ids_out_of_range_shards_and_absurd_tokens_are_typed_erro
 #[tokio::test]
 async fn a_corrupt_inbox_fails_the_member_cycle_closed_and_nothing_unreadable_is_written() {
     for bad_id in [String::new(), "x".repeat(2_000)] {
-        let w = World::new(4, 4).await;
-        let (leader, coord) = w.coordinator().await;
-        let a = w.member("a", 1);
-        w.cycle(&a).await;
-        w.coordinate(&leader, &coord).await;
-        w.cycle(&a).await;
+        let (w, _leader, _coord, a) = World::with_owner(4, 4).await;
         assert_eq!(a.owned_shards().len(), 4);
         check_mirror(&w, &a).await;
         let planted = wire(&InboxWire {
@@ -449,12 +434,7 @@ async fn a_corrupt_inbox_fails_the_member_cycle_closed_and_nothing_unreadable_is
 //    refused the token: work on a shard nobody else sees.)
 #[tokio::test]
 async fn a_member_refuses_an_inbox_naming_a_shard_outside_the_layout() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, _leader, _coord, a) = World::with_owner(4, 4).await;
     check_mirror(&w, &a).await;
     let out_of_range = ShardId::new(100);
     w.raw_set(

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fdb_leader_election::{
-    Ballot, Clock, CommitFault, ElectionConfig, ElectionError, LeaderElection, ManualClock, ShardId,
+    Ballot, Clock, CommitFault, ElectionError, LeaderElection, ManualClock, ShardId,
 };
 
 use shard_support::*;
@@ -115,12 +115,7 @@ async fn held_unknown_commit_results_never_promote_early_nor_bump_a_ballot_twice
         CommitFault::ErrorAfterApplying(1021),
     ];
     for fault in faults {
-        let w = World::new(4, 4).await;
-        let (leader, coord) = w.coordinator().await;
-        let (a, b) = (w.member("a", 1), w.member("b", 1));
-        w.cycle(&a).await;
-        w.cycle(&b).await;
-        w.coordinate(&leader, &coord).await;
+        let (w, leader, coord, a, b) = World::with_two_members(4, 4).await;
         let txn = w.db.create_transaction();
         let cycle = w.election.member_cycle(&txn, &a, &none()).await.unwrap();
         assert_eq!(cycle.acquired().len(), 2);
@@ -226,13 +221,7 @@ async fn rate_run(member_ppm: i64, coordinator_ppm: i64) -> (Vec<String>, bool) 
 //    wrote carried a shorter lease, as the single election's `cap_belief` does.)
 #[tokio::test]
 async fn a_shorter_lease_caps_the_belief_before_an_unknown_commit() {
-    let long = ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(10))
-        .heartbeat_interval(Duration::from_secs(3))
-        .candidate_timeout(Duration::from_secs(20))
-        .transaction_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
+    let long = timings(10_000, 3000, 20_000, 1000);
     let short = config_with(1_000);
     let w = World::with_config(4, 4, long).await;
     let (leader, coord) = w.coordinator().await;
@@ -252,11 +241,9 @@ async fn a_shorter_lease_caps_the_belief_before_an_unknown_commit() {
         w.election.subspace().pack(&("config",))
     );
     let s2 = short.clone();
-    w.db.run(|txn, _| {
-        let (single, s2) = (single.clone(), s2.clone());
-        async move { single.write_config(&txn, &s2).await }
-    })
-    .await
+    in_txn!(w.db, [single, s2], |txn| single
+        .write_config(&txn, &s2)
+        .await)
     .unwrap();
 
     // a renews with the 1 s lease; the commit applies, its reply is lost.
@@ -321,12 +308,7 @@ async fn a_shorter_lease_caps_the_belief_before_an_unknown_commit() {
 //    `core::shard::leave`.)
 #[tokio::test]
 async fn a_cycle_confirmed_before_a_leave_and_adopted_after_it_revives_nothing() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let (a, b) = (w.member("a", 1), w.member("b", 1));
-    w.cycle(&a).await;
-    w.cycle(&b).await;
-    w.coordinate(&leader, &coord).await;
+    let (w, leader, coord, a, b) = World::with_two_members(4, 4).await;
     w.cycle(&b).await;
     assert_eq!(b.owned_shards().len(), 2);
 
@@ -338,12 +320,7 @@ async fn a_cycle_confirmed_before_a_leave_and_adopted_after_it_revives_nothing()
 
     // The shutdown task: a leaves, in one commit.
     let (e, a2) = (w.election.clone(), a.clone());
-    w.db.run(|txn, _| {
-        let (e, a2) = (e.clone(), a2.clone());
-        async move { e.leave(&txn, &a2).await }
-    })
-    .await
-    .unwrap();
+    in_txn!(w.db, [e, a2], |txn| e.leave(&txn, &a2).await).unwrap();
     assert!(
         a.owned_shards().is_empty(),
         "leave: owns nothing from now on"
@@ -384,12 +361,7 @@ async fn a_cycle_confirmed_before_a_leave_and_adopted_after_it_revives_nothing()
 //    live member that did no work on them, and no step of placement would change that.)
 #[tokio::test]
 async fn a_failed_handover_whose_request_is_withdrawn_is_vacated_not_kept_by_a_ghost() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let a = w.member("a", 1);
-    w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
-    w.cycle(&a).await;
+    let (w, leader, coord, a) = World::with_owner(4, 4).await;
     let b = w.member("b", 1);
     w.cycle(&b).await;
     w.coordinate(&leader, &coord).await;
@@ -404,12 +376,7 @@ async fn a_failed_handover_whose_request_is_withdrawn_is_vacated_not_kept_by_a_g
     assert_eq!(a.owned_shards().len(), 2, "lost early: right");
     // b leaves; the coordinator withdraws the moves.
     let (e, b2) = (w.election.clone(), b.clone());
-    w.db.run(|txn, _| {
-        let (e, b2) = (e.clone(), b2.clone());
-        async move { e.leave(&txn, &b2).await }
-    })
-    .await
-    .unwrap();
+    in_txn!(w.db, [e, b2], |txn| e.leave(&txn, &b2).await).unwrap();
     for _ in 0..10 {
         w.advance(ms(500));
         w.coordinate(&leader, &coord).await;
@@ -450,21 +417,11 @@ async fn a_failed_handover_whose_request_is_withdrawn_is_vacated_not_kept_by_a_g
 //    unowned for good.)
 #[tokio::test]
 async fn a_leave_then_rejoin_strands_no_shard_reserved_for_the_member() {
-    let w = World::new(4, 4).await;
-    let (leader, coord) = w.coordinator().await;
-    let (a, b) = (w.member("a", 1), w.member("b", 1));
-    w.cycle(&a).await;
-    w.cycle(&b).await;
-    w.coordinate(&leader, &coord).await;
+    let (w, leader, coord, a, b) = World::with_two_members(4, 4).await;
     w.cycle(&b).await;
     assert_eq!(b.owned_shards().len(), 2);
     let (e, a2) = (w.election.clone(), a.clone());
-    w.db.run(|txn, _| {
-        let (e, a2) = (e.clone(), a2.clone());
-        async move { e.leave(&txn, &a2).await }
-    })
-    .await
-    .unwrap();
+    in_txn!(w.db, [e, a2], |txn| e.leave(&txn, &a2).await).unwrap();
     w.cycle(&a).await; // rejoins at a new epoch
     for _ in 0..20 {
         w.advance(ms(500));

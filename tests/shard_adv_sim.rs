@@ -34,6 +34,14 @@ struct SimMember {
     down_until: Duration,
 }
 
+/// True time advances by `dt`; each member's clock by `dt` at its own rate.
+fn advance_members(w: &World, members: &[SimMember], dt: Duration) {
+    w.advance(dt);
+    for m in members {
+        m.clock.advance(scaled(dt, m.ppm));
+    }
+}
+
 struct SimCoordinator {
     candidate: Candidate,
     coordinator: Coordinator,
@@ -172,10 +180,7 @@ async fn simulate(seed: u64, steps: u32) -> History {
         let ctx = format!("seed {seed} step {step} t={now:?}");
         let dt = ms(rng.below(400));
         now += dt;
-        w.advance(dt);
-        for m in &members {
-            m.clock.advance(scaled(dt, m.ppm));
-        }
+        advance_members(&w, &members, dt);
         for c in &coordinators {
             c.clock.advance(scaled(dt, c.ppm));
         }
@@ -281,12 +286,7 @@ async fn simulate(seed: u64, steps: u32) -> History {
             let i = rng.below(members.len() as u64) as usize;
             if now >= members[i].down_until {
                 let (e, m) = (w.election.clone(), members[i].member.clone());
-                w.db.run(|txn, _| {
-                    let (e, m) = (e.clone(), m.clone());
-                    async move { e.leave(&txn, &m).await }
-                })
-                .await
-                .unwrap();
+                in_txn!(w.db, [e, m], |txn| e.leave(&txn, &m).await).unwrap();
             }
         }
         // Operators.
@@ -296,12 +296,7 @@ async fn simulate(seed: u64, steps: u32) -> History {
                 .id()
                 .clone();
             let drained = rng.chance(50);
-            w.operate(|e, txn| {
-                let id = id.clone();
-                async move { e.set_drained(&txn, &id, drained).await }
-            })
-            .await
-            .unwrap();
+            w.set_drained(&id, drained).await;
         }
         if rng.chance(2) {
             let frozen = rng.chance(50);
@@ -342,22 +337,14 @@ async fn simulate(seed: u64, steps: u32) -> History {
         .unwrap();
     for m in &members {
         let id = m.member.id().clone();
-        w.operate(|e, txn| {
-            let id = id.clone();
-            async move { e.set_drained(&txn, &id, false).await }
-        })
-        .await
-        .unwrap();
+        w.set_drained(&id, false).await;
     }
     let all: Vec<&Member> = members.iter().map(|m| &m.member).collect();
     let mut settled = false;
     for _ in 0..80 {
         let dt = ms(250);
         now += dt;
-        w.advance(dt);
-        for m in &members {
-            m.clock.advance(scaled(dt, m.ppm));
-        }
+        advance_members(&w, &members, dt);
         for c in &coordinators {
             c.clock.advance(scaled(dt, c.ppm));
             let _ = w

@@ -400,12 +400,9 @@ async fn a_coordinating_member_renewing_every_ms_drives_the_standbys() {
     let driver = tokio::spawn(async move {
         while !s.load(Ordering::SeqCst) {
             let (e2, m2) = (e.clone(), member.clone());
-            let r = d
-                .run(|txn, _| {
-                    let (e, m) = (e2.clone(), m2.clone());
-                    async move { e.member_cycle(&txn, &m, &Default::default()).await }
-                })
-                .await;
+            let r = in_txn!(d, [e = e2, m = m2], |txn| e
+                .member_cycle(&txn, &m, &Default::default())
+                .await);
             if let Ok(cycle) = r {
                 member.adopt(cycle);
                 c.fetch_add(1, Ordering::SeqCst);

@@ -25,15 +25,11 @@ const LEASE: Duration = Duration::from_millis(300);
 
 async fn set_elections(db: &MemDb, e: &ShardedElection, on: bool) {
     let e = e.clone();
-    db.run(|txn, _| {
-        let e = e.clone();
-        async move {
-            let c = e.read_config(&txn).await?;
-            let c = c.to_builder().election_enabled(on).build()?;
-            e.write_config(&txn, &c).await
-        }
+    in_txn!(db, [e], |txn| {
+        let c = e.read_config(&txn).await?;
+        let c = c.to_builder().election_enabled(on).build()?;
+        e.write_config(&txn, &c).await
     })
-    .await
     .unwrap();
 }
 
@@ -102,16 +98,11 @@ async fn elections_off_gives_every_shard_back_and_a_crashed_member_is_still_fenc
     // An operator's move is refused while elections are off, even frozen: nobody would act
     // on it. Nothing is written.
     let operator = fdb_leader_election::CandidateId::with_nonce("operator", 1).unwrap();
-    let refused = db
-        .run(|txn, _| {
-            let (e, to, op) = (e.clone(), a.id().clone(), operator.clone());
-            async move {
-                e.set_frozen(&txn, true).await?;
-                e.move_shard(&txn, fdb_leader_election::ShardId::new(0), &to, &op)
-                    .await
-            }
-        })
-        .await;
+    let refused = in_txn!(db, [e, to = a.id(), op = operator], |txn| {
+        e.set_frozen(&txn, true).await?;
+        e.move_shard(&txn, fdb_leader_election::ShardId::new(0), &to, &op)
+            .await
+    });
     assert!(
         matches!(&refused, Err(fdb_leader_election::ElectionError::OperatorRefused { reason }) if reason.contains("elections")),
         "{refused:?}"

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fdb_leader_election::shard::ShardedRunner;
-use fdb_leader_election::{ElectionConfig, MemDb, ShardId, TokioClock};
+use fdb_leader_election::{MemDb, ShardId, TokioClock};
 use foundationdb_tuple::Subspace;
+use timings::timings;
 
 /// The system allocator, counting the allocations made on a thread while it counts.
 struct Counting;
@@ -85,13 +86,7 @@ const SHARDS: u32 = 1_024;
 
 /// A lone member owning every one of `SHARDS` shards.
 async fn owning_every_shard() -> ShardedRunner {
-    let config = ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(300))
-        .heartbeat_interval(Duration::from_millis(100))
-        .candidate_timeout(Duration::from_millis(600))
-        .transaction_timeout(Duration::from_millis(30))
-        .build()
-        .unwrap();
+    let config = timings(300, 100, 600, 30);
     let db = MemDb::with_clock(Arc::new(TokioClock::new()));
     let runner = ShardedRunner::builder(db, Subspace::from("lookups"))
         .shards(SHARDS)
@@ -145,3 +140,7 @@ async fn lookups_copy_nothing_per_shard_and_owned_is_linear() {
     eprintln!("figures: owned() at {SHARDS} shards: {n} allocations");
     runner.shutdown().await;
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/timings.rs"]
+mod timings;

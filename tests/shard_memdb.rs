@@ -11,6 +11,8 @@
     clippy::arithmetic_side_effects
 )]
 
+use txn::in_txn;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,7 @@ use fdb_leader_election::{
     MemDb, Priority, ShardId, Weight,
 };
 use foundationdb_tuple::Subspace;
+use timings::timings;
 
 const M: u32 = 64;
 
@@ -37,21 +40,10 @@ impl World {
         let clock = ManualClock::new();
         let db = MemDb::with_clock(Arc::new(clock.clone()));
         let election = ShardedElection::new(Subspace::from("shards-test"));
-        let config = ElectionConfig::builder()
-            .lease_duration(Duration::from_secs(3))
-            .heartbeat_interval(Duration::from_secs(1))
-            .candidate_timeout(Duration::from_secs(6))
-            .transaction_timeout(Duration::from_millis(300))
-            .build()
-            .unwrap();
+        let config = timings(3000, 1000, 6000, 300);
         let layout = Layout::new(shards, max_moves).unwrap();
         let (e, c) = (election.clone(), config.clone());
-        db.run(|txn, _| {
-            let (e, c) = (e.clone(), c.clone());
-            async move { e.initialize(&txn, &c, &layout).await }
-        })
-        .await
-        .unwrap();
+        in_txn!(db, [e, c], |txn| e.initialize(&txn, &c, &layout).await).unwrap();
         World {
             db,
             clock,
@@ -72,14 +64,10 @@ impl World {
     /// One member cycle, adopted after its commit; `ready`: shards whose work stopped.
     async fn cycle(&self, m: &Member, ready: &BTreeSet<ShardId>) -> BTreeMap<ShardId, Ballot> {
         let e = self.election.clone();
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, m, ready) = (e.clone(), m.clone(), ready.clone());
-                async move { e.member_cycle(&txn, &m, &ready).await }
-            })
-            .await
-            .unwrap();
+        let cycle = in_txn!(self.db, [e, m, ready], |txn| e
+            .member_cycle(&txn, &m, &ready)
+            .await)
+        .unwrap();
         m.adopt(cycle)
     }
 
@@ -96,13 +84,7 @@ impl World {
             Candidate::with_clock(id.clone(), Priority::new(1), Arc::new(self.clock.clone()));
         let e = self.election.coordinator_election().clone();
         let c = candidate.clone();
-        self.db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(self.db, [e, c], |txn| e.register_candidate(&txn, &c).await).unwrap();
         assert!(e.run_cycle(&self.db, &candidate).await.unwrap().is_leader());
         (
             candidate,
@@ -121,25 +103,23 @@ impl World {
         assert!(renewed.is_leader());
         let token = leader.fencing_token().unwrap();
         let e = self.election.clone();
-        let done = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.coordinate(&txn, &c, token).await }
-            })
-            .await
-            .unwrap();
+        let done = in_txn!(self.db, [e, c], |txn| e.coordinate(&txn, &c, token).await).unwrap();
         done.fenced
     }
 
     async fn fence(&self, shard: ShardId, token: Ballot) -> Result<(), ElectionError> {
         let e = self.election.clone();
-        self.db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.fence_shard(&txn, shard, token).await }
-            })
-            .await
+        in_txn!(self.db, [e], |txn| e.fence_shard(&txn, shard, token).await)
+    }
+
+    /// An operator marks `id` drained (or no longer), in a transaction of its own.
+    async fn set_drained(&self, id: &CandidateId, drained: bool) {
+        self.operate(|e, txn| {
+            let id = id.clone();
+            async move { e.set_drained(&txn, &id, drained).await }
+        })
+        .await
+        .unwrap();
     }
 
     /// Runs an operator's body in a transaction of its own.
@@ -381,12 +361,9 @@ async fn one_unsettled_cycle_per_member_and_only_the_coordinators_leader_places(
         Arc::new(w.clock.clone()),
     );
     let e = w.election.clone();
-    let refused =
-        w.db.run(|txn, _| {
-            let (e, c) = (e.clone(), c.clone());
-            async move { e.coordinate(&txn, &c, Ballot::new(1)).await }
-        })
-        .await;
+    let refused = in_txn!(w.db, [e, c], |txn| e
+        .coordinate(&txn, &c, Ballot::new(1))
+        .await);
     assert!(
         matches!(refused, Err(ElectionError::StaleToken { .. })),
         "{refused:?}"
@@ -441,12 +418,7 @@ async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_
     w.settle(&leader, &coord, &[&a, &b, &c]).await;
     assert!(b.owned_shards().len() >= 21);
     let b_id = b.id().clone();
-    w.operate(|e, txn| {
-        let b_id = b_id.clone();
-        async move { e.set_drained(&txn, &b_id, true).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&b_id, true).await;
     let drained = w
         .operate(|e, txn| async move { e.drained_members(&txn).await })
         .await
@@ -463,12 +435,7 @@ async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_
         .await
         .unwrap();
     assert_eq!(placement.quotas.get(&b_id), Some(&0));
-    w.operate(|e, txn| {
-        let b_id = b_id.clone();
-        async move { e.set_drained(&txn, &b_id, false).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&b_id, false).await;
     w.settle(&leader, &coord, &[&a, &b, &c]).await;
     let counts: Vec<usize> = [&a, &b, &c]
         .iter()
@@ -586,12 +553,7 @@ async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holde
     // c is drained before it acquires them: frozen, the coordinator leaves the reservations
     // of a live holder where they are (frozen wins over drained).
     let c_id = c.id().clone();
-    w.operate(|e, txn| {
-        let c_id = c_id.clone();
-        async move { e.set_drained(&txn, &c_id, true).await }
-    })
-    .await
-    .unwrap();
+    w.set_drained(&c_id, true).await;
     w.coordinate(&leader, &coord).await;
     for shard in b_shards.keys() {
         let rec = w
@@ -654,3 +616,9 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
         .unwrap();
     assert_eq!(view.shards_of(a.id()).len(), 8);
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/timings.rs"]
+mod timings;
+#[path = "common/txn.rs"]
+mod txn;

@@ -21,16 +21,14 @@ use fdb_leader_election::shard::machine::ShardStop;
 use fdb_leader_election::shard::{ShardChange, ShardedRunner};
 use fdb_leader_election::{ElectionConfig, MemDb, ShardId, TokioClock, Weight};
 use foundationdb_tuple::Subspace;
+use timings::timed;
 use tokio::time::Instant;
 
-const LEASE: Duration = Duration::from_millis(300);
+const LEASE_MS: u64 = 300;
+const LEASE: Duration = Duration::from_millis(LEASE_MS);
 
 fn config() -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(LEASE)
-        .heartbeat_interval(Duration::from_millis(100))
-        .candidate_timeout(Duration::from_millis(600))
-        .transaction_timeout(Duration::from_millis(30))
+    timed(LEASE_MS, 100, 600, 30)
         .handover_grace(Duration::from_millis(200))
         .build()
         .unwrap()
@@ -364,3 +362,7 @@ async fn a_crashed_coordinators_shards_are_owned_again_within_about_a_lease_too(
         r.shutdown().await;
     }
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/timings.rs"]
+mod timings;

@@ -20,18 +20,18 @@ use std::time::{Duration, Instant};
 
 use common::backends::{POLL, SqliteBackend};
 use common::conformance;
-use common::scenarios::{self, Backend as ScenarioBackend};
+use common::scenarios;
 use fdb_leader_election::sqlite::{
     Durability, FileChange, SCHEMA_VERSION, SqliteDb, SqliteOpenError, SqliteOptions, StoreFile,
     StoreFileChanged,
 };
 use fdb_leader_election::{
-    Action, Ballot, Candidate, ElectionConfig, ElectionError, ElectionResult, ElectionTxn,
-    LeaderElection, LeaderRecord, ManualClock, ReadMode, ResignOutcome, RunOptions, TxnError,
-    TxnErrorKind,
+    Candidate, ElectionConfig, ElectionTxn, LeaderElection, ManualClock, ReadMode, RunOptions,
+    TxnError, TxnErrorKind,
 };
 use foundationdb_tuple::Subspace;
 use tempfile::TempDir;
+use txn::in_txn;
 
 fn options() -> SqliteOptions {
     SqliteOptions::default().with_watch_poll_interval(POLL)
@@ -127,97 +127,7 @@ impl Election {
     }
 }
 
-impl ScenarioBackend for Election {
-    fn election(&self) -> &LeaderElection {
-        &self.election
-    }
-
-    async fn init(&self, cfg: &ElectionConfig) -> Result<(), ElectionError> {
-        self.db()
-            .run(|txn, _| {
-                let (e, cfg) = (self.election.clone(), cfg.clone());
-                async move { e.initialize_with_config(&txn, &cfg).await }
-            })
-            .await
-    }
-
-    async fn register(&self, c: &Candidate) -> Result<(), ElectionError> {
-        self.db()
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-    }
-
-    async fn cycle(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let cycle = self
-            .db()
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.run_election_cycle(&txn, &c).await }
-            })
-            .await?;
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn try_claim(&self, c: &Candidate) -> Result<(Action, ElectionResult), ElectionError> {
-        let cycle = self
-            .db()
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.try_claim_leadership(&txn, &c).await }
-            })
-            .await?;
-        Ok((cycle.action(), c.adopt(cycle)))
-    }
-
-    async fn resign(&self, c: &Candidate) -> Result<ResignOutcome, ElectionError> {
-        self.db()
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.resign_leadership(&txn, &c, None).await }
-            })
-            .await
-    }
-
-    async fn record(&self) -> Result<LeaderRecord, ElectionError> {
-        self.db()
-            .run(|txn, _| {
-                let e = self.election.clone();
-                async move { e.leader_record(&txn).await }
-            })
-            .await
-    }
-
-    async fn fenced_increment(&self, token: Ballot, key: &[u8]) -> Result<u64, ElectionError> {
-        self.db()
-            .run(|txn, _| {
-                let (e, key) = (self.election.clone(), key.to_vec());
-                async move {
-                    e.fence(&txn, token).await?;
-                    let n = read_u64(txn.get(&key, ReadMode::Serializable).await?) + 1;
-                    txn.set(&key, &n.to_le_bytes());
-                    Ok(n)
-                }
-            })
-            .await
-    }
-
-    async fn read_counter(&self, key: &[u8]) -> Result<u64, ElectionError> {
-        self.db()
-            .run(|txn, _| {
-                let key = key.to_vec();
-                async move { Ok(read_u64(txn.get(&key, ReadMode::Snapshot).await?)) }
-            })
-            .await
-    }
-}
-
-fn read_u64(v: Option<Vec<u8>>) -> u64 {
-    v.map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-        .unwrap_or(0)
-}
+scenarios::run_loop_backend!(Election, db());
 
 macro_rules! scenario {
     ($($name:ident),* $(,)?) => {
@@ -230,17 +140,7 @@ macro_rules! scenario {
     };
 }
 
-scenario!(
-    several_candidates_elect_one_leader,
-    renewal_keeps_the_ballot,
-    crash_failover_waits_one_full_lease,
-    resign_reserves_for_the_best_live_candidate,
-    priority_handover_without_overlap,
-    equal_priority_never_preempts,
-    preemption_disabled_stops_requests,
-    stale_ex_leader_is_fenced,
-    unregistered_candidates_cannot_claim,
-);
+scenarios::every_scenario!(scenario);
 
 // ---------------------------------------------------------------------------------------------
 // SQLite only.
@@ -993,26 +893,19 @@ async fn cycle_latency() {
             fdb_leader_election::Priority::new(1),
         );
         for (db, c) in [(&leader_db, &leader), (&follower_db, &follower)] {
-            db.run(|txn, _| {
-                let (e, c) = (election.clone(), c.clone());
-                async move {
-                    e.initialize(&txn).await?;
-                    e.register_candidate(&txn, &c).await
-                }
+            in_txn!(db, [e = election, c], |txn| {
+                e.initialize(&txn).await?;
+                e.register_candidate(&txn, &c).await
             })
-            .await
             .unwrap();
         }
         let cycle = |db: SqliteDb, c: Candidate| {
             let election = election.clone();
             async move {
-                let cycle = db
-                    .run(|txn, _| {
-                        let (e, c) = (election.clone(), c.clone());
-                        async move { e.run_election_cycle(&txn, &c).await }
-                    })
-                    .await
-                    .unwrap();
+                let cycle = in_txn!(db, [e = election, c], |txn| e
+                    .run_election_cycle(&txn, &c)
+                    .await)
+                .unwrap();
                 c.adopt(cycle)
             }
         };
@@ -1116,13 +1009,7 @@ fn side(path: &Path, suffix: &str) -> PathBuf {
 
 /// The files in `dir`, sorted.
 fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    common::files::file_names(dir)
 }
 
 #[test]
@@ -1443,3 +1330,7 @@ fn opening_beside_a_process_on_deleted_files_is_refused() {
         db.check_files().unwrap();
     }
 }
+
+// Shared test helpers (tests/common).
+#[path = "common/txn.rs"]
+mod txn;

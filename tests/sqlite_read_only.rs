@@ -3,46 +3,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "common/sqlite_read_only.rs"]
+mod sqlite_read_only_support;
+
 use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
-use fdb_leader_election::sqlite::{SqliteDb, SqliteOpenError, SqliteOptions};
+use fdb_leader_election::sqlite::{SqliteDb, SqliteOpenError};
 use fdb_leader_election::{ElectionTxn, ReadMode, TxnErrorKind};
-
-fn read_only() -> SqliteOptions {
-    SqliteOptions::default().with_read_only(true)
-}
-
-async fn put(db: &SqliteDb, key: &[u8], value: &[u8]) {
-    let txn = db.create_transaction();
-    txn.set(key, value);
-    txn.commit().await.unwrap();
-}
-
-async fn get(db: &SqliteDb, key: &[u8]) -> Option<Vec<u8>> {
-    let txn = db.create_transaction();
-    let value = txn.get(key, ReadMode::Serializable).await.unwrap();
-    txn.commit().await.unwrap();
-    value
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+use sqlite_read_only_support::{file_names, get, put, read_only, store_with};
 
 #[tokio::test]
 async fn a_read_only_handle_reads_what_a_writer_commits_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("e.db");
-    let writer = SqliteDb::open(&path).unwrap();
-    put(&writer, b"k", b"1").await;
+    let (_dir, path, writer) = store_with(b"1").await;
     let reader = SqliteDb::open_with(&path, read_only()).unwrap();
     assert_eq!(get(&reader, b"k").await.as_deref(), Some(&b"1"[..]));
     // A later commit of the writer is seen, and fires the reader's watch.
@@ -71,7 +44,11 @@ async fn a_read_only_open_creates_nothing() {
     // No file: refused, and none is created.
     let err = SqliteDb::open_with(&path, read_only()).unwrap_err();
     assert!(matches!(err, SqliteOpenError::CannotOpen { .. }), "{err:?}");
-    assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    assert!(
+        file_names(dir.path()).is_empty(),
+        "{:?}",
+        file_names(dir.path())
+    );
     // An empty file (a writer created it and has not written the schema yet): no store in
     // it yet, and it stays empty.
     fs::write(&path, b"").unwrap();

@@ -5,9 +5,15 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+#[path = "../common/files.rs"]
+mod files;
+#[path = "../common/txn.rs"]
+mod txn;
+
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -18,6 +24,11 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tempfile::TempDir;
+
+#[allow(unused_imports)]
+pub use files::file_names;
+#[allow(unused_imports)]
+pub(crate) use txn::in_txn;
 
 /// The binary under test.
 pub fn bin() -> &'static str {
@@ -147,6 +158,60 @@ impl World {
         self.dir.path().join(name)
     }
 
+    /// A folder `name` of its own and the path of a store in it (not created).
+    pub fn store_in(&self, name: &str) -> (PathBuf, PathBuf) {
+        let dir = self.path(name);
+        fs::create_dir(&dir).unwrap();
+        let db = dir.join("election.db");
+        (dir, db)
+    }
+
+    /// A store in a folder `name` of its own (`config set --lease 2s`) that nobody may write:
+    /// the file 0444 in a folder 0555 (so no -wal or -shm either), the world's folder 0755.
+    pub fn read_only_store(&self, name: &str) -> (PathBuf, PathBuf) {
+        let (dir, db) = self.store_in(name);
+        let out = on_sqlite(&db, &["config", "set", "--lease", "2s"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
+        fs::set_permissions(self.path(""), fs::Permissions::from_mode(0o755)).unwrap();
+        (dir, db)
+    }
+
+    /// The binary linked (or copied) into the world's folder, where another user can reach it.
+    pub fn exe_for_others(&self) -> PathBuf {
+        let exe = self.path("fdb-leader");
+        if fs::hard_link(bin(), &exe).is_err() {
+            fs::copy(bin(), &exe).unwrap();
+        }
+        exe
+    }
+
+    /// `watch --json` (and `extra`) on the world's SQLite store, its standard error to
+    /// `stderr`, and its lines as they come.
+    pub fn watch_json(&self, extra: &[&str], stderr: Stdio) -> (Child, mpsc::Receiver<String>) {
+        let mut watch = Command::new(bin())
+            .arg("--sqlite")
+            .arg(self.db())
+            .args(["watch", "--json"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let lines = lines_of(watch.stdout.take().unwrap());
+        (watch, lines)
+    }
+
+    /// `config set --sharded --shards <shards>` and `settings`: creates (or changes) the
+    /// sharded election of the world's name.
+    pub fn config_sharded(&self, shards: &str, settings: &[&str]) -> Output {
+        let mut args = vec!["config", "set", "--sharded", "--shards", shards];
+        args.extend_from_slice(settings);
+        self.cli(&args)
+    }
+
     /// The SQLite store.
     pub fn db(&self) -> PathBuf {
         self.path("election.db")
@@ -265,6 +330,157 @@ impl World {
         }
     }
 
+    /// Waits (at most [`PATIENCE`]) for the child of the run `label` to start: it leads.
+    pub fn wait_led(&self, label: &str) -> (Event, Instant) {
+        self.wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, label))
+            .unwrap_or_else(|| panic!("{label} never led:\n{}", self.stderr_of(label)))
+    }
+
+    /// `a` started with `extra` and leading, then `b` with `extra`, registered: the runs and
+    /// a's child's start.
+    pub fn leader_and_follower(&mut self, extra: &[&str]) -> (Child, Child, Event) {
+        let a = self.start_run("a", extra);
+        let (started, _) = self.wait_led("a");
+        let b = self.start_run("b", extra);
+        wait_live_candidates(self, 2);
+        (a, b, started)
+    }
+
+    /// After a handover from `first` to `next`: one ballot more, the old child logged its stop
+    /// before the new one started (no overlap), and the old run `a` exited successfully.
+    pub fn assert_handed_over(&self, first: &Event, next: &Event, a: &mut Child) {
+        assert_eq!(next.ballot, first.ballot + 1, "one handover, one ballot");
+        self.assert_stop_precedes(first, next);
+        let status = wait_exit(a, PATIENCE).expect("a exits");
+        assert!(
+            status.success(),
+            "a exited with {status:?}:\n{}",
+            self.stderr_of("a")
+        );
+    }
+
+    /// The log has `old`'s child stopping before any line of `new`'s child: no overlap.
+    pub fn assert_stop_precedes(&self, old: &Event, new: &Event) {
+        let events = self.events();
+        let stop = events
+            .iter()
+            .position(|e| e.kind == "stop" && e.pid == old.pid);
+        let start = events.iter().position(|e| e.pid == new.pid);
+        assert!(stop.is_some() && stop < start, "{:?}", self.log_lines());
+    }
+
+    /// `--begin-command` and `--end-command` hooks that log `begin`/`end`, the id, the ballot
+    /// and the election's name.
+    pub fn logging_hooks(&self) -> [String; 4] {
+        let log = self.log();
+        let log = log.to_str().unwrap();
+        let begin = format!(
+            "echo \"begin $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
+        );
+        let end = format!(
+            "echo \"end $FDB_LEADER_ID $FDB_LEADER_BALLOT $FDB_LEADER_ELECTION_NAME\" >> {log}"
+        );
+        ["--begin-command".into(), begin, "--end-command".into(), end]
+    }
+
+    /// Waits (at most [`PATIENCE`]) for the first child to start, of `a` or `b`.
+    pub fn wait_first_leader(&self) -> Event {
+        let (first, _) = self
+            .wait_event(PATIENCE, |e| e.kind == "start")
+            .unwrap_or_else(|| {
+                panic!(
+                    "nobody led:\n{}\n{}",
+                    self.stderr_of("a"),
+                    self.stderr_of("b")
+                )
+            });
+        first
+    }
+
+    /// For `span`, exactly one child runs, `first`'s (checked every 25 ms).
+    pub fn assert_one_child_for(&self, first: &Event, span: Duration) {
+        let until = Instant::now() + span;
+        while Instant::now() < until {
+            let active = self.active();
+            assert_eq!(active.len(), 1, "children running: {active:?}");
+            assert_eq!(active[0].pid, first.pid);
+            thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// `a` started with `--metrics-listen addr` and its runtime blocked for 5 s on request
+    /// (`FDB_LEADER_DEBUG_BLOCK_RUNTIME`, just after its election): the run, and when the
+    /// block began.
+    pub fn start_blocked(&mut self, addr: &str) -> (Child, Instant) {
+        let a = self.start_run_with(
+            "a",
+            &["--metrics-listen", addr],
+            "0",
+            &[("FDB_LEADER_DEBUG_BLOCK_RUNTIME", "5s")],
+        );
+        poll(PATIENCE, || {
+            self.stderr_of("a")
+                .contains("debug: blocking the runtime")
+                .then_some(())
+        })
+        .unwrap_or_else(|| panic!("a never led:\n{}", self.stderr_of("a")));
+        (a, Instant::now())
+    }
+
+    /// `a` (priority 5, payload `10.0.0.1:7000`) leading, then `b` (priority 1) registered:
+    /// the runs, a's child's start, and the status once both are live candidates.
+    pub fn priority_5_leader_and_follower(&mut self) -> (Child, Child, Event, serde_json::Value) {
+        let a = self.start_run("a", &["--priority", "5", "--payload", "10.0.0.1:7000"]);
+        let (leader, _) = self.wait_led("a");
+        let b = self.start_run("b", &["--priority", "1"]);
+        let status = wait_live_candidates(self, 2);
+        (a, b, leader, status)
+    }
+
+    /// The set-up of the SIGKILL failover tests (tests/cli_run.rs, tests/cli_fdb.rs): `a`
+    /// leads, its child runs a grandchild (the children's `GRANDCHILD=1`), and `b` stands by,
+    /// registered. Returns the two runs, a's child's start and the grandchild.
+    pub fn leader_with_grandchild_and_standby(&mut self) -> (Child, Child, Event, Event) {
+        let env = [("GRANDCHILD", "1")];
+        let a = self.start_run_with("a", &[], "0", &env);
+        let (first, _) = self.wait_led("a");
+        let b = self.start_run_with("b", &[], "0", &env);
+        wait_live_candidates(self, 2);
+        let grandchild = self
+            .events()
+            .into_iter()
+            .find(|e| e.kind == "grandchild" && e.id == first.id)
+            .expect("a's child started a grandchild");
+        assert!(running(first.pid) && running(grandchild.pid));
+        (a, b, first, grandchild)
+    }
+
+    /// After a SIGKILL of the supervisor at `killed`: its child and grandchild are gone
+    /// within a second. Returns when they were seen gone.
+    pub fn assert_group_gone(&self, first: &Event, grandchild: &Event, killed: Instant) -> Instant {
+        let gone = poll(PATIENCE, || {
+            (!running(first.pid) && !running(grandchild.pid)).then(Instant::now)
+        })
+        .unwrap_or_else(|| panic!("a's child group outlived it: {:?}", self.log_lines()));
+        let orphan_gone = gone - killed;
+        eprintln!(
+            "orphans gone {} ms after SIGKILL of the supervisor",
+            orphan_gone.as_millis()
+        );
+        assert!(
+            orphan_gone < Duration::from_secs(1),
+            "the child group was gone only after {orphan_gone:?}"
+        );
+        gone
+    }
+
+    /// Whether the log has `child`'s stop.
+    pub fn logged_stop(&self, child: &Event) -> bool {
+        self.events()
+            .iter()
+            .any(|e| e.kind == "stop" && e.pid == child.pid)
+    }
+
     /// The processes of the log (children and grandchildren) still running.
     pub fn running_pids(&self) -> Vec<i32> {
         let events = self.events();
@@ -375,6 +591,67 @@ pub fn output_of(mut command: Command) -> Output {
             panic!("the command did not finish in {PATIENCE:?}: killed");
         }
     }
+}
+
+/// The commands between backticks in `text`.
+pub fn suggested(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Splits a command line as a POSIX shell would (plain words and single quotes).
+pub fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                }
+                any = false;
+            }
+            c => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}
+
+/// Runs a suggested `fdb-leader …` command as printed.
+pub fn run_suggested(line: &str) -> Output {
+    let words = shell_words(line);
+    assert_eq!(
+        words.first().map(String::as_str),
+        Some("fdb-leader"),
+        "{line}"
+    );
+    let mut c = Command::new(bin());
+    c.args(&words[1..]);
+    output_of(c)
+}
+
+/// A command's standard error, as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `fdb-leader --sqlite <path> <args>` to completion, capturing its output.
+pub fn on_sqlite(path: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(bin());
+    command.arg("--sqlite").arg(path).args(args);
+    output_of(command)
 }
 
 /// Whether `label`'s candidate id (`label-<hex>`) is `id`.

@@ -1485,6 +1485,35 @@ impl FdbClient {
     }
 }
 
+/// `db.transact` (bounded by `timeout`) of a body whose first attempt fails with the error
+/// of `kind` and `code`: the outcome, and how many attempts ran.
+pub async fn transact_failing_once<D: fdb_leader_election::runner::ElectionDatabase>(
+    db: &D,
+    timeout: Duration,
+    kind: TxnErrorKind,
+    code: Option<i32>,
+) -> (Result<(), fdb_leader_election::ElectionError>, usize) {
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    let outcome = db
+        .transact(timeout, |_txn| {
+            let error = fdb_leader_election::ElectionError::Database(error_of(kind, code));
+            fail_first(&attempts, error)
+        })
+        .await;
+    (outcome, attempts.into_inner())
+}
+
+/// A transaction body whose first attempt fails with `error` and whose later attempts
+/// succeed, counted in `attempts`: what a retry loop does with the error of a kind and a code
+/// (tests/differential.rs, tests/fdb_integration.rs).
+pub fn fail_first<E>(
+    attempts: &std::sync::atomic::AtomicUsize,
+    error: E,
+) -> impl std::future::Future<Output = Result<(), E>> + use<E> {
+    let first = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+    async move { if first { Err(error) } else { Ok(()) } }
+}
+
 /// Every kind an error can have.
 pub const KINDS: [TxnErrorKind; 6] = [
     TxnErrorKind::Conflict,

@@ -6,5 +6,6 @@
 pub mod backends;
 pub mod conformance;
 pub mod differential;
+pub mod files;
 pub mod scenarios;
 pub mod shard_limits;

@@ -331,3 +331,162 @@ pub async fn unregistered_candidates_cannot_claim<B: Backend>(b: &B) {
     assert!(!ghost.believes_it_leads());
     assert_eq!(b.record().await.unwrap().ballot(), Ballot::ZERO);
 }
+
+/// Calls `$m!(name, …)` with the name of every scenario above, for each store's test file to
+/// make one test of each (tests/election_memdb.rs, tests/sqlite_conformance.rs,
+/// tests/fdb_integration.rs): the list is kept here, once.
+#[allow(unused_macros)]
+macro_rules! every_scenario {
+    ($m:ident) => {
+        $m!(
+            several_candidates_elect_one_leader,
+            renewal_keeps_the_ballot,
+            crash_failover_waits_one_full_lease,
+            resign_reserves_for_the_best_live_candidate,
+            priority_handover_without_overlap,
+            equal_priority_never_preempts,
+            preemption_disabled_stops_requests,
+            stale_ex_leader_is_fenced,
+            unregistered_candidates_cannot_claim,
+        );
+    };
+}
+
+/// The counter of [`Backend::fenced_increment`] as stored: 8 bytes, little-endian (0 absent).
+pub fn read_u64(v: Option<Vec<u8>>) -> u64 {
+    v.map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .unwrap_or(0)
+}
+
+/// `impl Backend for $ty` on a store with a `run` retry loop (MemDb's, SQLite's): `$ty` has
+/// a field `election`, and `self.$db` (`db`, or `db()`) is the store each transaction runs on.
+#[allow(unused_macros)]
+macro_rules! run_loop_backend {
+    ($ty:ty, $($db:tt)+) => {
+        impl $crate::common::scenarios::Backend for $ty {
+            fn election(&self) -> &fdb_leader_election::LeaderElection {
+                &self.election
+            }
+
+            async fn init(
+                &self,
+                cfg: &fdb_leader_election::ElectionConfig,
+            ) -> Result<(), fdb_leader_election::ElectionError> {
+                self.$($db)+
+                    .run(|txn, _| {
+                        let (e, cfg) = (self.election.clone(), cfg.clone());
+                        async move { e.initialize_with_config(&txn, &cfg).await }
+                    })
+                    .await
+            }
+
+            async fn register(
+                &self,
+                c: &fdb_leader_election::Candidate,
+            ) -> Result<(), fdb_leader_election::ElectionError> {
+                self.$($db)+
+                    .run(|txn, _| {
+                        let (e, c) = (self.election.clone(), c.clone());
+                        async move { e.register_candidate(&txn, &c).await }
+                    })
+                    .await
+            }
+
+            async fn cycle(
+                &self,
+                c: &fdb_leader_election::Candidate,
+            ) -> Result<
+                (fdb_leader_election::Action, fdb_leader_election::ElectionResult),
+                fdb_leader_election::ElectionError,
+            > {
+                let cycle = self
+                    .$($db)+
+                    .run(|txn, _| {
+                        let (e, c) = (self.election.clone(), c.clone());
+                        async move { e.run_election_cycle(&txn, &c).await }
+                    })
+                    .await?;
+                Ok((cycle.action(), c.adopt(cycle)))
+            }
+
+            async fn try_claim(
+                &self,
+                c: &fdb_leader_election::Candidate,
+            ) -> Result<
+                (fdb_leader_election::Action, fdb_leader_election::ElectionResult),
+                fdb_leader_election::ElectionError,
+            > {
+                let cycle = self
+                    .$($db)+
+                    .run(|txn, _| {
+                        let (e, c) = (self.election.clone(), c.clone());
+                        async move { e.try_claim_leadership(&txn, &c).await }
+                    })
+                    .await?;
+                Ok((cycle.action(), c.adopt(cycle)))
+            }
+
+            async fn resign(
+                &self,
+                c: &fdb_leader_election::Candidate,
+            ) -> Result<fdb_leader_election::ResignOutcome, fdb_leader_election::ElectionError>
+            {
+                self.$($db)+
+                    .run(|txn, _| {
+                        let (e, c) = (self.election.clone(), c.clone());
+                        async move { e.resign_leadership(&txn, &c, None).await }
+                    })
+                    .await
+            }
+
+            async fn record(
+                &self,
+            ) -> Result<fdb_leader_election::LeaderRecord, fdb_leader_election::ElectionError>
+            {
+                self.$($db)+
+                    .run(|txn, _| {
+                        let e = self.election.clone();
+                        async move { e.leader_record(&txn).await }
+                    })
+                    .await
+            }
+
+            async fn fenced_increment(
+                &self,
+                token: fdb_leader_election::Ballot,
+                key: &[u8],
+            ) -> Result<u64, fdb_leader_election::ElectionError> {
+                use fdb_leader_election::{ElectionTxn, ReadMode};
+                use $crate::common::scenarios::read_u64;
+                self.$($db)+
+                    .run(|txn, _| {
+                        let (e, key) = (self.election.clone(), key.to_vec());
+                        async move {
+                            e.fence(&txn, token).await?;
+                            let n = read_u64(txn.get(&key, ReadMode::Serializable).await?) + 1;
+                            txn.set(&key, &n.to_le_bytes());
+                            Ok(n)
+                        }
+                    })
+                    .await
+            }
+
+            async fn read_counter(
+                &self,
+                key: &[u8],
+            ) -> Result<u64, fdb_leader_election::ElectionError> {
+                use fdb_leader_election::{ElectionTxn, ReadMode};
+                use $crate::common::scenarios::read_u64;
+                self.$($db)+
+                    .run(|txn, _| {
+                        let key = key.to_vec();
+                        async move { Ok(read_u64(txn.get(&key, ReadMode::Snapshot).await?)) }
+                    })
+                    .await
+            }
+        }
+    };
+}
+
+#[allow(unused_imports)]
+pub(crate) use {every_scenario, run_loop_backend};

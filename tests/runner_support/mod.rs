@@ -3,24 +3,35 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+#[path = "../common/timings.rs"]
+mod timings;
+#[path = "../common/txn.rs"]
+mod txn;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fdb_leader_election::memdb::{CommitContext, CommitDecision};
 use fdb_leader_election::runner::{
-    ElectionCallbacks, ElectionDatabase, LeaderChange, LeadershipGuard, Runner, RunnerBuilder,
-    StopReason,
+    BuildError, ElectionCallbacks, ElectionDatabase, LeaderChange, LeadershipGuard, Runner,
+    RunnerBuilder, StopReason,
 };
 use fdb_leader_election::{
-    Ballot, ElectionConfig, ElectionError, FaultInjector, MemDb, Named, Priority, TokioClock,
-    TxnError, TxnErrorKind,
+    Ballot, ElectionConfig, ElectionError, FaultInjector, LeaderElection, MemDb, Named, Priority,
+    ScriptedFaults, TokioClock, TxnError, TxnErrorKind,
 };
 use foundationdb_tuple::Subspace;
+#[allow(unused_imports)]
+pub use timings::{timed, timings};
 use tokio::time::Instant;
+#[allow(unused_imports)]
+pub(crate) use txn::in_txn;
 
-pub const LEASE: Duration = Duration::from_millis(300);
-pub const HEARTBEAT: Duration = Duration::from_millis(100);
+const LEASE_MS: u64 = 300;
+const HEARTBEAT_MS: u64 = 100;
+pub const LEASE: Duration = Duration::from_millis(LEASE_MS);
+pub const HEARTBEAT: Duration = Duration::from_millis(HEARTBEAT_MS);
 
 pub fn subspace() -> Subspace {
     Subspace::from("election")
@@ -28,15 +39,88 @@ pub fn subspace() -> Subspace {
 
 /// Lease 300 ms, heartbeat 100 ms, 30 ms per transaction, 10 ms stagger per rank.
 pub fn config() -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(LEASE)
-        .heartbeat_interval(HEARTBEAT)
-        .candidate_timeout(Duration::from_millis(600))
-        .transaction_timeout(Duration::from_millis(30))
+    timed(LEASE_MS, HEARTBEAT_MS, 600, 30)
         .takeover_stagger(Duration::from_millis(10))
         .handover_grace(Duration::from_secs(1))
         .build()
         .unwrap()
+}
+
+/// Marks `name` eligible or not (reason "review"), as an operator does, in the election of
+/// `runner`.
+pub async fn mark(db: &MemDb, runner: &Runner, name: &str, eligible: bool) {
+    let e: LeaderElection = runner.election().clone();
+    let name = name.to_owned();
+    in_txn!(db, [e, name], |txn| {
+        e.set_eligible(&txn, &name, eligible, "review").await
+    })
+    .unwrap();
+}
+
+/// The drain tests' set-up: `alpha` (priority `alpha`, `callbacks` if any) leads with
+/// `config()` and `grace`, with work in flight for a minute (longer than any grace); then
+/// `bravo` (priority `bravo`) starts with the same configuration.
+pub struct Busy {
+    pub a: Runner,
+    pub ga: LeadershipGuard,
+    pub task: tokio::task::JoinHandle<Option<()>>,
+    pub b: Runner,
+}
+
+pub async fn busy_leader_then(
+    db: &MemDb,
+    grace: Duration,
+    (alpha, bravo): (i32, i32),
+    callbacks: Option<Recorder>,
+) -> Busy {
+    let cfg = config().to_builder().handover_grace(grace).build().unwrap();
+    let mut a = builder(db.clone(), "alpha", alpha).config(cfg.clone());
+    if let Some(rec) = callbacks {
+        a = a.callbacks(rec);
+    }
+    let a = a.start().unwrap();
+    let ga = a.elected().await.unwrap();
+    let task = ga.spawn(async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    });
+    let b = builder(db.clone(), "bravo", bravo)
+        .config(cfg)
+        .start()
+        .unwrap();
+    Busy { a, ga, task, b }
+}
+
+/// `err` is `BuildError::Conflicting` naming `setting` and what it contradicts, `with`.
+#[track_caller]
+pub fn assert_conflicting(err: &BuildError, setting: &str, with: &str) {
+    assert!(
+        matches!(err, BuildError::Conflicting { setting: s, with: w } if *s == setting && *w == with),
+        "{err:?}"
+    );
+}
+
+/// Starts `name` (priority `priority`) on `db` with a [`Recorder`], and waits until it leads:
+/// the runner, its recorder and its guard.
+pub async fn recorded_leader<D: ElectionDatabase>(
+    db: D,
+    name: &str,
+    priority: i32,
+) -> (Runner, Recorder, LeadershipGuard) {
+    let rec = Recorder::default();
+    let runner = builder(db, name, priority)
+        .callbacks(rec.clone())
+        .start()
+        .unwrap();
+    let guard = runner.elected().await.unwrap();
+    (runner, rec, guard)
+}
+
+/// A MemDb with scripted faults (none yet), the faults to script.
+pub fn faulty_db() -> (MemDb, ScriptedFaults) {
+    let db = db();
+    let faults = ScriptedFaults::new();
+    db.set_fault_injector(Arc::new(faults.clone()));
+    (db, faults)
 }
 
 /// A MemDb whose transactions age on tokio's (paused) clock.

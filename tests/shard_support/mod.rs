@@ -32,6 +32,11 @@
     clippy::cast_possible_truncation
 )]
 
+#[path = "../common/timings.rs"]
+mod timings;
+#[path = "../common/txn.rs"]
+mod txn;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,15 +50,13 @@ use fdb_leader_election::{
     MemDb, Priority, ReadMode, ScriptedFaults, ShardId, Weight,
 };
 use foundationdb_tuple::Subspace;
+#[allow(unused_imports)]
+pub use timings::{timed, timings};
+#[allow(unused_imports)]
+pub(crate) use txn::in_txn;
 
 pub fn config_with(lease_ms: u64) -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(lease_ms))
-        .heartbeat_interval(Duration::from_millis(lease_ms / 3))
-        .candidate_timeout(Duration::from_millis(lease_ms * 2))
-        .transaction_timeout(Duration::from_millis(lease_ms / 10))
-        .build()
-        .unwrap()
+    timings(lease_ms, lease_ms / 3, lease_ms * 2, lease_ms / 10)
 }
 
 pub struct World {
@@ -79,12 +82,7 @@ impl World {
         let election = ShardedElection::new(Subspace::from("adversarial"));
         let layout = Layout::new(shards, max_moves).unwrap();
         let (e, c) = (election.clone(), config.clone());
-        db.run(|txn, _| {
-            let (e, c) = (e.clone(), c.clone());
-            async move { e.initialize(&txn, &c, &layout).await }
-        })
-        .await
-        .unwrap();
+        in_txn!(db, [e, c], |txn| e.initialize(&txn, &c, &layout).await).unwrap();
         World {
             db,
             clock,
@@ -115,13 +113,9 @@ impl World {
         ready: &BTreeSet<ShardId>,
     ) -> Result<BTreeMap<ShardId, Ballot>, ElectionError> {
         let e = self.election.clone();
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, m, ready) = (e.clone(), m.clone(), ready.clone());
-                async move { e.member_cycle(&txn, &m, &ready).await }
-            })
-            .await?;
+        let cycle = in_txn!(self.db, [e, m, ready], |txn| e
+            .member_cycle(&txn, &m, &ready)
+            .await)?;
         Ok(m.adopt(cycle))
     }
 
@@ -145,15 +139,40 @@ impl World {
         let candidate = Candidate::with_clock(id.clone(), Priority::new(1), Arc::clone(&clock));
         let e = self.election.coordinator_election().clone();
         let c = candidate.clone();
-        self.db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.register_candidate(&txn, &c).await }
-            })
-            .await
-            .unwrap();
+        in_txn!(self.db, [e, c], |txn| e.register_candidate(&txn, &c).await).unwrap();
         e.run_cycle(&self.db, &candidate).await.unwrap();
         (candidate, Coordinator::with_clock(id, clock))
+    }
+
+    /// The set-up most attacks start from: a world of `shards` shards (at most `max_moves`
+    /// moves at once), its coordinator, and member `a` (priority 1) owning every shard after
+    /// its join, one coordination and its next cycle.
+    pub async fn with_owner(
+        shards: u32,
+        max_moves: u32,
+    ) -> (World, Candidate, Coordinator, Member) {
+        let w = World::new(shards, max_moves).await;
+        let (leader, coord) = w.coordinator().await;
+        let a = w.member("a", 1);
+        w.cycle(&a).await;
+        w.coordinate(&leader, &coord).await;
+        w.cycle(&a).await;
+        (w, leader, coord, a)
+    }
+
+    /// A world of `shards` shards (at most `max_moves` moves at once), its coordinator, and
+    /// members `a` and `b` (priority 1) joined before the first coordination.
+    pub async fn with_two_members(
+        shards: u32,
+        max_moves: u32,
+    ) -> (World, Candidate, Coordinator, Member, Member) {
+        let w = World::new(shards, max_moves).await;
+        let (leader, coord) = w.coordinator().await;
+        let (a, b) = (w.member("a", 1), w.member("b", 1));
+        w.cycle(&a).await;
+        w.cycle(&b).await;
+        w.coordinate(&leader, &coord).await;
+        (w, leader, coord, a, b)
     }
 
     pub async fn coordinator(&self) -> (Candidate, Coordinator) {
@@ -183,34 +202,18 @@ impl World {
         token: Ballot,
     ) -> Result<Vec<CandidateId>, ElectionError> {
         let e = self.election.clone();
-        let done = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (e.clone(), c.clone());
-                async move { e.coordinate(&txn, &c, token).await }
-            })
-            .await?;
+        let done = in_txn!(self.db, [e, c], |txn| e.coordinate(&txn, &c, token).await)?;
         Ok(done.fenced)
     }
 
     pub async fn fence(&self, shard: ShardId, token: Ballot) -> Result<(), ElectionError> {
         let e = self.election.clone();
-        self.db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.fence_shard(&txn, shard, token).await }
-            })
-            .await
+        in_txn!(self.db, [e], |txn| e.fence_shard(&txn, shard, token).await)
     }
 
     pub async fn shard(&self, shard: ShardId) -> Result<ShardRecord, ElectionError> {
         let e = self.election.clone();
-        self.db
-            .run(|txn, _| {
-                let e = e.clone();
-                async move { e.shard_record(&txn, shard).await }
-            })
-            .await
+        in_txn!(self.db, [e], |txn| e.shard_record(&txn, shard).await)
     }
 
     pub async fn operate<T, F, Fut>(&self, body: F) -> Result<T, ElectionError>
@@ -220,6 +223,16 @@ impl World {
     {
         let e = self.election.clone();
         self.db.run(|txn, _| body(e.clone(), txn)).await
+    }
+
+    /// An operator marks `id` drained (or no longer), in a transaction of its own.
+    pub async fn set_drained(&self, id: &CandidateId, drained: bool) {
+        self.operate(|e, txn| {
+            let id = id.clone();
+            async move { e.set_drained(&txn, &id, drained).await }
+        })
+        .await
+        .unwrap();
     }
 
     /// Writes raw bytes at `key` (a corrupt value, or a planted one).
@@ -272,23 +285,14 @@ pub fn none() -> BTreeSet<ShardId> {
 impl World {
     pub async fn election_member(&self, m: &Member) -> fdb_leader_election::shard::MemberRecord {
         let (e, id) = (self.election.clone(), m.id().clone());
-        self.db
-            .run(|txn, _| {
-                let (e, id) = (e.clone(), id.clone());
-                async move { e.member_record(&txn, &id).await }
-            })
-            .await
+        in_txn!(self.db, [e, id], |txn| e.member_record(&txn, &id).await)
             .unwrap()
             .unwrap()
     }
 }
 
 pub fn runner_config(transaction_timeout_ms: u64) -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(ms(300))
-        .heartbeat_interval(ms(100))
-        .candidate_timeout(ms(600))
-        .transaction_timeout(ms(transaction_timeout_ms))
+    timed(300, 100, 600, transaction_timeout_ms)
         .handover_grace(ms(200))
         .build()
         .unwrap()
