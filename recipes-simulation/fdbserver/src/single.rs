@@ -10,6 +10,7 @@ use std::sync::Arc;
 use fdb_leader_election::{
     Candidate, CandidateId, LeaderElection, Priority, Subspace, Version, VersionPolicy,
 };
+use foundationdb::{FdbBindingError, RetryableTransaction};
 use foundationdb_simulation::{Metric, Metrics, RustWorkload, Severity, SimDatabase};
 use futures_util::future::{Either, join_all, select};
 
@@ -204,7 +205,7 @@ impl RustWorkload for SingleWorkload {
         }
         match read_back(&db).await {
             Ok((entries, intervals, stats)) => {
-                let cluster = check::Cluster::of(&stats);
+                let cluster = check::Cluster::of(&stats, self.sim.clients());
                 let (counts, found) = check::check(&entries, &intervals, cluster);
                 report(&self.sim, &counts, &found, self.options.plant, cluster);
                 self.checked = Some((counts, found));
@@ -226,19 +227,35 @@ impl RustWorkload for SingleWorkload {
     }
 }
 
-/// Writes this tester's counts (the check judges progress against the cycles the cluster
-/// let commit) and its belief intervals, in transactions of a hundred.
+/// How long after its run a tester keeps retrying the writes the check needs (simulated
+/// seconds): the cluster recovers once the faults stop.
+const PERSIST_FOR: f64 = 600.0;
+
+/// Runs `f` until it commits, for at most `PERSIST_FOR` from now; whether it committed.
+async fn persist<F, Fut>(sim: &Sim, db: &SimDatabase, tester: &Shared, f: F) -> bool
+where
+    F: Fn(RetryableTransaction) -> Fut,
+    Fut: std::future::Future<Output = Result<(), FdbBindingError>>,
+{
+    let deadline = sim.now() + PERSIST_FOR;
+    loop {
+        if run(db, sim, tester, 5000, &f).await.is_ok() {
+            return true;
+        }
+        if sim.now() >= deadline {
+            return false;
+        }
+        sim.sleep(1.0).await;
+    }
+}
+
+/// Writes this tester's belief intervals, in transactions of a hundred, then its counts (the
+/// check judges progress against the cycles the cluster let commit), each retried until it
+/// commits: counts in the database mean that every interval is there too. A tester whose
+/// writes never committed leaves no counts, and the check says so instead of judging.
 pub(crate) async fn write_intervals(sim: &Sim, db: &SimDatabase, tester: &Shared) {
     let stats = serde_json::to_vec(&tester.borrow().stats).unwrap_or_default();
     let client = sim.client();
-    let _ = run(db, sim, tester, 5000, |trx| {
-        let stats = stats.clone();
-        async move {
-            trx.set(&log::stats_key(client), &stats);
-            Ok(())
-        }
-    })
-    .await;
     let intervals = std::mem::take(&mut tester.borrow_mut().intervals);
     for (chunk_no, chunk) in intervals.chunks(100).enumerate() {
         let chunk: Vec<(u64, Interval)> = chunk
@@ -251,8 +268,7 @@ pub(crate) async fn write_intervals(sim: &Sim, db: &SimDatabase, tester: &Shared
                 )
             })
             .collect();
-        let client = sim.client();
-        let _ = run(db, sim, tester, 5000, |trx| {
+        let written = persist(sim, db, tester, |trx| {
             let chunk = chunk.clone();
             async move {
                 for (n, interval) in &chunk {
@@ -263,7 +279,18 @@ pub(crate) async fn write_intervals(sim: &Sim, db: &SimDatabase, tester: &Shared
             }
         })
         .await;
+        if !written {
+            return;
+        }
     }
+    persist(sim, db, tester, |trx| {
+        let stats = stats.clone();
+        async move {
+            trx.set(&log::stats_key(client), &stats);
+            Ok(())
+        }
+    })
+    .await;
 }
 
 /// What the check reads back: the log (in commit order), every tester's belief intervals,
@@ -322,13 +349,16 @@ pub(crate) fn report(
             "LeaderElectionClusterUnavailable",
             &[
                 ("Cycles".into(), cluster.cycles.to_string()),
+                ("TestersMissing".into(), cluster.testers_missing.to_string()),
                 (
                     "FailedByTheCluster".into(),
                     cluster.cluster_failures.to_string(),
                 ),
                 (
                     "Reason".into(),
-                    "the simulated cluster failed half of the cycles: progress not judged".into(),
+                    "the simulated cluster failed half of the cycles, or kept a tester's counts \
+                     from the database: progress not judged"
+                        .into(),
                 ),
             ],
         );

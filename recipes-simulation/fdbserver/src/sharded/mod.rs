@@ -225,7 +225,7 @@ impl RustWorkload for ShardedWorkload {
         }
         match read_back(&db).await {
             Ok((entries, intervals, stats)) => {
-                let cluster = check::Cluster::of(&stats);
+                let cluster = check::Cluster::of(&stats, self.sim.clients());
                 let (counts, found) = check::check_sharded(&entries, &intervals, cluster);
                 report(&self.sim, &counts, &found, self.options.plant, cluster);
                 self.checked = Some((counts, found));
