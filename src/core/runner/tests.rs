@@ -1222,11 +1222,7 @@ fn a_lapse_is_reported_as_such_and_a_refresh_publishes_an_own_records_end() {
 fn the_stored_configuration_replaces_the_initial_one_and_is_announced_once() {
     let mut r = Run::candidate();
     r.feed(Event::Start);
-    let stored = ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(600))
-        .heartbeat_interval(Duration::from_millis(200))
-        .candidate_timeout(Duration::from_secs(2))
-        .transaction_timeout(Duration::from_millis(50))
+    let stored = crate::core::tests::timed(ElectionConfig::builder(), 600, 200, 2_000, 50)
         .build()
         .unwrap();
     let out = r.feed(Event::Registered(Ok(stored.clone())));
