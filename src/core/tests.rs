@@ -69,6 +69,16 @@ pub(super) fn timed(
         .transaction_timeout(ms(transaction))
 }
 
+/// A retryable failure of `kind`, by a registered candidate.
+pub(super) fn failure(kind: &'static str) -> crate::core::runner::Failure {
+    crate::core::runner::Failure {
+        kind,
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    }
+}
+
 pub(super) fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> LeaderRecord {
     LeaderRecord {
         ballot: Ballot::new(ballot),
