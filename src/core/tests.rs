@@ -177,6 +177,21 @@ pub(super) fn input<'a>(
     }
 }
 
+/// The plan `input` comes to, every lookup it needs answered from `roster`.
+pub(super) fn decide_with<'a>(
+    st: &mut LocalState,
+    mut input: CycleInput<'a>,
+    roster: Roster<'a>,
+) -> Plan {
+    loop {
+        match decide_cycle(st, &input).unwrap() {
+            Decision::Plan(p) => return p,
+            Decision::Need(Lookup::Registry) => input.lookups.registry = Some(roster),
+            Decision::Need(Lookup::Requester(_)) => input.lookups.requester = Some(roster),
+        }
+    }
+}
+
 /// One decision, its lookups unanswered.
 fn run_raw(
     st: &mut LocalState,
