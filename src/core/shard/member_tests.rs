@@ -17,6 +17,7 @@ use super::member::{MemberDecision, MemberInput, MemberLookups, MemberState, dec
 use super::member_cycle::MemberPlan;
 use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
+use crate::core::tests::timed;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
 use crate::record::Eligibility;
@@ -37,13 +38,15 @@ pub(super) fn at(ms: u64) -> LocalInstant {
 }
 
 pub(super) fn config(lease_ms: u64) -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(lease_ms))
-        .heartbeat_interval(Duration::from_millis(lease_ms / 3))
-        .candidate_timeout(Duration::from_millis(lease_ms * 2))
-        .transaction_timeout(Duration::from_millis(lease_ms / 10))
-        .build()
-        .unwrap()
+    timed(
+        ElectionConfig::builder(),
+        lease_ms,
+        lease_ms / 3,
+        lease_ms * 2,
+        lease_ms / 10,
+    )
+    .build()
+    .unwrap()
 }
 
 /// One member's world: its local state and the records as they stand.
