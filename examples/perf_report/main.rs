@@ -130,6 +130,18 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 
 /// One election on a MemDb with a frozen clock: leases never lapse, so the leader renews and
 /// the followers follow for as long as we like.
+/// One cycle of `c` in `e` through MemDb's retry loop, its result adopted.
+async fn cycle_once(db: &MemDb, e: &LeaderElection, c: &Candidate) -> Res<()> {
+    let cycle = db
+        .run(|txn, _| {
+            let (e, c) = (e.clone(), c.clone());
+            async move { e.run_election_cycle(&txn, &c).await }
+        })
+        .await?;
+    c.adopt(cycle);
+    Ok(())
+}
+
 struct Steady {
     db: MemDb,
     election: LeaderElection,
@@ -177,15 +189,7 @@ impl Steady {
     }
 
     async fn cycle(&self, c: &Candidate) -> Res<()> {
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.run_election_cycle(&txn, &c).await }
-            })
-            .await?;
-        c.adopt(cycle);
-        Ok(())
+        cycle_once(&self.db, &self.election, c).await
     }
 
     /// One cycle, its transaction probed (`probe.rs`).
@@ -893,13 +897,7 @@ async fn many_elections(r: &mut Report) -> Res<()> {
     let mut cycles = 0u64;
     while t.elapsed() < Duration::from_secs(3) {
         for (e, c) in &all {
-            let cycle = db
-                .run(|txn, _| {
-                    let (e, c) = (e.clone(), c.clone());
-                    async move { e.run_election_cycle(&txn, &c).await }
-                })
-                .await?;
-            c.adopt(cycle);
+            cycle_once(&db, e, c).await?;
             cycles += 1;
         }
     }
