@@ -37,7 +37,7 @@
 use std::error::Error;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use fdb_leader_election::runner::Runner;
@@ -130,6 +130,18 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 
 /// One election on a MemDb with a frozen clock: leases never lapse, so the leader renews and
 /// the followers follow for as long as we like.
+/// One cycle of `c` in `e` through MemDb's retry loop, its result adopted.
+async fn cycle_once(db: &MemDb, e: &LeaderElection, c: &Candidate) -> Res<()> {
+    let cycle = db
+        .run(|txn, _| {
+            let (e, c) = (e.clone(), c.clone());
+            async move { e.run_election_cycle(&txn, &c).await }
+        })
+        .await?;
+    c.adopt(cycle);
+    Ok(())
+}
+
 struct Steady {
     db: MemDb,
     election: LeaderElection,
@@ -177,15 +189,7 @@ impl Steady {
     }
 
     async fn cycle(&self, c: &Candidate) -> Res<()> {
-        let cycle = self
-            .db
-            .run(|txn, _| {
-                let (e, c) = (self.election.clone(), c.clone());
-                async move { e.run_election_cycle(&txn, &c).await }
-            })
-            .await?;
-        c.adopt(cycle);
-        Ok(())
+        cycle_once(&self.db, &self.election, c).await
     }
 
     /// One cycle, its transaction probed (`probe.rs`).
@@ -505,42 +509,72 @@ async fn v011_contention(run: u32) -> Res<(f64, u64)> {
     Ok((aborted as f64 * 1000.0 / cycles as f64, refreshes))
 }
 
-/// Samples every live runner's guard every millisecond; counts instants with two valid.
-#[derive(Clone, Default)]
-struct OverlapMonitor {
-    runners: Arc<Mutex<Vec<Runner>>>,
-    overlaps: Arc<AtomicU64>,
-    samples: Arc<AtomicU64>,
+/// Samples `runners` every millisecond and counts the instants: all of them (`samples`), those
+/// with an overlap (`overlaps`), and those torn by a handover between the reads (`torn`).
+#[derive(Clone)]
+pub(crate) struct Monitor<R> {
+    runners: Arc<Mutex<Vec<R>>>,
+    pub(crate) overlaps: Arc<AtomicU64>,
+    pub(crate) torn: Arc<AtomicU64>,
+    pub(crate) samples: Arc<AtomicU64>,
 }
 
-impl OverlapMonitor {
-    fn start(&self) -> tokio::task::JoinHandle<()> {
+impl<R> Default for Monitor<R> {
+    fn default() -> Self {
+        Monitor {
+            runners: Arc::default(),
+            overlaps: Arc::default(),
+            torn: Arc::default(),
+            samples: Arc::default(),
+        }
+    }
+}
+
+impl<R: Clone + Send + 'static> Monitor<R> {
+    /// Starts sampling; `instant` tells of the runners at one instant whether two of them
+    /// overlap and whether a handover tore the reads.
+    pub(crate) fn start_with(
+        &self,
+        instant: impl Fn(&[R]) -> (bool, bool) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
         let m = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(1));
             loop {
                 tick.tick().await;
-                let valid = m
+                let runners = m
                     .runners
                     .lock()
-                    .map(|rs| {
-                        rs.iter()
-                            .filter(|r| r.leadership().is_some_and(|g| g.is_valid()))
-                            .count()
-                    })
-                    .unwrap_or(0);
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                let (overlap, torn) = instant(&runners);
                 m.samples.fetch_add(1, Ordering::Relaxed);
-                if valid > 1 {
+                if overlap {
                     m.overlaps.fetch_add(1, Ordering::Relaxed);
+                } else if torn {
+                    m.torn.fetch_add(1, Ordering::Relaxed);
                 }
             }
         })
     }
 
-    fn set(&self, runners: &[Runner]) {
-        if let Ok(mut rs) = self.runners.lock() {
-            *rs = runners.to_vec();
-        }
+    pub(crate) fn set(&self, runners: &[R]) {
+        *self.runners.lock().unwrap_or_else(PoisonError::into_inner) = runners.to_vec();
+    }
+}
+
+/// Samples every live runner's guard every millisecond; counts instants with two valid.
+type OverlapMonitor = Monitor<Runner>;
+
+impl OverlapMonitor {
+    fn start(&self) -> tokio::task::JoinHandle<()> {
+        self.start_with(|runners| {
+            let valid = runners
+                .iter()
+                .filter(|r| r.leadership().is_some_and(|g| g.is_valid()))
+                .count();
+            (valid > 1, false)
+        })
     }
 }
 
@@ -863,13 +897,7 @@ async fn many_elections(r: &mut Report) -> Res<()> {
     let mut cycles = 0u64;
     while t.elapsed() < Duration::from_secs(3) {
         for (e, c) in &all {
-            let cycle = db
-                .run(|txn, _| {
-                    let (e, c) = (e.clone(), c.clone());
-                    async move { e.run_election_cycle(&txn, &c).await }
-                })
-                .await?;
-            c.adopt(cycle);
+            cycle_once(&db, e, c).await?;
             cycles += 1;
         }
     }

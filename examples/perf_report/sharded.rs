@@ -49,7 +49,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -65,7 +65,7 @@ use fdb_leader_election::{
 use foundationdb_tuple::Subspace;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::{Res, median, percentile};
+use crate::{Monitor, Res, median, percentile};
 
 /// The bound of every measuring transaction of the manual flow: far beyond what a store that
 /// works takes.
@@ -819,55 +819,34 @@ async fn join_rounds<D: ElectionDatabase>(db: D, space: Subspace, shards: u32) -
 /// runner, the guard read first is checked again. Still valid, it was valid throughout, so
 /// both were at once: an overlap (reported on stderr). No longer valid: a handover between
 /// the reads (`torn`, not an overlap).
-#[derive(Clone, Default)]
-struct ShardMonitor {
-    runners: Arc<Mutex<Vec<ShardedRunner>>>,
-    overlaps: Arc<AtomicU64>,
-    torn: Arc<AtomicU64>,
-    samples: Arc<AtomicU64>,
-}
+type ShardMonitor = Monitor<ShardedRunner>;
 
 impl ShardMonitor {
     fn start(&self) -> tokio::task::JoinHandle<()> {
-        let m = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(1));
-            loop {
-                tick.tick().await;
-                let runners = lock(&m.runners).clone();
-                let (mut overlap, mut torn) = (false, false);
-                let mut first: BTreeMap<ShardId, (usize, ShardGuard)> = BTreeMap::new();
-                for (i, r) in runners.iter().enumerate() {
-                    for (shard, guard) in r.owned() {
-                        match first.get(&shard) {
-                            None => {
-                                first.insert(shard, (i, guard));
-                            }
-                            Some((j, earlier)) if earlier.is_valid() => {
-                                overlap = true;
-                                eprintln!(
-                                    "perf_report: sharded overlap: shard {shard} under runner {j} \
-                                     (ballot {}) and runner {i} (ballot {})",
-                                    earlier.fencing_token(),
-                                    guard.fencing_token()
-                                );
-                            }
-                            Some(_) => torn = true,
+        self.start_with(|runners| {
+            let (mut overlap, mut torn) = (false, false);
+            let mut first: BTreeMap<ShardId, (usize, ShardGuard)> = BTreeMap::new();
+            for (i, r) in runners.iter().enumerate() {
+                for (shard, guard) in r.owned() {
+                    match first.get(&shard) {
+                        None => {
+                            first.insert(shard, (i, guard));
                         }
+                        Some((j, earlier)) if earlier.is_valid() => {
+                            overlap = true;
+                            eprintln!(
+                                "perf_report: sharded overlap: shard {shard} under runner {j} \
+                                 (ballot {}) and runner {i} (ballot {})",
+                                earlier.fencing_token(),
+                                guard.fencing_token()
+                            );
+                        }
+                        Some(_) => torn = true,
                     }
                 }
-                m.samples.fetch_add(1, Ordering::Relaxed);
-                if overlap {
-                    m.overlaps.fetch_add(1, Ordering::Relaxed);
-                } else if torn {
-                    m.torn.fetch_add(1, Ordering::Relaxed);
-                }
             }
+            (overlap, torn)
         })
-    }
-
-    fn set(&self, runners: &[ShardedRunner]) {
-        *lock(&self.runners) = runners.to_vec();
     }
 }
 

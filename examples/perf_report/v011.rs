@@ -512,11 +512,17 @@ impl V011Host {
                 }
             })
             .await?;
+        Ok(self.believe(result))
+    }
+
+    /// Makes the belief follow a committed cycle's `result` (the leadership it reports, or
+    /// none), and returns it.
+    fn believe(&self, result: ElectionResult) -> ElectionResult {
         *self.lock() = match &result {
             ElectionResult::Leader(state) => Some(state.clone()),
             ElectionResult::Follower(_) => None,
         };
-        Ok(result)
+        result
     }
 
     /// One cycle on the bare transaction.
@@ -581,10 +587,6 @@ impl V011Host {
             }
         })
         .await?;
-        *self.lock() = match &result {
-            ElectionResult::Leader(state) => Some(state.clone()),
-            ElectionResult::Follower(_) => None,
-        };
-        Ok(result)
+        Ok(self.believe(result))
     }
 }

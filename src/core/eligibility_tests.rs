@@ -14,10 +14,11 @@
 
 use std::time::Duration;
 
-use super::cycle::decide_cycle;
 use super::operator::{DirectedRefusal, directed_target};
 use super::rank::{Marks, Ranking, Roster, best_live, policy_ahead, rank_among};
-use super::tests::{FLAT, Registry, at, cand, cfg, id, lead, owned, plan, standing, vacant};
+use super::tests::{
+    FLAT, Registry, at, cand, cfg, decide_with, id, input, lead, owned, standing, vacant,
+};
 use super::*;
 use crate::record::{CandidateRecord, Eligibility, Named};
 
@@ -53,29 +54,13 @@ fn decide_in(
     t0_ms: u64,
     roster: Roster<'_>,
 ) -> Plan {
-    let mut lookups = Lookups::default();
-    loop {
-        let input = CycleInput {
-            config: c,
-            leader: rec,
-            priority: Priority::new(prio),
-            eligible,
-            when_ineligible: policy,
-            version: None,
-            registration: 0,
-            payload: None,
-            started_at: at(t0_ms),
-            read_at: at(t0_ms + 1),
-            read_version: None,
-            mode: Mode::Cycle,
-            lookups,
-        };
-        match decide_cycle(st, &input).unwrap() {
-            Decision::Plan(p) => return plan(Decision::Plan(p)),
-            Decision::Need(Lookup::Registry) => lookups.registry = Some(roster),
-            Decision::Need(Lookup::Requester(_)) => lookups.requester = Some(roster),
-        }
-    }
+    let input = CycleInput {
+        eligible,
+        when_ineligible: policy,
+        payload: None,
+        ..input(c, rec, prio, t0_ms, Mode::Cycle, Lookups::default())
+    };
+    decide_with(st, input, roster)
 }
 
 #[test]

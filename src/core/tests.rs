@@ -42,10 +42,41 @@ pub(super) fn at(ms: u64) -> LocalInstant {
 }
 
 pub(super) fn cfg() -> ElectionConfig {
-    ElectionConfig::builder()
-        .takeover_stagger(Duration::ZERO)
+    cfg_with(|b| b)
+}
+
+/// The configuration `set` makes of a builder without a takeover stagger.
+pub(super) fn cfg_with(
+    set: impl FnOnce(crate::config::ElectionConfigBuilder) -> crate::config::ElectionConfigBuilder,
+) -> ElectionConfig {
+    set(ElectionConfig::builder().takeover_stagger(Duration::ZERO))
         .build()
         .unwrap()
+}
+
+/// `b` with the lease, heartbeat, candidate and transaction timeouts set, in milliseconds.
+pub(super) fn timed(
+    b: crate::config::ElectionConfigBuilder,
+    lease: u64,
+    heartbeat: u64,
+    candidate: u64,
+    transaction: u64,
+) -> crate::config::ElectionConfigBuilder {
+    let ms = Duration::from_millis;
+    b.lease_duration(ms(lease))
+        .heartbeat_interval(ms(heartbeat))
+        .candidate_timeout(ms(candidate))
+        .transaction_timeout(ms(transaction))
+}
+
+/// A retryable failure of `kind`, by a registered candidate.
+pub(super) fn failure(kind: &'static str) -> crate::core::runner::Failure {
+    crate::core::runner::Failure {
+        kind,
+        retryable: true,
+        not_registered: false,
+        not_initialized: false,
+    }
 }
 
 pub(super) fn owned(owner: &str, prio: i32, ballot: u64, renewal: u64) -> LeaderRecord {
@@ -143,6 +174,21 @@ pub(super) fn input<'a>(
         read_version: None,
         mode,
         lookups,
+    }
+}
+
+/// The plan `input` comes to, every lookup it needs answered from `roster`.
+pub(super) fn decide_with<'a>(
+    st: &mut LocalState,
+    mut input: CycleInput<'a>,
+    roster: Roster<'a>,
+) -> Plan {
+    loop {
+        match decide_cycle(st, &input).unwrap() {
+            Decision::Plan(p) => return p,
+            Decision::Need(Lookup::Registry) => input.lookups.registry = Some(roster),
+            Decision::Need(Lookup::Requester(_)) => input.lookups.requester = Some(roster),
+        }
     }
 }
 
@@ -328,10 +374,7 @@ fn a_handover_request_does_not_restart_followers_timers() {
 
 #[test]
 fn takeover_is_staggered_by_rank() {
-    let c = ElectionConfig::builder()
-        .takeover_stagger(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.takeover_stagger(Duration::from_millis(300)));
     let rec = owned("old", 1, 7, 20);
     let mut st = LocalState::new(id("me"));
     plan(run(&mut st, &c, &rec, 1, 0));
@@ -368,10 +411,7 @@ fn takeover_is_staggered_by_rank() {
 
 #[test]
 fn the_stagger_is_capped_at_one_heartbeat() {
-    let c = ElectionConfig::builder()
-        .takeover_stagger(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.takeover_stagger(Duration::from_millis(300)));
     let rec = owned("old", 1, 7, 20);
     let mut st = LocalState::new(id("me"));
     plan(run(&mut st, &c, &rec, 1, 0));
@@ -389,11 +429,7 @@ fn the_stagger_is_capped_at_one_heartbeat() {
 /// Under `no-downgrade`, a lapsed 2.0.0 leader's record: `me` runs 1.0.0 with the highest
 /// priority, `c` runs 2.0.0 with a lower one (issue 38's reproduction, in the core).
 fn lapsed_upgrade() -> (ElectionConfig, LeaderRecord, Registry, semver::Version) {
-    let c = ElectionConfig::builder()
-        .takeover_stagger(Duration::ZERO)
-        .version_policy(crate::config::VersionPolicy::NoDowngrade)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.version_policy(crate::config::VersionPolicy::NoDowngrade));
     let mut rec = owned("a", 5, 7, 20);
     let v2 = semver::Version::new(2, 0, 0);
     rec.leader_version = Some(v2.clone());
@@ -536,11 +572,7 @@ fn no_downgrade_ranks_a_takeover_against_the_lapsed_leaders_version() {
 
 #[test]
 fn vacancies_defer_to_the_version_the_policy_ranks_ahead_too() {
-    let c = ElectionConfig::builder()
-        .takeover_stagger(Duration::ZERO)
-        .version_policy(crate::config::VersionPolicy::PreferOldest)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.version_policy(crate::config::VersionPolicy::PreferOldest));
     let (old, new) = (semver::Version::new(1, 0, 0), semver::Version::new(1, 1, 0));
     let mut heir = cand(5, 1, 10);
     heir.version = Some(old.clone());
@@ -588,10 +620,7 @@ fn vacancies_defer_to_the_version_the_policy_ranks_ahead_too() {
 
 #[test]
 fn rank_zero_takes_an_unreserved_vacancy_at_once_and_others_wait_their_step() {
-    let c = ElectionConfig::builder()
-        .takeover_stagger(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.takeover_stagger(Duration::from_millis(300)));
     let rec = vacant(4, 10, None);
     // "first" registered before "second" (number 0 is the deciding candidate's own).
     let registry = vec![
@@ -683,11 +712,7 @@ fn equal_or_lower_priority_never_requests_a_handover() {
 
 #[test]
 fn disabling_preemption_stops_new_requests() {
-    let c = ElectionConfig::builder()
-        .allow_preemption(false)
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.allow_preemption(false));
     let mut st = LocalState::new(id("new"));
     assert_eq!(
         plan(run(&mut st, &c, &owned("old", 1, 7, 20), 9, 0)).action,
@@ -790,11 +815,7 @@ fn the_leader_hands_over_to_a_higher_priority_requester_stepping_down_before_the
 
 #[test]
 fn a_busy_leader_keeps_renewing_through_the_grace_then_hands_over() {
-    let c = ElectionConfig::builder()
-        .handover_grace(Duration::from_secs(2))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.handover_grace(Duration::from_secs(2)));
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     st.set_busy(true);
@@ -816,11 +837,7 @@ fn a_busy_leader_keeps_renewing_through_the_grace_then_hands_over() {
 
 #[test]
 fn an_idle_leader_finishes_draining_early() {
-    let c = ElectionConfig::builder()
-        .handover_grace(Duration::from_secs(60))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.handover_grace(Duration::from_secs(60)));
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     rec.handover = request("new", 2);
@@ -838,11 +855,7 @@ fn an_idle_leader_finishes_draining_early() {
 
 #[test]
 fn min_tenure_delays_honouring_a_request() {
-    let c = ElectionConfig::builder()
-        .min_tenure(Duration::from_secs(5))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.min_tenure(Duration::from_secs(5)));
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     rec.handover = request("new", 2);
@@ -859,12 +872,10 @@ fn min_tenure_delays_honouring_a_request() {
 
 #[test]
 fn a_request_kept_within_the_minimum_tenure_leaves_the_guard_open_until_the_tenures_end() {
-    let c = ElectionConfig::builder()
-        .min_tenure(Duration::from_secs(5))
-        .handover_grace(Duration::from_secs(2))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| {
+        b.min_tenure(Duration::from_secs(5))
+            .handover_grace(Duration::from_secs(2))
+    });
     // A busy leader keeps a request within its minimum tenure: its guard stays open (a closed
     // guard is held at most the grace and a heartbeat, docs/design.md §10.6).
     let start = |st: &mut LocalState| {
@@ -924,11 +935,7 @@ fn a_request_kept_within_the_minimum_tenure_leaves_the_guard_open_until_the_tenu
 #[test]
 fn requests_that_no_longer_outrank_or_with_preemption_off_are_dropped() {
     for (leader_prio, allow) in [(2, true), (3, true), (1, false)] {
-        let c = ElectionConfig::builder()
-            .allow_preemption(allow)
-            .takeover_stagger(Duration::ZERO)
-            .build()
-            .unwrap();
+        let c = cfg_with(|b| b.allow_preemption(allow));
         let mut st = LocalState::new(id("me"));
         let mut rec = lead(&mut st, &c, leader_prio, 0);
         rec.handover = request("new", 2);
@@ -1174,12 +1181,10 @@ fn led_with_operator_request(st: &mut LocalState, c: &ElectionConfig, prio: i32)
 
 #[test]
 fn an_operator_request_is_honoured_whatever_the_priorities_and_reserves_for_the_best_live() {
-    let c = ElectionConfig::builder()
-        .allow_preemption(false)
-        .min_tenure(Duration::from_secs(60))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| {
+        b.allow_preemption(false)
+            .min_tenure(Duration::from_secs(60))
+    });
     let mut st = LocalState::new(id("me"));
     let rec = led_with_operator_request(&mut st, &c, 9);
     // The best live candidate is looked up in the registry first; nothing changes till then.
@@ -1215,11 +1220,7 @@ fn an_operator_request_is_honoured_whatever_the_priorities_and_reserves_for_the_
 
 #[test]
 fn an_operator_request_waits_for_busy_work_within_the_grace() {
-    let c = ElectionConfig::builder()
-        .handover_grace(Duration::from_secs(2))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.handover_grace(Duration::from_secs(2)));
     let mut st = LocalState::new(id("me"));
     let rec = led_with_operator_request(&mut st, &c, 1);
     st.set_busy(true);
@@ -1288,14 +1289,7 @@ fn followers_never_replace_an_operator_request() {
 #[test]
 fn writing_a_shorter_lease_caps_the_belief_before_the_commit() {
     let long = cfg();
-    let short = ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(1))
-        .heartbeat_interval(Duration::from_millis(300))
-        .candidate_timeout(Duration::from_secs(2))
-        .transaction_timeout(Duration::from_millis(200))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let short = cfg_with(|b| timed(b, 1_000, 300, 2_000, 200));
     let mut st = LocalState::new(id("me"));
     let rec = lead(&mut st, &long, 1, 0);
     let before = st.tenure().unwrap().valid_until;
@@ -1437,11 +1431,7 @@ fn a_resignation_by_a_candidate_that_never_held_the_ballot_holds_the_vacancy() {
 fn a_vacancy_keeps_the_longer_of_the_stored_and_the_configured_lease() {
     // The owner (elsewhere) believes in the 10 s lease it wrote; the configuration now says
     // 1 s. A resignation by a value that never held the ballot holds the vacancy for 10 s.
-    let short = ElectionConfig::builder()
-        .lease_duration(Duration::from_secs(1))
-        .heartbeat_interval(Duration::from_millis(300))
-        .candidate_timeout(Duration::from_secs(2))
-        .transaction_timeout(Duration::from_millis(200))
+    let short = timed(ElectionConfig::builder(), 1_000, 300, 2_000, 200)
         .build()
         .unwrap();
     let mut st = LocalState::new(id("me"));
@@ -1515,12 +1505,10 @@ fn rank_counts_equal_priorities_only_if_registered_strictly_earlier() {
 /// drain (the grace) may begin only when the guard closes, i.e. at the first cycle whose
 /// commit reports the request; the next cycle must not cut that work at once.
 fn assert_an_unconfirmed_keep_does_not_start_the_grace(min_tenure_ms: u64) {
-    let c = ElectionConfig::builder()
-        .min_tenure(Duration::from_millis(min_tenure_ms))
-        .handover_grace(Duration::from_secs(2))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| {
+        b.min_tenure(Duration::from_millis(min_tenure_ms))
+            .handover_grace(Duration::from_secs(2))
+    });
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     st.set_busy(true);
@@ -1558,12 +1546,10 @@ fn a_keep_that_never_committed_does_not_start_the_grace() {
 /// waits) until its minimum tenure ends.
 #[test]
 fn a_guard_closed_within_the_minimum_tenure_is_held_no_longer_than_grace_plus_a_heartbeat() {
-    let c = ElectionConfig::builder()
-        .min_tenure(Duration::from_secs(9))
-        .handover_grace(Duration::from_secs(1))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| {
+        b.min_tenure(Duration::from_secs(9))
+            .handover_grace(Duration::from_secs(1))
+    });
     let heartbeat = u64::try_from(c.heartbeat_interval().as_millis()).unwrap();
     let grace = 1_000;
     let mut st = LocalState::new(id("me"));
@@ -1600,11 +1586,7 @@ fn a_guard_closed_within_the_minimum_tenure_is_held_no_longer_than_grace_plus_a_
 /// and went (the drain noted in the tenure was dropped meanwhile).
 #[test]
 fn the_grace_counts_from_when_the_runner_closed_the_guard() {
-    let c = ElectionConfig::builder()
-        .handover_grace(Duration::from_secs(2))
-        .takeover_stagger(Duration::ZERO)
-        .build()
-        .unwrap();
+    let c = cfg_with(|b| b.handover_grace(Duration::from_secs(2)));
     let mut st = LocalState::new(id("me"));
     let mut rec = lead(&mut st, &c, 1, 0);
     st.set_busy(true);

@@ -14,9 +14,8 @@ use std::cmp::Ordering;
 
 use semver::Version;
 
-use super::cycle::decide_cycle;
 use super::rank::{Ranking, Roster, Standing, best_live, rank_among};
-use super::tests::{Registry, at, cand, cfg, id, plan};
+use super::tests::{Registry, cand, cfg, decide_with, id, input};
 use super::*;
 use crate::config::VersionPolicy;
 use crate::record::{CandidateRecord, Named};
@@ -281,32 +280,16 @@ fn follow(
     version: Option<&Version>,
     registry: &Registry,
 ) -> Plan {
-    let mut st = LocalState::new(id("me"));
-    let mut lookups = Lookups::default();
-    loop {
-        let input = CycleInput {
-            config: c,
-            leader: rec,
-            priority: Priority::new(prio),
-            eligible: true,
-            when_ineligible: UnhealthyPolicy::Hold,
-            version,
-            registration: 0,
-            payload: None,
-            started_at: at(0),
-            read_at: at(1),
-            read_version: None,
-            mode: Mode::Cycle,
-            lookups,
-        };
-        match decide_cycle(&mut st, &input).unwrap() {
-            Decision::Plan(p) => return plan(Decision::Plan(p)),
-            Decision::Need(Lookup::Registry) => lookups.registry = Some(Roster::unmarked(registry)),
-            Decision::Need(Lookup::Requester(_)) => {
-                lookups.requester = Some(Roster::unmarked(registry));
-            }
-        }
-    }
+    let input = CycleInput {
+        version,
+        payload: None,
+        ..input(c, rec, prio, 0, Mode::Cycle, Lookups::default())
+    };
+    decide_with(
+        &mut LocalState::new(id("me")),
+        input,
+        Roster::unmarked(registry),
+    )
 }
 
 #[test]
@@ -356,31 +339,12 @@ fn a_newer_leader_under_no_downgrade_never_hands_back_to_an_older_requester() {
     asked.leader_version = Some(new.clone());
     asked.handover = Some(Party::Candidate(Named::new(id("back"), Priority::new(9))));
     let rows: Registry = vec![(id("back"), versioned(9, 1, "1.4.0"))];
-    let mut lookups = Lookups::default();
-    let p = loop {
-        let input = CycleInput {
-            config: &c,
-            leader: &asked,
-            priority: Priority::new(1),
-            eligible: true,
-            when_ineligible: UnhealthyPolicy::Hold,
-            version: Some(&new),
-            registration: 0,
-            payload: None,
-            started_at: at(100),
-            read_at: at(101),
-            read_version: None,
-            mode: Mode::Cycle,
-            lookups,
-        };
-        match decide_cycle(&mut st, &input).unwrap() {
-            Decision::Plan(p) => break plan(Decision::Plan(p)),
-            Decision::Need(Lookup::Registry) => lookups.registry = Some(Roster::unmarked(&rows)),
-            Decision::Need(Lookup::Requester(_)) => {
-                lookups.requester = Some(Roster::unmarked(&rows));
-            }
-        }
+    let asking = CycleInput {
+        version: Some(&new),
+        payload: None,
+        ..input(&c, &asked, 1, 100, Mode::Cycle, Lookups::default())
     };
+    let p = decide_with(&mut st, asking, Roster::unmarked(&rows));
     assert_eq!(p.action, Action::Renewed, "not honoured: {:?}", p.action);
     assert_eq!(p.write.unwrap().handover, None, "the request is dropped");
     let _ = old;

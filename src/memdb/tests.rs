@@ -16,11 +16,18 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind};
+use crate::store::txn::{ElectionTxn, KeyValue, ReadMode, TxnError, TxnErrorKind, Watch};
 
 fn manual_db() -> (MemDb, ManualClock) {
     let clock = ManualClock::new();
     (MemDb::with_clock(Arc::new(clock.clone())), clock)
+}
+
+/// A database on a manual clock and a transaction of it.
+fn db_and_txn() -> (MemDb, MemTransaction) {
+    let (db, _) = manual_db();
+    let t = db.create_transaction();
+    (db, t)
 }
 
 async fn put(db: &MemDb, key: &[u8], value: &[u8]) {
@@ -31,8 +38,7 @@ async fn put(db: &MemDb, key: &[u8], value: &[u8]) {
 
 #[tokio::test]
 async fn reading_own_writes_adds_no_conflict() {
-    let (db, _) = manual_db();
-    let t = db.create_transaction();
+    let (db, t) = db_and_txn();
     t.set(b"a", b"1");
     t.clear(b"b");
     assert_eq!(
@@ -48,16 +54,13 @@ async fn reading_own_writes_adds_no_conflict() {
     assert!(t.has_read_conflicts());
 
     // A concurrent write to a key this transaction wrote before reading it does not abort it.
-    let other = db.create_transaction();
-    other.set(b"a", b"2");
-    other.commit().await.unwrap();
+    put(&db, b"a", b"2").await;
     t.commit().await.unwrap();
 }
 
 #[tokio::test]
 async fn range_conflicts_leave_out_own_writes() {
-    let (db, _) = manual_db();
-    let t = db.create_transaction();
+    let (db, t) = db_and_txn();
     t.set(b"k2", b"mine");
     let got = t
         .get_range(b"k1", b"k3", ReadMode::Serializable)
@@ -81,8 +84,7 @@ async fn range_conflicts_leave_out_own_writes() {
 
 #[tokio::test]
 async fn invalid_keys_and_values_fail() {
-    let (db, _) = manual_db();
-    let t = db.create_transaction();
+    let (db, t) = db_and_txn();
     let long_key = vec![b'k'; 10_009];
     // No key that long can exist (FoundationDB reads keys of up to 10,008 bytes, a tenant
     // prefix included): its read returns absent, with no conflict.
@@ -123,8 +125,7 @@ async fn invalid_keys_and_values_fail() {
 
 #[tokio::test]
 async fn a_transaction_cannot_be_used_after_its_commit() {
-    let (db, _) = manual_db();
-    let t = db.create_transaction();
+    let (db, t) = db_and_txn();
     let clone = t.clone();
     t.set(b"a", b"1");
     t.commit().await.unwrap();
@@ -140,55 +141,54 @@ async fn a_transaction_cannot_be_used_after_its_commit() {
     assert_eq!(db.stats().commits_attempted, 2);
 }
 
-#[tokio::test]
-async fn read_only_watch_fires_at_once_if_the_value_moved_since_the_read_version() {
+/// A database whose key `w` holds `1`, and a transaction of it watching `w`.
+async fn watching_w() -> (MemDb, MemTransaction, Watch) {
     let (db, _) = manual_db();
     put(&db, b"w", b"1").await;
     let t = db.create_transaction();
     let watch = t.watch(b"w").unwrap();
-    put(&db, b"w", b"2").await;
-    t.commit().await.unwrap();
+    (db, t, watch)
+}
+
+/// What `watch` ends with, which it must within a second.
+async fn within_a_second(watch: Watch) -> Result<(), TxnError> {
     tokio::time::timeout(Duration::from_secs(1), watch)
         .await
         .unwrap()
-        .unwrap();
+}
+
+#[tokio::test]
+async fn read_only_watch_fires_at_once_if_the_value_moved_since_the_read_version() {
+    let (db, t, watch) = watching_w().await;
+    put(&db, b"w", b"2").await;
+    t.commit().await.unwrap();
+    within_a_second(watch).await.unwrap();
     assert_eq!(db.stats().watches_fired, 1);
 }
 
 #[tokio::test]
 async fn watch_on_a_key_the_transaction_changes_fires_at_its_commit() {
-    let (db, _) = manual_db();
-    put(&db, b"w", b"1").await;
-    let t = db.create_transaction();
-    let watch = t.watch(b"w").unwrap();
+    let (_db, t, watch) = watching_w().await; // the database lives on to the end
     t.set(b"w", b"2");
     t.commit().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(1), watch)
-        .await
-        .unwrap()
-        .unwrap();
+    within_a_second(watch).await.unwrap();
 }
 
 #[tokio::test]
 async fn watching_adds_a_read_conflict() {
-    let (db, _) = manual_db();
-    let t = db.create_transaction();
+    let (db, t) = db_and_txn();
     let watch = t.watch(b"w").unwrap();
     t.set(b"other", b"x");
     put(&db, b"w", b"changed").await;
     let e = t.commit().await.unwrap_err();
     assert_eq!(e.kind(), TxnErrorKind::Conflict);
-    let e = tokio::time::timeout(Duration::from_secs(1), watch)
-        .await
-        .unwrap()
-        .unwrap_err();
+    let e = within_a_second(watch).await.unwrap_err();
     assert_eq!((e.kind(), e.code()), (TxnErrorKind::Conflict, Some(1020)));
 }
 
 #[tokio::test]
 async fn armed_watches_fail_when_the_database_is_dropped() {
-    let (db, _) = manual_db();
-    let t = db.create_transaction();
+    let (db, t) = db_and_txn();
     let watch = t.watch(b"w").unwrap();
     t.commit().await.unwrap();
     drop(db);

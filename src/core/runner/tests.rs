@@ -10,12 +10,15 @@
 use std::time::Duration;
 
 use super::*;
+use crate::core::tests::{failure, timed};
 use crate::error::ElectionError;
 use crate::ids::Priority;
 use crate::record::Named;
 
-const HB: Duration = Duration::from_millis(100);
-const LEASE: Duration = Duration::from_millis(300);
+const HB_MS: u64 = 100;
+const LEASE_MS: u64 = 300;
+const HB: Duration = Duration::from_millis(HB_MS);
+const LEASE: Duration = Duration::from_millis(LEASE_MS);
 
 fn id(s: &str) -> CandidateId {
     CandidateId::parse(s).unwrap()
@@ -26,11 +29,7 @@ fn at(ms: u64) -> LocalInstant {
 }
 
 fn config() -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(LEASE)
-        .heartbeat_interval(HB)
-        .candidate_timeout(Duration::from_millis(600))
-        .transaction_timeout(Duration::from_millis(30))
+    timed(ElectionConfig::builder(), LEASE_MS, HB_MS, 600, 30)
         .handover_grace(Duration::from_secs(1))
         .build()
         .unwrap()
@@ -59,15 +58,6 @@ fn vacant(ballot: u64, renewal: u64, reserved: Option<&str>) -> LeaderRecord {
         owner: None,
         reservation: reserved.map(|r| Party::Candidate(Named::new(id(r), Priority::new(2)))),
         ..owned("someone", ballot, renewal)
-    }
-}
-
-fn failure(kind: &'static str) -> Failure {
-    Failure {
-        kind,
-        retryable: true,
-        not_registered: false,
-        not_initialized: false,
     }
 }
 
@@ -1222,11 +1212,7 @@ fn a_lapse_is_reported_as_such_and_a_refresh_publishes_an_own_records_end() {
 fn the_stored_configuration_replaces_the_initial_one_and_is_announced_once() {
     let mut r = Run::candidate();
     r.feed(Event::Start);
-    let stored = ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(600))
-        .heartbeat_interval(Duration::from_millis(200))
-        .candidate_timeout(Duration::from_secs(2))
-        .transaction_timeout(Duration::from_millis(50))
+    let stored = timed(ElectionConfig::builder(), 600, 200, 2_000, 50)
         .build()
         .unwrap();
     let out = r.feed(Event::Registered(Ok(stored.clone())));

@@ -42,19 +42,26 @@ fn plan_bytes(plan: &MemberPlan, me: &str, keys: KeyLens, reads: usize) -> usize
         + reads * Budget::conflict_cost(keys.shard)
 }
 
+/// Member `a` of an election of `shard_count` shards whose shard keys are `shard_key` bytes
+/// long, registered, every shard reserved for it.
+fn all_reserved(shard_key: usize, shard_count: u32) -> World {
+    let mut w = World::new("a", 10_000);
+    w.keys = KeyLens {
+        shard: shard_key,
+        member_base: 30,
+    };
+    w.shard_count = shard_count;
+    w.cycle(0, &[]);
+    let all: Vec<u32> = (0..shard_count).collect();
+    w.reserve(&all);
+    w
+}
+
 #[test]
 fn a_cycle_acquires_at_most_its_count_and_its_budget_and_goes_on_at_once() {
     // Long keys: the budget, not the count, bounds a cycle.
-    let keys = KeyLens {
-        shard: 3_000,
-        member_base: 30,
-    };
-    let mut w = World::new("a", 10_000);
-    w.keys = keys;
-    w.shard_count = 4_096;
-    w.cycle(0, &[]);
-    let all: Vec<u32> = (0..4_096).collect();
-    w.reserve(&all);
+    let mut w = all_reserved(3_000, 4_096);
+    let keys = w.keys;
     let mut owned = 0;
     let mut cycles = 0;
     while owned < 4_096 {
@@ -103,16 +110,8 @@ fn a_handover_toward_a_full_inbox_waits_and_does_not_loop() {
 
 #[test]
 fn a_leave_of_many_shards_fits_one_transaction_and_ends_the_epoch_whatever_it_leaves() {
-    let keys = KeyLens {
-        shard: 1_000,
-        member_base: 30,
-    };
-    let mut w = World::new("a", 10_000);
-    w.keys = keys;
-    w.shard_count = 16_384;
-    w.cycle(0, &[]);
-    let all: Vec<u32> = (0..16_384).collect();
-    w.reserve(&all);
+    let mut w = all_reserved(1_000, 16_384);
+    let keys = w.keys;
     let mut c = 0;
     while w.owned(10 + c).len() < 16_384 {
         c += 1;

@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::budget::KeyLens;
-use super::leave::{decide_leave, leave_lookups};
+use super::leave::{LeavePlan, decide_leave, leave_lookups};
 use super::member::{MemberDecision, MemberInput, MemberLookups, MemberState, decide_member};
 use super::member_cycle::MemberPlan;
 use crate::clock::LocalInstant;
 use crate::config::ElectionConfig;
+use crate::core::tests::timed;
 use crate::error::ElectionError;
 use crate::ids::{Ballot, CandidateId, Priority, ShardId, Weight};
 use crate::record::Eligibility;
@@ -37,13 +38,15 @@ pub(super) fn at(ms: u64) -> LocalInstant {
 }
 
 pub(super) fn config(lease_ms: u64) -> ElectionConfig {
-    ElectionConfig::builder()
-        .lease_duration(Duration::from_millis(lease_ms))
-        .heartbeat_interval(Duration::from_millis(lease_ms / 3))
-        .candidate_timeout(Duration::from_millis(lease_ms * 2))
-        .transaction_timeout(Duration::from_millis(lease_ms / 10))
-        .build()
-        .unwrap()
+    timed(
+        ElectionConfig::builder(),
+        lease_ms,
+        lease_ms / 3,
+        lease_ms * 2,
+        lease_ms / 10,
+    )
+    .build()
+    .unwrap()
 }
 
 /// One member's world: its local state and the records as they stand.
@@ -189,6 +192,19 @@ impl World {
     }
 
     /// The shards this member believes it owns at `ms`.
+    /// The leave of `believed` (what `begin_leave` gave), once it read the shard records it
+    /// looks up.
+    pub(super) fn leave_reading(&mut self, believed: &BTreeSet<ShardId>) -> LeavePlan {
+        let wanted = leave_lookups(believed, &self.inbox, KEYS);
+        let read: BTreeMap<_, _> = wanted
+            .iter()
+            .map(|s| (*s, self.shards[s].clone()))
+            .collect();
+        decide_leave(&mut self.st, self.record.as_ref(), &read, KEYS)
+            .unwrap()
+            .unwrap()
+    }
+
     pub(super) fn owned(&self, ms: u64) -> Vec<u32> {
         self.st.owned_at(at(ms)).keys().map(|s| s.get()).collect()
     }
@@ -196,11 +212,16 @@ impl World {
 
 /// A member that joined at 0 ms and owns shards 0-3 from 10 ms (10 s lease).
 pub(super) fn owning() -> World {
-    let mut w = World::new("a", 10_000);
+    owning_of(10_000, &[0, 1, 2, 3])
+}
+
+/// Member `a` with a lease of `lease_ms`, having acquired `shards` at 10 ms.
+fn owning_of(lease_ms: u64, shards: &[u32]) -> World {
+    let mut w = World::new("a", lease_ms);
     w.cycle(0, &[]);
-    w.reserve(&[0, 1, 2, 3]);
+    w.reserve(shards);
     w.cycle(10, &[]);
-    assert_eq!(w.owned(10), vec![0, 1, 2, 3]);
+    assert_eq!(w.owned(10), shards);
     w
 }
 
@@ -395,11 +416,7 @@ fn a_retried_leave_still_vacates_what_the_first_try_would_have() {
     // The retry owns nothing locally, yet reads and vacates the same shards.
     let retry = w.st.begin_leave();
     assert_eq!(retry, first);
-    let wanted = leave_lookups(&retry, &w.inbox, KEYS);
-    let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read, KEYS)
-        .unwrap()
-        .unwrap();
+    let plan = w.leave_reading(&retry);
     let vacated: Vec<u32> = plan.shards.iter().map(|(s, _)| s.get()).collect();
     assert_eq!(vacated, vec![0, 1, 2, 3, 6]);
     assert!(plan.shards.iter().all(|(_, r)| r.owner.is_none()));
@@ -432,11 +449,7 @@ fn a_retried_leave_still_vacates_what_the_first_try_would_have() {
 // coordinator's next attempt rather than given back in the leave's one commit).
 #[test]
 fn a_leave_after_a_lapse_gives_back_the_shards_of_the_epoch_it_ends() {
-    let mut w = World::new("a", 100);
-    w.cycle(0, &[]);
-    w.reserve(&[0, 1, 2, 3]);
-    w.cycle(10, &[]);
-    assert_eq!(w.owned(10), vec![0, 1, 2, 3]);
+    let mut w = owning_of(100, &[0, 1, 2, 3]);
     // The lease lapses (100 ms from the renewal at 10); the next cycle joins anew and its
     // commit does not land.
     let join = w.decide(200, &[]).unwrap();
@@ -447,19 +460,12 @@ fn a_leave_after_a_lapse_gives_back_the_shards_of_the_epoch_it_ends() {
         giving_back.iter().map(|s| s.get()).collect::<Vec<_>>(),
         vec![0, 1, 2, 3]
     );
-    let wanted = leave_lookups(&giving_back, &w.inbox, KEYS);
-    let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read, KEYS)
-        .unwrap()
-        .unwrap();
+    let plan = w.leave_reading(&giving_back);
     let vacated: Vec<u32> = plan.shards.iter().map(|(s, _)| s.get()).collect();
     assert_eq!(vacated, vec![0, 1, 2, 3]);
     // Had the join landed and been adopted, those shards' epoch would have ended with it:
     // nothing of it is left to give back.
-    let mut w = World::new("a", 100);
-    w.cycle(0, &[]);
-    w.reserve(&[0, 1]);
-    w.cycle(10, &[]);
+    let mut w = owning_of(100, &[0, 1]);
     let join = w.cycle(200, &[]);
     assert!(join.joined);
     assert!(w.st.begin_leave().is_empty(), "{:?}", w.st.leaving);
@@ -541,11 +547,7 @@ fn a_cycle_started_during_a_leave_does_not_keep_the_old_epochs_shards_owned() {
     assert!(join.record.epoch > old_epoch, "it joined at a new epoch");
     w.land(&join);
     // The leave reads what it planned to, and decides.
-    let wanted = leave_lookups(&believed, &w.inbox, KEYS);
-    let read: BTreeMap<_, _> = wanted.iter().map(|s| (*s, w.shards[s].clone())).collect();
-    let plan = decide_leave(&mut w.st, w.record.as_ref(), &read, KEYS)
-        .unwrap()
-        .unwrap();
+    let plan = w.leave_reading(&believed);
     for (s, r) in &plan.shards {
         w.shards.insert(*s, r.clone());
     }

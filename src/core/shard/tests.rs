@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::placement::{MemberShare, PlacementStep, ShardState, plan, quotas};
+use super::placement::{MemberShare, Placement, PlacementStep, ShardState, plan, quotas};
 use crate::ids::{CandidateId, Priority, ShardId, Weight};
 
 fn id(s: &str) -> CandidateId {
@@ -37,27 +37,48 @@ fn owned(owners: &[&str]) -> Vec<ShardState> {
 
 /// Carries out every step (as if each commit landed), returning the new states.
 fn apply(states: &[ShardState], steps: &[PlacementStep]) -> Vec<ShardState> {
+    carry_out(states, steps, true)
+}
+
+/// Carries out every step, returning the new states: as if each commit `landed`, or as the
+/// coordinator writes them (a move becomes a move in flight, a reservation a reservation).
+fn carry_out(states: &[ShardState], steps: &[PlacementStep], landed: bool) -> Vec<ShardState> {
     let mut out = states.to_vec();
     for step in steps {
-        match step {
-            PlacementStep::Reserve { shard, holder } => {
-                out[shard.get() as usize] = ShardState::Owned {
+        let (shard, state) = match step {
+            PlacementStep::Reserve { shard, holder } if landed => (
+                shard,
+                ShardState::Owned {
                     owner: holder.clone(),
-                };
+                },
+            ),
+            PlacementStep::Reserve { shard, holder } => (
+                shard,
+                ShardState::Reserved {
+                    holder: holder.clone(),
+                },
+            ),
+            PlacementStep::Move { shard, to, .. } if landed => {
+                (shard, ShardState::Owned { owner: to.clone() })
             }
-            PlacementStep::Move { shard, to, .. } => {
-                out[shard.get() as usize] = ShardState::Owned { owner: to.clone() };
-            }
-            PlacementStep::Withdraw { shard } => {
-                if let ShardState::Moving { owner, .. } = &out[shard.get() as usize] {
-                    out[shard.get() as usize] = ShardState::Owned {
+            PlacementStep::Move { shard, from, to } => (
+                shard,
+                ShardState::Moving {
+                    owner: from.clone(),
+                    to: to.clone(),
+                },
+            ),
+            PlacementStep::Withdraw { shard } => match &out[shard.get() as usize] {
+                ShardState::Moving { owner, .. } => (
+                    shard,
+                    ShardState::Owned {
                         owner: owner.clone(),
-                    };
-                } else {
-                    out[shard.get() as usize] = ShardState::Vacant;
-                }
-            }
-        }
+                    },
+                ),
+                _ => (shard, ShardState::Vacant),
+            },
+        };
+        out[shard.get() as usize] = state;
     }
     out
 }
@@ -70,6 +91,22 @@ fn counts(states: &[ShardState]) -> BTreeMap<CandidateId, u32> {
         }
     }
     c
+}
+
+/// Every one of `n` vacant shards where a first placement among `members` puts it.
+fn placed(members: &[MemberShare], n: u32) -> Vec<ShardState> {
+    let vacant = vec![ShardState::Vacant; n as usize];
+    apply(&vacant, &plan(members, &vacant, n).steps)
+}
+
+/// Members a, b and c (equals) placed on `n` shards, then `newcomer` joins: the members
+/// now, the shards' states before, and the placement planned.
+fn joined(n: u32, newcomer: MemberShare) -> (Vec<MemberShare>, Vec<ShardState>, Placement) {
+    let three = [member("a", 1, 1), member("b", 1, 1), member("c", 1, 1)];
+    let start = placed(&three, n);
+    let all = [three.to_vec(), vec![newcomer]].concat();
+    let p = plan(&all, &start, n);
+    (all, start, p)
 }
 
 fn moves(steps: &[PlacementStep]) -> usize {
@@ -124,13 +161,7 @@ fn a_first_placement_reserves_every_shard_balanced_with_no_move() {
 
 #[test]
 fn a_join_moves_exactly_the_new_members_quota_and_nothing_else() {
-    let three = [member("a", 1, 1), member("b", 1, 1), member("c", 1, 1)];
-    let start = apply(
-        &vec![ShardState::Vacant; 64],
-        &plan(&three, &vec![ShardState::Vacant; 64], 64).steps,
-    );
-    let four = [three.to_vec(), vec![member("d", 1, 1)]].concat();
-    let p = plan(&four, &start, 64);
+    let (four, start, p) = joined(64, member("d", 1, 1));
     assert_eq!(p.quotas[&id("d")], 16);
     assert_eq!(moves(&p.steps), 16, "{:?}", p.steps);
     assert!(p.steps.iter().all(|s| matches!(
@@ -150,13 +181,7 @@ fn a_join_moves_exactly_the_new_members_quota_and_nothing_else() {
 
 #[test]
 fn a_new_high_priority_member_takes_its_share_not_everything() {
-    let old = [member("a", 1, 1), member("b", 1, 1), member("c", 1, 1)];
-    let start = apply(
-        &vec![ShardState::Vacant; 60],
-        &plan(&old, &vec![ShardState::Vacant; 60], 60).steps,
-    );
-    let with_new = [old.to_vec(), vec![member("v2", 9, 1)]].concat();
-    let p = plan(&with_new, &start, 60);
+    let (_, _, p) = joined(60, member("v2", 9, 1));
     assert_eq!(p.quotas[&id("v2")], 15);
     assert_eq!(moves(&p.steps), 15);
 }
@@ -414,29 +439,5 @@ proptest! {
 /// Carries out the steps as the coordinator writes them: a move becomes a move in flight, a
 /// reservation a reservation (they land in [`land`]).
 fn apply_in_flight(states: &[ShardState], steps: &[PlacementStep]) -> Vec<ShardState> {
-    let mut out = states.to_vec();
-    for step in steps {
-        match step {
-            PlacementStep::Reserve { shard, holder } => {
-                out[shard.get() as usize] = ShardState::Reserved {
-                    holder: holder.clone(),
-                };
-            }
-            PlacementStep::Move { shard, from, to } => {
-                out[shard.get() as usize] = ShardState::Moving {
-                    owner: from.clone(),
-                    to: to.clone(),
-                };
-            }
-            PlacementStep::Withdraw { shard } => {
-                out[shard.get() as usize] = match &out[shard.get() as usize] {
-                    ShardState::Moving { owner, .. } => ShardState::Owned {
-                        owner: owner.clone(),
-                    },
-                    _ => ShardState::Vacant,
-                };
-            }
-        }
-    }
-    out
+    carry_out(states, steps, false)
 }
