@@ -25,6 +25,10 @@ impl Incarnation {
         );
         let (sim, tester) = (self.s.sim.clone(), Rc::clone(&self.s.tester));
         async move {
+            // A registration is an attempt the progress oracle counts, as a cycle is: a cluster
+            // that lets none commit is told from a run that tried nothing (single seed 37:
+            // every registration of the run timed out, no cycle ever started).
+            tester.borrow_mut().stats.cycles += 1;
             let result = run(&db, &sim, &tester, timeout_of(&init), |trx| {
                 let (election, me, init) = (election.clone(), me.clone(), init.clone());
                 async move {
@@ -34,6 +38,9 @@ impl Incarnation {
                 }
             })
             .await;
+            if let Err(e) = &result {
+                crate::tester::failed_cycle(&tester, e);
+            }
             Outcome::Event(Event::Registered(result.map_err(|e| Failure::of(&e))))
         }
     }
