@@ -5,7 +5,7 @@
 //! `a_short_reservation_timeout_does_not_let_an_older_follower_take_a_lapsed_lease` (a
 //! reservation timeout shorter than the heartbeat made a live newer follower look dead:
 //! `ElectionConfig::silence_before_passed_over`), and the two `build_metadata_*` tests
-//! (versions ranked by semver precedence, DESIGN §14.1, not by `Ord`, which counts build
+//! (versions ranked by semver precedence, docs/design.md §14.1, not by `Ord`, which counts build
 //! metadata).
 
 #![allow(
