@@ -207,7 +207,10 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
 
 #[test]
 fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
-    let mut world = World::new();
+    // Slower heartbeats than the default of these tests: the leader refuses a directed
+    // request whose target missed a 900 ms candidate timeout of heartbeats (a loaded CI
+    // machine's stall), and this test is about whom the request names.
+    let mut world = World::new().with_timing("2s", "500ms");
     let mut a = world.start_run("a", &["--priority", "5"]);
     let (first, _) = world.wait_led("a");
     let mut b = world.start_run("b", &["--priority", "3"]);
@@ -248,7 +251,7 @@ fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
         .wait_event(PATIENCE, |e| {
             e.kind == "start" && e.ballot == first.ballot + 1
         })
-        .expect("the next ballot leads");
+        .unwrap_or_else(|| panic!("the next ballot never led:\n{}", world.stderr_of_all()));
     assert!(is_label(&next.id, "c"), "{next:?}");
     for child in [&mut a, &mut b, &mut c] {
         signal(child, Signal::SIGTERM);
@@ -260,7 +263,8 @@ fn resign_to_a_name_hands_over_to_it_or_is_refused_naming_the_flag() {
 /// eligible candidate of that name". It names that candidate, even beside a namesake.
 #[test]
 fn resign_to_an_id_from_status_hands_over_to_that_candidate() {
-    let mut world = World::new();
+    // Slower heartbeats, as above: the test is about whom the request names.
+    let mut world = World::new().with_timing("2s", "500ms");
     let mut a = world.start_run("a", &[]);
     let (first, _) = world.wait_led("a");
     // Two namesakes of the same priority as the leader (nobody preempts anybody).
@@ -301,7 +305,7 @@ fn resign_to_an_id_from_status_hands_over_to_that_candidate() {
         .wait_event(PATIENCE, |e| {
             e.kind == "start" && e.ballot == first.ballot + 1
         })
-        .expect("the next ballot leads");
+        .unwrap_or_else(|| panic!("the next ballot never led:\n{}", world.stderr_of_all()));
     assert_eq!(next.id, chosen, "{next:?}");
     for child in [&mut a, &mut w1, &mut w2] {
         signal(child, Signal::SIGTERM);

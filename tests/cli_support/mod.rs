@@ -293,6 +293,24 @@ impl World {
         fs::read_to_string(self.path(&format!("{name}.err"))).unwrap_or_default()
     }
 
+    /// What every started process wrote to stderr so far, each under its name.
+    pub fn stderr_of_all(&self) -> String {
+        let mut names: Vec<String> = fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_suffix(".err").map(str::to_owned)
+            })
+            .collect();
+        names.sort();
+        names
+            .iter()
+            .map(|n| format!("--- {n} ---\n{}", self.stderr_of(n)))
+            .collect()
+    }
+
     /// What a started process wrote to stdout so far, by complete line.
     pub fn stdout_lines(&self, name: &str) -> Vec<String> {
         let text = fs::read_to_string(self.path(&format!("{name}.out"))).unwrap_or_default();
