@@ -1,7 +1,7 @@
 #!/bin/sh
 # A rolling upgrade of two `fdb-leader run` supervisors from 1.4.0 to 1.5.0 under
 # prefer-oldest, on a SQLite file in the current folder (docs/rolling-upgrades.md shows the
-# regions between the `README:` markers; tests/cli_version.rs runs this script with
+# regions between the `README:` markers; tests/cli/version.rs runs this script with
 # fdb-leader on the PATH and checks what it prints). Each child prints when it starts leading.
 set -eu
 a=

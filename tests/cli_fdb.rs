@@ -26,8 +26,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, Store, World, assert_no_panic, bin, is_label, output_of, poll, signal, status_json,
-    wait_exit, wait_live_candidates,
+    PATIENCE, Store, World, assert_no_panic, bin, config_round_trip_and_the_stored_config_wins,
+    is_label, ok, output_of, poll, signal, status_json, text, wait_exit, wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
@@ -100,23 +100,6 @@ fn no_election(world: &World) -> String {
     )
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Runs `world.cli(args)` and asserts that it succeeded; returns its stdout.
-fn ok(world: &World, args: &[&str]) -> String {
-    let out = world.cli(args);
-    assert!(
-        out.status.success(),
-        "{args:?} exited with {:?}:\n{}",
-        out.status,
-        text(&out.stderr)
-    );
-    assert_no_panic(&text(&out.stderr));
-    text(&out.stdout)
-}
-
 /// Runs `world.cli(args)` and asserts that it was refused with exit code 1 and a message
 /// containing `expected`.
 fn refused(world: &World, args: &[&str], expected: &str) {
@@ -150,16 +133,6 @@ fn store_long_lease(world: &World) {
 /// The supervisor whose candidate is `id`, of `a` and `b` (started as `a` and `b`).
 fn split(id: &str, a: Child, b: Child) -> (Child, Child) {
     if is_label(id, "a") { (a, b) } else { (b, a) }
-}
-
-fn stop_cleanly(world: &World, name: &str, child: &mut Child) {
-    signal(child, Signal::SIGTERM);
-    let status = wait_exit(child, PATIENCE).unwrap_or_else(|| panic!("{name} did not exit"));
-    assert!(
-        status.success(),
-        "{name} exited with {status:?}:\n{}",
-        world.stderr_of(name)
-    );
 }
 
 #[test]
@@ -223,13 +196,13 @@ fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
     } else {
         ("b", "a")
     };
-    stop_cleanly(&world, leader_name, &mut leader);
+    world.stop_cleanly(leader_name, &mut leader);
     let (second, _) = world
         .wait_event(PATIENCE, |e| e.kind == "start" && e.pid != first.pid)
         .unwrap_or_else(|| panic!("no successor:\n{}", world.stderr_of(follower_name)));
     assert!(is_label(&second.id, follower_name), "{second:?}");
     assert_eq!(second.ballot, first.ballot + 1);
-    stop_cleanly(&world, follower_name, &mut follower);
+    world.stop_cleanly(follower_name, &mut follower);
 
     let name = election(&world);
     let expected: Vec<String> = [&first, &second]
@@ -306,7 +279,7 @@ fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_the_lease() 
     assert_eq!(status["leader"], next.id.as_str());
     assert_eq!(status["ballot"], next.ballot);
 
-    stop_cleanly(&world, "b", &mut b);
+    world.stop_cleanly("b", &mut b);
     assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
 }
 
@@ -337,7 +310,7 @@ fn sigterm_stops_the_child_and_hands_over_without_a_lease_wait() {
     .expect("a unregistered");
     assert_eq!(status["leader"], next.id.as_str());
 
-    stop_cleanly(&world, "b", &mut b);
+    world.stop_cleanly("b", &mut b);
     assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
 }
 
@@ -469,8 +442,8 @@ fn status_shows_leader_ballot_lease_state_candidates_and_config() {
         .unwrap_or_else(|| panic!("no candidate row for the leader:\n{shown}"));
     assert!(row.contains(" 5 ") && row.contains(" yes "), "{row}");
 
-    stop_cleanly(&world, "b", &mut b);
-    stop_cleanly(&world, "a", &mut a);
+    world.stop_cleanly("b", &mut b);
+    world.stop_cleanly("a", &mut a);
     // Both left: no leader, the ballot kept, no candidates.
     let status = status_json(&world).unwrap();
     assert_eq!(status["leader"], Value::Null);
@@ -561,7 +534,7 @@ fn watch_waits_for_the_election_and_prints_one_line_per_leader_change() {
         again["ballot"].as_u64().unwrap() > b_child.ballot + 1,
         "{again}"
     );
-    stop_cleanly(&world, "b", &mut b);
+    world.stop_cleanly("b", &mut b);
     let last = watch_line(&world, 6, "b's resignation");
     assert_eq!(last["reason"], "stepped_down");
 
@@ -675,87 +648,15 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
     } else {
         ("b", "a")
     };
-    stop_cleanly(&world, follower_name, &mut follower);
-    stop_cleanly(&world, leader_name, &mut leader);
+    world.stop_cleanly(follower_name, &mut follower);
+    world.stop_cleanly(leader_name, &mut leader);
     assert!(world.running_pids().is_empty(), "{:?}", world.log_lines());
-}
-
-/// `config get --json`, parsed.
-fn config_get(world: &World) -> Value {
-    serde_json::from_str(&ok(world, &["config", "get", "--json"])).expect("config json")
 }
 
 #[test]
 fn config_set_and_get_round_trip_and_the_stored_config_wins() {
     let mut world = world_or_skip!("config");
-    let said = ok(
-        &world,
-        &[
-            "config",
-            "set",
-            "--lease",
-            "900ms",
-            "--heartbeat",
-            "300ms",
-            "--candidate-timeout",
-            "2s",
-            "--transaction-timeout",
-            "100ms",
-            "--handover-grace",
-            "2s",
-            "--elections",
-            "on",
-        ],
-    );
-    assert!(said.contains("lease                     900ms"), "{said}");
-    let config = config_get(&world);
-    assert_eq!(config["lease_ms"], 900);
-    assert_eq!(config["heartbeat_ms"], 300);
-    assert_eq!(config["candidate_timeout_ms"], 2000);
-    assert_eq!(config["transaction_timeout_ms"], 100);
-    assert_eq!(config["handover_grace_ms"], 2000);
-    assert_eq!(config["elections"], true);
-    assert_eq!(config["preemption"], true);
-    let shown = ok(&world, &["config", "get"]);
-    assert!(shown.contains("heartbeat                 300ms"), "{shown}");
-
-    // Only the fields given change.
-    ok(&world, &["config", "set", "--preemption", "off"]);
-    let changed = config_get(&world);
-    assert_eq!(changed["preemption"], false);
-    let mut expected = config.clone();
-    expected["preemption"] = Value::Bool(false);
-    assert_eq!(changed, expected);
-    ok(&world, &["config", "set", "--preemption", "on"]);
-    assert_eq!(config_get(&world), config);
-
-    // An invalid change names the rule and changes nothing.
-    let out = world.cli(&["config", "set", "--heartbeat", "1s"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("--heartbeat (1s) must be at most a third of --lease (900ms)"),
-        "{}",
-        text(&out.stderr)
-    );
-    assert_eq!(config_get(&world), config);
-
-    // `run --lease 1500ms` joins the existing election: the stored configuration wins, and it
-    // says so; the leader runs with it.
-    let mut a = world.start_run("a", &[]);
-    let seen = poll(PATIENCE, || {
-        let err = world.stderr_of("a");
-        err.contains("the stored configuration wins").then_some(err)
-    });
-    assert!(seen.is_some(), "{}", world.stderr_of("a"));
-    let (leader, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start")
-        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
-    let status = status_json(&world).unwrap();
-    assert_eq!(status["leader"], leader.id.as_str());
-    assert_eq!(status["lease_ms"], 900, "the record's lease");
-    assert_eq!(status["config"], config);
-    stop_cleanly(&world, "a", &mut a);
-    assert_eq!(config_get(&world), config);
+    config_round_trip_and_the_stored_config_wins(&mut world);
 }
 
 #[test]

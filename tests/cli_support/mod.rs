@@ -293,6 +293,19 @@ impl World {
         fs::read_to_string(self.path(&format!("{name}.err"))).unwrap_or_default()
     }
 
+    /// Stops the run `name` with SIGTERM (continuing it first, should it be stopped) and
+    /// expects it to exit 0 within the patience; its stderr otherwise.
+    pub fn stop_cleanly(&self, name: &str, child: &mut Child) {
+        let _ = kill(pid_of(child), Signal::SIGCONT);
+        signal(child, Signal::SIGTERM);
+        let status = wait_exit(child, PATIENCE).unwrap_or_else(|| panic!("{name} did not exit"));
+        assert!(
+            status.success(),
+            "{name} exited with {status:?}:\n{}",
+            self.stderr_of(name)
+        );
+    }
+
     /// What every started process wrote to stderr so far, each under its name.
     pub fn stderr_of_all(&self) -> String {
         let mut names: Vec<String> = fs::read_dir(self.dir.path())
@@ -455,7 +468,7 @@ impl World {
         (a, b, leader, status)
     }
 
-    /// The set-up of the SIGKILL failover tests (tests/cli_run.rs, tests/cli_fdb.rs): `a`
+    /// The set-up of the SIGKILL failover tests (tests/cli/run.rs, tests/cli_fdb.rs): `a`
     /// leads, its child runs a grandchild (the children's `GRANDCHILD=1`), and `b` stands by,
     /// registered. Returns the two runs, a's child's start and the grandchild.
     pub fn leader_with_grandchild_and_standby(&mut self) -> (Child, Child, Event, Event) {
@@ -663,6 +676,104 @@ pub fn run_suggested(line: &str) -> Output {
 /// A command's standard error, as text.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Bytes a command printed, as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `world.cli(args)` and asserts that it succeeded without a panic; returns its stdout.
+pub fn ok(world: &World, args: &[&str]) -> String {
+    let out = world.cli(args);
+    assert!(
+        out.status.success(),
+        "{args:?} exited with {:?}:\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    assert_no_panic(&text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// `config get --json`, parsed.
+pub fn config_get(world: &World) -> serde_json::Value {
+    serde_json::from_str(&ok(world, &["config", "get", "--json"])).expect("config json")
+}
+
+/// `config set` and `config get` round-trip on the world's store, an invalid change names the
+/// rule and changes nothing, and a `run` with other timings joins the election with the stored
+/// configuration, saying so (the same scenario on SQLite and on FoundationDB).
+pub fn config_round_trip_and_the_stored_config_wins(world: &mut World) {
+    use serde_json::Value;
+    let said = ok(
+        world,
+        &[
+            "config",
+            "set",
+            "--lease",
+            "900ms",
+            "--heartbeat",
+            "300ms",
+            "--candidate-timeout",
+            "2s",
+            "--transaction-timeout",
+            "100ms",
+            "--handover-grace",
+            "2s",
+            "--elections",
+            "on",
+        ],
+    );
+    assert!(said.contains("lease                     900ms"), "{said}");
+    let config = config_get(world);
+    assert_eq!(config["lease_ms"], 900);
+    assert_eq!(config["heartbeat_ms"], 300);
+    assert_eq!(config["candidate_timeout_ms"], 2000);
+    assert_eq!(config["transaction_timeout_ms"], 100);
+    assert_eq!(config["handover_grace_ms"], 2000);
+    assert_eq!(config["elections"], true);
+    assert_eq!(config["preemption"], true);
+    let shown = ok(world, &["config", "get"]);
+    assert!(shown.contains("heartbeat                 300ms"), "{shown}");
+
+    // Only the fields given change.
+    ok(world, &["config", "set", "--preemption", "off"]);
+    let changed = config_get(world);
+    assert_eq!(changed["preemption"], false);
+    let mut expected = config.clone();
+    expected["preemption"] = Value::Bool(false);
+    assert_eq!(changed, expected);
+    ok(world, &["config", "set", "--preemption", "on"]);
+    assert_eq!(config_get(world), config);
+
+    // An invalid change names the rule and changes nothing.
+    let out = world.cli(&["config", "set", "--heartbeat", "1s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--heartbeat (1s) must be at most a third of --lease (900ms)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(config_get(world), config);
+
+    // `run` with the world's timings joins the existing election: the stored configuration
+    // wins, and it says so; the leader runs with it.
+    let mut a = world.start_run("a", &[]);
+    let seen = poll(PATIENCE, || {
+        let err = world.stderr_of("a");
+        err.contains("the stored configuration wins").then_some(err)
+    });
+    assert!(seen.is_some(), "{}", world.stderr_of("a"));
+    let (leader, _) = world
+        .wait_event(PATIENCE, |e| e.kind == "start")
+        .unwrap_or_else(|| panic!("a never led:\n{}", world.stderr_of("a")));
+    let status = status_json(world).expect("status --json");
+    assert_eq!(status["leader"], leader.id.as_str());
+    assert_eq!(status["lease_ms"], 900, "the record's lease");
+    assert_eq!(status["config"], config);
+    world.stop_cleanly("a", &mut a);
+    assert_eq!(config_get(world), config);
 }
 
 /// Runs `fdb-leader --sqlite <path> <args>` to completion, capturing its output.

@@ -1,4 +1,4 @@
-//! The sharded runs of `cli_run_shards.rs`: the children's script and its log, a world that
+//! The sharded runs of `tests/cli/run_shards.rs`: the children's script and its log, a world that
 //! starts `run --shards` supervisors, and the checks on the log (stop before release, ballots
 //! that grow).
 
@@ -167,6 +167,17 @@ impl Shards {
             .collect()
     }
 
+    /// `a` started with `--shards 4` and running all four, then `b`, and the four spread 2/2:
+    /// the two supervisors and the active children (each child takes `stop_in` seconds to
+    /// stop, none if empty).
+    pub fn two_spread(&mut self, stop_in: &[&str]) -> (Child, Child, Vec<Line>) {
+        let a = self.start("a", &["--shards", "4"], stop_in);
+        self.wait_spread(PATIENCE, &[("a", 4)]);
+        let b = self.start("b", &["--shards", "4"], stop_in);
+        let spread = self.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
+        (a, b, spread)
+    }
+
     /// The shards each label's children are active for, once every one of `want`'s counts
     /// holds (at most `bound`).
     pub fn wait_spread(&self, bound: Duration, want: &[(&str, usize)]) -> Vec<Line> {
@@ -236,13 +247,6 @@ pub fn all_gone(pids: &[i32], since: Instant, bound: Duration) -> Option<Duratio
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-}
-
-/// Sends SIGTERM to `child` and expects it to exit 0 within the patience.
-pub fn stop_cleanly(shards: &Shards, name: &str, child: &mut Child) {
-    signal(child, Signal::SIGTERM);
-    let status = crate::cli_support::wait_exit(child, PATIENCE).expect("exits after SIGTERM");
-    assert_eq!(status.code(), Some(0), "{}", shards.world.stderr_of(name));
 }
 
 /// Stop before release: for each child of `moved`, the previous child of its shard logged its
@@ -364,7 +368,7 @@ impl Shards {
         });
         let Some(all_started) = all else {
             let n = started_shards();
-            stop_cleanly(self, "a", &mut a);
+            self.world.stop_cleanly("a", &mut a);
             panic!(
                 "{n} of {shards} shards had a child {bound:?} after the start:\n{}",
                 tail(&self.world.stderr_of("a"))

@@ -1,5 +1,5 @@
 //! The adversarial review of sharded leadership (docs/design.md §12) through the public API
-//! (tests/shard_adv_*.rs), and the worlds it runs in: the manual flow on MemDb under a
+//! (tests/shard_adv/), and the worlds it runs in: the manual flow on MemDb under a
 //! `ManualClock` (a coordinator, members), the runners on tokio's paused clock, mirrors of the
 //! stored forms for planting values, and a small deterministic generator.
 //!
