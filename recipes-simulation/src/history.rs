@@ -144,6 +144,20 @@ impl ConfigView {
     pub fn policy(&self) -> VersionPolicy {
         self.version_policy.parse().unwrap_or_default()
     }
+
+    /// The oracles' tables: elections and preemption on, a lease and reservation timeout of
+    /// `lease` nanoseconds, no heartbeat.
+    #[cfg(test)]
+    pub(crate) fn enabled(lease: u64) -> Self {
+        ConfigView {
+            lease,
+            election_enabled: true,
+            allow_preemption: true,
+            reservation_timeout: lease,
+            heartbeat: 0,
+            ..ConfigView::default()
+        }
+    }
 }
 
 /// What a transaction was.

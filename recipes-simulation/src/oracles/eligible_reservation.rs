@@ -86,18 +86,16 @@ mod tests {
             registry: vec![reg("a", true), reg("b", true)],
             ..TxnRead::default()
         };
-        fn facts<'a>(e: &'a Entry, read: &'a TxnRead) -> CommitFacts<'a> {
-            CommitFacts {
-                at: 0,
-                entry: e,
-                applied: true,
-                read: Some(read),
-            }
-        }
-        assert!(EligibleReservation::on_commit(&facts(&e, &read)).is_none());
+        assert!(
+            EligibleReservation::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_none()
+        );
         read.registry = vec![reg("a", true), reg("b", false)];
-        assert!(EligibleReservation::on_commit(&facts(&e, &read)).is_some());
+        assert!(
+            EligibleReservation::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_some()
+        );
         read.registry = vec![reg("a", true)];
-        assert!(EligibleReservation::on_commit(&facts(&e, &read)).is_some());
+        assert!(
+            EligibleReservation::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_some()
+        );
     }
 }

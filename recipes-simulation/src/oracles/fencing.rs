@@ -75,7 +75,7 @@ impl Fencing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::{ConfigView, Entry, Op, RecordView};
+    use crate::history::{Entry, Op};
 
     fn work(ballot: u64, seq: u64, counter: u64) -> Entry {
         let mut e = Entry::new("p", None, 0, Op::Work);
@@ -86,25 +86,9 @@ mod tests {
 
     fn db(counter: u64, register: (u64, u64)) -> DbState {
         DbState {
-            version: 0,
-            leader: RecordView::default(),
-            owner_registered: true,
-            holder_registered: true,
-            holder_live: true,
             register: Some(register),
             counter: Some(counter),
-            shadow: None,
-            config: ConfigView {
-                lease: 1,
-                election_enabled: true,
-                allow_preemption: true,
-                reservation_timeout: 1,
-                heartbeat: 0,
-                ..ConfigView::default()
-            },
-            handover_grace: 0,
-            new_history: Vec::new(),
-            candidates: None,
+            ..DbState::for_tests()
         }
     }
 
@@ -112,12 +96,7 @@ mod tests {
     fn an_older_ballot_after_a_newer_one_fails() {
         let mut o = Fencing::default();
         let (e1, e2, e3) = (work(3, 0, 1), work(4, 0, 2), work(3, 1, 3));
-        let c = |e| CommitFacts {
-            at: 0,
-            entry: e,
-            applied: true,
-            read: None,
-        };
+        let c = |e| CommitFacts::applied(0, e, None);
         assert!(o.on_commit(&c(&e1)).is_none());
         assert!(o.on_commit(&c(&e2)).is_none());
         assert!(o.on_commit(&c(&e3)).is_some());
@@ -127,12 +106,7 @@ mod tests {
     fn a_lost_increment_fails() {
         let mut o = Fencing::default();
         let e = work(3, 0, 1);
-        let facts = CommitFacts {
-            at: 0,
-            entry: &e,
-            applied: true,
-            read: None,
-        };
+        let facts = CommitFacts::applied(0, &e, None);
         assert!(o.on_commit(&facts).is_none());
         assert!(o.check(&db(1, (3, 0))).is_none());
         assert!(o.check(&db(0, (3, 0))).is_some());

@@ -121,24 +121,8 @@ mod tests {
     fn db(version: u64, new_history: Vec<(u64, Option<Entry>)>) -> DbState {
         DbState {
             version,
-            leader: RecordView::default(),
-            owner_registered: true,
-            holder_registered: true,
-            holder_live: true,
-            register: None,
-            counter: None,
-            shadow: None,
-            config: ConfigView {
-                lease: 1,
-                election_enabled: true,
-                allow_preemption: true,
-                reservation_timeout: 1,
-                heartbeat: 0,
-                ..ConfigView::default()
-            },
-            handover_grace: 0,
             new_history,
-            candidates: None,
+            ..DbState::for_tests()
         }
     }
 
@@ -146,14 +130,7 @@ mod tests {
         let mut e = Entry::new("op", None, 0, Op::Init);
         e.version = version;
         e.leader = Some(RecordView::default());
-        e.config = Some(ConfigView {
-            lease: 1,
-            election_enabled: true,
-            allow_preemption: true,
-            reservation_timeout: 1,
-            heartbeat: 0,
-            ..ConfigView::default()
-        });
+        e.config = Some(ConfigView::enabled(1));
         e
     }
 

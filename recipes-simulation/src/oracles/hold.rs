@@ -9,7 +9,7 @@
 //! again without believing, whatever the policy: it let go already.)
 
 use super::{CommitFacts, OracleId, Violation};
-use crate::history::{CycleAction, Op};
+use crate::history::CycleAction;
 
 /// Oracle 25.
 #[derive(Debug, Default)]
@@ -18,10 +18,7 @@ pub struct Hold;
 impl Hold {
     /// Checks a committed transaction.
     pub fn on_commit(c: &CommitFacts<'_>) -> Option<Violation> {
-        if !c.applied || c.entry.op != Op::Cycle(CycleAction::SteppedDownIneligible) {
-            return None;
-        }
-        let read = c.read?;
+        let read = c.read_of_applied(CycleAction::SteppedDownIneligible)?;
         let new = c.entry.leader.as_ref()?;
         let released = new.owner.is_none() && new.reservation.is_none();
         if !(released && read.holds && read.believed) {
@@ -41,7 +38,7 @@ impl Hold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::{Entry, RecordView};
+    use crate::history::{Entry, Op, RecordView};
     use crate::oracles::TxnRead;
 
     #[test]
@@ -61,20 +58,15 @@ mod tests {
             believed: true,
             ..TxnRead::default()
         };
-        fn facts<'a>(e: &'a Entry, read: &'a TxnRead) -> CommitFacts<'a> {
-            CommitFacts {
-                at: 0,
-                entry: e,
-                applied: true,
-                read: Some(read),
-            }
-        }
-        assert!(Hold::on_commit(&facts(&e, &read)).is_none(), "release");
+        assert!(
+            Hold::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_none(),
+            "release"
+        );
         read.holds = true;
-        assert!(Hold::on_commit(&facts(&e, &read)).is_some());
+        assert!(Hold::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_some());
         read.believed = false;
         assert!(
-            Hold::on_commit(&facts(&e, &read)).is_none(),
+            Hold::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_none(),
             "written again"
         );
     }

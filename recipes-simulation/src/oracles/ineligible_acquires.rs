@@ -6,7 +6,7 @@
 //! whatever the candidate was told), and no operator's mark that the transaction read.
 
 use super::{CommitFacts, OracleId, Violation};
-use crate::history::{CycleAction, Op};
+use crate::history::CycleAction;
 
 /// Oracle 23.
 #[derive(Debug, Default)]
@@ -15,10 +15,7 @@ pub struct IneligibleAcquires;
 impl IneligibleAcquires {
     /// Checks a committed transaction.
     pub fn on_commit(c: &CommitFacts<'_>) -> Option<Violation> {
-        if !c.applied || c.entry.op != Op::Cycle(CycleAction::Acquired) {
-            return None;
-        }
-        let read = c.read?;
+        let read = c.read_of_applied(CycleAction::Acquired)?;
         if read.eligible {
             return None;
         }
@@ -37,7 +34,7 @@ impl IneligibleAcquires {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Entry;
+    use crate::history::{Entry, Op};
     use crate::oracles::TxnRead;
 
     #[test]
@@ -47,16 +44,8 @@ mod tests {
             eligible: true,
             ..TxnRead::default()
         };
-        fn facts<'a>(e: &'a Entry, read: &'a TxnRead) -> CommitFacts<'a> {
-            CommitFacts {
-                at: 0,
-                entry: e,
-                applied: true,
-                read: Some(read),
-            }
-        }
-        assert!(IneligibleAcquires::on_commit(&facts(&e, &read)).is_none());
+        assert!(IneligibleAcquires::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_none());
         read.eligible = false;
-        assert!(IneligibleAcquires::on_commit(&facts(&e, &read)).is_some());
+        assert!(IneligibleAcquires::on_commit(&CommitFacts::applied(0, &e, Some(&read))).is_some());
     }
 }

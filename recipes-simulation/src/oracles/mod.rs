@@ -302,6 +302,25 @@ pub struct CommitFacts<'a> {
     pub read: Option<&'a TxnRead>,
 }
 
+impl<'a> CommitFacts<'a> {
+    /// What the transaction read, if it applied and is a process's cycle that did `action`.
+    pub fn read_of_applied(&self, action: crate::history::CycleAction) -> Option<&'a TxnRead> {
+        let cycle = crate::history::Op::Cycle(action);
+        (self.applied && self.entry.op == cycle).then_some(self.read?)
+    }
+
+    #[cfg(test)]
+    /// The oracles' tables: `entry` applied at `at`, having read `read`.
+    pub(crate) fn applied(at: Nanos, entry: &'a Entry, read: Option<&'a TxnRead>) -> Self {
+        CommitFacts {
+            at,
+            entry,
+            applied: true,
+            read,
+        }
+    }
+}
+
 /// What a process's transaction that changes who owns the leader record (an acquisition, or
 /// a vacancy written over its own leadership) read, read back through the transaction before
 /// its commit with snapshot reads (no conflict is added): the eligibility and version oracles
@@ -380,4 +399,26 @@ pub struct DbState {
     pub new_history: Vec<(u64, Option<Entry>)>,
     /// Every registration (read at the end of a run only).
     pub candidates: Option<BTreeMap<String, CandView>>,
+}
+
+#[cfg(test)]
+impl DbState {
+    /// The oracles' tables: version 0, an empty record whose parties are registered and live,
+    /// nothing else, under [`ConfigView::enabled`]`(1)`.
+    pub(crate) fn for_tests() -> Self {
+        DbState {
+            version: 0,
+            leader: RecordView::default(),
+            owner_registered: true,
+            holder_registered: true,
+            holder_live: true,
+            register: None,
+            counter: None,
+            shadow: None,
+            config: ConfigView::enabled(1),
+            handover_grace: 0,
+            new_history: Vec::new(),
+            candidates: None,
+        }
+    }
 }

@@ -243,12 +243,7 @@ mod tests {
     }
 
     fn commit(o: &mut Preemption, at: Nanos, e: &Entry) -> Option<Violation> {
-        o.on_commit(&CommitFacts {
-            at,
-            entry: e,
-            applied: true,
-            read: None,
-        })
+        o.on_commit(&CommitFacts::applied(at, e, None))
     }
 
     #[test]
@@ -256,14 +251,7 @@ mod tests {
         let mut o = Preemption::new(10_000);
         let mut init = Entry::new("op", None, 0, Op::Init);
         init.leader = Some(rec(0, 0, None));
-        init.config = Some(ConfigView {
-            lease: 2 * SEC,
-            election_enabled: true,
-            allow_preemption: true,
-            reservation_timeout: 2 * SEC,
-            heartbeat: 0,
-            ..ConfigView::default()
-        });
+        init.config = Some(ConfigView::enabled(2 * SEC));
         assert!(commit(&mut o, 0, &init).is_none());
         // An unreserved vacancy is filled at once.
         let a = entry(
@@ -290,14 +278,7 @@ mod tests {
     fn requests_need_a_strictly_higher_priority_and_preemption_on() {
         let mut o = Preemption::new(10_000);
         let mut cfg = Entry::new("op", None, 0, Op::Config);
-        cfg.config = Some(ConfigView {
-            lease: 2 * SEC,
-            election_enabled: true,
-            allow_preemption: true,
-            reservation_timeout: 2 * SEC,
-            heartbeat: 0,
-            ..ConfigView::default()
-        });
+        cfg.config = Some(ConfigView::enabled(2 * SEC));
         assert!(commit(&mut o, 0, &cfg).is_none());
         let owned = rec(1, 5, Some(("a", 3)));
         let mut asks = owned.clone();
@@ -317,12 +298,8 @@ mod tests {
         );
         assert!(commit(&mut o, 0, &e).is_none());
         cfg.config = Some(ConfigView {
-            lease: 2 * SEC,
-            election_enabled: true,
             allow_preemption: false,
-            reservation_timeout: 2 * SEC,
-            heartbeat: 0,
-            ..ConfigView::default()
+            ..ConfigView::enabled(2 * SEC)
         });
         assert!(commit(&mut o, 0, &cfg).is_none());
         let e = entry(Op::Cycle(CycleAction::RequestedHandover), owned, higher);

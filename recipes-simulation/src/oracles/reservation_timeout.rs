@@ -124,12 +124,7 @@ mod tests {
     use crate::history::{ConfigView, Entry, Op, RecordView};
 
     fn commit(o: &mut ReservationTimeout, at: Nanos, e: &Entry) {
-        o.on_commit(&CommitFacts {
-            at,
-            entry: e,
-            applied: true,
-            read: None,
-        });
+        o.on_commit(&CommitFacts::applied(at, e, None));
     }
 
     #[test]

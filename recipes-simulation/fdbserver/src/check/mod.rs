@@ -81,14 +81,7 @@ pub(crate) fn check(
     intervals: &[Interval],
     cluster: Cluster,
 ) -> (Counts, Vec<Violation>) {
-    let mut found = Vec::new();
-    let mut counts = count(entries, intervals);
-    found.extend(ballots(entries));
-    found.extend(fenced_writes(entries));
-    found.extend(beliefs(intervals));
-    let (judged, v) = versions(entries);
-    counts.policy_takeovers_judged = judged;
-    found.extend(v);
+    let (counts, mut found) = every_rule(entries, intervals);
     if (counts.elections == 0 || counts.fenced_writes == 0) && !cluster.unavailable() {
         found.push(progress(format!(
             "{} elections, {} fenced writes ({} cycles, {} failed by the cluster)",
@@ -105,14 +98,7 @@ pub(crate) fn check_sharded(
     intervals: &[Interval],
     cluster: Cluster,
 ) -> (Counts, Vec<Violation>) {
-    let mut found = Vec::new();
-    let mut counts = count(entries, intervals);
-    found.extend(ballots(entries));
-    found.extend(beliefs(intervals));
-    let (judged, v) = versions(entries);
-    counts.policy_takeovers_judged = judged;
-    found.extend(v);
-    found.extend(fenced_writes(entries));
+    let (counts, mut found) = every_rule(entries, intervals);
     let idle = counts.shard_acquisitions == 0 || counts.shard_writes == 0 || counts.elections == 0;
     if idle && !cluster.unavailable() {
         found.push(progress(format!(
@@ -125,6 +111,19 @@ pub(crate) fn check_sharded(
             cluster.cluster_failures
         )));
     }
+    (counts, found)
+}
+
+/// The counts, and the rules both elections keep: ballots, fenced writes, beliefs and
+/// versions (the sharded entries carry their shard, so each rule holds per shard there).
+fn every_rule(entries: &[Entry], intervals: &[Interval]) -> (Counts, Vec<Violation>) {
+    let mut counts = count(entries, intervals);
+    let mut found = ballots(entries);
+    found.extend(fenced_writes(entries));
+    found.extend(beliefs(intervals));
+    let (judged, v) = versions(entries);
+    counts.policy_takeovers_judged = judged;
+    found.extend(v);
     (counts, found)
 }
 

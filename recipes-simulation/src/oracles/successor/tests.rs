@@ -58,12 +58,7 @@ fn resign(to: Option<&str>) -> Entry {
 }
 
 fn judge(e: &Entry, r: &TxnRead) -> Option<Violation> {
-    Successor::new(0).on_commit(&CommitFacts {
-        at: 0,
-        entry: e,
-        applied: true,
-        read: Some(r),
-    })
+    Successor::new(0).on_commit(&CommitFacts::applied(0, e, Some(r)))
 }
 
 #[test]
@@ -166,25 +161,12 @@ fn heard_at(at: Nanos) -> Successor {
     let mut hb = Entry::new("n2v1", Some("c".into()), 1, Op::Cycle(CycleAction::None));
     hb.candidates_set
         .push(("c".into(), reg("c", 1, Some("2.0.0"), 2).cand));
-    assert!(
-        o.on_commit(&CommitFacts {
-            at,
-            entry: &hb,
-            applied: true,
-            read: None,
-        })
-        .is_none()
-    );
+    assert!(o.on_commit(&CommitFacts::applied(at, &hb, None)).is_none());
     o
 }
 
 fn judged(o: &mut Successor, e: &Entry, r: &TxnRead) -> Option<Violation> {
-    o.on_commit(&CommitFacts {
-        at: r.at.saturating_add(MS),
-        entry: e,
-        applied: true,
-        read: Some(r),
-    })
+    o.on_commit(&CommitFacts::applied(r.at.saturating_add(MS), e, Some(r)))
 }
 
 #[test]
@@ -201,23 +183,13 @@ fn a_takeover_never_passes_over_a_version_ranked_ahead_that_still_heartbeats() {
     again
         .candidates_set
         .push(("c".into(), reg("c", 1, Some("2.0.0"), 2).cand));
-    o.on_commit(&CommitFacts {
-        at: 9_990 * MS,
-        entry: &again,
-        applied: true,
-        read: None,
-    });
+    o.on_commit(&CommitFacts::applied(9_990 * MS, &again, None));
     assert!(judged(&mut o, &e, &r).is_none());
     // An uncommitted write of the same heartbeat, read by a composed cycle, counts from
     // then.
     let mut o = Successor::new(0);
     o.note_uncommitted("c", 0, 9_950 * MS);
-    o.on_commit(&CommitFacts {
-        at: 9_990 * MS,
-        entry: &again,
-        applied: true,
-        read: None,
-    });
+    o.on_commit(&CommitFacts::applied(9_990 * MS, &again, None));
     let (_, at) = o.heard.get("c").copied().unwrap_or_default();
     assert_eq!(at, 9_950 * MS);
 }
