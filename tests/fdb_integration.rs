@@ -23,7 +23,7 @@
 //! scripted transactions, transaction sizes, retry loops and random interleavings of
 //! `tests/common/differential.rs`, on the cluster, MemDb and SQLite, compared), adapter-specific
 //! checks, every end-to-end election
-//! scenario of `tests/common/scenarios.rs` (the same ones `tests/election_memdb.rs` runs on
+//! scenario of `tests/common/scenarios.rs` (the same ones `tests/election/memdb.rs` runs on
 //! MemDb), then the runner on `Arc<Database>` in real time: crash failover, a priority
 //! handover, follower cycles against renewals (with `ReportConflictingKeys`), commits cut short
 //! by FoundationDB's timer, the watch limit, and `fdb-leader run --cluster-file` under SIGTERM.

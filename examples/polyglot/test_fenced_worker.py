@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Python fencing path against a real cluster (the FoundationDB tier of .ci/run runs it):
 
-1. the shared table of fence cases (fence_cases.json, the one tests/fence_cases.rs runs against
+1. the shared table of fence cases (fence_cases.json, the one tests/election/fence_cases.rs runs against
    the Rust helper) against the Python check, `fence_admits`, in real transactions;
 2. fenced_worker.py under `fdb-leader run --cluster-file`: its writes are admitted while it
    leads; after `fdb-leader force-vacate` its next write (the flush it makes on SIGTERM) is

@@ -7,10 +7,7 @@
     clippy::expect_used,
     clippy::panic,
     clippy::arithmetic_side_effects,
-    clippy::cast_possible_truncation,
-    clippy::indexing_slicing,
-    clippy::cast_possible_wrap,
-    clippy::cast_sign_loss
+    clippy::cast_possible_truncation
 )]
 
 #[path = "../cli_support/mod.rs"]

@@ -333,7 +333,7 @@ pub async fn unregistered_candidates_cannot_claim<B: Backend>(b: &B) {
 }
 
 /// Calls `$m!(name, …)` with the name of every scenario above, for each store's test file to
-/// make one test of each (tests/election_memdb.rs, tests/sqlite_conformance.rs,
+/// make one test of each (tests/election/memdb.rs, tests/sqlite_conformance.rs,
 /// tests/fdb_integration.rs): the list is kept here, once.
 #[allow(unused_macros)]
 macro_rules! every_scenario {

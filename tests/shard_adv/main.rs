@@ -6,8 +6,7 @@
     clippy::expect_used,
     clippy::panic,
     clippy::arithmetic_side_effects,
-    clippy::cast_possible_truncation,
-    clippy::too_many_lines
+    clippy::cast_possible_truncation
 )]
 
 #[path = "../shard_support/mod.rs"]

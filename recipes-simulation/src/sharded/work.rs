@@ -40,16 +40,12 @@ pub(crate) struct Task {
 
 /// The shard's protected register key.
 pub(crate) fn register_key(shard: u32) -> Vec<u8> {
-    let mut k = b"shardsim-app/reg/".to_vec();
-    k.extend_from_slice(&shard.to_be_bytes());
-    k
+    [b"shardsim-app/reg/".as_slice(), &shard.to_be_bytes()].concat()
 }
 
 /// The shard's fenced counter key.
 pub(crate) fn counter_key(shard: u32) -> Vec<u8> {
-    let mut k = b"shardsim-app/ctr/".to_vec();
-    k.extend_from_slice(&shard.to_be_bytes());
-    k
+    [b"shardsim-app/ctr/".as_slice(), &shard.to_be_bytes()].concat()
 }
 
 /// A big-endian u64 from the first eight bytes, if any.

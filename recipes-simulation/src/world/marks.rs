@@ -3,13 +3,13 @@
 //! a live eligible candidate, a dead one or an ineligible one, version policies written at any
 //! moment; and the quiet phase's marks (left for good) and reservation probe.
 
-use fdb_leader_election::{ElectionError, OperatorOutcome, VersionPolicy};
+use fdb_leader_election::{ElectionError, VersionPolicy};
 use rand::Rng;
 
 use super::process::{Status, node_name};
 use super::{Actor, Kind, World};
 use crate::events::{Chaos, Event};
-use crate::history::{Entry, Op, RecordView};
+use crate::history::{Entry, Op};
 use crate::oracles::rank::{Rank, Stand, version};
 use crate::time::secs;
 
@@ -295,23 +295,11 @@ impl World {
             self.faults.close(txn.id());
             return;
         };
-        let election = self.election.clone();
-        let expected = prior.ballot();
-        let res = self.rt.block_on(async {
-            let out = election
-                .request_resign_to(&txn, &ops, expected, &to)
-                .await?;
-            let written = election.leader_record(&txn).await?;
-            Ok::<_, ElectionError>((out, written))
-        });
-        match res {
-            Ok((OperatorOutcome::Done { .. }, written)) => {
-                let mut entry = Entry::new("operator", Some(ops.to_string()), 0, Op::RequestResign);
-                entry.prior = Some(RecordView::of(&prior));
-                entry.leader = Some(RecordView::of(&written));
+        match self.ask_resign(&txn, &prior, &ops, Some(&to)) {
+            Ok(Some(entry)) => {
                 self.log(format!(
                     "operator asks the leader of ballot {} to hand over to {to}",
-                    expected.get()
+                    prior.ballot().get()
                 ));
                 self.stats.health.directed = self.stats.health.directed.saturating_add(1);
                 self.schedule_operator(txn, Kind::Operator, entry);

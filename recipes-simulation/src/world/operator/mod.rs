@@ -205,27 +205,46 @@ impl World {
             self.faults.close(txn.id());
             return;
         };
-        let election = self.election.clone();
-        let expected = prior.ballot();
-        let res = self.rt.block_on(async {
-            let out = election.request_resign(&txn, &ops, expected).await?;
-            let written = election.leader_record(&txn).await?;
-            Ok::<_, ElectionError>((out, written))
-        });
-        match res {
-            Ok((OperatorOutcome::Done { .. }, written)) => {
-                let mut entry = Entry::new("operator", Some(ops.to_string()), 0, Op::RequestResign);
-                entry.prior = Some(RecordView::of(&prior));
-                entry.leader = Some(RecordView::of(&written));
+        match self.ask_resign(&txn, &prior, &ops, None) {
+            Ok(Some(entry)) => {
                 self.log(format!(
                     "operator asks the leader of ballot {} to step down, as {ops}",
-                    expected.get()
+                    prior.ballot().get()
                 ));
                 self.stats.operator_resigns = self.stats.operator_resigns.saturating_add(1);
                 self.schedule_operator(txn, Kind::Operator, entry);
             }
             _ => self.faults.close(txn.id()),
         }
+    }
+
+    /// The operator `ops` asks the leader of `prior` to step down in `txn` (`resign`), or to
+    /// hand over to the candidate `to` names (`resign --to`): the history entry of a request
+    /// written, `None` if the leader changed meanwhile, or the refusal.
+    pub(super) fn ask_resign(
+        &mut self,
+        txn: &MemTransaction,
+        prior: &LeaderRecord,
+        ops: &CandidateId,
+        to: Option<&str>,
+    ) -> Result<Option<Entry>, ElectionError> {
+        let election = self.election.clone();
+        let expected = prior.ballot();
+        let (out, written) = self.rt.block_on(async {
+            let out = match to {
+                Some(to) => election.request_resign_to(txn, ops, expected, to).await?,
+                None => election.request_resign(txn, ops, expected).await?,
+            };
+            let written = election.leader_record(txn).await?;
+            Ok::<_, ElectionError>((out, written))
+        })?;
+        if !matches!(out, OperatorOutcome::Done { .. }) {
+            return Ok(None);
+        }
+        let mut entry = Entry::new("operator", Some(ops.to_string()), 0, Op::RequestResign);
+        entry.prior = Some(RecordView::of(prior));
+        entry.leader = Some(RecordView::of(&written));
+        Ok(Some(entry))
     }
 
     /// The operator removes a registration by id, with a `Candidate` value it builds for that

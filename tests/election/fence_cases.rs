@@ -2,13 +2,6 @@
 //! helper `check_fence`: the same table the Python check runs on a real cluster in the
 //! FoundationDB tier, so both languages are tested against one specification.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
 use fdb_leader_election::{Ballot, ElectionTxn, MemDb, check_fence, fence_key};
 use foundationdb_tuple::Subspace;
 use serde_json::Value;

@@ -4,19 +4,13 @@
 //! shards are owned again; a member's steady heartbeat reads three keys and writes one,
 //! whatever the number of shards; stale tokens are refused; one unsettled cycle per member.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
-use txn::in_txn;
+use crate::shard_support::in_txn;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::shard_support::timings;
 use fdb_leader_election::ElectionTxn;
 use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardMove, ShardedElection};
 use fdb_leader_election::{
@@ -24,7 +18,6 @@ use fdb_leader_election::{
     MemDb, Priority, ShardId, Weight,
 };
 use foundationdb_tuple::Subspace;
-use timings::timings;
 
 const M: u32 = 64;
 
@@ -616,9 +609,3 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
         .unwrap();
     assert_eq!(view.shards_of(a.id()).len(), 8);
 }
-
-// Shared test helpers (tests/common).
-#[path = "common/timings.rs"]
-mod timings;
-#[path = "common/txn.rs"]
-mod txn;

@@ -6,27 +6,17 @@
 //! README's layout), and coverage nothing else reached (corrupt values through every
 //! operation, stale cycle clones).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects,
-    clippy::cast_possible_truncation
-)]
-
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::scenarios::{World, assert_no_overlap};
+use crate::common::scenarios::{World, assert_no_overlap};
+use crate::runner_support::{in_txn, timed};
 use fdb_leader_election::{
     Action, Ballot, Candidate, CandidateId, CommitFault, Cycle, ElectionConfig, ElectionError,
     ElectionResult, ElectionTxn, LeaderElection, LeaderRecord, MemDb, MemTransaction,
     OperatorOutcome, Priority, ReadMode, ResignOutcome, RunOptions, ScriptedFaults,
 };
 use foundationdb_tuple::Subspace;
-use runner_support::{in_txn, timed};
 
 struct Env {
     db: MemDb,
@@ -1136,14 +1126,12 @@ async fn corrupt_values_at_every_key_are_typed_errors_through_every_operation() 
 // while runner A's guard is still valid (docs/design.md §9: "no guarded work runs outside its
 // guard's validity"; §10.4: "Operators never create a second believer").
 // -------------------------------------------------------------------------------------------
-#[path = "runner_support/mod.rs"]
-mod runner_support;
 
 #[tokio::test(start_paused = true)]
 async fn runner_b_is_not_elected_while_a_guard_is_valid_after_an_operator_unregisters_a_by_id_with_a_shorter_lease()
  {
-    use runner_support::{Cuttable, builder, subspace, wait_until};
-    let db = runner_support::db();
+    use crate::runner_support::{Cuttable, builder, subspace, wait_until};
+    let db = crate::runner_support::db();
     let cut_a = Cuttable::new(&db);
     let a = builder(cut_a.clone(), "a", 1).start().unwrap();
     let guard = a.elected().await.unwrap();

@@ -6,22 +6,15 @@
 //! `guard(shard)` at 4,096 shards took 135 ms in release, on the thread that renews the
 //! member's lease.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::shard_support::timings;
 use fdb_leader_election::shard::ShardedRunner;
 use fdb_leader_election::{MemDb, ShardId, TokioClock};
 use foundationdb_tuple::Subspace;
-use timings::timings;
 
 /// The system allocator, counting the allocations made on a thread while it counts.
 struct Counting;
@@ -140,7 +133,3 @@ async fn lookups_copy_nothing_per_shard_and_owned_is_linear() {
     eprintln!("figures: owned() at {SHARDS} shards: {n} allocations");
     runner.shutdown().await;
 }
-
-// Shared test helpers (tests/common).
-#[path = "common/timings.rs"]
-mod timings;

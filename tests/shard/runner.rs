@@ -4,24 +4,16 @@
 //! again within about a lease; a graceful shutdown hands its shards over without a lease's
 //! wait; guarded work finishes before its shard is handed over.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects,
-    clippy::cast_possible_truncation
-)]
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::shard_support::timed;
 use fdb_leader_election::shard::machine::ShardStop;
 use fdb_leader_election::shard::{ShardChange, ShardedRunner};
 use fdb_leader_election::{ElectionConfig, MemDb, ShardId, TokioClock, Weight};
 use foundationdb_tuple::Subspace;
-use timings::timed;
 use tokio::time::Instant;
 
 const LEASE_MS: u64 = 300;
@@ -362,7 +354,3 @@ async fn a_crashed_coordinators_shards_are_owned_again_within_about_a_lease_too(
         r.shutdown().await;
     }
 }
-
-// Shared test helpers (tests/common).
-#[path = "common/timings.rs"]
-mod timings;

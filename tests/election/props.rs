@@ -6,14 +6,7 @@
 //! - every candidate that believes it leads (including paused and replaced incarnations) is
 //!   the record's owner at the record's ballot — so no two believe at once.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
-use txn::in_txn;
+use crate::runner_support::in_txn;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -279,7 +272,3 @@ fn random_sequences_make_progress() {
     assert!(acquisitions >= 10, "only {acquisitions} acquisitions");
     assert!(ballot >= Ballot::new(11), "ballot only reached {ballot}");
 }
-
-// Shared test helpers (tests/common).
-#[path = "common/txn.rs"]
-mod txn;

@@ -2,15 +2,6 @@
 //! shard back and stops nothing of failover; members that crash are forgotten, so the
 //! records read per coordinator attempt do not grow with every restart.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
-mod shard_support;
-
 use std::time::Duration;
 
 use fdb_leader_election::shard::machine::ShardStop;
@@ -19,7 +10,7 @@ use fdb_leader_election::{ElectionConfig, ElectionTxn, MemDb, ReadMode, TokioClo
 use foundationdb_tuple::Subspace;
 use std::sync::Arc;
 
-use shard_support::*;
+use crate::shard_support::*;
 
 const LEASE: Duration = Duration::from_millis(300);
 

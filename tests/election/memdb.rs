@@ -1,21 +1,12 @@
 //! End-to-end election tests over MemDb: the shared scenarios, then MemDb-only fault
 //! injection, corrupt values and size limits.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
-mod common;
-
-use txn::in_txn;
+use crate::runner_support::in_txn;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::scenarios::{self, Backend, World};
+use crate::common::scenarios::{self, Backend, World};
 use fdb_leader_election::{
     Action, Ballot, Candidate, CandidateId, CommitFault, ElectionConfig, ElectionError,
     ElectionTxn, LeaderElection, MAX_CANDIDATE_ID_BYTES, MAX_PAYLOAD_BYTES, MemDb, Priority,
@@ -664,7 +655,3 @@ async fn an_operator_resign_request_makes_the_leader_step_down_cooperatively() {
     assert_eq!(m.cycle(&c[1]).await.unwrap().0, Action::Acquired);
     assert_eq!(c[1].fencing_token(), Some(Ballot::new(2)));
 }
-
-// Shared test helpers (tests/common).
-#[path = "common/txn.rs"]
-mod txn;

@@ -3,14 +3,7 @@
 //! a directed resign reserves for the named candidate or is refused, visibly, changing
 //! nothing; a vacancy reserved for a candidate that died opens after the reservation timeout.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
-use txn::in_txn;
+use crate::runner_support::in_txn;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +62,30 @@ impl World {
         best.set_eligible(false, "warming up").unwrap();
         assert_eq!(self.cycle(&leader).await, Action::Acquired);
         (leader, best, chosen)
+    }
+
+    /// Three candidates joined, the first leading and the other two followers that cycled
+    /// once.
+    async fn led_by(&self, [first, second, third]: [(&str, i32); 3]) -> [Candidate; 3] {
+        let leader = self.join(first.0, first.1).await;
+        let (b, c) = (
+            self.join(second.0, second.1).await,
+            self.join(third.0, third.1).await,
+        );
+        assert_eq!(self.cycle(&leader).await, Action::Acquired);
+        for follower in [&b, &c] {
+            assert_eq!(self.cycle(follower).await, Action::None);
+        }
+        [leader, b, c]
+    }
+
+    /// `c`, leading, resigns (a graceful stop, `Runner::resign`); the reservation it wrote.
+    async fn resign(&self, c: &Candidate) -> Option<CandidateId> {
+        in_txn!(self.db, [e = self.election, c], |txn| e
+            .resign_leadership(&txn, &c, None)
+            .await)
+        .unwrap();
+        self.record().await.reservation().map(|r| r.id().clone())
     }
 
     async fn cycle(&self, c: &Candidate) -> Action {
@@ -216,16 +233,7 @@ async fn a_vacancy_reserved_for_a_candidate_that_died_opens_after_the_reservatio
     w.cycle(&heir).await;
     w.cycle(&other).await;
     // The heir dies (it stops cycling, still registered and "live"); the leader resigns for it.
-    let e = w.election.clone();
-    let l = leader.clone();
-    in_txn!(w.db, [e, l], |txn| e
-        .resign_leadership(&txn, &l, None)
-        .await)
-    .unwrap();
-    assert_eq!(
-        w.record().await.reservation().map(|r| r.id()),
-        Some(heir.id())
-    );
+    assert_eq!(w.resign(&leader).await.as_ref(), Some(heir.id()));
     let timeout = ElectionConfig::default().reservation_timeout();
     assert_eq!(w.cycle(&other).await, Action::None);
     w.clock.advance(timeout - Duration::from_millis(10));
@@ -279,13 +287,7 @@ async fn an_ineligible_leader_with_a_directed_request_reserves_for_the_named_can
 #[tokio::test]
 async fn a_mark_by_name_reserves_for_no_candidate_of_that_name() {
     let w = World::new().await;
-    let a1 = w.join("a", 9).await;
-    let a2 = w.join("a", 5).await;
-    let b = w.join("b", 1).await;
-    assert_eq!(w.cycle(&a1).await, Action::Acquired);
-    for c in [&a2, &b] {
-        assert_eq!(w.cycle(c).await, Action::None);
-    }
+    let [a1, a2, b] = w.led_by([("a", 9), ("a", 5), ("b", 1)]).await;
     w.mark("a", false, "disk maintenance").await;
     // The leader reads the mark on its name; its namesake has not cycled since.
     assert_eq!(w.cycle(&a1).await, Action::SteppedDownIneligible);
@@ -313,13 +315,9 @@ async fn a_mark_by_name_reserves_for_no_candidate_of_that_name() {
 #[tokio::test]
 async fn neither_a_resignation_nor_a_directed_resign_chooses_a_marked_candidate() {
     let w = World::new().await;
-    let leader = w.join("leader", 9).await;
-    let marked = w.join("db-host-3", 5).await;
-    let other = w.join("other", 1).await;
-    assert_eq!(w.cycle(&leader).await, Action::Acquired);
-    for c in [&marked, &other] {
-        assert_eq!(w.cycle(c).await, Action::None);
-    }
+    let [leader, _marked, other] = w
+        .led_by([("leader", 9), ("db-host-3", 5), ("other", 1)])
+        .await;
     w.mark("db-host-3", false, "disk replacement").await;
     let refused = w.resign_to("db-host-3").await;
     assert!(
@@ -327,16 +325,7 @@ async fn neither_a_resignation_nor_a_directed_resign_chooses_a_marked_candidate(
         "{refused:?}"
     );
     assert_eq!(w.record().await.operator_request(), None, "nothing written");
-    let e = w.election.clone();
-    let l = leader.clone();
-    in_txn!(w.db, [e, l], |txn| e
-        .resign_leadership(&txn, &l, None)
-        .await)
-    .unwrap();
-    assert_eq!(
-        w.record().await.reservation().map(|r| r.id()),
-        Some(other.id())
-    );
+    assert_eq!(w.resign(&leader).await.as_ref(), Some(other.id()));
     assert_eq!(w.cycle(&other).await, Action::Acquired);
 }
 
@@ -346,13 +335,9 @@ async fn neither_a_resignation_nor_a_directed_resign_chooses_a_marked_candidate(
 #[tokio::test]
 async fn a_mark_written_meanwhile_makes_a_reservation_for_its_name_retry() {
     let w = World::new().await;
-    let leader = w.join("leader", 9).await;
-    let soon_marked = w.join("db-host-3", 5).await;
-    let other = w.join("other", 1).await;
-    assert_eq!(w.cycle(&leader).await, Action::Acquired);
-    for c in [&soon_marked, &other] {
-        assert_eq!(w.cycle(c).await, Action::None);
-    }
+    let [leader, _soon_marked, other] = w
+        .led_by([("leader", 9), ("db-host-3", 5), ("other", 1)])
+        .await;
     let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let (e, l, db) = (w.election.clone(), leader.clone(), w.db.clone());
     let outcome = in_txn!(w.db, [e, l, db, attempts], |txn| {
@@ -377,13 +362,9 @@ async fn a_mark_written_meanwhile_makes_a_reservation_for_its_name_retry() {
 #[tokio::test]
 async fn a_directed_resign_given_an_id_reserves_for_that_candidate() {
     let w = World::new().await;
-    let leader = w.join("leader", 9).await;
-    let better = w.join("worker", 5).await;
-    let chosen = w.join("worker", 1).await;
-    assert_eq!(w.cycle(&leader).await, Action::Acquired);
-    for c in [&better, &chosen] {
-        assert_eq!(w.cycle(c).await, Action::None);
-    }
+    let [leader, better, chosen] = w
+        .led_by([("leader", 9), ("worker", 5), ("worker", 1)])
+        .await;
     let gone = CandidateId::with_nonce("worker", 0xff).unwrap();
     let refused = w.resign_to(gone.as_str()).await;
     assert!(
@@ -403,7 +384,3 @@ async fn a_directed_resign_given_an_id_reserves_for_that_candidate() {
     assert_eq!(w.cycle(&better).await, Action::None);
     assert_eq!(w.cycle(&chosen).await, Action::Acquired);
 }
-
-// Shared test helpers (tests/common).
-#[path = "common/txn.rs"]
-mod txn;
