@@ -10,147 +10,40 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::shard_support::timings;
+use crate::shard_support::{World, timings};
 use fdb_leader_election::ElectionTxn;
-use fdb_leader_election::shard::{Coordinator, Layout, Member, ShardMove, ShardedElection};
-use fdb_leader_election::{
-    Ballot, Candidate, CandidateId, ElectionConfig, ElectionError, LeaderElection, ManualClock,
-    MemDb, Priority, ShardId, Weight,
-};
+use fdb_leader_election::shard::{Coordinator, Member, ShardMove, ShardedElection};
+use fdb_leader_election::{Ballot, Candidate, CandidateId, ElectionError, LeaderElection, ShardId};
 use foundationdb_tuple::Subspace;
 
 const M: u32 = 64;
 
-struct World {
-    db: MemDb,
-    clock: ManualClock,
-    election: ShardedElection,
-    config: ElectionConfig,
+/// The world of these tests: `shards` shards, at most `max_moves` moves at once, a 3 s lease.
+async fn world(shards: u32, max_moves: u32) -> World {
+    World::with_config(shards, max_moves, timings(3000, 1000, 6000, 300)).await
 }
 
-impl World {
-    async fn new(shards: u32, max_moves: u32) -> World {
-        let clock = ManualClock::new();
-        let db = MemDb::with_clock(Arc::new(clock.clone()));
-        let election = ShardedElection::new(Subspace::from("shards-test"));
-        let config = timings(3000, 1000, 6000, 300);
-        let layout = Layout::new(shards, max_moves).unwrap();
-        let (e, c) = (election.clone(), config.clone());
-        in_txn!(db, [e, c], |txn| e.initialize(&txn, &c, &layout).await).unwrap();
-        World {
-            db,
-            clock,
-            election,
-            config,
+/// Rounds of coordinate, hand over (work stopped), acquire, until a round changes nothing;
+/// returns how many rounds changed something.
+async fn settle(w: &World, leader: &Candidate, c: &Coordinator, members: &[&Member]) -> u32 {
+    let mut rounds = 0;
+    loop {
+        let before: Vec<_> = members.iter().map(|m| m.owned_shards()).collect();
+        w.coordinate(leader, c).await;
+        for m in members {
+            w.cycle_ready(m).await;
+            assert_exclusive(members);
         }
-    }
-
-    fn member(&self, name: &str, priority: i32) -> Member {
-        Member::with_clock(
-            CandidateId::random(name).unwrap(),
-            Priority::new(priority),
-            Weight::ONE,
-            Arc::new(self.clock.clone()),
-        )
-    }
-
-    /// One member cycle, adopted after its commit; `ready`: shards whose work stopped.
-    async fn cycle(&self, m: &Member, ready: &BTreeSet<ShardId>) -> BTreeMap<ShardId, Ballot> {
-        let e = self.election.clone();
-        let cycle = in_txn!(self.db, [e, m, ready], |txn| e
-            .member_cycle(&txn, &m, &ready)
-            .await)
-        .unwrap();
-        m.adopt(cycle)
-    }
-
-    /// A cycle in which every shard the member was asked to hand over is ready.
-    async fn cycle_all_ready(&self, m: &Member) -> BTreeMap<ShardId, Ballot> {
-        let all: BTreeSet<ShardId> = (0..M).map(ShardId::new).collect();
-        self.cycle(m, &all).await
-    }
-
-    /// The coordinator election's leader and its token.
-    async fn coordinator(&self) -> (Candidate, Coordinator) {
-        let id = CandidateId::random("coordinator").unwrap();
-        let candidate =
-            Candidate::with_clock(id.clone(), Priority::new(1), Arc::new(self.clock.clone()));
-        let e = self.election.coordinator_election().clone();
-        let c = candidate.clone();
-        in_txn!(self.db, [e, c], |txn| e.register_candidate(&txn, &c).await).unwrap();
-        assert!(e.run_cycle(&self.db, &candidate).await.unwrap().is_leader());
-        (
-            candidate,
-            Coordinator::with_clock(id, Arc::new(self.clock.clone())),
-        )
-    }
-
-    /// The coordinator renews its leadership of the coordinator election, then coordinates.
-    async fn coordinate(&self, leader: &Candidate, c: &Coordinator) -> Vec<CandidateId> {
-        let renewed = self
-            .election
-            .coordinator_election()
-            .run_cycle(&self.db, leader)
-            .await
-            .unwrap();
-        assert!(renewed.is_leader());
-        let token = leader.fencing_token().unwrap();
-        let e = self.election.clone();
-        let done = in_txn!(self.db, [e, c], |txn| e.coordinate(&txn, &c, token).await).unwrap();
-        done.fenced
-    }
-
-    async fn fence(&self, shard: ShardId, token: Ballot) -> Result<(), ElectionError> {
-        let e = self.election.clone();
-        in_txn!(self.db, [e], |txn| e.fence_shard(&txn, shard, token).await)
-    }
-
-    /// An operator marks `id` drained (or no longer), in a transaction of its own.
-    async fn set_drained(&self, id: &CandidateId, drained: bool) {
-        self.operate(|e, txn| {
-            let id = id.clone();
-            async move { e.set_drained(&txn, &id, drained).await }
-        })
-        .await
-        .unwrap();
-    }
-
-    /// Runs an operator's body in a transaction of its own.
-    async fn operate<T, F, Fut>(&self, body: F) -> Result<T, ElectionError>
-    where
-        F: Fn(ShardedElection, fdb_leader_election::memdb::MemTransaction) -> Fut,
-        Fut: std::future::Future<Output = Result<T, ElectionError>>,
-    {
-        let e = self.election.clone();
-        self.db.run(|txn, _| body(e.clone(), txn)).await
-    }
-
-    /// Rounds of coordinate, hand over (work stopped), acquire, until a round changes
-    /// nothing; returns how many rounds changed something.
-    async fn settle(&self, leader: &Candidate, c: &Coordinator, members: &[&Member]) -> u32 {
-        let mut rounds = 0;
-        loop {
-            let before: Vec<_> = members.iter().map(|m| m.owned_shards()).collect();
-            self.coordinate(leader, c).await;
-            for m in members {
-                self.cycle_all_ready(m).await;
-                assert_exclusive(members);
-            }
-            for m in members {
-                self.cycle(m, &BTreeSet::new()).await;
-                assert_exclusive(members);
-            }
-            let after: Vec<_> = members.iter().map(|m| m.owned_shards()).collect();
-            if before == after {
-                return rounds;
-            }
-            rounds += 1;
-            assert!(rounds < 20, "placement did not settle");
+        for m in members {
+            w.cycle(m).await;
+            assert_exclusive(members);
         }
-    }
-
-    fn advance(&self, d: Duration) {
-        self.clock.advance(d);
+        let after: Vec<_> = members.iter().map(|m| m.owned_shards()).collect();
+        if before == after {
+            return rounds;
+        }
+        rounds += 1;
+        assert!(rounds < 20, "placement did not settle");
     }
 }
 
@@ -168,15 +61,15 @@ fn assert_exclusive(members: &[&Member]) {
 
 #[tokio::test]
 async fn three_members_are_balanced_and_a_fourth_takes_its_share_by_cooperative_moves() {
-    let w = World::new(M, 8).await;
+    let w = world(M, 8).await;
     let (leader, coord) = w.coordinator().await;
     let (a, b, c) = (w.member("a", 1), w.member("b", 1), w.member("c", 1));
     for m in [&a, &b, &c] {
-        w.cycle(m, &BTreeSet::new()).await; // join
+        w.cycle(m).await; // join
     }
     w.coordinate(&leader, &coord).await; // reserves all 64
     for m in [&a, &b, &c] {
-        w.cycle(m, &BTreeSet::new()).await; // acquire
+        w.cycle(m).await; // acquire
     }
     let counts: Vec<usize> = [&a, &b, &c]
         .iter()
@@ -197,17 +90,17 @@ async fn three_members_are_balanced_and_a_fourth_takes_its_share_by_cooperative_
     // d joins: the coordinator asks for 16 moves (limit 8 per round); owners hand over once
     // ready; d acquires: two commits per move, ballot + 1.
     let d = w.member("d", 1);
-    w.cycle(&d, &BTreeSet::new()).await;
+    w.cycle(&d).await;
     let mut rounds = 0;
     while d.owned_shards().len() < 16 {
         rounds += 1;
         assert!(rounds <= 4, "balance not restored in {rounds} rounds");
         w.coordinate(&leader, &coord).await;
         for m in [&a, &b, &c] {
-            w.cycle_all_ready(m).await; // hand over (the work is stopped)
+            w.cycle_ready(m).await; // hand over (the work is stopped)
         }
         assert_exclusive(&[&a, &b, &c, &d]);
-        w.cycle(&d, &BTreeSet::new()).await; // acquire
+        w.cycle(&d).await; // acquire
         assert_exclusive(&[&a, &b, &c, &d]);
     }
     assert_eq!(rounds, 2, "16 moves at 8 per round");
@@ -220,22 +113,22 @@ async fn three_members_are_balanced_and_a_fourth_takes_its_share_by_cooperative_
     // Stable: another round moves nothing.
     w.coordinate(&leader, &coord).await;
     for m in [&a, &b, &c, &d] {
-        w.cycle_all_ready(m).await;
+        w.cycle_ready(m).await;
         assert_eq!(m.owned_shards().len(), 16);
     }
 }
 
 #[tokio::test]
 async fn a_crashed_member_is_fenced_by_its_epoch_after_a_lease_and_its_shards_are_owned_again() {
-    let w = World::new(M, 8).await;
+    let w = world(M, 8).await;
     let (leader, coord) = w.coordinator().await;
     let (a, b) = (w.member("a", 1), w.member("b", 1));
     for m in [&a, &b] {
-        w.cycle(m, &BTreeSet::new()).await;
+        w.cycle(m).await;
     }
     w.coordinate(&leader, &coord).await;
     for m in [&a, &b] {
-        w.cycle(m, &BTreeSet::new()).await;
+        w.cycle(m).await;
     }
     let b_shards = b.owned_shards();
     assert_eq!(b_shards.len(), 32);
@@ -245,7 +138,7 @@ async fn a_crashed_member_is_fenced_by_its_epoch_after_a_lease_and_its_shards_ar
     while fenced.is_empty() {
         w.advance(Duration::from_millis(500));
         t += Duration::from_millis(500);
-        w.cycle(&a, &BTreeSet::new()).await;
+        w.cycle(&a).await;
         fenced = w.coordinate(&leader, &coord).await;
         // Before a full lease of b's unchanged record, nobody else owns b's shards.
         assert_exclusive(&[&a, &b]);
@@ -269,7 +162,7 @@ async fn a_crashed_member_is_fenced_by_its_epoch_after_a_lease_and_its_shards_ar
         Err(ElectionError::StaleToken { vacant: true, .. })
     ));
     // a acquires them all (the reservations were written in the fencing commit).
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     assert_eq!(a.owned_shards().len(), 64);
     assert_eq!(a.owned_shards()[&shard], Ballot::new(token.get() + 1));
     w.fence(shard, Ballot::new(token.get() + 1)).await.unwrap();
@@ -278,14 +171,14 @@ async fn a_crashed_member_is_fenced_by_its_epoch_after_a_lease_and_its_shards_ar
 #[tokio::test]
 async fn a_steady_member_heartbeat_reads_three_keys_and_writes_one_whatever_m() {
     for shards in [16, 1_024] {
-        let w = World::new(shards, 64).await;
+        let w = world(shards, 64).await;
         let (leader, coord) = w.coordinator().await;
         let a = w.member("a", 1);
-        w.cycle(&a, &BTreeSet::new()).await;
+        w.cycle(&a).await;
         w.coordinate(&leader, &coord).await;
         // Acquire everything (at most 512 per cycle).
         for _ in 0..3 {
-            w.cycle(&a, &BTreeSet::new()).await;
+            w.cycle(&a).await;
         }
         assert_eq!(a.owned_shards().len(), shards as usize);
         let e = w.election.clone();
@@ -302,12 +195,12 @@ async fn a_steady_member_heartbeat_reads_three_keys_and_writes_one_whatever_m() 
 
 #[tokio::test]
 async fn a_lapsed_member_rejoins_at_a_new_epoch_and_owns_nothing_until_reassigned() {
-    let w = World::new(8, 8).await;
+    let w = world(8, 8).await;
     let (leader, coord) = w.coordinator().await;
     let a = w.member("a", 1);
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     w.coordinate(&leader, &coord).await;
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     assert_eq!(a.owned_shards().len(), 8);
     assert_eq!(a.epoch(), Some(1));
     // a pauses longer than its lease (the coordinator keeps its own leadership): a's belief
@@ -320,7 +213,7 @@ async fn a_lapsed_member_rejoins_at_a_new_epoch_and_owns_nothing_until_reassigne
     assert!(a.owned_shards().is_empty());
     let (shard, token) = (ShardId::new(0), Ballot::new(1));
     // Its next cycle joins again at epoch 2: the epoch-1 ownerships are over.
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     assert_eq!(a.epoch(), Some(2));
     assert!(matches!(
         w.fence(shard, token).await,
@@ -328,14 +221,14 @@ async fn a_lapsed_member_rejoins_at_a_new_epoch_and_owns_nothing_until_reassigne
     ));
     // The coordinator sees the epoch-1 shards as nobody's and reserves them again.
     w.coordinate(&leader, &coord).await;
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     assert_eq!(a.owned_shards().len(), 8);
     assert_eq!(a.shard_token(shard), Some(Ballot::new(2)));
 }
 
 #[tokio::test]
 async fn one_unsettled_cycle_per_member_and_only_the_coordinators_leader_places() {
-    let w = World::new(8, 8).await;
+    let w = world(8, 8).await;
     let a = w.member("a", 1);
     let txn = w.db.create_transaction();
     let first = w
@@ -370,12 +263,12 @@ async fn one_unsettled_cycle_per_member_and_only_the_coordinators_leader_places(
 #[tokio::test]
 async fn an_acquisition_with_an_unknown_result_is_recognised_by_the_next_cycle() {
     use fdb_leader_election::{CommitFault, ScriptedFaults};
-    let w = World::new(8, 8).await;
+    let w = world(8, 8).await;
     let faults = ScriptedFaults::new();
     w.db.set_fault_injector(Arc::new(faults.clone()));
     let (leader, coord) = w.coordinator().await;
     let a = w.member("a", 1);
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     w.coordinate(&leader, &coord).await;
     // The acquisition applies, its reply is lost: nothing is adopted.
     faults.push_commit_fault(CommitFault::UnknownApplied);
@@ -394,7 +287,7 @@ async fn an_acquisition_with_an_unknown_result_is_recognised_by_the_next_cycle()
     );
     // The next cycle finds its own attempt in the record: the shards are adopted, at the
     // ballot the lost commit wrote (no second acquisition, no ballot skipped).
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     let owned = a.owned_shards();
     assert_eq!(owned.len(), 8);
     assert!(owned.values().all(|b| *b == Ballot::new(1)), "{owned:?}");
@@ -402,13 +295,13 @@ async fn an_acquisition_with_an_unknown_result_is_recognised_by_the_next_cycle()
 
 #[tokio::test]
 async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_undrained() {
-    let w = World::new(M, 8).await;
+    let w = world(M, 8).await;
     let (leader, coord) = w.coordinator().await;
     let (a, b, c) = (w.member("a", 1), w.member("b", 1), w.member("c", 1));
     for m in [&a, &b, &c] {
-        w.cycle(m, &BTreeSet::new()).await;
+        w.cycle(m).await;
     }
-    w.settle(&leader, &coord, &[&a, &b, &c]).await;
+    settle(&w, &leader, &coord, &[&a, &b, &c]).await;
     assert!(b.owned_shards().len() >= 21);
     let b_id = b.id().clone();
     w.set_drained(&b_id, true).await;
@@ -418,7 +311,7 @@ async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_
         .unwrap();
     assert_eq!(drained, BTreeSet::from([b_id.clone()]));
     // At most 8 moves in flight: 21 or 22 shards leave b in three rounds.
-    let rounds = w.settle(&leader, &coord, &[&a, &b, &c]).await;
+    let rounds = settle(&w, &leader, &coord, &[&a, &b, &c]).await;
     assert!((3..=4).contains(&rounds), "{rounds} rounds");
     assert!(b.owned_shards().is_empty(), "{:?}", b.owned_shards());
     assert_eq!(a.owned_shards().len() + c.owned_shards().len(), 64);
@@ -429,7 +322,7 @@ async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_
         .unwrap();
     assert_eq!(placement.quotas.get(&b_id), Some(&0));
     w.set_drained(&b_id, false).await;
-    w.settle(&leader, &coord, &[&a, &b, &c]).await;
+    settle(&w, &leader, &coord, &[&a, &b, &c]).await;
     let counts: Vec<usize> = [&a, &b, &c]
         .iter()
         .map(|m| m.owned_shards().len())
@@ -439,13 +332,13 @@ async fn a_drained_member_hands_every_shard_over_and_takes_its_share_again_when_
 
 #[tokio::test]
 async fn an_operator_moves_a_shard_by_hand_under_a_frozen_placement_and_it_stays() {
-    let w = World::new(M, 8).await;
+    let w = world(M, 8).await;
     let (leader, coord) = w.coordinator().await;
     let (a, b) = (w.member("a", 1), w.member("b", 1));
     for m in [&a, &b] {
-        w.cycle(m, &BTreeSet::new()).await;
+        w.cycle(m).await;
     }
-    w.settle(&leader, &coord, &[&a, &b]).await;
+    settle(&w, &leader, &coord, &[&a, &b]).await;
     let operator = CandidateId::parse("ops").unwrap();
     let (shard, old_token) = a.owned_shards().into_iter().next().unwrap();
     let move_to_b = |shard: ShardId| {
@@ -486,22 +379,22 @@ async fn an_operator_moves_a_shard_by_hand_under_a_frozen_placement_and_it_stays
         }
     );
     // Until its work stops, a keeps the shard and its token still fences.
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     assert_eq!(a.shard_token(shard), Some(old_token));
     w.fence(shard, old_token).await.unwrap();
     // a hands it over (one commit), b acquires it (one commit), ballot + 1.
-    w.cycle(&a, &BTreeSet::from([shard])).await;
+    w.try_cycle(&a, &BTreeSet::from([shard])).await.unwrap();
     assert_eq!(a.shard_token(shard), None);
     assert!(matches!(
         w.fence(shard, old_token).await,
         Err(ElectionError::StaleToken { .. })
     ));
-    w.cycle(&b, &BTreeSet::new()).await;
+    w.cycle(&b).await;
     let new_token = Ballot::new(old_token.get() + 1);
     assert_eq!(b.shard_token(shard), Some(new_token));
     w.fence(shard, new_token).await.unwrap();
     // Frozen: the coordinator leaves the unbalanced placement (33 to 31) as it is.
-    assert_eq!(w.settle(&leader, &coord, &[&a, &b]).await, 0);
+    assert_eq!(settle(&w, &leader, &coord, &[&a, &b]).await, 0);
     assert_eq!(b.owned_shards().len(), 33);
     assert_eq!(
         w.operate(move_to_b(shard)).await.unwrap(),
@@ -511,27 +404,27 @@ async fn an_operator_moves_a_shard_by_hand_under_a_frozen_placement_and_it_stays
     w.operate(|e, txn| async move { e.set_frozen(&txn, false).await })
         .await
         .unwrap();
-    assert_eq!(w.settle(&leader, &coord, &[&a, &b]).await, 1);
+    assert_eq!(settle(&w, &leader, &coord, &[&a, &b]).await, 1);
     assert_eq!((a.owned_shards().len(), b.owned_shards().len()), (32, 32));
 }
 
 #[tokio::test]
 async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holder() {
-    let w = World::new(8, 8).await;
+    let w = world(8, 8).await;
     let (leader, coord) = w.coordinator().await;
     let (a, b, c) = (w.member("a", 1), w.member("b", 1), w.member("c", 1));
     for m in [&a, &b] {
-        w.cycle(m, &BTreeSet::new()).await;
+        w.cycle(m).await;
     }
     w.operate(|e, txn| async move { e.set_frozen(&txn, true).await })
         .await
         .unwrap();
     // Frozen from the start: vacant shards are still reserved (nobody live holds them).
-    w.settle(&leader, &coord, &[&a, &b]).await;
+    settle(&w, &leader, &coord, &[&a, &b]).await;
     assert_eq!((a.owned_shards().len(), b.owned_shards().len()), (4, 4));
     // c joins: frozen, nothing moves to it.
-    w.cycle(&c, &BTreeSet::new()).await;
-    assert_eq!(w.settle(&leader, &coord, &[&a, &c]).await, 0);
+    w.cycle(&c).await;
+    assert_eq!(settle(&w, &leader, &coord, &[&a, &c]).await, 0);
     assert!(c.owned_shards().is_empty());
     // b crashes; after a full lease the coordinator fences it out and, in the same commit,
     // reserves its shards for c (below its quota).
@@ -539,8 +432,8 @@ async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holde
     let mut fenced = Vec::new();
     while fenced.is_empty() {
         w.advance(Duration::from_millis(500));
-        w.cycle(&a, &BTreeSet::new()).await;
-        w.cycle(&c, &BTreeSet::new()).await;
+        w.cycle(&a).await;
+        w.cycle(&c).await;
         fenced = w.coordinate(&leader, &coord).await;
     }
     // c is drained before it acquires them: frozen, the coordinator leaves the reservations
@@ -555,23 +448,23 @@ async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holde
             .unwrap();
         assert_eq!(rec.reserved_for(), Some(&c_id), "shard {shard}");
     }
-    w.cycle(&c, &BTreeSet::new()).await;
+    w.cycle(&c).await;
     let owned: Vec<ShardId> = c.owned_shards().keys().copied().collect();
     assert_eq!(owned, b_shards.keys().copied().collect::<Vec<_>>());
     // Unfrozen, the drain takes effect: c hands everything to a.
     w.operate(|e, txn| async move { e.set_frozen(&txn, false).await })
         .await
         .unwrap();
-    w.settle(&leader, &coord, &[&a, &c]).await;
+    settle(&w, &leader, &coord, &[&a, &c]).await;
     assert_eq!((a.owned_shards().len(), c.owned_shards().len()), (8, 0));
 }
 
 #[tokio::test]
 async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
-    let w = World::new(8, 8).await;
+    let w = world(8, 8).await;
     let (leader, coord) = w.coordinator().await;
     let a = w.member("a", 1);
-    w.cycle(&a, &BTreeSet::new()).await;
+    w.cycle(&a).await;
     // Arms a watch on the marker (in a read-only transaction of its own).
     let arm = || async {
         let e = w.election.clone();
@@ -590,7 +483,7 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
     w.coordinate(&leader, &coord).await; // first sight: published; reserves the 8 shards
     assert!(fired(watch).await, "the first coordination publishes");
     let watch = arm().await;
-    w.cycle(&a, &BTreeSet::new()).await; // a acquires the 8
+    w.cycle(&a).await; // a acquires the 8
     w.coordinate(&leader, &coord).await;
     assert!(
         fired(watch).await,
@@ -599,7 +492,7 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
     // Steady: renewals and coordinations change nothing an observer sees.
     let watch = arm().await;
     for _ in 0..3 {
-        w.cycle(&a, &BTreeSet::new()).await;
+        w.cycle(&a).await;
         w.coordinate(&leader, &coord).await;
     }
     assert!(!fired(watch).await, "a steady heartbeat rewrote the marker");
