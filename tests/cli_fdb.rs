@@ -612,12 +612,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
         &["resign", "--expected-ballot", "3"],
         "rejected: no leader holds the ballot",
     );
-    world
-        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == second.pid)
-        .expect("b's child stopped");
-    let (fourth, seen) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 4)
-        .expect("led again with ballot 4");
+    let (fourth, seen) = world.stopped_then_led(&second, 4);
     assert!(
         seen - asked >= LONG_LEASE,
         "ballot 4 led {:?} after the force-vacate, before a full lease",
@@ -633,12 +628,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
     // preemption): the leader of ballot 4 steps down, the other leads with ballot 5.
     ok(&world, &["config", "set", "--preemption", "off"]);
     ok(&world, &["resign", "--expected-ballot", "4"]);
-    world
-        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == fourth.pid)
-        .expect("the child stopped");
-    let (fifth, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 5)
-        .expect("led with ballot 5");
+    let (fifth, _) = world.stopped_then_led(&fourth, 5);
     assert_ne!(fifth.id, fourth.id, "the resign handed over to the other");
     assert_eq!(world.active(), vec![fifth.clone()]);
 

@@ -119,7 +119,11 @@ fn watch_prints_one_line_per_leader_change() {
 
     signal(&watch, Signal::SIGINT);
     let status = wait_exit(&mut watch, PATIENCE).expect("watch exits");
-    assert!(status.success(), "watch exited with {status:?}");
+    let mut said = String::new();
+    if let Some(mut err) = watch.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut said);
+    }
+    assert!(status.success(), "watch exited with {status:?}: {said}");
 }
 
 #[test]
@@ -147,12 +151,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
     let out = world.cli(&["resign", "--expected-ballot", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("resign requested"));
-    world
-        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == first.pid)
-        .expect("the child stopped");
-    let (second, _) = world
-        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 2)
-        .expect("led again with ballot 2");
+    let (second, _) = world.stopped_then_led(&first, 2);
 
     // force-vacate: fences ballot 2 out (the ballot becomes 3, vacant); the next leader gets 4.
     let out = world.cli(&["force-vacate", "--expected-ballot", "2"]);
@@ -162,12 +161,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
         "{}",
         text(&out.stdout)
     );
-    world
-        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == second.pid)
-        .expect("the child stopped");
-    world
-        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 4)
-        .expect("led again with ballot 4");
+    world.stopped_then_led(&second, 4);
     let out = world.cli(&["force-vacate", "--expected-ballot", "2"]);
     assert_eq!(out.status.code(), Some(1));
     assert_no_panic(&text(&out.stderr));
@@ -181,12 +175,7 @@ fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
         .expect("ballot 4 leads");
     let out = world.cli(&["resign", "--expected-ballot", "4"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    world
-        .wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == fourth.pid)
-        .expect("the child stopped");
-    world
-        .wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == 5)
-        .expect("led again with ballot 5");
+    world.stopped_then_led(&fourth, 5);
 
     signal(&a, Signal::SIGTERM);
     assert!(wait_exit(&mut a, PATIENCE).is_some_and(|s| s.success()));

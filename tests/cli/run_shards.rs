@@ -107,8 +107,7 @@ fn two_supervisors_spread_the_shards_and_a_killed_ones_children_die_and_move() {
     }
     assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
     assert_ballots_grow(&s.lines());
-    s.world.stop_cleanly("b", &mut b);
-    assert!(s.active().is_empty(), "{:?}", s.active());
+    s.stop_all(&mut [("b", &mut b)]);
 }
 
 #[test]
@@ -162,8 +161,7 @@ fn sigterm_stops_the_children_and_hands_every_shard_over_without_a_lease() {
             .is_none_or(|m| m["fenced"] == Value::Bool(true)),
         "a left: {a_member:?}"
     );
-    s.world.stop_cleanly("b", &mut b);
-    assert!(s.active().is_empty(), "{:?}", s.active());
+    s.stop_all(&mut [("b", &mut b)]);
 }
 
 #[test]
@@ -219,9 +217,7 @@ fn a_drained_members_children_stop_before_their_shards_move() {
     s.wait_spread(PATIENCE, &[("a", 2), ("b", 2)]);
     assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
     assert_ballots_grow(&s.lines());
-    s.world.stop_cleanly("a", &mut a);
-    s.world.stop_cleanly("b", &mut b);
-    assert!(s.active().is_empty(), "{:?}", s.active());
+    s.stop_all(&mut [("a", &mut a), ("b", &mut b)]);
 }
 
 #[test]
@@ -261,9 +257,7 @@ fn a_supervisor_stopped_alone_has_its_children_killed_at_their_deadline() {
     }
     assert!(s.overlaps().is_empty(), "{:?}", s.overlaps());
     assert_ballots_grow(&lines);
-    s.world.stop_cleanly("a", &mut a);
-    s.world.stop_cleanly("b", &mut b);
-    assert!(s.active().is_empty(), "{:?}", s.active());
+    s.stop_all(&mut [("a", &mut a), ("b", &mut b)]);
 }
 
 #[test]
@@ -527,17 +521,7 @@ fn a_lone_member_of_256_shards_starts_each_child_once_and_keeps_it() {
     let _many = many();
     let mut s = Shards::new("600ms", "200ms");
     let run = s.lone_member(&[], 256, PATIENCE, Duration::from_secs(3));
-    eprintln!(
-        "figures: 256 children started {:?} after the supervisor ({:.0} children/s)",
-        run.all_started,
-        run.per_second()
-    );
-    assert_eq!(run.restarted(), vec![], "children started again");
-    assert!(
-        run.starts.values().flatten().all(|l| l.ballot == 1),
-        "a shard changed hands"
-    );
-    stopped_after_sigterm(&run);
+    started_once_and_kept("256 children", &run);
 }
 
 // Issue 29 item 6: "at the shortest lease the CLI accepts, children are never killed and
@@ -555,9 +539,14 @@ fn at_the_shortest_lease_children_start_once_and_are_never_restarted() {
     let _many = many();
     let mut s = Shards::new("150ms", "50ms");
     let run = s.lone_member(&["--memory"], 64, PATIENCE, Duration::from_secs(3));
+    started_once_and_kept("at lease 150ms, 64 children", &run);
+}
+
+/// Every child of a lone member started once, at ballot 1 (no shard changed hands), none
+/// again, and the member stopped after SIGTERM; prints the figures of `what`.
+fn started_once_and_kept(what: &str, run: &crate::run_shards_support::LoneMember) {
     eprintln!(
-        "figures: at lease 150ms, 64 children started {:?} after the supervisor ({:.0} \
-         children/s)",
+        "figures: {what} started {:?} after the supervisor ({:.0} children/s)",
         run.all_started,
         run.per_second()
     );
@@ -566,7 +555,7 @@ fn at_the_shortest_lease_children_start_once_and_are_never_restarted() {
         run.starts.values().flatten().all(|l| l.ballot == 1),
         "a shard changed hands"
     );
-    stopped_after_sigterm(&run);
+    stopped_after_sigterm(run);
 }
 
 /// A lone member stopped by SIGTERM exits 0, or 3 when its leave did not commit in time

@@ -361,6 +361,17 @@ impl World {
         }
     }
 
+    /// Waits (at most [`PATIENCE`] each) for the child `old` to log its stop, then for the
+    /// child of `ballot` to start: that child, and when its start was seen.
+    pub fn stopped_then_led(&self, old: &Event, ballot: u64) -> (Event, Instant) {
+        self.wait_event(PATIENCE, |e| e.kind == "stop" && e.pid == old.pid)
+            .unwrap_or_else(|| {
+                panic!("the child {old:?} never stopped:\n{}", self.stderr_of_all())
+            });
+        self.wait_event(PATIENCE, |e| e.kind == "start" && e.ballot == ballot)
+            .unwrap_or_else(|| panic!("ballot {ballot} never led:\n{}", self.stderr_of_all()))
+    }
+
     /// Waits (at most [`PATIENCE`]) for the child of the run `label` to start: it leads.
     pub fn wait_led(&self, label: &str) -> (Event, Instant) {
         self.wait_event(PATIENCE, |e| e.kind == "start" && is_label(&e.id, label))

@@ -167,6 +167,15 @@ impl Shards {
             .collect()
     }
 
+    /// Stops each of `runs` (name and process) with SIGTERM, expecting exit 0, then expects
+    /// no child left running.
+    pub fn stop_all(&self, runs: &mut [(&str, &mut Child)]) {
+        for (name, child) in runs.iter_mut() {
+            self.world.stop_cleanly(name, child);
+        }
+        assert!(self.active().is_empty(), "{:?}", self.active());
+    }
+
     /// `a` started with `--shards 4` and running all four, then `b`, and the four spread 2/2:
     /// the two supervisors and the active children (each child takes `stop_in` seconds to
     /// stop, none if empty).
