@@ -21,26 +21,17 @@ mod cli_support;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    PATIENCE, Store, World, assert_no_panic, bin, config_round_trip_and_the_stored_config_wins,
-    is_label, ok, output_of, poll, signal, status_json, text, wait_exit, wait_live_candidates,
+    PATIENCE, Store, World, alone, assert_no_panic, bin,
+    config_round_trip_and_the_stored_config_wins, is_label, ok, output_of, poll, signal,
+    status_json, text, wait_exit, wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
-
-/// One timing-sensitive test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// A world on an election of its own (`cli-fdb-TEST-RANDOM`) of the cluster named by
 /// `FDB_CLUSTER_FILE`; `None`, after saying so on stderr, when it is not set.
@@ -171,7 +162,7 @@ fn shards_commands_on_a_missing_sharded_election_answer_no_sharded_election() {
 
 #[test]
 fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = world_or_skip!("run");
     let hooks = world.logging_hooks();
     let hooks = hooks.each_ref().map(String::as_str);
@@ -223,7 +214,7 @@ fn run_starts_one_child_with_ballot_and_id_between_its_hooks() {
 
 #[test]
 fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_the_lease() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = world_or_skip!("sigkill");
     // The children start a grandchild too: the whole group must go.
     let (mut a, mut b, first, grandchild) = world.leader_with_grandchild_and_standby();
@@ -285,7 +276,7 @@ fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_the_lease() 
 
 #[test]
 fn sigterm_stops_the_child_and_hands_over_without_a_lease_wait() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = world_or_skip!("sigterm");
     store_long_lease(&world);
     let (mut a, mut b, first) = world.leader_and_follower(&[]);
@@ -556,7 +547,7 @@ fn watch_waits_for_the_election_and_prints_one_line_per_leader_change() {
 
 #[test]
 fn resign_and_force_vacate_move_the_ballot_or_are_rejected() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = world_or_skip!("operator");
     store_long_lease(&world);
     let a = world.start_run("a", &[]);

@@ -6,27 +6,18 @@
 //!
 //! These tests measure wall-clock failover, so they run one at a time.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::cli_support::{
-    HEARTBEAT_DUR, LEASE_DUR, PATIENCE, World, running, signal, wait_exit, wait_live_candidates,
+    HEARTBEAT_DUR, LEASE_DUR, PATIENCE, World, alone, running, signal, wait_exit,
+    wait_live_candidates,
 };
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-/// One timing-sensitive test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 #[test]
 fn two_runs_on_one_file_run_exactly_one_child() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = World::new();
     // Both at once, on a file that does not exist yet: both create it, one leads.
     let mut a = world.start_run("a", &[]);
@@ -50,7 +41,7 @@ fn two_runs_on_one_file_run_exactly_one_child() {
 
 #[test]
 fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_it() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = World::new();
     // The children start a grandchild too: the whole group must go.
     let (mut a, mut b, first, grandchild) = world.leader_with_grandchild_and_standby();
@@ -84,7 +75,7 @@ fn sigkill_of_the_leader_kills_its_child_group_and_fails_over_after_it() {
 
 #[test]
 fn killing_the_supervisor_and_its_watchdog_together_still_ends_the_child() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = World::new();
     let mut a = world.start_run("a", &[]);
     let (first, _) = world
@@ -113,7 +104,7 @@ fn killing_the_supervisor_and_its_watchdog_together_still_ends_the_child() {
 
 #[test]
 fn sigterm_hands_over_within_one_second_without_overlap() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = World::new();
     let (mut a, mut b, first) = world.leader_and_follower(&[]);
     let start = Instant::now();
@@ -134,7 +125,7 @@ fn sigterm_hands_over_within_one_second_without_overlap() {
 
 #[test]
 fn begin_and_end_commands_run_in_order_around_each_leadership() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = World::new();
     let hooks = world.logging_hooks();
     let hooks = hooks.each_ref().map(String::as_str);
@@ -162,7 +153,7 @@ fn begin_and_end_commands_run_in_order_around_each_leadership() {
 
 #[test]
 fn preemption_waits_for_the_old_child_to_stop() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = World::new();
     // a's child takes a second to stop after SIGTERM; b has a higher priority.
     let mut a = world.start_run_stopping_in("a", &[], "1");
@@ -203,7 +194,7 @@ fn preemption_waits_for_the_old_child_to_stop() {
 
 #[test]
 fn a_second_supervisor_of_one_name_is_warned_which_candidate_has_it() {
-    let _serial = serial();
+    let _alone = alone();
     let mut world = World::new();
     let mut first = world.start_run("a", &[]);
     let (led, _) = world.wait_led("a");

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::cli_support::{PATIENCE, bin, is_label, output_of, pid_of, poll, running, signal};
+use crate::cli_support::{
+    PATIENCE, alone, bin, is_label, output_of, pid_of, poll, running, signal,
+};
 use crate::run_shards_support::{
     Line, Shards, all_gone, assert_ballots_grow, assert_stopped_first,
 };
@@ -30,14 +32,6 @@ const DEATH_BOUND: Duration = Duration::from_secs(1);
 
 /// How much later than the lease (from a supervisor's SIGSTOP) its children may die.
 const KILL_BOUND: Duration = Duration::from_millis(1500);
-
-/// The runs of 256 children, one at a time: two at once would each measure the other's load.
-static MANY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn many() -> std::sync::MutexGuard<'static, ()> {
-    MANY.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 #[test]
 fn two_supervisors_spread_the_shards_and_a_killed_ones_children_die_and_move() {
@@ -518,7 +512,8 @@ fn a_nested_fdb_leader_in_a_shards_child_is_not_configured_by_its_environment() 
 // child starts once, at ballot 1 (no lapse moved a shard), and stays for 3 s more.
 #[test]
 fn a_lone_member_of_256_shards_starts_each_child_once_and_keeps_it() {
-    let _many = many();
+    // Alone: the runs of many children measure their own pace.
+    let _alone = alone();
     let mut s = Shards::new("600ms", "200ms");
     let run = s.lone_member(&[], 256, PATIENCE, Duration::from_secs(3));
     started_once_and_kept("256 children", &run);
@@ -536,7 +531,8 @@ fn a_lone_member_of_256_shards_starts_each_child_once_and_keeps_it() {
 // misses a 150 ms lease, whatever it does; the README gives the figures.)
 #[test]
 fn at_the_shortest_lease_children_start_once_and_are_never_restarted() {
-    let _many = many();
+    // Alone: the runs of many children measure their own pace.
+    let _alone = alone();
     let mut s = Shards::new("150ms", "50ms");
     let run = s.lone_member(&["--memory"], 64, PATIENCE, Duration::from_secs(3));
     started_once_and_kept("at lease 150ms, 64 children", &run);
@@ -650,7 +646,8 @@ fn a_stored_election_of_more_shards_than_run_supervises_is_refused_before_joinin
 
 #[test]
 fn a_second_supervisor_of_one_name_is_warned_which_member_has_it() {
-    let _many = many();
+    // Alone: the runs of many children measure their own pace.
+    let _alone = alone();
     let mut s = Shards::new("600ms", "200ms");
     let mut a = s.start("a", &["--shards", "2"], &["0.5"]);
     let first = s.wait_spread(PATIENCE, &[("a", 2)]);

@@ -17,7 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,44 @@ pub struct World {
     /// [`HEARTBEAT`] unless [`with_timing`](Self::with_timing) changed them.
     timing: (&'static str, &'static str),
     spawned: Vec<Pid>,
+    /// Whether this world counts in its thread's hold of [`ALONE`]'s shared side (not when
+    /// the test holds [`alone`]).
+    shares: bool,
+}
+
+/// The tests of a binary run beside each other (two at a time on two cores), each world
+/// holding the shared side of this lock; a test that measures time, or loads the machine
+/// enough to spoil another's measure (256 children), holds its exclusive side through
+/// [`alone`], so that it runs alone, as it did in a binary of its own.
+static ALONE: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// Whether this test's thread holds [`ALONE`] exclusively (its worlds then take nothing).
+    static HOLDS_ALONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The worlds of this test's thread, and the shared side of [`ALONE`] they hold, taken once
+    /// per thread: a second world of the same test never waits behind a test that waits to
+    /// run alone (which waits for the first).
+    static SHARED: std::cell::RefCell<(usize, Option<RwLockReadGuard<'static, ()>>)> =
+        const { std::cell::RefCell::new((0, None)) };
+}
+
+/// This test runs alone among the tests that hold a [`World`], until the guard is dropped.
+pub struct Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>);
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        HOLDS_ALONE.with(|h| h.set(false));
+    }
+}
+
+/// Waits until no other test holds a world, then keeps others from starting one: for the tests
+/// that measure time (a failover within lease + heartbeat + 1 s) or load the machine.
+pub fn alone() -> Alone {
+    let guard = ALONE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    HOLDS_ALONE.with(|h| h.set(true));
+    Alone(guard)
 }
 
 /// One line of the log.
@@ -112,11 +150,26 @@ impl World {
     fn with_store(store: Store) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         fs::write(dir.path().join("child.sh"), CHILD).expect("child script");
+        let shares = !HOLDS_ALONE.with(std::cell::Cell::get);
+        if shares {
+            SHARED.with(|held| {
+                let mut held = held.borrow_mut();
+                if held.0 == 0 {
+                    held.1 = Some(
+                        ALONE
+                            .read()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    );
+                }
+                held.0 += 1;
+            });
+        }
         World {
             dir,
             store,
             timing: (LEASE, HEARTBEAT),
             spawned: Vec::new(),
+            shares,
         }
     }
 
@@ -555,6 +608,15 @@ impl Drop for World {
         for e in self.events() {
             let _ = killpg(Pid::from_raw(e.pid), Signal::SIGKILL);
             let _ = kill(Pid::from_raw(e.pid), Signal::SIGKILL);
+        }
+        if self.shares {
+            SHARED.with(|held| {
+                let mut held = held.borrow_mut();
+                held.0 = held.0.saturating_sub(1);
+                if held.0 == 0 {
+                    held.1 = None;
+                }
+            });
         }
     }
 }

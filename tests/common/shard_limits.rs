@@ -1,6 +1,6 @@
 //! A sharded election at the largest layout it accepts ([`MAX_SHARDS`]), through the public
 //! API, written once for every store: MemDb (which enforces FoundationDB's size limits) in
-//! `tests/shard_limits.rs`, a FoundationDB cluster in `tests/fdb_integration.rs`. A lone
+//! `tests/shard/limits.rs`, a FoundationDB cluster in `tests/fdb_integration.rs`. A lone
 //! member takes every shard; `members()` and `assignments()` answer; a second member joins and
 //! takes its half by cooperative moves; the first leaves and the second owns everything. Every
 //! transaction must fit the store's limits (FoundationDB refuses a value over 100,000 bytes

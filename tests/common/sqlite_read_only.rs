@@ -1,5 +1,4 @@
-//! The set-up the read-only SQLite tests share (tests/sqlite_read_only.rs,
-//! tests/sqlite_read_only.rs): read-only options, one committed write, one committed
+//! The set-up of the read-only SQLite tests (tests/sqlite_read_only.rs): read-only options, one committed write, one committed
 //! serializable read. Included by path (`#[path = "common/sqlite_read_only.rs"]`).
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 

@@ -226,7 +226,16 @@ fn run_ops(config: ElectionConfig, ops: Vec<Op>) -> (u64, Ballot) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    // The shrunk failures found so far are replayed first, from the file beside this one
+    // (props.proptest-regressions): proptest's default would look for it in a folder beside
+    // tests/election/, which holds a main.rs.
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn ballots_are_monotonic_with_one_owner_and_believers_match_the_record(

@@ -29,7 +29,7 @@ async fn settle(w: &World, leader: &Candidate, c: &Coordinator, members: &[&Memb
     let mut rounds = 0;
     loop {
         let before: Vec<_> = members.iter().map(|m| m.owned_shards()).collect();
-        w.coordinate(leader, c).await;
+        w.coordinate_leading(leader, c).await;
         for m in members {
             w.cycle_ready(m).await;
             assert_exclusive(members);
@@ -67,7 +67,7 @@ async fn three_members_are_balanced_and_a_fourth_takes_its_share_by_cooperative_
     for m in [&a, &b, &c] {
         w.cycle(m).await; // join
     }
-    w.coordinate(&leader, &coord).await; // reserves all 64
+    w.coordinate_leading(&leader, &coord).await; // reserves all 64
     for m in [&a, &b, &c] {
         w.cycle(m).await; // acquire
     }
@@ -95,7 +95,7 @@ async fn three_members_are_balanced_and_a_fourth_takes_its_share_by_cooperative_
     while d.owned_shards().len() < 16 {
         rounds += 1;
         assert!(rounds <= 4, "balance not restored in {rounds} rounds");
-        w.coordinate(&leader, &coord).await;
+        w.coordinate_leading(&leader, &coord).await;
         for m in [&a, &b, &c] {
             w.cycle_ready(m).await; // hand over (the work is stopped)
         }
@@ -111,7 +111,7 @@ async fn three_members_are_balanced_and_a_fourth_takes_its_share_by_cooperative_
         assert_eq!(ballot, Ballot::new(2), "moved once: ballot + 1");
     }
     // Stable: another round moves nothing.
-    w.coordinate(&leader, &coord).await;
+    w.coordinate_leading(&leader, &coord).await;
     for m in [&a, &b, &c, &d] {
         w.cycle_ready(m).await;
         assert_eq!(m.owned_shards().len(), 16);
@@ -126,7 +126,7 @@ async fn a_crashed_member_is_fenced_by_its_epoch_after_a_lease_and_its_shards_ar
     for m in [&a, &b] {
         w.cycle(m).await;
     }
-    w.coordinate(&leader, &coord).await;
+    w.coordinate_leading(&leader, &coord).await;
     for m in [&a, &b] {
         w.cycle(m).await;
     }
@@ -139,7 +139,7 @@ async fn a_crashed_member_is_fenced_by_its_epoch_after_a_lease_and_its_shards_ar
         w.advance(Duration::from_millis(500));
         t += Duration::from_millis(500);
         w.cycle(&a).await;
-        fenced = w.coordinate(&leader, &coord).await;
+        fenced = w.coordinate_leading(&leader, &coord).await;
         // Before a full lease of b's unchanged record, nobody else owns b's shards.
         assert_exclusive(&[&a, &b]);
     }
@@ -175,7 +175,7 @@ async fn a_steady_member_heartbeat_reads_three_keys_and_writes_one_whatever_m() 
         let (leader, coord) = w.coordinator().await;
         let a = w.member("a", 1);
         w.cycle(&a).await;
-        w.coordinate(&leader, &coord).await;
+        w.coordinate_leading(&leader, &coord).await;
         // Acquire everything (at most 512 per cycle).
         for _ in 0..3 {
             w.cycle(&a).await;
@@ -199,7 +199,7 @@ async fn a_lapsed_member_rejoins_at_a_new_epoch_and_owns_nothing_until_reassigne
     let (leader, coord) = w.coordinator().await;
     let a = w.member("a", 1);
     w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
+    w.coordinate_leading(&leader, &coord).await;
     w.cycle(&a).await;
     assert_eq!(a.owned_shards().len(), 8);
     assert_eq!(a.epoch(), Some(1));
@@ -220,7 +220,7 @@ async fn a_lapsed_member_rejoins_at_a_new_epoch_and_owns_nothing_until_reassigne
         Err(ElectionError::StaleToken { .. })
     ));
     // The coordinator sees the epoch-1 shards as nobody's and reserves them again.
-    w.coordinate(&leader, &coord).await;
+    w.coordinate_leading(&leader, &coord).await;
     w.cycle(&a).await;
     assert_eq!(a.owned_shards().len(), 8);
     assert_eq!(a.shard_token(shard), Some(Ballot::new(2)));
@@ -269,7 +269,7 @@ async fn an_acquisition_with_an_unknown_result_is_recognised_by_the_next_cycle()
     let (leader, coord) = w.coordinator().await;
     let a = w.member("a", 1);
     w.cycle(&a).await;
-    w.coordinate(&leader, &coord).await;
+    w.coordinate_leading(&leader, &coord).await;
     // The acquisition applies, its reply is lost: nothing is adopted.
     faults.push_commit_fault(CommitFault::UnknownApplied);
     let txn = w.db.create_transaction();
@@ -434,13 +434,13 @@ async fn a_frozen_placement_still_fails_over_and_takes_nothing_from_a_live_holde
         w.advance(Duration::from_millis(500));
         w.cycle(&a).await;
         w.cycle(&c).await;
-        fenced = w.coordinate(&leader, &coord).await;
+        fenced = w.coordinate_leading(&leader, &coord).await;
     }
     // c is drained before it acquires them: frozen, the coordinator leaves the reservations
     // of a live holder where they are (frozen wins over drained).
     let c_id = c.id().clone();
     w.set_drained(&c_id, true).await;
-    w.coordinate(&leader, &coord).await;
+    w.coordinate_leading(&leader, &coord).await;
     for shard in b_shards.keys() {
         let rec = w
             .operate(|e, txn| async move { e.shard_record(&txn, *shard).await })
@@ -480,11 +480,11 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
             .is_ok()
     };
     let watch = arm().await;
-    w.coordinate(&leader, &coord).await; // first sight: published; reserves the 8 shards
+    w.coordinate_leading(&leader, &coord).await; // first sight: published; reserves the 8 shards
     assert!(fired(watch).await, "the first coordination publishes");
     let watch = arm().await;
     w.cycle(&a).await; // a acquires the 8
-    w.coordinate(&leader, &coord).await;
+    w.coordinate_leading(&leader, &coord).await;
     assert!(
         fired(watch).await,
         "the reservations and the acquisitions changed the records"
@@ -493,7 +493,7 @@ async fn the_coordinator_rewrites_the_assignments_marker_on_changes_only() {
     let watch = arm().await;
     for _ in 0..3 {
         w.cycle(&a).await;
-        w.coordinate(&leader, &coord).await;
+        w.coordinate_leading(&leader, &coord).await;
     }
     assert!(!fired(watch).await, "a steady heartbeat rewrote the marker");
     let view = w

@@ -196,6 +196,24 @@ impl World {
         self.coordinate_with(c, token).await.unwrap()
     }
 
+    /// As [`coordinate`](Self::coordinate), for a coordinator that must still lead: its renewal
+    /// losing the leadership fails the test.
+    pub async fn coordinate_leading(
+        &self,
+        leader: &Candidate,
+        c: &Coordinator,
+    ) -> Vec<CandidateId> {
+        let renewed = self
+            .election
+            .coordinator_election()
+            .run_cycle(&self.db, leader)
+            .await
+            .unwrap();
+        assert!(renewed.is_leader(), "the coordinator lost its leadership");
+        let token = leader.fencing_token().unwrap();
+        self.coordinate_with(c, token).await.unwrap()
+    }
+
     pub async fn coordinate_with(
         &self,
         c: &Coordinator,
